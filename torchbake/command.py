@@ -1,0 +1,151 @@
+"""Every host subprocess goes through :func:`run`.
+
+It prints ``+ <command>`` (quoted exactly as a shell would need it), resolves the binary first
+(a missing tool is a clear error, not a ``FileNotFoundError``), can stream output live while
+saving it to a log file, and turns a non-zero exit into the given ``FatalError`` subclass.
+Arguments are always a list; there is no ``shell=True`` anywhere in torchbake.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from .errors import CommandError, FatalError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    args: tuple[str, ...]
+    returncode: int
+    output: str
+
+
+def format_command(args: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+    """The command as a user could paste it into a shell."""
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in (env or {}).items()]
+    return " ".join(prefix + [shlex.quote(str(a)) for a in args])
+
+
+def resolve_binary(name: str, *, hint: str = "", error: type[FatalError] = CommandError) -> str:
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name!r} was not found on PATH."
+        raise error(f"{message} {hint}".strip())
+    return path
+
+
+def run(
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    capture: bool = False,
+    log_file: Path | None = None,
+    check: bool = True,
+    error: type[FatalError] = CommandError,
+    failure_hint: str = "",
+    timeout: float | None = None,
+    echo: bool = True,
+    stream: IO[str] | None = None,
+) -> CommandResult:
+    """Run ``args``; ``env`` holds variables added to the current environment.
+
+    - ``capture``: collect output (stdout and stderr together) and return it, printing nothing.
+    - ``log_file``: stream output live to ``stream`` (stdout by default) and append it to the file.
+    - ``check``: raise ``error`` on a non-zero exit, with the tail of the output and the hint.
+    """
+    argv = [str(a) for a in args]
+    argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
+    if not Path(argv[0]).exists():
+        raise error(f"{argv[0]} does not exist.")
+    out = stream or sys.stdout
+    if echo:
+        print(f"+ {format_command(argv, env)}", file=out, flush=True)
+    full_env = {**os.environ, **(env or {})}
+    try:
+        if capture and log_file is None:
+            proc = subprocess.run(
+                argv,
+                env=full_env,
+                cwd=cwd,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+            output, returncode = proc.stdout, proc.returncode
+        else:
+            output, returncode = _stream(argv, full_env, cwd, log_file, out, capture, timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise error(
+            f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
+        ) from exc
+    result = CommandResult(tuple(argv), returncode, output)
+    if check and returncode != 0:
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        where = f"\nFull output: {log_file}" if log_file else ""
+        raise error(
+            f"Command failed with exit status {returncode}: {format_command(argv)}\n"
+            f"{tail}{where}\n{failure_hint}".rstrip()
+        )
+    return result
+
+
+def _stream(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    log_file: Path | None,
+    out: IO[str],
+    keep: bool,
+    timeout: float | None,
+) -> tuple[str, int]:
+    kept: list[str] = []
+    log = None
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        log = log_file.open("a", encoding="utf-8")
+        log.write(f"+ {format_command(argv)}\n")
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            out.write(line)
+            out.flush()
+            if log is not None:
+                log.write(line)
+            kept.append(line)
+            if not keep and len(kept) > 200:
+                del kept[:100]
+        returncode = proc.wait(timeout=timeout)
+    except BaseException:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
+    finally:
+        if log is not None:
+            log.close()
+    return "".join(kept), returncode

@@ -1,0 +1,399 @@
+"""Layered configuration: defaults file < --config files < environment < command line.
+
+``configs/defaults.toml`` declares every option; its default value fixes the option's type.
+Each layer is flattened to ``section.key`` → value, checked against that schema (unknown keys
+fail with a "did you mean" suggestion), and the last layer that sets a key wins. The result is
+validated value by value and frozen into :class:`Settings`; :class:`ResolvedConfig` remembers
+where each value came from for ``invoke show-config``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import validation
+from .errors import ConfigurationError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONFIG_DIR = PROJECT_ROOT / "configs"
+DEFAULTS_FILE = CONFIG_DIR / "defaults.toml"
+ENV_PREFIX = "TORCHBAKE_"
+FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
+# Variables the legacy shell scripts read, mapped to the option they set (lower precedence than
+# TORCHBAKE_* variables).
+LEGACY_ENV = {"DOCKER_BUILD_DIR": "build.dir"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageOptions:
+    name: str
+    tag: str
+    base: str
+    docker_file: str
+    render_gid: int
+    env: Mapping[str, str]
+
+    @property
+    def reference(self) -> str:
+        return f"{self.name}:{self.tag}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PythonOptions:
+    version: str
+    provider: str
+    standalone_url: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelOptions:
+    torch: str
+    extension: str
+    extension_module: str
+    torchvision: str
+    torchaudio: str
+    extra: tuple[str, ...]
+    platforms: tuple[str, ...]
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    find_links: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolkitOptions:
+    musa_toolkits_url: str
+    mudnn_url: str
+    mccl_url: str
+    required: tuple[str, ...]
+
+    def given(self) -> dict[str, str]:
+        """Toolkit key → location, for those set, in install order."""
+        return {k: v for k, v in self.urls().items() if v}
+
+    def urls(self) -> dict[str, str]:
+        return {
+            "musa_toolkits_url": self.musa_toolkits_url,
+            "mudnn_url": self.mudnn_url,
+            "mccl_url": self.mccl_url,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class AcceleratorOptions:
+    profile: str
+    torch_cuda_arch_list: str
+    pytorch_rocm_arch: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    variant: str
+    dir: str
+    docker: str
+    verify: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class PathOptions:
+    cache_dir: Path
+    log_dir: Path
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    image: ImageOptions
+    python: PythonOptions
+    wheels: WheelOptions
+    toolkits: ToolkitOptions
+    accelerator: AcceleratorOptions
+    build: BuildOptions
+    paths: PathOptions
+    checksums: Mapping[str, str] = field(default_factory=dict)
+
+
+SECTION_TYPES: dict[str, type] = {
+    "image": ImageOptions,
+    "python": PythonOptions,
+    "wheels": WheelOptions,
+    "toolkits": ToolkitOptions,
+    "accelerator": AcceleratorOptions,
+    "build": BuildOptions,
+    "paths": PathOptions,
+}
+
+VALIDATORS: dict[str, Callable[[Any], None]] = {
+    "image.name": validation.image_name,
+    "image.tag": validation.image_tag,
+    "image.base": validation.image_reference,
+    "image.docker_file": validation.location,
+    "image.render_gid": validation.gid,
+    "image.env": validation.env_names,
+    "python.version": validation.python_version,
+    "python.provider": validation.one_of(validation.PYTHON_PROVIDERS),
+    "python.standalone_url": lambda v: validation.location(v.replace("{python}", "3.11")),
+    "wheels.torch": validation.wheel_source,
+    "wheels.extension": validation.wheel_source,
+    "wheels.torchvision": validation.wheel_source,
+    "wheels.torchaudio": validation.wheel_source,
+    "wheels.extra": lambda v: [validation.requirement(r) for r in v],
+    "toolkits.musa_toolkits_url": validation.location,
+    "toolkits.mudnn_url": validation.location,
+    "toolkits.mccl_url": validation.location,
+    "toolkits.required": lambda v: [
+        validation.one_of(tuple(ToolkitOptions.__dataclass_fields__)[:3])(r) for r in v
+    ],
+    "accelerator.profile": validation.one_of(validation.PROFILES),
+    "accelerator.torch_cuda_arch_list": validation.cuda_arch_list,
+    "accelerator.pytorch_rocm_arch": validation.rocm_arch,
+    "build.variant": validation.one_of(validation.VARIANTS),
+    "build.docker": validation.docker_binary,
+}
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """Every option's final value and the layer it came from."""
+
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def settings(self) -> Settings:
+        return build_settings(self.values)
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigurationError(
+            f"Config file {path} does not exist. Profiles shipped with torchbake: "
+            + ", ".join(str(p.relative_to(PROJECT_ROOT)) for p in sorted(CONFIG_DIR.glob("*.toml")))
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"Config file {path} is not valid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ConfigurationError(f"Config file {path} cannot be read: {exc}") from exc
+
+
+def schema() -> dict[str, Any]:
+    """``section.key`` → default value, from the defaults file."""
+    data = load_toml(DEFAULTS_FILE)
+    return {key: value for key, value in _flatten(data, {}, str(DEFAULTS_FILE)).items()}
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """Turn ``{section: {key: value}}`` into ``{"section.key": value}``, rejecting unknown keys
+    (when ``known`` is given) and values of the wrong type."""
+    flat: dict[str, Any] = {}
+    sections = {k.split(".", 1)[0] for k in known} | set(FREE_SECTIONS)
+    for section, table in data.items():
+        if known and section not in sections:
+            raise ConfigurationError(
+                f"{source}: unknown section [{section}].{_suggest(section, sections)}"
+                f" Known sections: {', '.join(sorted(sections))}."
+            )
+        if not isinstance(table, dict):
+            raise ConfigurationError(
+                f"{source}: {section!r} must be a table ([{section}]), not a {type(table).__name__}."
+            )
+        if section in FREE_SECTIONS:
+            for key, value in table.items():
+                flat[f"{section}.{key}"] = value
+            continue
+        for key, value in table.items():
+            name = f"{section}.{key}"
+            if known and name not in known:
+                section_keys = [k.split(".", 1)[1] for k in known if k.startswith(section + ".")]
+                raise ConfigurationError(
+                    f"{source}: unknown option {name!r}.{_suggest(key, section_keys)}"
+                    f" Options in [{section}]: {', '.join(section_keys)}."
+                )
+            if known:
+                value = _check_type(name, value, known[name], source)
+            flat[name] = value
+    return flat
+
+
+def _type_name(default: Any) -> str:
+    return {bool: "true or false", int: "an integer", str: "a string", list: "a list of strings",
+            dict: "a table of strings"}[type(default)]
+
+
+def _check_type(name: str, value: Any, default: Any, source: str) -> Any:
+    expected = type(default)
+    ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
+    if ok and expected is list:
+        ok = all(isinstance(v, str) for v in value)
+    if not ok:
+        raise ConfigurationError(
+            f"{source}: {name} = {value!r} has the wrong type; expected {_type_name(default)}."
+        )
+    return value
+
+
+def _parse_env_value(name: str, text: str, default: Any, source: str) -> Any:
+    if isinstance(default, bool):
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ConfigurationError(f"{source}={text!r}: expected true/false (or 1/0, yes/no).")
+    if isinstance(default, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigurationError(f"{source}={text!r}: expected an integer.") from None
+    if isinstance(default, list):
+        return [part.strip() for part in text.split(",") if part.strip()]
+    if isinstance(default, dict):
+        table: dict[str, str] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise ConfigurationError(f"{source}={text!r}: expected KEY=VALUE pairs separated by commas.")
+            table[key.strip()] = value.strip()
+        return table
+    return text
+
+
+def env_var_name(key: str) -> str:
+    return ENV_PREFIX + key.replace(".", "_").upper()
+
+
+def environment_layer(environ: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
+    """Options set by ``TORCHBAKE_<SECTION>_<KEY>`` (and the legacy variables)."""
+    by_var = {env_var_name(key): key for key in known}
+    layer: dict[str, tuple[Any, str]] = {}
+    for var, key in LEGACY_ENV.items():
+        if environ.get(var):
+            layer[key] = (_parse_env_value(key, environ[var], known[key], var), f"environment {var}")
+    for var, text in sorted(environ.items()):
+        if not var.startswith(ENV_PREFIX):
+            continue
+        if var.startswith(ENV_PREFIX + "CHECKSUMS"):
+            raise ConfigurationError(f"{var}: checksums cannot be set from the environment; put them in a --config file or append #sha256=<hex> to the URL.")
+        key = by_var.get(var)
+        if key is None:
+            if var in RESERVED_ENV:
+                continue
+            raise ConfigurationError(
+                f"Unknown environment variable {var}.{_suggest(var, list(by_var) + list(RESERVED_ENV))}"
+                " Options are set as TORCHBAKE_<SECTION>_<KEY>, e.g. TORCHBAKE_PYTHON_VERSION=3.11."
+            )
+        layer[key] = (_parse_env_value(key, text, known[key], var), f"environment {var}")
+    return layer
+
+
+# TORCHBAKE_* variables that are not options.
+RESERVED_ENV = ("TORCHBAKE_KEEP_CONTAINERS",)
+
+
+def resolve(
+    config_files: Iterable[str | Path] = (),
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    override_source: str = "command line",
+) -> ResolvedConfig:
+    """Merge every layer. ``overrides`` maps ``section.key`` (or a flag label) to a value; a
+    ``None`` value means "not given" and is skipped."""
+    known = schema()
+    values: dict[str, Any] = dict(known)
+    sources = {key: "default" for key in known}
+    for raw in config_files:
+        path = Path(raw).expanduser()
+        for key, value in _flatten(load_toml(path), known, str(path)).items():
+            if key.startswith(tuple(f"{s}." for s in FREE_SECTIONS)):
+                values[key] = value
+            elif isinstance(value, dict) and isinstance(values.get(key), dict):
+                values[key] = {**values[key], **value}
+            else:
+                values[key] = value
+            sources[key] = str(path)
+    for key, (value, source) in environment_layer(environ or {}, known).items():
+        values[key], sources[key] = value, source
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key not in known:
+            raise ConfigurationError(f"internal: no option {key!r}")
+        values[key] = _check_type(key, value, known[key], override_source)
+        label = override_source if override_source != "command line" else "command line"
+        sources[key] = label
+    _validate(values, sources)
+    return ResolvedConfig(values=values, sources=sources)
+
+
+def _validate(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    for key, check in VALIDATORS.items():
+        try:
+            check(values[key])
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"{key} = {values[key]!r} (from {sources[key]}) is invalid: {exc}."
+            ) from None
+    for key, value in values.items():
+        if key.startswith("checksums."):
+            if not isinstance(value, str):
+                raise ConfigurationError(f"{key} (from {sources[key]}) must be a string of 64 hex digits.")
+            try:
+                validation.sha256(value)
+            except ValueError as exc:
+                raise ConfigurationError(f"{key} = {value!r} (from {sources[key]}) is invalid: {exc}.") from None
+
+
+def build_settings(values: Mapping[str, Any]) -> Settings:
+    sections: dict[str, Any] = {}
+    for section, cls in SECTION_TYPES.items():
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            value = values[f"{section}.{f.name}"]
+            if isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+        sections[section] = kwargs
+    cache_dir = Path(sections["paths"]["cache_dir"]).expanduser()
+    log_dir = sections["paths"]["log_dir"]
+    sections["paths"] = PathOptions(
+        cache_dir=cache_dir, log_dir=Path(log_dir).expanduser() if log_dir else cache_dir / "logs"
+    )
+    built = {
+        name: (cls(**sections[name]) if name != "paths" else sections[name])
+        for name, cls in SECTION_TYPES.items()
+    }
+    checksums = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("checksums.")}
+    return Settings(**built, checksums=checksums)
+
+
+def describe(resolved: ResolvedConfig) -> list[tuple[str, str, str]]:
+    """Rows of (option, value, source) for display."""
+    rows = []
+    for key in sorted(resolved.values, key=lambda k: (k.split(".")[0], k)):
+        value = resolved.values[key]
+        shown = tomlish(value)
+        rows.append((key, shown, resolved.sources[key]))
+    return rows
+
+
+def tomlish(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(tomlish(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {tomlish(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -1,0 +1,194 @@
+"""The Docker client and engine: finding a client that can do BuildKit, and every engine call.
+
+Two kinds of client can build with BuildKit: one with the buildx plugin (``docker buildx build
+--load``), and the pre-23 client, whose ``docker build`` uses the engine's built-in BuildKit when
+``DOCKER_BUILDKIT=1`` is set. Newer clients without buildx refuse BuildKit; torchbake detects
+that and says what to install or which binary to pass with ``--docker``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import command
+from .errors import BuildError, CommandError, EngineError
+
+ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
+FALLBACK_CLIENTS = ("/usr/bin/docker",)
+INSTALL_HINT = (
+    "Install the buildx plugin (Debian/Ubuntu: apt-get install docker-buildx), or use a client"
+    " older than 23.0 (Debian's docker.io provides /usr/bin/docker) and pass it with --docker."
+)
+
+
+@dataclass(frozen=True)
+class DockerClient:
+    binary: str
+    version: str
+    build_mode: str  # "buildx" or "buildkit-env"
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+    # -- commands --------------------------------------------------------------------------
+    def build_command(
+        self,
+        *,
+        context: Path,
+        dockerfile: Path,
+        tag: str,
+        build_args: Mapping[str, str] = {},  # noqa: B006 - read-only
+        labels: Mapping[str, str] = {},  # noqa: B006
+        secrets: Sequence[tuple[str, Path]] = (),
+        iidfile: Path | None = None,
+        target: str | None = None,
+    ) -> tuple[list[str], dict[str, str]]:
+        """The exact ``docker build`` argument list and the variables it needs."""
+        if self.build_mode == "buildx":
+            argv, env = [self.binary, "buildx", "build", "--load"], {}
+        else:
+            argv, env = [self.binary, "build"], {"DOCKER_BUILDKIT": "1"}
+        argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
+        if target:
+            argv += ["--target", target]
+        for key, value in build_args.items():
+            argv += ["--build-arg", f"{key}={value}"]
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
+        for secret_id, path in secrets:
+            argv += ["--secret", f"id={secret_id},src={path}"]
+        if iidfile is not None:
+            argv += ["--iidfile", str(iidfile)]
+        argv.append(str(context))
+        return argv, env
+
+    # -- engine calls ----------------------------------------------------------------------
+    def call(self, *args: str, timeout: float | None = ENGINE_TIMEOUT, check: bool = True,
+             echo: bool = False) -> command.CommandResult:
+        try:
+            return command.run(
+                [self.binary, *args], capture=True, check=check, error=EngineError,
+                timeout=timeout, echo=echo,
+                failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.",
+            )
+        except EngineError as exc:
+            if "did not finish within" in str(exc):
+                raise EngineError(
+                    f"The Docker engine did not answer `docker {' '.join(args[:2])}` within"
+                    f" {timeout:g} s. Check that dockerd is running (scripts/ensure-engine.sh)."
+                ) from exc
+            raise
+
+    def check_engine(self) -> str:
+        """The engine's version; a clear error if none answers."""
+        result = self.call("version", "--format", "{{.Server.Version}}", check=False, timeout=30)
+        if result.returncode != 0 or not result.output.strip():
+            where = os.environ.get("DOCKER_HOST", "the default socket (/var/run/docker.sock)")
+            raise EngineError(
+                f"No Docker engine answers at {where} (client {self.binary}).\n"
+                f"{result.output.strip()}\n"
+                "Start one: on Debian as root, scripts/ensure-engine.sh installs docker.io and"
+                " starts dockerd; elsewhere start the docker service or set DOCKER_HOST."
+            )
+        return result.output.strip().splitlines()[-1]
+
+    def inspect_image(self, reference: str) -> dict[str, Any] | None:
+        result = self.call("image", "inspect", reference, check=False)
+        if result.returncode != 0:
+            if "No such image" in result.output or "no such image" in result.output.lower():
+                return None
+            raise EngineError(f"docker image inspect {reference} failed:\n{result.output.strip()}")
+        return json.loads(result.output)[0]
+
+    def image_labels(self, reference: str) -> dict[str, str]:
+        info = self.inspect_image(reference)
+        if info is None:
+            raise EngineError(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do.")
+        return dict((info.get("Config") or {}).get("Labels") or {})
+
+    def remove_image(self, reference: str) -> None:
+        self.call("image", "rm", "--force", reference, check=False)
+
+    def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
+                    network: str | None = "none", timeout: float = 600) -> command.CommandResult:
+        """Run a throwaway container and collect its output (the container is always removed)."""
+        args = ["run", "--rm"]
+        if network:
+            args += ["--network", network]
+        if entrypoint is not None:
+            args += ["--entrypoint", entrypoint]
+        args += [image, *argv]
+        return self.call(*args, timeout=timeout, check=False)
+
+    def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
+        command.run(
+            argv, env=dict(env), log_file=log_file, error=BuildError,
+            failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
+        )
+
+
+_VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
+
+
+def probe_client(binary: str, environ: Mapping[str, str] | None = None) -> DockerClient | str:
+    """A usable client, or the reason this binary cannot build with BuildKit."""
+    try:
+        result = command.run([binary, "--version"], capture=True, check=False, echo=False, timeout=20)
+    except CommandError as exc:
+        return str(exc)
+    match = _VERSION_RE.search(result.output)
+    if result.returncode != 0 or not match:
+        return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
+    version = ".".join(g or "0" for g in match.groups())
+    buildx = command.run([binary, "buildx", "version"], capture=True, check=False, echo=False, timeout=20)
+    if buildx.returncode == 0:
+        return DockerClient(binary=binary, version=version, build_mode="buildx", environ=environ or {})
+    if int(match.group(1)) < 23:
+        return DockerClient(binary=binary, version=version, build_mode="buildkit-env", environ=environ or {})
+    return f"client {version} has no buildx plugin, so it cannot build with BuildKit"
+
+
+def candidate_clients(path_env: str) -> list[str]:
+    """Every ``docker`` executable on PATH, in order, then the known fallbacks."""
+    found: list[str] = []
+    for folder in path_env.split(os.pathsep):
+        candidate = os.path.join(folder or ".", "docker")
+        real = os.path.realpath(candidate)
+        if os.access(candidate, os.X_OK) and os.path.isfile(candidate) and real not in map(os.path.realpath, found):
+            found.append(candidate)
+    for fallback in FALLBACK_CLIENTS:
+        if os.access(fallback, os.X_OK) and os.path.realpath(fallback) not in map(os.path.realpath, found):
+            found.append(fallback)
+    return found
+
+
+def detect_client(choice: str, environ: Mapping[str, str]) -> DockerClient:
+    """The client named by ``choice`` ("auto" = the first BuildKit-capable one found)."""
+    if choice != "auto":
+        binary = choice if os.sep in choice else (command.shutil.which(choice) or choice)
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            raise EngineError(
+                f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
+                " Pass a name on PATH or a path, or 'auto'."
+            )
+        probed = probe_client(binary, environ)
+        if isinstance(probed, str):
+            raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
+        return probed
+    reasons = []
+    for binary in candidate_clients(environ.get("PATH", os.defpath)):
+        probed = probe_client(binary, environ)
+        if isinstance(probed, DockerClient):
+            return probed
+        reasons.append(f"  {binary}: {probed}")
+    if not reasons:
+        raise EngineError(
+            "No docker client was found on PATH. Install one (Debian: apt-get install docker.io;"
+            " or run scripts/ensure-engine.sh as root)."
+        )
+    raise EngineError("No docker client that can build with BuildKit was found:\n" + "\n".join(reasons)
+                      + f"\n{INSTALL_HINT}")

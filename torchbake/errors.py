@@ -1,0 +1,50 @@
+"""The one place torchbake's failures are defined.
+
+Every failure the user can cause or fix is a ``FatalError`` subclass with its own exit code.
+Library code raises them; only the CLI layer (``torchbake.cli.run_task``) catches them, prints
+the message (never a traceback) and exits with the code.
+"""
+
+from __future__ import annotations
+
+
+class FatalError(Exception):
+    """A failure that ends the current task. The message says what to do next."""
+
+    exit_code = 1
+
+
+class ConfigurationError(FatalError):
+    """A bad option: unknown key, wrong type, invalid value, missing required value."""
+
+    exit_code = 2
+
+
+class DownloadError(FatalError):
+    """An input could not be fetched or did not match its recorded digest."""
+
+    exit_code = 3
+
+
+class EngineError(FatalError):
+    """No usable Docker client or engine (missing binary, no BuildKit, engine not answering)."""
+
+    exit_code = 4
+
+
+class BuildError(FatalError):
+    """``docker build`` (or another engine step) ran and failed."""
+
+    exit_code = 5
+
+
+class VerificationError(FatalError):
+    """The image was built but one or more verification checks failed."""
+
+    exit_code = 6
+
+
+class CommandError(FatalError):
+    """A host command (pip, debootstrap, ...) ran and failed."""
+
+    exit_code = 7

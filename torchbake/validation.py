@@ -1,0 +1,151 @@
+"""Checks for single option values. Each raises ``ValueError`` whose text says what is accepted;
+``torchbake.config`` turns that into a ``ConfigurationError`` naming the key, value and source."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+PROFILES = ("cpu", "cuda", "rocm", "musa")
+VARIANTS = ("dev", "release")
+PYTHON_PROVIDERS = ("os", "standalone")
+
+# Docker's reference grammar (distribution/reference), without the digest part for names.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?)"
+_NAME_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*$")
+_TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_ARCH_RE = re.compile(r"^\d+\.\d+(\+PTX)?$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def python_version(value: str) -> None:
+    if not re.fullmatch(r"\d+\.\d+", value):
+        raise ValueError(f"expected a Python version as X.Y, one of {', '.join(SUPPORTED_PYTHONS)}")
+    if value not in SUPPORTED_PYTHONS:
+        raise ValueError(f"supported Python versions are {', '.join(SUPPORTED_PYTHONS)}")
+
+
+def image_name(value: str) -> None:
+    if value and (len(value) > 255 or not _NAME_RE.match(value)):
+        raise ValueError(
+            "expected an image name such as 'torchbake/pytorch-cpu' or 'registry:5000/team/torch'"
+            " (lowercase letters, digits and separators . _ -, path parts joined by /)"
+        )
+
+
+def image_tag(value: str) -> None:
+    if not _TAG_RE.match(value):
+        raise ValueError(
+            "expected a tag of up to 128 characters: letters, digits, _ . - (not starting with . or -)"
+        )
+
+
+def image_reference(value: str) -> None:
+    """A full reference: NAME[:TAG][@sha256:DIGEST]."""
+    if not value:
+        return
+    rest, _, digest = value.partition("@")
+    if digest and not _DIGEST_RE.match(digest):
+        raise ValueError("expected a digest as sha256:<64 hex digits> after '@'")
+    name, tag = rest, ""
+    last = rest.rsplit("/", 1)[-1]
+    if ":" in last:
+        name, tag = rest.rsplit(":", 1)
+    image_name(name)
+    if tag:
+        image_tag(tag)
+
+
+def sha256(value: str) -> None:
+    if not _SHA256_RE.match(value):
+        raise ValueError("expected a sha256 digest: 64 lowercase hex digits")
+
+
+def is_url(value: str) -> bool:
+    return value.startswith(("http://", "https://", "file://"))
+
+
+def location(value: str) -> None:
+    """An input location: http(s)://, file:// or an existing local path ('' = not set)."""
+    if not value:
+        return
+    if is_url(value):
+        base = value.split("#", 1)[0]
+        if base.rstrip("/").endswith((":/", "://")) or "://" in base and not base.split("://", 1)[1]:
+            raise ValueError("the URL has no host or path")
+        _fragment(value)
+        return
+    if "://" in value:
+        raise ValueError("expected an http://, https:// or file:// URL or a local path")
+    if not Path(value).expanduser().exists():
+        raise ValueError("no such file; expected an http(s):// or file:// URL or an existing local path")
+
+
+def wheel_source(value: str) -> None:
+    """A wheel location (see ``location``) or a pip requirement such as 'torch==2.13.0'."""
+    if not value or is_url(value) or "/" in value or value.endswith(".whl"):
+        location(value)
+        return
+    try:
+        Requirement(value)
+    except InvalidRequirement as exc:
+        raise ValueError(
+            "expected a wheel URL (http(s):// or file://), a local wheel path,"
+            f" or a pip requirement such as 'torch==2.13.0' ({exc})"
+        ) from None
+
+
+def requirement(value: str) -> None:
+    wheel_source(value)
+
+
+def _fragment(url: str) -> None:
+    if "#" not in url:
+        return
+    fragment = url.split("#", 1)[1]
+    if fragment.startswith("sha256="):
+        sha256(fragment[len("sha256=") :])
+    else:
+        raise ValueError("the only URL fragment understood is '#sha256=<64 hex digits>'")
+
+
+def cuda_arch_list(value: str) -> None:
+    if value and not all(_ARCH_RE.match(a) for a in value.replace(" ", ";").split(";") if a):
+        raise ValueError("expected compute capabilities separated by ';', e.g. '7.5;8.0;8.6;8.9;9.0+PTX'")
+
+
+def rocm_arch(value: str) -> None:
+    if value and not all(re.fullmatch(r"gfx[0-9a-f]+", a) for a in value.split(";") if a):
+        raise ValueError("expected gfx targets separated by ';', e.g. 'gfx90a;gfx942'")
+
+
+def env_names(value: dict) -> None:
+    for key, item in value.items():
+        if not _ENV_NAME_RE.match(key):
+            raise ValueError(f"{key!r} is not a valid environment variable name")
+        if not isinstance(item, str):
+            raise ValueError(f"the value of {key} must be a string")
+
+
+def gid(value: int) -> None:
+    if not 0 <= value <= 65535:
+        raise ValueError("expected a group id from 0 (none) to 65535")
+
+
+def one_of(choices: tuple[str, ...]):
+    def check(value: str) -> None:
+        if value not in choices:
+            raise ValueError(f"expected one of: {', '.join(choices)}")
+
+    return check
+
+
+def docker_binary(value: str) -> None:
+    if not value:
+        raise ValueError("expected 'auto' or a docker client: a name on PATH or a path")
