@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from . import command
 from .config import WheelOptions
+from .downloads import link_or_copy
 from .errors import CommandError
 
 
@@ -49,21 +50,32 @@ def pip_download_command(
 
 
 def resolve(
-    requirements: Sequence[str], dest: Path, python_version: str, options: WheelOptions, *,
-    log_file: Path | None = None,
+    requirements: Sequence[str], cache_dir: Path, python_version: str, options: WheelOptions, *,
+    link_into: Path, log_file: Path | None = None,
 ) -> list[Wheel]:
-    """Download ``requirements`` (paths or requirement strings) and all their dependencies."""
-    dest.mkdir(parents=True, exist_ok=True)
-    argv = pip_download_command(requirements, dest, python_version, options)
-    command.run(
-        argv, log_file=log_file, error=CommandError,
+    """Download ``requirements`` (paths or requirement strings) and all their dependencies into
+    the persistent ``cache_dir`` (pip skips files already there), then link exactly the resolved
+    set into ``link_into``."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    argv = pip_download_command(requirements, cache_dir, python_version, options)
+    result = command.run(
+        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir,
         failure_hint=(
             f"pip could not resolve these wheels for Python {python_version} on"
             f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"
             " (a cp311 wheel needs --python 3.11), or set [wheels] index_url / find_links."
         ),
     )
-    return wheels_in(dest)
+    names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
+    if not names:
+        raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
+    link_into.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        link_or_copy(cache_dir / name, link_into / name)
+    return [w for w in wheels_in(link_into) if w.path.name in names]
+
+
+_SAVED_RE = re.compile(r"^(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)
 
 
 def wheels_in(folder: Path) -> list[Wheel]:

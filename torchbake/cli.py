@@ -1,0 +1,70 @@
+"""Shared pieces of the invoke task layer: legacy flag spellings, error reporting, settings.
+
+Task modules only parse flags and call into the package; this module is the one place where
+``os.environ`` is read and where ``FatalError`` becomes an exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from invoke import Exit, Task
+from rich.console import Console
+
+from . import config
+from .engine import DockerClient, detect_client
+from .errors import FatalError
+
+
+class FlagTask(Task):
+    """A task whose flags may carry extra spellings: ``names={"python": ["v", "python_version"]}``.
+
+    The legacy scripts' short flags (``-n``, ``-b``, ``-v`` …) and underscore spellings
+    (``--python_version``) keep working. Automatic short flags are off, so every short flag is
+    one that was chosen on purpose.
+    """
+
+    def __init__(self, *args: Any, names: Mapping[str, Iterable[str]] | None = None, **kwargs: Any):
+        self.extra_names = {k: list(v) for k, v in (names or {}).items()}
+        kwargs.setdefault("auto_shortflags", False)
+        super().__init__(*args, **kwargs)
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts = super().arg_opts(name, default, taken_names)
+        main = opts["names"][0]
+        # invoke already maps an underscore spelling of the main name to it (--base_img → --base-img).
+        extra = [n for n in self.extra_names.get(name, []) if n.replace("_", "-") != main]
+        opts["names"] = list(opts["names"]) + extra
+        return opts
+
+
+def console() -> Console:
+    return Console(highlight=False)
+
+
+def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a ``FatalError`` into its message and exit code (no traceback)."""
+
+    @functools.wraps(body)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return body(*args, **kwargs)
+        except FatalError as exc:
+            sys.stdout.flush()
+            raise Exit(message=f"torchbake: error: {exc}", code=exc.exit_code) from None
+        except KeyboardInterrupt:
+            raise Exit(message="torchbake: interrupted", code=130) from None
+
+    return wrapper
+
+
+def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, Any]) -> config.ResolvedConfig:
+    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides))
+
+
+def docker_client(choice: str) -> DockerClient:
+    return detect_client(choice, dict(os.environ))

@@ -1,0 +1,185 @@
+"""What one ``invoke build`` will do, decided up front from the settings.
+
+:func:`plan_release` checks everything that can be checked without slow work (required values,
+the Dockerfile, the Python provider) and returns a frozen :class:`ReleasePlan`; nothing is
+downloaded or built here. :func:`describe_plan` renders it for ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import PROJECT_ROOT, Settings
+from .errors import ConfigurationError
+
+DOCKER_DIR = PROJECT_ROOT / "docker"
+COMMON_DIR = DOCKER_DIR / "common"
+
+# The Python each supported OS release ships (provider "os" needs a match).
+OS_PYTHONS = {
+    ("debian", "11"): "3.9",
+    ("debian", "12"): "3.11",
+    ("debian", "13"): "3.13",
+    ("ubuntu", "20.04"): "3.8",
+    ("ubuntu", "22.04"): "3.10",
+    ("ubuntu", "24.04"): "3.12",
+}
+
+# Toolkit key → (flag, the install script its tarball carries).
+TOOLKITS = {
+    "musa_toolkits_url": ("--musa-toolkits-url", "install.sh"),
+    "mudnn_url": ("--mudnn-url", "install_mudnn.sh"),
+    "mccl_url": ("--mccl-url", "install.sh"),
+}
+
+# Option → the flag that sets it, for messages that tell the user what to pass.
+FLAGS = {
+    "image.name": "--name",
+    "image.base": "--base-img",
+    "wheels.torch": "--torch-whl-url",
+    "wheels.extension": "--torch-musa-whl-url",
+    "python.standalone_url": "(config only) [python] standalone_url",
+    **{f"toolkits.{k}": flag for k, (flag, _) in TOOLKITS.items()},
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleasePlan:
+    image: str  # name:tag
+    base_image: str
+    dockerfile_template: Path
+    python_version: str
+    python_provider: str
+    python_source: str  # standalone tarball location ("" for provider os)
+    wheel_sources: dict[str, str]  # role (torch, extension, torchvision, torchaudio) → location/requirement
+    extra_requirements: tuple[str, ...]
+    toolkits: dict[str, str]  # toolkit key → location, install order
+    image_env: dict[str, str]
+    render_gid: int
+    profile: str
+    extension_module: str
+    cuda_arch_list: str
+    rocm_arch: str
+    build_dir: str  # "" = temporary
+    reuse_context: bool
+    verify: bool
+    settings: Settings = field(repr=False)
+
+
+def _missing(key: str, why: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"{key} is not set, but {why}. Set it with {FLAGS.get(key, key)}, in a --config file"
+        f" ([{key.split('.')[0]}] {key.split('.')[1]} = ...), or as {('TORCHBAKE_' + key.replace('.', '_')).upper()}."
+    )
+
+
+def plan_release(settings: Settings, *, reuse_context: bool = False) -> ReleasePlan:
+    image, python, wheels = settings.image, settings.python, settings.wheels
+    if not image.name:
+        raise _missing("image.name", "every build needs an image name")
+    if not image.base:
+        raise _missing("image.base", "a release image is built FROM a plain OS image (e.g. one made by `invoke bootstrap-os`)")
+    if not wheels.torch:
+        raise _missing("wheels.torch", "a release image installs torch from a wheel")
+    if wheels.extension_module and not wheels.extension:
+        raise _missing("wheels.extension", f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check")
+    for key in settings.toolkits.required:
+        if not settings.toolkits.urls()[key]:
+            raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+    if python.provider == "standalone" and not python.standalone_url:
+        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
+    template = Path(image.docker_file) if image.docker_file else DOCKER_DIR / "ubuntu" / "dockerfile.release"
+    if not template.is_file():
+        raise ConfigurationError(f"Dockerfile {template} (--docker-file) does not exist.")
+    if reuse_context and not settings.build.dir:
+        raise ConfigurationError(
+            "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
+            " naming that folder."
+        )
+    env = dict(image.env)
+    if settings.accelerator.torch_cuda_arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
+    if settings.accelerator.pytorch_rocm_arch:
+        env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
+    sources = {"torch": wheels.torch, "extension": wheels.extension,
+               "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
+    return ReleasePlan(
+        image=image.reference,
+        base_image=image.base,
+        dockerfile_template=template,
+        python_version=python.version,
+        python_provider=python.provider,
+        python_source=python.standalone_url.replace("{python}", python.version) if python.provider == "standalone" else "",
+        wheel_sources={role: loc for role, loc in sources.items() if loc},
+        extra_requirements=wheels.extra,
+        toolkits=settings.toolkits.given(),
+        image_env=env,
+        render_gid=image.render_gid,
+        profile=settings.accelerator.profile,
+        extension_module=wheels.extension_module,
+        cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
+        rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        build_dir=settings.build.dir,
+        reuse_context=reuse_context,
+        verify=settings.build.verify,
+        settings=settings,
+    )
+
+
+def check_os_python(plan: ReleasePlan, os_release: dict[str, str]) -> None:
+    """Fail before any slow work when provider "os" cannot give the requested Python."""
+    if plan.python_provider != "os":
+        return
+    key = (os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
+    shipped = OS_PYTHONS.get(key)
+    if shipped is None or shipped == plan.python_version:
+        return
+    matching = [f"{os_id}:{ver}" for (os_id, ver), py in OS_PYTHONS.items() if py == plan.python_version]
+    raise ConfigurationError(
+        f"Python {plan.python_version} was requested, but the base image {plan.base_image} is"
+        f" {key[0]} {key[1]}, whose OS Python is {shipped}. Use --python {shipped},"
+        + (f" a base image of {' or '.join(matching)}," if matching else "")
+        + ' or set [python] provider = "standalone" with a standalone_url for that version.'
+    )
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip().strip('"')
+    return values
+
+
+def describe_plan(plan: ReleasePlan, docker_argv: list[str], docker_env: dict[str, str]) -> str:
+    from .command import format_command
+
+    lines = [f"Plan for {plan.image} (release, profile {plan.profile})", ""]
+    lines.append("Inputs:")
+    lines.append(f"  base image      {plan.base_image}")
+    lines.append(f"  python          {plan.python_version} (provider {plan.python_provider})")
+    if plan.python_source:
+        lines.append(f"  python tarball  {plan.python_source}")
+    for role, location in plan.wheel_sources.items():
+        lines.append(f"  {role:<15} {location}")
+    for requirement in plan.extra_requirements:
+        lines.append(f"  extra           {requirement}")
+    for key, location in plan.toolkits.items():
+        lines.append(f"  {key:<15} {location}")
+    for key, value in plan.image_env.items():
+        lines.append(f"  ENV             {key}={value}")
+    lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
+    lines.append("  Dockerfile       from " + os.path.relpath(plan.dockerfile_template))
+    lines.append("  common/          " + ", ".join(sorted(p.name for p in COMMON_DIR.iterdir())))
+    lines.append("  constraints.txt  pins of torch" + (" and the extension" if "extension" in plan.wheel_sources else ""))
+    lines.append("  wheelhouse/      the wheels above and their dependencies for"
+                 f" cp{plan.python_version.replace('.', '')}, with requirements.txt")
+    lines.append("  toolkits/        " + (", ".join(plan.toolkits) if plan.toolkits else "(none)"))
+    lines.append("  python/          " + ("the CPython tarball" if plan.python_source else "(empty: OS Python)"))
+    lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env)]
+    lines.append("")
+    lines.append("Verify afterwards: " + ("yes" if plan.verify else "no (--no-verify)"))
+    return "\n".join(lines)

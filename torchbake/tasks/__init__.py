@@ -1,0 +1,1 @@
+"""invoke task collections, one module per area; the root ``tasks.py`` composes them."""

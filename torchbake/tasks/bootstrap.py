@@ -1,0 +1,36 @@
+"""``invoke bootstrap-os``: a base OS image from debootstrap, no registry needed."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+
+from ..base_os import OsImageSpec, bootstrap_os_image
+from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+
+
+@task(
+    klass=FlagTask,
+    help={
+        "suite": "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)",
+        "name": "Image to create (default torchbake/debian:<suite>)",
+        "mirror": "Package mirror URL (default: debootstrap's own)",
+        "variant": "debootstrap variant: minbase (default) or buildd",
+        "force": "Rebuild even if the image exists",
+        "docker": "Docker client binary (default: auto)",
+        "config": "TOML config file (for paths.cache_dir, build.docker); repeatable",
+        "dry_run": "Print the commands and touch nothing",
+    },
+    iterable=["config"],
+)
+@reports_errors
+def bootstrap_os(c, suite="bookworm", name=None, mirror="", variant="minbase", force=False, docker=None,
+                 config=None, dry_run=False):
+    """Make a base OS image with debootstrap + docker import (for air-gapped sites)."""
+    settings = resolve_config(config, {"build.docker": docker}).settings()
+    spec = OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=mirror,
+                       variant=variant, force=force)
+    client = docker_client(settings.build.docker)
+    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", console(), dry_run=dry_run)
+
+
+ns = Collection(bootstrap_os)

@@ -1,0 +1,81 @@
+"""``invoke build``: a release image from wheels (the dev variant builds from source)."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+
+from ..builder import build_release, dry_run as show_plan
+from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..errors import ConfigurationError
+from ..plan import plan_release
+
+HELP = {
+    "name": "Image name, e.g. torchbake/pytorch-cpu (build.sh -n/--name). [image] name",
+    "tag": "Image tag (build.sh -t/--tag). [image] tag, default latest",
+    "base_img": "Image to build FROM; for release a plain OS image, e.g. one from bootstrap-os (build.sh -b/--base_img). [image] base",
+    "docker_file": "Dockerfile template (build.sh -f/--docker_file). Default docker/ubuntu/dockerfile.<variant>",
+    "python": "Python version of the image, X.Y (build.sh -v/--python_version). [python] version",
+    "musa_toolkits_url": "URL or path of the vendor toolkit tarball (build.sh -m/--musa_toolkits_url)",
+    "mudnn_url": "URL or path of the DNN library tarball (build.sh --mudnn_url)",
+    "mccl_url": "URL or path of the collective library tarball (build.sh --mccl_url)",
+    "torch_whl_url": "torch wheel: URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin (build.sh --torch_whl_url)",
+    "torch_musa_whl_url": "Vendor extension wheel: URL, path or requirement (build.sh --torch_musa_whl_url)",
+    "release": "Build a release image from wheels instead of a dev image from source (build.sh -r/--release)",
+    "build_dir": "Prepare the build context in this folder and keep it (DOCKER_BUILD_DIR); default a temporary folder",
+    "no_prepare": "Reuse the context already prepared in --build-dir (build.sh --no_prepare)",
+    "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
+    "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
+    "no_verify": "Skip `verify` after the build",
+    "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+}
+
+NAMES = {
+    "name": ["n", "i"],
+    "tag": ["t"],
+    "base_img": ["b", "base_img"],
+    "docker_file": ["f", "docker_file"],
+    "python": ["v", "python-version"],
+    "musa_toolkits_url": ["m", "musa_toolkits_url"],
+    "mudnn_url": ["mudnn_url"],
+    "mccl_url": ["mccl_url"],
+    "torch_whl_url": ["torch_whl_url"],
+    "torch_musa_whl_url": ["torch_musa_whl_url"],
+    "release": ["r"],
+    "build_dir": ["build_dir"],
+    "no_prepare": ["no_prepare"],
+    "dry_run": ["dry_run"],
+    "no_verify": ["no_verify"],
+}
+
+
+@task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])
+@reports_errors
+def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
+          musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
+          torch_musa_whl_url=None, release=False, build_dir=None, no_prepare=False, config=None,
+          dry_run=False, no_verify=False, docker=None):
+    """Build a PyTorch image (release: torch and the extension from wheels) and verify it."""
+    overrides = {
+        "image.name": name, "image.tag": tag, "image.base": base_img, "image.docker_file": docker_file,
+        "python.version": python, "toolkits.musa_toolkits_url": musa_toolkits_url,
+        "toolkits.mudnn_url": mudnn_url, "toolkits.mccl_url": mccl_url,
+        "wheels.torch": torch_whl_url, "wheels.extension": torch_musa_whl_url,
+        "build.variant": "release" if release else None, "build.dir": build_dir,
+        "build.verify": False if no_verify else None, "build.docker": docker,
+    }
+    settings = resolve_config(config, overrides).settings()
+    if settings.build.variant != "release":
+        raise ConfigurationError(
+            "build.variant is \"dev\" (a dev image built from source), which this version of torchbake"
+            " cannot build yet. Pass --release (or set [build] variant = \"release\") to build from wheels."
+        )
+    plan = plan_release(settings, reuse_context=no_prepare)
+    client = docker_client(settings.build.docker)
+    out = console()
+    if dry_run:
+        show_plan(plan, client, out)
+        return
+    build_release(plan, client, out)
+
+
+ns = Collection(build)

@@ -1,0 +1,53 @@
+"""``invoke verify`` and ``invoke show-config``: looking at images and settings."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+from rich.table import Table
+
+from .. import config as configuration
+from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..verify import Expectations, verify_image
+
+
+@task(
+    klass=FlagTask,
+    help={
+        "image": "Image to verify, NAME:TAG or id",
+        "python": "Expected Python X.Y (default: the image's torchbake.python label)",
+        "torch_version": "Expected torch version (default: the torchbake.torch-version label)",
+        "extension_module": "Extension module that must import (default: the torchbake.extension-module label)",
+        "cuda_arch_list": "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list label)",
+        "docker": "Docker client binary (default: auto)",
+        "config": "TOML config file (for build.docker); repeatable",
+    },
+    positional=["image"],
+    iterable=["config"],
+)
+@reports_errors
+def verify(c, image, python=None, torch_version=None, extension_module=None, cuda_arch_list=None,
+           docker=None, config=None):
+    """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails."""
+    settings = resolve_config(config, {"build.docker": docker}).settings()
+    client = docker_client(settings.build.docker)
+    client.check_engine()
+    labels = client.image_labels(image)
+    expected = Expectations.from_labels(labels, python=python, torch=torch_version,
+                                        extension_module=extension_module, cuda_arch_list=cuda_arch_list)
+    verify_image(client, image, expected, console())
+
+
+@task(klass=FlagTask, help={"config": "TOML config file layered over the defaults; repeatable"}, iterable=["config"])
+@reports_errors
+def show_config(c, config=None):
+    """Print the resolved configuration and where each value came from."""
+    resolved = resolve_config(config, {})
+    table = Table(title="torchbake configuration")
+    for column in ("option", "value", "source"):
+        table.add_column(column, overflow="fold")
+    for key, value, source in configuration.describe(resolved):
+        table.add_row(key, value, source)
+    console().print(table)
+
+
+ns = Collection(verify, show_config)

@@ -1,0 +1,173 @@
+"""Proving a built image works: checks run in one throwaway container, judged on the host.
+
+Expectations come from the image's ``torchbake.*`` labels (so ``invoke verify IMAGE`` works on
+any torchbake image) and may be overridden. The container runs with ``--network none``: every
+check is offline, including the constraint check, which offers pip a fake ``torch 0.0.1`` wheel
+and expects pip to refuse it because of the image's constraints file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from .engine import DockerClient
+from .errors import VerificationError
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+MARK = "TORCHBAKE-VERIFY "
+
+PROBE_SCRIPT = r'''
+import json, os, subprocess, sys, tempfile, zipfile
+out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0]}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    out["hip"] = getattr(torch.version, "hip", None)
+    try:
+        out["arch_flags"] = torch._C._cuda_getArchFlags()
+    except Exception:
+        out["arch_flags"] = None
+    out["gpu"] = bool(torch.version.cuda) and torch.cuda.is_available()
+    if out["gpu"]:
+        out["arch_list"] = torch.cuda.get_arch_list()
+except Exception as exc:
+    out["torch_error"] = repr(exc)
+module = sys.argv[1] if len(sys.argv) > 1 else ""
+if module:
+    try:
+        __import__(module)
+        out["extension"] = "ok"
+    except Exception as exc:
+        out["extension_error"] = repr(exc)
+check = subprocess.run([sys.executable, "-m", "pip", "check"], capture_output=True, text=True)
+out["pip_check"] = [check.returncode, (check.stdout + check.stderr)[-2000:]]
+folder = tempfile.mkdtemp()
+wheel = os.path.join(folder, "torch-0.0.1-py3-none-any.whl")
+with zipfile.ZipFile(wheel, "w") as zf:
+    zf.writestr("torchbake_fake_torch.py", "")
+    zf.writestr("torch-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 0.0.1\n")
+    zf.writestr("torch-0.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: torchbake\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    zf.writestr("torch-0.0.1.dist-info/RECORD", "")
+attempt = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
+                          "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
+out["constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("PIP_CONSTRAINT", "")]
+print("TORCHBAKE-VERIFY " + json.dumps(out))
+'''
+
+
+@dataclass(frozen=True)
+class Expectations:
+    python: str
+    torch: str
+    extension_module: str = ""
+    cuda_arch_list: str = ""
+    profile: str = "cpu"
+
+    @classmethod
+    def from_labels(cls, labels: Mapping[str, str], **overrides: str | None) -> Expectations:
+        values = {
+            "python": labels.get("torchbake.python", ""),
+            "torch": labels.get("torchbake.torch-version", ""),
+            "extension_module": labels.get("torchbake.extension-module", ""),
+            "cuda_arch_list": labels.get("torchbake.cuda-arch-list", ""),
+            "profile": labels.get("torchbake.profile", "cpu"),
+        }
+        values.update({k: v for k, v in overrides.items() if v})
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    name: str
+    status: str
+    detail: str
+
+
+def probe(client: DockerClient, image: str, extension_module: str) -> dict:
+    argv = ["-c", PROBE_SCRIPT] + ([extension_module] if extension_module else [])
+    result = client.run_capture(image, argv, entrypoint="python")
+    for line in result.output.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise VerificationError(
+        f"Could not run the checks in {image}: `python` in the image did not answer"
+        f" (exit {result.returncode}).\n{result.output.strip()[-1500:]}"
+    )
+
+
+def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
+    checks = []
+
+    def add(name: str, ok: bool | None, detail: str) -> None:
+        checks.append(CheckResult(name, SKIP if ok is None else PASS if ok else FAIL, detail))
+
+    add("python version", facts["python"] == expected.python if expected.python else None,
+        f"{facts['python_full']} (expected {expected.python or 'not recorded'})")
+    torch_error = facts.get("torch_error")
+    add("torch imports", torch_error is None, torch_error or f"torch {facts.get('torch')}")
+    if torch_error is None:
+        add("torch version", facts["torch"] == expected.torch if expected.torch else None,
+            f"{facts['torch']} (expected {expected.torch or 'not recorded'})")
+    if expected.extension_module:
+        error = facts.get("extension_error")
+        add(f"{expected.extension_module} imports", error is None, error or "imported")
+    code, text = facts["pip_check"]
+    add("pip check", code == 0, text.strip().splitlines()[-1] if text.strip() else "clean")
+    code, text, constraint = facts["constraint"]
+    refused = code != 0 and "constraint" in text
+    add("torch pinned", refused,
+        f"pip refused torch==0.0.1 ({constraint})" if refused
+        else f"pip would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
+    if expected.cuda_arch_list:
+        checks.append(_arch_check(facts, expected.cuda_arch_list))
+    return checks
+
+
+def _arch_check(facts: dict, arch_list: str) -> CheckResult:
+    wanted = [a for a in arch_list.replace(" ", ";").split(";") if a]
+    if torch_error := facts.get("torch_error"):
+        return CheckResult("CUDA arch list", FAIL, f"torch does not import: {torch_error}")
+    if not facts.get("cuda"):
+        return CheckResult("CUDA arch list", FAIL, f"torch {facts.get('torch')} is not a CUDA build")
+    compiled = facts.get("arch_list") or (facts.get("arch_flags") or "").split()
+    if not compiled:
+        return CheckResult("CUDA arch list", SKIP, "no GPU here and torch reports no arch flags")
+    compiled_text = " ".join(compiled)
+    missing = []
+    for arch in wanted:
+        number = arch.replace("+PTX", "").replace(".", "")
+        if f"sm_{number}" not in compiled_text:
+            missing.append(arch)
+        if arch.endswith("+PTX") and f"compute_{number}" not in compiled_text:
+            missing.append(arch)
+    return CheckResult("CUDA arch list", FAIL if missing else PASS,
+                       f"missing {';'.join(missing)} in {compiled_text}" if missing else compiled_text)
+
+
+def render_table(image: str, checks: list[CheckResult], console: Console | None = None) -> None:
+    table = Table(title=f"verify {image}")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    style = {PASS: "green", FAIL: "bold red", SKIP: "yellow"}
+    for check in checks:
+        table.add_row(check.name, f"[{style[check.status]}]{check.status}[/]", check.detail)
+    (console or Console()).print(table)
+
+
+def verify_image(client: DockerClient, image: str, expected: Expectations,
+                 console: Console | None = None) -> list[CheckResult]:
+    """Run every check; print the table; raise ``VerificationError`` if any failed."""
+    facts = probe(client, image, expected.extension_module)
+    checks = evaluate(facts, expected)
+    render_table(image, checks, console)
+    failed = [c.name for c in checks if c.status == FAIL]
+    if failed:
+        raise VerificationError(f"{image} failed verification: {', '.join(failed)}.")
+    return checks
