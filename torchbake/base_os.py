@@ -76,6 +76,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
         rootfs, tarball = work / "rootfs", work / "rootfs.tar"
         command.run([a if a != "<rootfs>" else str(rootfs) for a in rootfs_cmd], error=CommandError,
                     failure_hint="debootstrap needs the distribution mirror; pass --mirror URL for a local one.")
+        _trim(rootfs)
         command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
         result = command.run([a if a != "<rootfs.tar>" else str(tarball) for a in import_cmd], capture=True)
         image_id = result.output.strip().splitlines()[-1]
@@ -83,3 +84,11 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
         shutil.rmtree(work, ignore_errors=True)
     console.print(f"[bold green]Created {spec.name}[/] {image_id[:19]}")
     return image_id
+
+
+def _trim(rootfs: Path) -> None:
+    """Drop what debootstrap leaves behind that no image needs: downloaded .debs, apt lists."""
+    for folder in (rootfs / "var/cache/apt/archives", rootfs / "var/lib/apt/lists"):
+        for path in folder.glob("*"):
+            if path.is_file() and path.name != "lock":
+                path.unlink()

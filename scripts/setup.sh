@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Prepare a fresh machine for torchbake, idempotently:
+#   - Debian packages the real-engine work needs (docker.io, debootstrap, docker-registry),
+#   - a running Docker engine (scripts/ensure-engine.sh),
+#   - .venv with torchbake and its test tools installed.
+# Safe to run any number of times; later runs only check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
+    missing=()
+    for pkg in docker.io debootstrap docker-registry; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "setup: installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+
+bash scripts/ensure-engine.sh
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv"
+    "$PYTHON" -m venv .venv
+fi
+stamp=.venv/.torchbake-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+    echo "setup: installing torchbake into .venv"
+    .venv/bin/python -m pip install --quiet --editable '.[test]'
+    touch "$stamp"
+fi
+echo "setup: ready (.venv/bin/invoke --list shows the tasks)"

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: set up (engine included), then pytest.
+# Real-engine tests always run; "no tests ran" is a failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh || exit 1
+.venv/bin/python -m pytest "$@"
+status=$?
+if [ "$status" = 5 ]; then
+    echo "test.sh: pytest collected no tests; that is a failure." >&2
+    exit 1
+fi
+exit "$status"

@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+INVOKE = [sys.executable, "-m", "invoke"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    """No TORCHBAKE_* or legacy variables from the developer's shell leak into a test."""
+    for var in list(os.environ):
+        if var.startswith("TORCHBAKE_") or var in ("DOCKER_BUILD_DIR",):
+            monkeypatch.delenv(var)
+    return monkeypatch
+
+
+def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT,
+               timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """Run `invoke ARGS` as a user would, collecting output."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True,
+        text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+    )

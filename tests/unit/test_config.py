@@ -1,0 +1,186 @@
+"""The configuration cascade: defaults < --config files < environment < command line."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from torchbake import config
+from torchbake.errors import ConfigurationError
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_file_declares_exactly_the_settings_fields():
+    keys = set(config.schema())
+    fields = {
+        f"{section}.{f.name}"
+        for section, cls in config.SECTION_TYPES.items()
+        for f in dataclasses.fields(cls)
+    }
+    assert keys == fields
+
+
+def test_layers_in_order_and_sources_recorded(tmp_path):
+    first = write(tmp_path, "a.toml", '[image]\nname = "a/one"\ntag = "t1"\n[python]\nversion = "3.10"\n')
+    second = write(tmp_path, "b.toml", '[image]\ntag = "t2"\n')
+    resolved = config.resolve(
+        [first, second],
+        {"TORCHBAKE_PYTHON_VERSION": "3.12", "TORCHBAKE_IMAGE_TAG": "from-env"},
+        {"image.tag": "from-cli", "image.base": None},
+    )
+    assert resolved.values["image.name"] == "a/one"
+    assert resolved.sources["image.name"] == str(first)
+    assert resolved.values["python.version"] == "3.12"
+    assert resolved.sources["python.version"] == "environment TORCHBAKE_PYTHON_VERSION"
+    assert resolved.values["image.tag"] == "from-cli"
+    assert resolved.sources["image.tag"] == "command line"
+    assert resolved.values["image.base"] == ""  # None means "not given"
+    assert resolved.sources["image.base"] == "default"
+
+
+def test_later_config_file_wins(tmp_path):
+    a = write(tmp_path, "a.toml", '[image]\ntag = "a"\n')
+    b = write(tmp_path, "b.toml", '[image]\ntag = "b"\n')
+    assert config.resolve([a, b], {}).values["image.tag"] == "b"
+    assert config.resolve([b, a], {}).values["image.tag"] == "a"
+
+
+def test_environment_values_are_typed(tmp_path):
+    resolved = config.resolve([], {
+        "TORCHBAKE_BUILD_VERIFY": "no",
+        "TORCHBAKE_IMAGE_RENDER_GID": "109",
+        "TORCHBAKE_WHEELS_EXTRA": "numpy, pillow",
+        "TORCHBAKE_IMAGE_ENV": "A=1,B=two",
+    })
+    settings = resolved.settings()
+    assert settings.build.verify is False
+    assert settings.image.render_gid == 109
+    assert settings.wheels.extra == ("numpy", "pillow")
+    assert dict(settings.image.env) == {"A": "1", "B": "two"}
+
+
+def test_legacy_docker_build_dir_is_read_below_torchbake_variable(tmp_path):
+    resolved = config.resolve([], {"DOCKER_BUILD_DIR": "/tmp/legacy"})
+    assert resolved.values["build.dir"] == "/tmp/legacy"
+    assert resolved.sources["build.dir"] == "environment DOCKER_BUILD_DIR"
+    resolved = config.resolve([], {"DOCKER_BUILD_DIR": "/tmp/legacy", "TORCHBAKE_BUILD_DIR": "/tmp/new"})
+    assert resolved.values["build.dir"] == "/tmp/new"
+
+
+def test_tables_merge_across_files(tmp_path):
+    a = write(tmp_path, "a.toml", '[image]\nenv = { A = "1", B = "2" }\n')
+    b = write(tmp_path, "b.toml", '[image]\nenv = { B = "3" }\n')
+    assert config.resolve([a, b], {}).values["image.env"] == {"A": "1", "B": "3"}
+
+
+def test_settings_are_frozen():
+    settings = config.resolve([], {}).settings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.image.name = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[imgae]\nname = "x"\n', "unknown section [imgae]. Did you mean 'image'?"),
+        ('[image]\nnmae = "x"\n', "unknown option 'image.nmae'. Did you mean 'name'?"),
+        ('[python]\nverison = "3.10"\n', "unknown option 'python.verison'. Did you mean 'version'?"),
+        ('[image]\nrender_gid = "109"\n', "image.render_gid = '109' has the wrong type; expected an integer."),
+        ('[build]\nverify = "yes"\n', "build.verify = 'yes' has the wrong type; expected true or false."),
+        ('[wheels]\nextra = "numpy"\n', "wheels.extra = 'numpy' has the wrong type; expected a list of strings."),
+        ("image = 3\n", "'image' must be a table ([image]), not a int."),
+        ("[image\n", "is not valid TOML"),
+    ],
+)
+def test_bad_config_files(tmp_path, toml, message):
+    path = write(tmp_path, "bad.toml", toml)
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve([path], {})
+    assert message in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_config_file_lists_the_shipped_profiles(tmp_path):
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve([tmp_path / "nope.toml"], {})
+    assert "does not exist" in str(info.value)
+    assert "configs/cpu.toml" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"TORCHBAKE_PYTHON_VERISON": "3.10"}, "Unknown environment variable TORCHBAKE_PYTHON_VERISON. Did you mean 'TORCHBAKE_PYTHON_VERSION'?"),
+        ({"TORCHBAKE_BUILD_VERIFY": "maybe"}, "TORCHBAKE_BUILD_VERIFY='maybe': expected true/false"),
+        ({"TORCHBAKE_IMAGE_RENDER_GID": "abc"}, "TORCHBAKE_IMAGE_RENDER_GID='abc': expected an integer."),
+        ({"TORCHBAKE_IMAGE_ENV": "A"}, "expected KEY=VALUE pairs"),
+    ],
+)
+def test_bad_environment(env, message):
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve([], env)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("python.version", "3", "expected a Python version as X.Y, one of 3.8, 3.9"),
+        ("python.version", "2.7", "supported Python versions are 3.8, 3.9, 3.10, 3.11, 3.12, 3.13, 3.14"),
+        ("python.version", "3.10.4", "expected a Python version as X.Y"),
+        ("image.name", "Torch/Image", "expected an image name such as 'torchbake/pytorch-cpu'"),
+        ("image.name", "bad name", "expected an image name"),
+        ("image.tag", "-latest", "expected a tag of up to 128 characters"),
+        ("image.tag", "a" * 129, "expected a tag of up to 128 characters"),
+        ("image.base", "ubuntu:20.04@sha256:abc", "expected a digest as sha256:<64 hex digits>"),
+        ("image.base", "UBUNTU:20.04", "expected an image name"),
+        ("wheels.torch", "ftp://example.invalid/torch.whl", "expected an http://, https:// or file:// URL or a local path"),
+        ("wheels.torch", "/no/such/torch.whl", "no such file"),
+        ("wheels.torch", "torch = = 2", "expected a wheel URL (http(s):// or file://), a local wheel path, or a pip requirement"),
+        ("wheels.torch", "https://host.invalid/t.whl#md5=abc", "the only URL fragment understood is '#sha256=<64 hex digits>'"),
+        ("wheels.torch", "https://host.invalid/t.whl#sha256=1234", "expected a sha256 digest: 64 lowercase hex digits"),
+        ("toolkits.musa_toolkits_url", "musa.tar.gz", "no such file"),
+        ("toolkits.required", ["cudnn_url"], "expected one of: musa_toolkits_url, mudnn_url, mccl_url"),
+        ("accelerator.profile", "tpu", "expected one of: cpu, cuda, rocm, musa"),
+        ("accelerator.torch_cuda_arch_list", "8.0;sm_90", "expected compute capabilities separated by ';'"),
+        ("accelerator.pytorch_rocm_arch", "mi300", "expected gfx targets"),
+        ("build.variant", "nightly", "expected one of: dev, release"),
+        ("python.provider", "conda", "expected one of: os, standalone"),
+        ("image.render_gid", 70000, "expected a group id from 0 (none) to 65535"),
+        ("image.env", {"1BAD": "x"}, "'1BAD' is not a valid environment variable name"),
+    ],
+)
+def test_invalid_values_name_key_value_and_what_is_accepted(key, value, message):
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve([], {}, {key: value})
+    text = str(info.value)
+    assert text.startswith(f"{key} = {value!r} (from command line) is invalid: ")
+    assert message in text
+
+
+def test_bad_checksum_in_config(tmp_path):
+    path = write(tmp_path, "c.toml", '[checksums]\n"torch.whl" = "deadbeef"\n')
+    with pytest.raises(ConfigurationError, match="checksums.torch.whl = 'deadbeef'.*64 lowercase hex digits"):
+        config.resolve([path], {})
+
+
+def test_valid_inputs_are_accepted(tmp_path):
+    wheel = tmp_path / "torch-2.0.0-cp38-cp38-linux_x86_64.whl"
+    wheel.write_bytes(b"")
+    for value in ("torch==2.13.0", "torch>=2,<3", str(wheel), "https://h.invalid/t.whl", "file:///t.whl",
+                  "https://h.invalid/t.whl#sha256=" + "a" * 64):
+        config.resolve([], {}, {"wheels.torch": value})
+    for base in ("ubuntu:20.04", "localhost:5000/team/img:tag", "torchbake/debian:bookworm",
+                 "img@sha256:" + "0" * 64):
+        config.resolve([], {}, {"image.base": base})
+
+
+def test_shipped_profiles_load(tmp_path):
+    for profile in sorted(config.CONFIG_DIR.glob("*.toml")):
+        config.resolve([profile], {}).settings()
