@@ -63,10 +63,6 @@ def input_hash(plan: ReleasePlan, prepared: PreparedContext, base_image_id: str)
 
 def image_labels(plan: ReleasePlan, prepared: PreparedContext | None, base_image_id: str, digest: str) -> dict[str, str]:
     pending = "<computed after preparing the context>"
-    extension = ""
-    if prepared is not None and "extension" in plan.wheel_sources:
-        name = next((n for n in prepared.pins if n not in ("torch", "torchvision", "torchaudio")), "")
-        extension = f"{name}=={prepared.pins[name]}" if name else ""
     labels = {
         "org.opencontainers.image.title": plan.image.rsplit(":", 1)[0],
         "org.opencontainers.image.version": plan.image.rsplit(":", 1)[1],
@@ -78,7 +74,7 @@ def image_labels(plan: ReleasePlan, prepared: PreparedContext | None, base_image
         "torchbake.profile": plan.profile,
         "torchbake.python": plan.python_version,
         "torchbake.torch-version": prepared.torch_version if prepared else pending,
-        "torchbake.extension": extension if prepared else pending,
+        "torchbake.extension": prepared.extension if prepared else pending,
         "torchbake.extension-module": plan.extension_module,
         "torchbake.cuda-arch-list": plan.cuda_arch_list,
         "torchbake.rocm-arch": plan.rocm_arch,

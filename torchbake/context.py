@@ -36,6 +36,7 @@ class PreparedContext:
     path: Path
     torch_version: str
     pins: dict[str, str]  # project → exact version (torch, extension, torchvision, torchaudio)
+    extension: str  # "name==version" of the vendor extension, or ""
     inputs: dict[str, str]  # file name → sha256 (wheels, toolkits, python tarball)
     dockerfile_sha256: str
     common_sha256: str
@@ -130,11 +131,14 @@ def prepare_release_context(
     for wheel in resolved:
         inputs[wheel.path.name] = file_sha256(wheel.path)
     pins: dict[str, str] = {}
+    extension = ""
     for role, location in plan.wheel_sources.items():
         name = wheelhouse.requirement_name(location)
         if name not in versions:
             raise DownloadError(f"wheels.{role} = {location!r} did not resolve to a {name} wheel.")
         pins[name] = versions[name]
+        if role == "extension":
+            extension = f"{name}=={versions[name]}"
     top_level = list(pins) + [wheelhouse.requirement_name(r) for r in plan.extra_requirements]
     (house / "requirements.txt").write_text("".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(top_level)))
     (staging / "constraints.txt").write_text(
@@ -169,6 +173,7 @@ def prepare_release_context(
         path=folder,
         torch_version=pins["torch"],
         pins=pins,
+        extension=extension,
         inputs=dict(sorted(inputs.items())),
         dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
         common_sha256=tree_sha256(staging / "common"),

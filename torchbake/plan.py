@@ -81,13 +81,8 @@ def plan_release(settings: Settings, *, reuse_context: bool = False) -> ReleaseP
         raise _missing("image.name", "every build needs an image name")
     if not image.base:
         raise _missing("image.base", "a release image is built FROM a plain OS image (e.g. one made by `invoke bootstrap-os`)")
-    if not wheels.torch:
-        raise _missing("wheels.torch", "a release image installs torch from a wheel")
-    if wheels.extension_module and not wheels.extension:
-        raise _missing("wheels.extension", f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check")
-    for key in settings.toolkits.required:
-        if not settings.toolkits.urls()[key]:
-            raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+    if not reuse_context:  # with --no-prepare the inputs are those of the prepared context
+        _check_inputs(settings)
     if python.provider == "standalone" and not python.standalone_url:
         raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
     template = Path(image.docker_file) if image.docker_file else DOCKER_DIR / "ubuntu" / "dockerfile.release"
@@ -126,6 +121,17 @@ def plan_release(settings: Settings, *, reuse_context: bool = False) -> ReleaseP
         verify=settings.build.verify,
         settings=settings,
     )
+
+
+def _check_inputs(settings: Settings) -> None:
+    wheels = settings.wheels
+    if not wheels.torch:
+        raise _missing("wheels.torch", "a release image installs torch from a wheel")
+    if wheels.extension_module and not wheels.extension:
+        raise _missing("wheels.extension", f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check")
+    for key in settings.toolkits.required:
+        if not settings.toolkits.urls()[key]:
+            raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
 
 
 def check_os_python(plan: ReleasePlan, os_release: dict[str, str]) -> None:

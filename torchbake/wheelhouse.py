@@ -75,7 +75,7 @@ def resolve(
     return [w for w in wheels_in(link_into) if w.path.name in names]
 
 
-_SAVED_RE = re.compile(r"^(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)
+_SAVED_RE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)
 
 
 def wheels_in(folder: Path) -> list[Wheel]:

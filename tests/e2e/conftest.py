@@ -1,0 +1,66 @@
+"""Real-engine fixtures. These tests are never skipped: without an engine they fail, and
+scripts/test.sh (what CI runs) starts one first."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import docker
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.engine)
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("torchbake-cache")
+
+
+@pytest.fixture(scope="session")
+def tb_env(cache_dir) -> dict[str, str]:
+    """Environment for torchbake runs: a cache of the test session's own."""
+    return {"TORCHBAKE_PATHS_CACHE_DIR": str(cache_dir)}
+
+
+@pytest.fixture(scope="session")
+def base_image(run_id, tb_env):
+    """A Debian bookworm base made by `invoke bootstrap-os` (debootstrap + docker import)."""
+    name = f"torchbake-test/debian:bookworm-{run_id}"
+    result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", name, env=tb_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Created {name}" in result.stdout
+    yield name
+    docker("image", "rm", "--force", name, check=False)
+
+
+@pytest.fixture(scope="session")
+def cpu_image(run_id, base_image, tb_env):
+    """The real CPU release image: torch 2.13.0 from its wheel, built with the cpu profile."""
+    name = f"torchbake-test/pytorch-cpu:{run_id}"
+    result = run_invoke("build", "--config", "configs/cpu.toml", "--name", "torchbake-test/pytorch-cpu",
+                        "--tag", run_id, "--base-img", base_image, env=tb_env)
+    yield name, result
+    docker("image", "rm", "--force", name, check=False)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if os.environ.get("TORCHBAKE_KEEP_IMAGES"):
+        return
+    # Candidate tags of failed verifications made by this session's builds.
+    listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "torchbake-test/*", check=False).stdout
+    for ref in listing.split():
+        if ":torchbake-candidate-" in ref:
+            docker("image", "rm", "--force", ref, check=False)

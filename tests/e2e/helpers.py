@@ -1,0 +1,92 @@
+"""Helpers for real-engine tests: the docker CLI, fake wheels, a local HTTP server."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import io
+import json
+import subprocess
+import tarfile
+import threading
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+DOCKER = "/usr/bin/docker"  # Debian's client: BuildKit through DOCKER_BUILDKIT=1
+
+
+def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout,
+                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def image_ids() -> set[str]:
+    return set(docker("images", "-aq", "--no-trunc").stdout.split())
+
+
+def container_ids() -> set[str]:
+    return set(docker("ps", "-aq", "--no-trunc").stdout.split())
+
+
+def labels(image: str) -> dict[str, str]:
+    return json.loads(docker("image", "inspect", image).stdout)[0]["Config"]["Labels"]
+
+
+def layer_file_names(image: str) -> list[str]:
+    """Every path in every layer of the image, read from `docker save`."""
+    saved = subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
+    names = []
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        for member in outer.getmembers():
+            if member.name.endswith("layer.tar"):
+                data = outer.extractfile(member).read()
+                with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+                    names += layer.getnames()
+    return names
+
+
+def make_wheel(folder: Path, name: str, version: str, requires: list[str], files: dict[str, str]) -> Path:
+    """A real (pure Python) wheel, as pip expects it."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    path = folder / f"{dist}-py3-none-any.whl"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
+    entries = {**files, f"{dist}.dist-info/METADATA": metadata,
+               f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: torchbake-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = []
+    for entry, text in entries.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{entry},sha256={digest},{len(text.encode())}")
+    record.append(f"{dist}.dist-info/RECORD,,")
+    entries[f"{dist}.dist-info/RECORD"] = "\n".join(record) + "\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for entry, text in entries.items():
+            zf.writestr(entry, text)
+    return path
+
+
+@contextmanager
+def http_server(root: Path):
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

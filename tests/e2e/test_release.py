@@ -1,0 +1,173 @@
+"""Release images end to end on a real engine: build, verify, layers, labels, derived images."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import (container_ids, docker, http_server, image_ids, labels, layer_file_names, make_wheel,
+                      sha256_of)
+
+
+def test_cpu_release_image_builds_and_verifies(cpu_image):
+    name, result = cpu_image
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    assert "Traceback" not in output
+    assert "DOCKER_BUILDKIT=1 /usr/bin/docker build --progress=plain" in output
+    for check in ("python version", "torch imports", "torch version", "pip check", "torch pinned"):
+        assert re.search(rf"{check}\s*│\s*pass", output), check
+    assert f"Built {name}" in output
+    log = re.search(r"\(log: (\S+?\.log)\)", output.replace("\n", "")).group(1)
+    assert "Successfully installed" in Path(log).read_text()
+    # the candidate tag is gone once verification passed
+    assert ":torchbake-candidate-" not in docker("images", "--format", "{{.Tag}}", "torchbake-test/pytorch-cpu").stdout
+
+
+def test_verify_task_passes_on_the_image(cpu_image):
+    name, _ = cpu_image
+    result = run_invoke("verify", name)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "torch pinned" in result.stdout and "fail" not in result.stdout
+
+
+def test_no_layer_holds_a_wheel_from_the_wheelhouse(cpu_image):
+    name, _ = cpu_image
+    wheels = [n for n in layer_file_names(name) if n.endswith(".whl")]
+    # Only Debian's own python3-venv support wheels (pip, setuptools) may be there.
+    assert wheels and all(n.startswith("usr/share/python-wheels/") for n in wheels), wheels
+    history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", name).stdout
+    assert "torch-2.13.0" not in history and "COPY wheelhouse" not in history
+
+
+def test_labels_record_versions_and_inputs(cpu_image):
+    name, _ = cpu_image
+    found = labels(name)
+    assert found["torchbake.variant"] == "release"
+    assert found["torchbake.profile"] == "cpu"
+    assert found["torchbake.python"] == "3.11"
+    assert found["torchbake.torch-version"] == "2.13.0+cpu"
+    assert re.fullmatch(r"[0-9a-f]{64}", found["torchbake.input-hash"])
+    inputs = json.loads(found["torchbake.inputs"])
+    torch_wheels = [k for k in inputs if k.startswith("torch-2.13.0+cpu-cp311")]
+    assert torch_wheels and all(re.fullmatch(r"[0-9a-f]{64}", v) for v in inputs.values())
+    assert found["org.opencontainers.image.title"] == "torchbake-test/pytorch-cpu"
+    assert found["org.opencontainers.image.base.digest"].startswith("sha256:")
+
+
+
+
+@pytest.mark.parametrize(("package", "allowed"), [("torch==0.0.1", False), ("torchvision", False), ("needs-torch", True)])
+def test_derived_image_cannot_replace_torch(cpu_image, tmp_path, package, allowed):
+    name, _ = cpu_image
+    script = tmp_path / "make_fake_wheels.py"
+    script.write_text(
+        "import zipfile, os\nos.makedirs('/tmp/fake', exist_ok=True)\n"
+        "def w(name, ver, req):\n"
+        "    d = name.replace('-', '_') + '-' + ver\n"
+        "    with zipfile.ZipFile('/tmp/fake/' + d + '-py3-none-any.whl', 'w') as z:\n"
+        "        z.writestr(d + '.dist-info/METADATA', 'Metadata-Version: 2.1\\nName: ' + name + '\\nVersion: ' + ver + '\\n' + req)\n"
+        "        z.writestr(d + '.dist-info/WHEEL', 'Wheel-Version: 1.0\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n')\n"
+        "        z.writestr(d + '.dist-info/RECORD', '')\n"
+        "w('torch', '0.0.1', '')\n"
+        "w('torchvision', '0.0.1', 'Requires-Dist: torch==0.0.1\\n')\n"
+        "w('needs-torch', '1.0', 'Requires-Dist: torch\\n')\n"
+    )
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {name}\nCOPY make_fake_wheels.py /tmp/\nRUN python /tmp/make_fake_wheels.py\n"
+        f"RUN pip install --no-index --find-links /tmp/fake {package} && python -c 'import torch; print(\"TORCH\", torch.__version__)'\n"
+    )
+    tag = f"torchbake-test/derived:{package.replace('=', '-').replace('.', '-')}"
+    result = docker("build", "--progress=plain", "-t", tag, str(tmp_path), check=False, env={"DOCKER_BUILDKIT": "1"})
+    try:
+        output = result.stdout + result.stderr
+        if allowed:
+            assert result.returncode == 0, output[-3000:]
+            assert "TORCH 2.13.0+cpu" in output
+        else:
+            assert result.returncode != 0
+            assert "The user requested (constraint) torch==2.13.0+cpu" in output
+    finally:
+        docker("image", "rm", "--force", tag, check=False)
+
+
+def test_dry_run_creates_nothing(base_image, tb_env, cache_dir):
+    images, containers = image_ids(), container_ids()
+    before = sorted(p for p in cache_dir.rglob("*"))
+    result = run_invoke("build", "--config", "configs/cpu.toml", "--name", "torchbake-test/dry", "--base-img",
+                        base_image, "--dry-run", env=tb_env)
+    assert result.returncode == 0, result.stderr
+    assert "Docker command:" in result.stdout
+    assert "DOCKER_BUILDKIT=1 /usr/bin/docker build --progress=plain --file '<context>/Dockerfile'" in result.stdout
+    assert image_ids() == images and container_ids() == containers
+    assert sorted(p for p in cache_dir.rglob("*")) == before
+
+
+def test_toolkits_extension_env_and_reused_context(base_image, tb_env, tmp_path, run_id):
+    """A MUSA-like release: toolkit tarball and extension wheel by URL with sha256, profile ENV,
+    render GID, kept --build-dir, then a --no-prepare rebuild from it."""
+    www = tmp_path / "www"
+    www.mkdir()
+    kit = tmp_path / "kit"
+    (kit / "musa_toolkits").mkdir(parents=True)
+    (kit / "musa_toolkits" / "install.sh").write_text(
+        "#!/bin/bash\nset -e\nmkdir -p /usr/local/musa\necho 'fake toolkit 3.1' > /usr/local/musa/version.txt\n")
+    with tarfile.open(www / "musa_toolkits.tar.gz", "w:gz") as tar:
+        tar.add(kit / "musa_toolkits", arcname="musa_toolkits")
+    wheel = make_wheel(www, "torchbake-demo-ext", "1.2.0", ["torch"],
+                       {"torchbake_demo_ext/__init__.py": "import torch\nDEVICE = 'demo'\n"})
+    config = tmp_path / "demo.toml"
+    config.write_text(
+        '[image]\nrender_gid = 109\nenv = { MTHREADS_VISIBLE_DEVICES = "all" }\n'
+        '[wheels]\nextension_module = "torchbake_demo_ext"\nextra = []\n'
+        '[accelerator]\nprofile = "musa"\n'
+        '[toolkits]\nrequired = ["musa_toolkits_url"]\n'
+    )
+    name = f"torchbake-test/demo-ext:{run_id}"
+    build_dir = tmp_path / "context"
+    with http_server(www) as url:
+        result = run_invoke(
+            "build", "--config", "configs/cpu.toml", "--config", str(config), "--name", "torchbake-test/demo-ext",
+            "--tag", run_id, "--base-img", base_image, "--build-dir", str(build_dir),
+            "-m", f"{url}/musa_toolkits.tar.gz#sha256={sha256_of(www / 'musa_toolkits.tar.gz')}",
+            "--torch-musa-whl-url", f"{url}/{wheel.name}#sha256={sha256_of(wheel)}",
+            env=tb_env,
+        )
+    try:
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-5000:]
+        assert re.search(r"torchbake_demo_ext imports\s*│\s*pass", output)
+        probe = docker("run", "--rm", name, "bash", "-c",
+                       "cat /usr/local/musa/version.txt; getent group render; echo $MTHREADS_VISIBLE_DEVICES;"
+                       " cat /etc/torchbake/constraints.txt").stdout
+        assert "fake toolkit 3.1" in probe
+        assert "render:x:109:" in probe
+        assert "\nall\n" in probe
+        assert "torch-demo-ext" not in probe and "torchbake-demo-ext==1.2.0" in probe
+        assert labels(name)["torchbake.extension"] == "torchbake-demo-ext==1.2.0"
+        assert not [n for n in layer_file_names(name) if "musa_toolkits.tar.gz" in n]
+        assert (build_dir / ".torchbake-context.json").is_file()  # kept, as asked
+
+        # The server is gone: --no-prepare must build from the kept context alone.
+        again = run_invoke("build", "--config", "configs/cpu.toml", "--config", str(config), "--name",
+                           "torchbake-test/demo-ext", "--tag", run_id, "--base-img", base_image,
+                           "--build-dir", str(build_dir), "--no-prepare", "--no-verify", env=tb_env)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert "Preparing the build context" not in again.stdout
+    finally:
+        docker("image", "rm", "--force", name, check=False)
+
+
+def test_bootstrap_os_keeps_an_existing_image(base_image, tb_env):
+    before = docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout
+    result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", base_image, env=tb_env)
+    assert result.returncode == 0
+    assert "already exists" in result.stdout
+    assert docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout == before

@@ -1,0 +1,98 @@
+"""Downloads into the cache: checked, atomic, re-verified. A real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from torchbake.downloads import DownloadCache, expected_digest, split_fragment
+from torchbake.errors import DownloadError
+
+
+@pytest.fixture
+def server(tmp_path):
+    root = tmp_path / "www"
+    root.mkdir()
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(root), **kwargs)
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def files_in(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def test_download_is_cached_with_its_digest(server, tmp_path):
+    root, url = server
+    (root / "kit.tar.gz").write_bytes(b"x" * 3_000_000)
+    digest = hashlib.sha256(b"x" * 3_000_000).hexdigest()
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    first = cache.fetch(f"{url}/kit.tar.gz#sha256={digest}")
+    assert first.sha256 == digest and first.path.read_bytes() == b"x" * 3_000_000
+    (root / "kit.tar.gz").unlink()  # a second fetch must not need the server
+    assert cache.fetch(f"{url}/kit.tar.gz").path == first.path
+    names = files_in(tmp_path / "cache")
+    assert [n.rsplit("/", 1)[1] for n in names] == ["kit.tar.gz", "kit.tar.gz.sha256"]
+
+
+def test_mismatch_leaves_nothing_in_the_cache(server, tmp_path):
+    root, url = server
+    (root / "kit.tar.gz").write_bytes(b"payload")
+    cache = DownloadCache(tmp_path / "cache", {"kit.tar.gz": "0" * 64}, show_progress=False)
+    with pytest.raises(DownloadError) as info:
+        cache.fetch(f"{url}/kit.tar.gz", key="toolkits.mudnn_url")
+    text = str(info.value)
+    assert f"sha256 mismatch for {url}/kit.tar.gz (toolkits.mudnn_url)" in text
+    assert "expected " + "0" * 64 in text
+    assert "got      " + hashlib.sha256(b"payload").hexdigest() in text
+    assert files_in(tmp_path / "cache") == []
+
+
+def test_corrupted_cache_entry_is_fetched_again(server, tmp_path):
+    root, url = server
+    (root / "w.whl").write_bytes(b"good")
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    artifact = cache.fetch(f"{url}/w.whl")
+    artifact.path.write_bytes(b"evil")
+    again = cache.fetch(f"{url}/w.whl")
+    assert again.path.read_bytes() == b"good"
+
+
+def test_http_error_names_url_and_status(server, tmp_path):
+    _root, url = server
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    with pytest.raises(DownloadError, match=r"Downloading .*/missing.whl \(wheels.torch\) failed: HTTP 404"):
+        cache.fetch(f"{url}/missing.whl", key="wheels.torch")
+    assert files_in(tmp_path / "cache") == []
+
+
+def test_local_files_are_hashed_in_place(tmp_path):
+    wheel = tmp_path / "t.whl"
+    wheel.write_bytes(b"abc")
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    assert cache.fetch(str(wheel)).path == wheel
+    assert cache.fetch(f"file://{wheel}").sha256 == hashlib.sha256(b"abc").hexdigest()
+    with pytest.raises(DownloadError, match="sha256 mismatch"):
+        cache.fetch(f"{wheel}#sha256={'1' * 64}")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_fragment_and_checksum_table():
+    assert split_fragment("https://h/x.whl#sha256=" + "a" * 64) == ("https://h/x.whl", "a" * 64)
+    assert expected_digest("https://h/x.whl", {"x.whl": "b" * 64}) == "b" * 64
+    assert expected_digest("https://h/x.whl", {"https://h/x.whl": "c" * 64}) == "c" * 64

@@ -1,0 +1,68 @@
+"""Finding a docker client that can build with BuildKit, using fake clients on PATH."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from torchbake.engine import detect_client
+from torchbake.errors import EngineError
+
+
+def fake_docker(folder, version: str, buildx: bool):
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "docker"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "--version" ]; then echo "Docker version {version}, build abc"; exit 0; fi\n'
+        f'if [ "$1" = "buildx" ]; then {"echo buildx v0.12; exit 0" if buildx else "echo unknown command >&2; exit 1"}; fi\n'
+        "exit 0\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return str(script)
+
+
+def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, monkeypatch):
+    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
+    old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
+    path = os.pathsep.join([str(tmp_path / "new"), str(tmp_path / "old")])
+    client = detect_client("auto", {"PATH": path})
+    assert client.binary == old
+    assert client.build_mode == "buildkit-env"
+    assert client.version == "20.10.24"
+    assert new != old
+
+
+def test_prefers_buildx_when_present(tmp_path, monkeypatch):
+    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    fake_docker(tmp_path / "a", "28.2.2", buildx=True)
+    client = detect_client("auto", {"PATH": str(tmp_path / "a")})
+    assert client.build_mode == "buildx"
+
+
+def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
+    with pytest.raises(EngineError) as info:
+        detect_client("auto", {"PATH": str(tmp_path / "new")})
+    text = str(info.value)
+    assert f"{new}: client 28.2.2 has no buildx plugin, so it cannot build with BuildKit" in text
+    assert "apt-get install docker-buildx" in text
+    assert "--docker" in text
+
+
+def test_explicit_client_is_checked(tmp_path):
+    new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
+    with pytest.raises(EngineError, match="has no buildx plugin"):
+        detect_client(new, {})
+    with pytest.raises(EngineError, match="'/no/such/docker' .* was not found or is not executable"):
+        detect_client("/no/such/docker", {})
+
+
+def test_no_client_at_all(tmp_path, monkeypatch):
+    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    with pytest.raises(EngineError, match="No docker client was found on PATH"):
+        detect_client("auto", {"PATH": str(tmp_path)})

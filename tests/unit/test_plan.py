@@ -1,0 +1,78 @@
+"""Planning: every missing or impossible input is an error before any slow work."""
+
+from __future__ import annotations
+
+import pytest
+
+from torchbake import config
+from torchbake.errors import ConfigurationError
+from torchbake.plan import check_os_python, parse_os_release, plan_release
+
+
+def settings(*files, **overrides):
+    return config.resolve([config.CONFIG_DIR / f for f in files], {}, overrides).settings()
+
+
+def test_cpu_profile_plans():
+    plan = plan_release(settings("cpu.toml"))
+    assert plan.image == "torchbake/pytorch-cpu:2.13.0-py3.11"
+    assert plan.wheel_sources == {"torch": "torch==2.13.0"}
+    assert plan.image_env == {}
+
+
+def test_musa_profile_names_the_first_missing_url_and_its_flag():
+    with pytest.raises(ConfigurationError) as info:
+        plan_release(settings("musa.toml", **{"wheels.torch": "torch==2.13.0"}))
+    assert str(info.value).startswith(
+        "wheels.extension is not set, but [wheels] extension_module = 'torch_musa' names an extension to check."
+        " Set it with --torch-musa-whl-url"
+    )
+
+
+def test_musa_profile_requires_each_toolkit(tmp_path):
+    wheel = tmp_path / "torch_musa-1.0-cp310-cp310-linux_x86_64.whl"
+    wheel.write_bytes(b"")
+    with pytest.raises(ConfigurationError) as info:
+        plan_release(settings("musa.toml", **{"wheels.torch": "torch==2.13.0", "wheels.extension": str(wheel)}))
+    assert "toolkits.musa_toolkits_url is not set, but the musa profile needs that toolkit." in str(info.value)
+    assert "--musa-toolkits-url" in str(info.value)
+    assert "TORCHBAKE_TOOLKITS_MUSA_TOOLKITS_URL" in str(info.value)
+
+
+def test_cuda_profile_carries_the_arch_list_as_env():
+    plan = plan_release(settings("cuda.toml", **{"wheels.torch": "torch==2.6.0"}))
+    assert plan.image_env == {"TORCH_CUDA_ARCH_LIST": "7.5;8.0;8.6;8.9;9.0"}
+    assert plan.cuda_arch_list == "7.5;8.0;8.6;8.9;9.0"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({}, "image.name is not set"),
+        ({"image.name": "a/b"}, "image.base is not set"),
+        ({"image.name": "a/b", "image.base": "debian:12"}, "wheels.torch is not set"),
+        ({"image.name": "a/b", "image.base": "debian:12", "wheels.torch": "torch", "python.provider": "standalone"},
+         "python.standalone_url is not set"),
+    ],
+)
+def test_missing_required_values(overrides, message):
+    with pytest.raises(ConfigurationError, match=message):
+        plan_release(settings(**overrides))
+
+
+def test_no_prepare_needs_a_build_dir():
+    with pytest.raises(ConfigurationError, match="--no-prepare reuses a context prepared earlier"):
+        plan_release(settings("cpu.toml"), reuse_context=True)
+
+
+def test_os_python_mismatch_is_explained():
+    plan = plan_release(settings("cpu.toml", **{"python.version": "3.10"}))
+    os_release = parse_os_release('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n')
+    with pytest.raises(ConfigurationError) as info:
+        check_os_python(plan, os_release)
+    assert str(info.value) == (
+        "Python 3.10 was requested, but the base image torchbake/debian:bookworm is debian 12, whose OS"
+        " Python is 3.11. Use --python 3.11, a base image of ubuntu:22.04, or set [python] provider ="
+        ' "standalone" with a standalone_url for that version.'
+    )
+    check_os_python(plan_release(settings("cpu.toml")), os_release)  # 3.11 on bookworm is fine

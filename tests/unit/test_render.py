@@ -1,0 +1,91 @@
+"""Rendered Dockerfiles and commands, compared as exact text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchbake import config, wheelhouse
+from torchbake.builder import build_args
+from torchbake.context import render_dockerfile
+from torchbake.engine import DockerClient
+from torchbake.plan import plan_release
+
+TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
+
+
+def test_dockerfile_without_env_is_the_template():
+    assert render_dockerfile(TEMPLATE, {}, "cpu") == TEMPLATE
+
+
+def test_dockerfile_gets_env_block_from_configuration():
+    rendered = render_dockerfile(TEMPLATE, {"MTHREADS_VISIBLE_DEVICES": "all", "TORCH_CUDA_ARCH_LIST": "8.0;9.0", "Q": 'a"b'}, "musa")
+    assert rendered == (
+        "ARG BASE_IMAGE\n"
+        "FROM ${BASE_IMAGE}\n"
+        "\n"
+        "# Added by torchbake from the configuration (profile musa).\n"
+        'ENV MTHREADS_VISIBLE_DEVICES="all" \\\n'
+        '    TORCH_CUDA_ARCH_LIST="8.0;9.0" \\\n'
+        '    Q="a\\"b"\n'
+    )
+
+
+def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():
+    text = (config.PROJECT_ROOT / "docker/ubuntu/dockerfile.release").read_text()
+    assert not [line for line in text.splitlines() if line.replace(" ", "").startswith("#syntax=")]
+    assert "<<" not in text
+    # wheels and toolkits reach the build only through bind mounts
+    assert "--mount=type=bind,source=wheelhouse" in text
+    assert "--mount=type=bind,source=toolkits" in text
+    assert "COPY wheelhouse" not in text and "ADD " not in text
+
+
+def client(mode: str) -> DockerClient:
+    return DockerClient(binary="/usr/bin/docker", version="20.10.24", build_mode=mode)
+
+
+def test_build_command_legacy_client_uses_docker_buildkit_env():
+    argv, env = client("buildkit-env").build_command(
+        context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c",
+        build_args={"BASE_IMAGE": "debian:12"}, labels={"torchbake.python": "3.11"},
+        secrets=[("ca", Path("/ca.pem"))], iidfile=Path("/tmp/iid"),
+    )
+    assert env == {"DOCKER_BUILDKIT": "1"}
+    assert argv == [
+        "/usr/bin/docker", "build", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "a/b:c",
+        "--build-arg", "BASE_IMAGE=debian:12", "--label", "torchbake.python=3.11",
+        "--secret", "id=ca,src=/ca.pem", "--iidfile", "/tmp/iid", "/ctx",
+    ]
+
+
+def test_build_command_buildx_loads_into_the_engine():
+    argv, env = client("buildx").build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
+    assert env == {}
+    assert argv == ["/usr/bin/docker", "buildx", "build", "--load", "--progress=plain", "--file",
+                    "/ctx/Dockerfile", "--tag", "a/b:c", "/ctx"]
+
+
+def test_pip_download_command_targets_the_image_python():
+    options = config.resolve([], {}, {"wheels.index_url": "https://mirror.invalid/simple"}).settings().wheels
+    argv = wheelhouse.pip_download_command(["torch==2.13.0", "numpy"], Path("/w"), "3.11", options, python="py")
+    assert argv == [
+        "py", "-m", "pip", "download", "--dest", "/w", "--only-binary=:all:", "--python-version", "3.11",
+        "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
+        "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64", "--platform", "any",
+        "--index-url", "https://mirror.invalid/simple", "torch==2.13.0", "numpy",
+    ]
+
+
+def test_build_args_of_the_cpu_profile():
+    settings = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}).settings()
+    assert build_args(plan_release(settings)) == {
+        "BASE_IMAGE": "torchbake/debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
+        "RENDER_GID": "0",
+    }
+
+
+def test_requirement_name_from_wheel_files_and_requirements():
+    assert wheelhouse.requirement_name("https://h.invalid/torch_musa-1.3.0-cp310-cp310-linux_x86_64.whl#sha256=" + "0" * 64) == "torch-musa"
+    assert wheelhouse.requirement_name("torch==2.13.0") == "torch"
+    assert wheelhouse.requirement_name("/w/torch-2.0.0-cp38-cp38-linux_x86_64.whl") == "torch"
+    assert wheelhouse.requirement_name("Torch_Vision>=0.1") == "torch-vision"

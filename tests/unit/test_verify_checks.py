@@ -1,0 +1,49 @@
+"""Judging the facts a verify container reports."""
+
+from __future__ import annotations
+
+from torchbake.verify import FAIL, PASS, SKIP, Expectations, evaluate
+
+GOOD = {
+    "python": "3.11", "python_full": "3.11.2", "torch": "2.13.0+cpu", "cuda": None, "hip": None,
+    "arch_flags": None, "gpu": False, "pip_check": [0, "No broken requirements found.\n"],
+    "constraint": [1, "ERROR: Cannot install torch==0.0.1 because ...\nThe user requested (constraint) torch==2.13.0+cpu\n", "/etc/torchbake/constraints.txt"],
+}
+
+
+def statuses(facts, expected):
+    return {c.name: c.status for c in evaluate(facts, expected)}
+
+
+def test_all_pass():
+    assert statuses(GOOD, Expectations(python="3.11", torch="2.13.0+cpu")) == {
+        "python version": PASS, "torch imports": PASS, "torch version": PASS, "pip check": PASS, "torch pinned": PASS,
+    }
+
+
+def test_failures_are_reported():
+    facts = {**GOOD, "python": "3.10", "pip_check": [1, "x 1.0 requires y"], "constraint": [0, "Would install torch-0.0.1", ""]}
+    result = statuses(facts, Expectations(python="3.11", torch="2.12.0"))
+    assert result == {"python version": FAIL, "torch imports": PASS, "torch version": FAIL, "pip check": FAIL, "torch pinned": FAIL}
+
+
+def test_extension_import_failure():
+    facts = {**GOOD, "extension_error": "ModuleNotFoundError('torch_musa')"}
+    assert statuses(facts, Expectations(python="3.11", torch="2.13.0+cpu", extension_module="torch_musa"))["torch_musa imports"] == FAIL
+
+
+def test_cuda_arch_list():
+    expected = Expectations(python="3.11", torch="2.6.0+cu124", cuda_arch_list="8.0;9.0+PTX", profile="cuda")
+    cuda = {**GOOD, "torch": "2.6.0+cu124", "cuda": "12.4", "arch_flags": "-gencode compute=compute_80,code=sm_80 sm_90 compute_90"}
+    assert statuses(cuda, expected)["CUDA arch list"] == PASS
+    missing = {**cuda, "arch_flags": "sm_80 sm_86"}
+    check = [c for c in evaluate(missing, expected) if c.name == "CUDA arch list"][0]
+    assert check.status == FAIL and "missing 9.0+PTX" in check.detail
+    no_info = {**cuda, "arch_flags": ""}
+    assert statuses(no_info, expected)["CUDA arch list"] == SKIP
+    assert statuses(GOOD, expected)["CUDA arch list"] == FAIL  # a CPU torch in a CUDA image
+
+
+def test_expectations_from_labels_with_overrides():
+    labels = {"torchbake.python": "3.11", "torchbake.torch-version": "2.13.0+cpu", "torchbake.profile": "cpu"}
+    assert Expectations.from_labels(labels, python="3.12", torch=None) == Expectations(python="3.12", torch="2.13.0+cpu")
