@@ -117,34 +117,29 @@ def _stream(
         log_file.parent.mkdir(parents=True, exist_ok=True)
         log = log_file.open("a", encoding="utf-8")
         log.write(f"+ {format_command(argv)}\n")
-    proc = subprocess.Popen(
-        argv,
-        env=env,
-        cwd=cwd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        errors="replace",
-    )
     try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out.write(line)
-            out.flush()
-            if log is not None:
-                log.write(line)
-            kept.append(line)
-            if not keep and len(kept) > 200:
-                del kept[:100]
-        returncode = proc.wait(timeout=timeout)
-    except BaseException:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        raise
+        with subprocess.Popen(
+            argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, text=True, errors="replace",
+        ) as proc:
+            try:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    out.write(line)
+                    out.flush()
+                    if log is not None:
+                        log.write(line)
+                    kept.append(line)
+                    if not keep and len(kept) > 200:
+                        del kept[:100]
+                returncode = proc.wait(timeout=timeout)
+            except BaseException:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                raise
     finally:
         if log is not None:
             log.close()

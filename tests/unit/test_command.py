@@ -1,0 +1,43 @@
+"""The one subprocess helper."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from torchbake.command import format_command, run
+from torchbake.errors import BuildError, CommandError
+
+
+def test_echoes_quoted_command_and_captures():
+    out = io.StringIO()
+    result = run(["echo", "a b", "c"], capture=True, stream=out)
+    assert result.output == "a b c\n"
+    assert out.getvalue().startswith("+ /") and out.getvalue().endswith("echo 'a b' c\n")
+
+
+def test_streams_to_log_file(tmp_path):
+    out = io.StringIO()
+    log = tmp_path / "logs" / "build.log"
+    run(["printf", "one\\ntwo\\n"], log_file=log, stream=out)
+    assert out.getvalue().splitlines()[1:] == ["one", "two"]
+    assert log.read_text().splitlines()[1:] == ["one", "two"]
+
+
+def test_failure_raises_the_given_error_with_output_tail(tmp_path):
+    with pytest.raises(BuildError) as info:
+        run(["sh", "-c", "echo boom; exit 3"], capture=True, error=BuildError, failure_hint="Try again.")
+    text = str(info.value)
+    assert "exit status 3" in text and "boom" in text and text.endswith("Try again.")
+
+
+def test_missing_binary_and_timeout():
+    with pytest.raises(CommandError, match="'no-such-tool-xyz' was not found on PATH"):
+        run(["no-such-tool-xyz"])
+    with pytest.raises(CommandError, match="did not finish within 0.2 s"):
+        run(["sleep", "5"], capture=True, timeout=0.2)
+
+
+def test_format_command_with_env():
+    assert format_command(["docker", "build", "a b"], {"DOCKER_BUILDKIT": "1"}) == "DOCKER_BUILDKIT=1 docker build 'a b'"

@@ -1,0 +1,52 @@
+"""The invoke layer: flags (old spellings included) reach the right options; help for every flag."""
+
+from __future__ import annotations
+
+import pytest
+from invoke import Collection
+
+import tasks
+from tests.conftest import run_invoke
+
+
+def test_root_collection_only_composes_the_task_modules():
+    assert isinstance(tasks.ns, Collection)
+    assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "show-config", "verify"]
+
+
+@pytest.mark.parametrize("name", ["build", "verify", "show-config", "bootstrap-os"])
+def test_every_flag_has_help(name):
+    task = tasks.ns.tasks[name]
+    params = [p for p in task.argspec(task.body).parameters if p != "c"]
+    for arg in task.get_arguments():
+        assert arg.help, f"{name} --{arg.name} has no help"
+    assert len(task.get_arguments()) == len(params)
+
+
+def test_legacy_short_flags_map_to_options():
+    result = run_invoke("build", "-n", "team/torch", "-t", "nightly", "-b", "debian:12", "-v", "3.11", "-r",
+                        "--torch-whl-url", "torch==2.13.0", "-m", "https://h.invalid/musa.tar.gz", "--dry-run",
+                        "--docker", "/usr/bin/docker")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Plan for team/torch:nightly (release, profile cpu)" in out
+    assert "base image      debian:12" in out
+    assert "python          3.11 (provider os)" in out
+    assert "musa_toolkits_url https://h.invalid/musa.tar.gz" in out
+    assert "--build-arg BASE_IMAGE=debian:12" in out
+
+
+def test_command_line_beats_environment_and_config():
+    result = run_invoke("build", "--config", "configs/cpu.toml", "--tag", "cli", "--dry-run",
+                        "--docker", "/usr/bin/docker", env={"TORCHBAKE_IMAGE_TAG": "env", "TORCHBAKE_PYTHON_VERSION": "3.11"})
+    assert result.returncode == 0, result.stderr
+    assert "Plan for torchbake/pytorch-cpu:cli" in result.stdout
+
+
+def test_show_config_names_sources():
+    result = run_invoke("show-config", "--config", "configs/cpu.toml", env={"TORCHBAKE_IMAGE_TAG": "from-env"})
+    assert result.returncode == 0, result.stderr
+    lines = {line.split("│")[1].strip(): line for line in result.stdout.splitlines() if line.count("│") == 4}
+    assert "configs/cpu.toml" in lines["wheels.torch"]
+    assert "environment" in lines["image.tag"] and "from-env" in lines["image.tag"]
+    assert "default" in lines["build.verify"]
