@@ -100,7 +100,7 @@ def dry_run(plan: ReleasePlan, client: DockerClient, console: Console) -> str:
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
-        labels=image_labels(plan, None, "<base image id>", ""),
+        labels=image_labels(plan, None, "<base image id>", ""), no_cache=plan.no_cache,
     )
     text = describe_plan(plan, argv, env)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -146,7 +146,7 @@ def build_release(plan: ReleasePlan, client: DockerClient, console: Console) -> 
         iidfile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan),
-            labels=image_labels(plan, prepared, base_id, digest), iidfile=iidfile,
+            labels=image_labels(plan, prepared, base_id, digest), iidfile=iidfile, no_cache=plan.no_cache,
         )
         client.build(argv, env, log_file)
         image_id = iidfile.read_text().strip()

@@ -46,6 +46,7 @@ class DockerClient:
         secrets: Sequence[tuple[str, Path]] = (),
         iidfile: Path | None = None,
         target: str | None = None,
+        no_cache: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker build`` argument list and the variables it needs."""
         if self.build_mode == "buildx":
@@ -55,6 +56,8 @@ class DockerClient:
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         if target:
             argv += ["--target", target]
+        if no_cache:
+            argv.append("--no-cache")
         for key, value in build_args.items():
             argv += ["--build-arg", f"{key}={value}"]
         for key, value in labels.items():

@@ -65,6 +65,7 @@ class ReleasePlan:
     build_dir: str  # "" = temporary
     reuse_context: bool
     verify: bool
+    no_cache: bool = False
     settings: Settings = field(repr=False)
 
 
@@ -75,7 +76,7 @@ def _missing(key: str, why: str) -> ConfigurationError:
     )
 
 
-def plan_release(settings: Settings, *, reuse_context: bool = False) -> ReleasePlan:
+def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> ReleasePlan:
     image, python, wheels = settings.image, settings.python, settings.wheels
     if not image.name:
         raise _missing("image.name", "every build needs an image name")
@@ -119,6 +120,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False) -> ReleaseP
         build_dir=settings.build.dir,
         reuse_context=reuse_context,
         verify=settings.build.verify,
+        no_cache=no_cache,
         settings=settings,
     )
 

@@ -26,6 +26,7 @@ HELP = {
     "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
     "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
     "no_verify": "Skip `verify` after the build",
+    "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
 }
 
@@ -53,7 +54,7 @@ NAMES = {
 def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
           torch_musa_whl_url=None, release=False, build_dir=None, no_prepare=False, config=None,
-          dry_run=False, no_verify=False, docker=None):
+          dry_run=False, no_verify=False, no_cache=False, docker=None):
     """Build a PyTorch image (release: torch and the extension from wheels) and verify it."""
     overrides = {
         "image.name": name, "image.tag": tag, "image.base": base_img, "image.docker_file": docker_file,
@@ -69,7 +70,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
             "build.variant is \"dev\" (a dev image built from source), which this version of torchbake"
             " cannot build yet. Pass --release (or set [build] variant = \"release\") to build from wheels."
         )
-    plan = plan_release(settings, reuse_context=no_prepare)
+    plan = plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
     client = docker_client(settings.build.docker)
     out = console()
     if dry_run:
