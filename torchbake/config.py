@@ -184,8 +184,7 @@ def load_toml(path: Path) -> dict[str, Any]:
 
 def schema() -> dict[str, Any]:
     """``section.key`` → default value, from the defaults file."""
-    data = load_toml(DEFAULTS_FILE)
-    return {key: value for key, value in _flatten(data, {}, str(DEFAULTS_FILE)).items()}
+    return _flatten(load_toml(DEFAULTS_FILE), {}, str(DEFAULTS_FILE))
 
 
 def _suggest(word: str, choices: Iterable[str]) -> str:
@@ -330,8 +329,7 @@ def resolve(
         if key not in known:
             raise ConfigurationError(f"internal: no option {key!r}")
         values[key] = _check_type(key, value, known[key], override_source)
-        label = override_source if override_source != "command line" else "command line"
-        sources[key] = label
+        sources[key] = override_source
     _validate(values, sources)
     return ResolvedConfig(values=values, sources=sources)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +173,7 @@ def candidate_clients(path_env: str) -> list[str]:
 def detect_client(choice: str, environ: Mapping[str, str]) -> DockerClient:
     """The client named by ``choice`` ("auto" = the first BuildKit-capable one found)."""
     if choice != "auto":
-        binary = choice if os.sep in choice else (command.shutil.which(choice) or choice)
+        binary = choice if os.sep in choice else (shutil.which(choice) or choice)
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
             raise EngineError(
                 f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import io
 import json
 import subprocess
 import tarfile
-import threading
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
+
+from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
 
 DOCKER = "/usr/bin/docker"  # Debian's client: BuildKit through DOCKER_BUILDKIT=1
 
@@ -67,25 +66,6 @@ def make_wheel(folder: Path, name: str, version: str, requires: list[str], files
         for entry, text in entries.items():
             zf.writestr(entry, text)
     return path
-
-
-@contextmanager
-def http_server(root: Path):
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(root), **kwargs)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def sha256_of(path: Path) -> str:

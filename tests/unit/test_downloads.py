@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import http.server
-import threading
 from pathlib import Path
 
 import pytest
 
+from tests.support import http_server
 from torchbake.downloads import DownloadCache, expected_digest, split_fragment
 from torchbake.errors import DownloadError
 
@@ -17,20 +16,8 @@ from torchbake.errors import DownloadError
 def server(tmp_path):
     root = tmp_path / "www"
     root.mkdir()
-
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, directory=str(root), **kwargs)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with http_server(root) as url:
+        yield root, url
 
 
 def files_in(folder: Path) -> list[str]:

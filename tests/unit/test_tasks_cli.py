@@ -50,3 +50,11 @@ def test_show_config_names_sources():
     assert "configs/cpu.toml" in lines["wheels.torch"]
     assert "environment" in lines["image.tag"] and "from-env" in lines["image.tag"]
     assert "default" in lines["build.verify"]
+
+
+def test_no_engine_answering_is_a_clear_error():
+    result = run_invoke("verify", "any:image", env={"DOCKER_HOST": "unix:///tmp/torchbake-no-such.sock"})
+    assert result.returncode == 4
+    assert "No Docker engine answers at unix:///tmp/torchbake-no-such.sock" in result.stderr
+    assert "scripts/ensure-engine.sh" in result.stderr
+    assert "Traceback" not in result.stderr
