@@ -150,10 +150,11 @@ def build_release(plan: ReleasePlan, client: DockerClient, console: Console) -> 
         )
         client.build(argv, env, log_file)
         image_id = iidfile.read_text().strip()
-        iidfile.unlink(missing_ok=True)
         if plan.verify:
             _verify_candidate(plan, client, tag, console)
     finally:
+        if prepared is not None:
+            iidfile.unlink(missing_ok=True)
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}

@@ -3,7 +3,6 @@ scripts/test.sh (what CI runs) starts one first."""
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -43,6 +42,10 @@ def base_image(run_id, tb_env):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Created {name}" in result.stdout
     yield name
+    # Every image the tests built on this base (candidates of failed verifications included).
+    built = docker("images", "-q", "--filter", f"label=org.opencontainers.image.base.name={name}", check=False).stdout
+    for image_id in sorted(set(built.split())):
+        docker("image", "rm", "--force", image_id, check=False)
     docker("image", "rm", "--force", name, check=False)
 
 
@@ -54,13 +57,3 @@ def cpu_image(run_id, base_image, tb_env):
                         "--tag", run_id, "--base-img", base_image, env=tb_env)
     yield name, result
     docker("image", "rm", "--force", name, check=False)
-
-
-def pytest_sessionfinish(session, exitstatus):
-    if os.environ.get("TORCHBAKE_KEEP_IMAGES"):
-        return
-    # Candidate tags of failed verifications made by this session's builds.
-    listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "torchbake-test/*", check=False).stdout
-    for ref in listing.split():
-        if ":torchbake-candidate-" in ref:
-            docker("image", "rm", "--force", ref, check=False)

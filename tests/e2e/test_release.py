@@ -171,3 +171,26 @@ def test_bootstrap_os_keeps_an_existing_image(base_image, tb_env):
     assert result.returncode == 0
     assert "already exists" in result.stdout
     assert docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout == before
+
+
+def test_failed_verification_keeps_the_previous_image(base_image, tb_env, tmp_path, run_id):
+    """An image that fails verification never takes the tag from the image it pointed to."""
+    name = f"torchbake-test/verify-fail:{run_id}"
+    docker("tag", base_image, name)  # "yesterday's image"
+    before = docker("image", "inspect", "--format", "{{.Id}}", name).stdout
+    wheel = make_wheel(tmp_path, "torchbake-demo-ext", "1.0.0", ["torch"], {"torchbake_demo_ext/__init__.py": ""})
+    config = tmp_path / "broken.toml"
+    config.write_text('[wheels]\nextension_module = "no_such_module"\nextra = []\n')
+    result = run_invoke("build", "--config", "configs/cpu.toml", "--config", str(config),
+                        "--name", "torchbake-test/verify-fail", "--tag", run_id, "--base-img", base_image,
+                        "--torch-musa-whl-url", str(wheel), env=tb_env)
+    output = result.stdout + result.stderr
+    try:
+        assert result.returncode == 6, output[-3000:]
+        assert re.search(r"no_such_module imports\s*│\s*fail", output)
+        assert "torchbake: error: torchbake-test/verify-fail:torchbake-candidate-" in output
+        assert docker("image", "inspect", "--format", "{{.Id}}", name).stdout == before
+        candidate = re.search(r"kept as (torchbake-test/verify-fail:torchbake-candidate-[0-9a-f]+)", output.replace("\n", ""))
+        assert candidate and docker("image", "inspect", candidate.group(1), check=False).returncode == 0
+    finally:
+        docker("image", "rm", "--force", name, check=False)
