@@ -27,7 +27,11 @@ ENV_PREFIX = "TORCHBAKE_"
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
 # Variables the legacy shell scripts read, mapped to the option they set (lower precedence than
 # TORCHBAKE_* variables).
-LEGACY_ENV = {"DOCKER_BUILD_DIR": "build.dir"}
+LEGACY_ENV = {
+    "DOCKER_BUILD_DIR": "build.dir",
+    "PYTORCH_REPO_ROOT_PATH": "sources.root",
+    "TORCH_VISION_REPO_ROOT_PATH": "sources.vision_root",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +101,39 @@ class BuildOptions:
     dir: str
     docker: str
     verify: bool
+    network: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceOptions:
+    root: str
+    vision_root: str
+    pytorch_repo: str
+    pytorch_tag: str
+    vision_repo: str
+    vision_tag: str
+    audio_repo: str
+    audio_tag: str
+    extension_repo: str
+    extension_tag: str
+    keep_git: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class BaseOptions:
+    sys: str
+    user: str
+    video_gid: int
+    requirements: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevOptions:
+    max_jobs: int
+    build_env: Mapping[str, str]
+    extensions: tuple[str, ...]
+    git_credential_file: str
+    ccache_size: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -113,6 +150,9 @@ class Settings:
     toolkits: ToolkitOptions
     accelerator: AcceleratorOptions
     build: BuildOptions
+    sources: SourceOptions
+    base: BaseOptions
+    dev: DevOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
 
@@ -124,6 +164,9 @@ SECTION_TYPES: dict[str, type] = {
     "toolkits": ToolkitOptions,
     "accelerator": AcceleratorOptions,
     "build": BuildOptions,
+    "sources": SourceOptions,
+    "base": BaseOptions,
+    "dev": DevOptions,
     "paths": PathOptions,
 }
 
@@ -153,6 +196,26 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "accelerator.pytorch_rocm_arch": validation.rocm_arch,
     "build.variant": validation.one_of(validation.VARIANTS),
     "build.docker": validation.docker_binary,
+    "build.network": validation.one_of(("", "default", "host", "none")),
+    "sources.root": validation.existing_folder,
+    "sources.vision_root": validation.existing_folder,
+    "sources.pytorch_repo": validation.git_repository,
+    "sources.vision_repo": validation.git_repository,
+    "sources.audio_repo": validation.git_repository,
+    "sources.extension_repo": validation.git_repository,
+    "sources.pytorch_tag": validation.git_ref,
+    "sources.vision_tag": validation.git_ref,
+    "sources.audio_tag": validation.git_ref,
+    "sources.extension_tag": validation.git_ref,
+    "base.sys": validation.image_reference,
+    "base.user": validation.user_name,
+    "base.video_gid": validation.gid,
+    "base.requirements": lambda v: [validation.requirement(r) for r in v],
+    "dev.max_jobs": validation.job_count,
+    "dev.build_env": validation.env_names,
+    "dev.extensions": lambda v: [validation.extension_source(e) for e in v],
+    "dev.git_credential_file": validation.credential_file,
+    "dev.ccache_size": validation.size,
 }
 
 

@@ -26,9 +26,11 @@ from pathlib import Path
 from . import wheelhouse
 from .downloads import Artifact, DownloadCache, file_sha256, link_or_copy
 from .errors import ConfigurationError, DownloadError
-from .plan import COMMON_DIR, TOOLKITS, ReleasePlan
+from .plan import COMMON_DIR, TOOLKITS, BasePlan, DevPlan, ReleasePlan
+from .sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"
+ENV_MARKER = "# @torchbake-env@"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class PreparedContext:
     torch_version: str
     pins: dict[str, str]  # project → exact version (torch, extension, torchvision, torchaudio)
     extension: str  # "name==version" of the vendor extension, or ""
+    sources: dict[str, dict[str, str]]  # source tree name → repo, tag, commit, origin, files
     inputs: dict[str, str]  # file name → sha256 (wheels, toolkits, python tarball)
     dockerfile_sha256: str
     common_sha256: str
@@ -55,13 +58,16 @@ class PreparedContext:
 
 
 def render_dockerfile(template: str, env: Mapping[str, str], profile: str) -> str:
-    """The Dockerfile of the context: the template, then the configured ENV (if any)."""
+    """The Dockerfile of the context: the template with the configured ENV at its
+    ``# @torchbake-env@`` line (at the end when it has none); no ENV, no change."""
     text = template if template.endswith("\n") else template + "\n"
-    if not env:
-        return text
-    lines = [f'{key}="{_escape(value)}"' for key, value in env.items()]
-    block = " \\\n    ".join(lines)
-    return text + f"\n# Added by torchbake from the configuration (profile {profile}).\nENV {block}\n"
+    block = ""
+    if env:
+        lines = [f'{key}="{_escape(value)}"' for key, value in env.items()]
+        block = f"# Added by torchbake from the configuration (profile {profile}).\nENV " + " \\\n    ".join(lines) + "\n"
+    if ENV_MARKER in text:
+        return text.replace(ENV_MARKER, block.rstrip("\n") if block else "# (no ENV from the configuration)")
+    return text + ("\n" + block if block else "")
 
 
 def _escape(value: str) -> str:
@@ -76,7 +82,7 @@ def tree_sha256(folder: Path) -> str:
     return digest.hexdigest()
 
 
-def choose_context_dir(plan: ReleasePlan, contexts_root: Path) -> tuple[Path, bool]:
+def choose_context_dir(plan: ReleasePlan | BasePlan | DevPlan, contexts_root: Path) -> tuple[Path, bool]:
     """The folder to prepare in, and whether it is temporary. Refuses to touch a user folder
     that torchbake did not create."""
     if not plan.build_dir:
@@ -103,33 +109,91 @@ def load_prepared(folder: Path) -> PreparedContext:
     return PreparedContext.from_json(marker.read_text(), folder)
 
 
+class _Staging:
+    """A context being assembled: in ``folder`` itself when temporary, else next to it, renamed
+    over it when complete (so a kept --build-dir is never half-prepared)."""
+
+    def __init__(self, folder: Path, temporary: bool):
+        self.folder = folder
+        self.temporary = temporary
+        self.path = folder if temporary else folder.with_name(folder.name + ".preparing")
+        if not temporary:
+            shutil.rmtree(self.path, ignore_errors=True)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.inputs: dict[str, str] = {}
+
+    def toolkits(self, artifacts: dict[str, Artifact]) -> None:
+        toolkit_dir = self.path / "toolkits"
+        toolkit_dir.mkdir(exist_ok=True)
+        lines = []
+        for index, (key, artifact) in enumerate(artifacts.items()):
+            name = f"{index:02d}-{artifact.name}"
+            link_or_copy(artifact.path, toolkit_dir / name)
+            lines.append(f"{key}\t{name}\t{TOOLKITS[key][1]}\n")
+            self.inputs[artifact.name] = artifact.sha256
+        (toolkit_dir / "toolkits.txt").write_text("".join(lines))
+
+    def python(self, artifact: Artifact | None) -> None:
+        python_dir = self.path / "python"
+        python_dir.mkdir(exist_ok=True)
+        (python_dir / ".keep").write_text("")
+        if artifact is not None:
+            link_or_copy(artifact.path, python_dir / artifact.name)
+            self.inputs[artifact.name] = artifact.sha256
+
+    def wheels(self, requirements: list[str], python_version: str, options, cache_root: Path,
+               log_file: Path | None) -> dict[str, str]:
+        """Resolve into wheelhouse/; returns project → version of everything resolved."""
+        house = self.path / "wheelhouse"
+        house.mkdir(exist_ok=True)
+        if not requirements:
+            (house / "requirements.txt").write_text("")
+            return {}
+        resolved = wheelhouse.resolve(requirements, cache_root / "wheelhouse" / f"cp{python_version.replace('.', '')}",
+                                      python_version, options, link_into=house, log_file=log_file)
+        for wheel in resolved:
+            self.inputs[wheel.path.name] = file_sha256(wheel.path)
+        return {w.name: w.version for w in resolved}
+
+    def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:
+        text = "".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(names))
+        (self.path / "wheelhouse" / "requirements.txt").write_text(text)
+
+    def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
+               **fields) -> PreparedContext:
+        shutil.copytree(COMMON_DIR, self.path / "common", dirs_exist_ok=True)
+        dockerfile = render_dockerfile(template.read_text(), env, profile)
+        (self.path / "Dockerfile").write_text(dockerfile)
+        (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
+        fields.setdefault("torch_version", "")
+        fields.setdefault("pins", {})
+        fields.setdefault("extension", "")
+        fields.setdefault("sources", {})
+        prepared = PreparedContext(
+            path=self.folder, inputs=dict(sorted(self.inputs.items())),
+            dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
+            common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary, **fields,
+        )
+        (self.path / MARKER).write_text(prepared.to_json())
+        if self.path != self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.path.rename(self.folder)
+        return prepared
+
+
 def prepare_release_context(
     plan: ReleasePlan, cache: DownloadCache, folder: Path, *, temporary: bool, log_file: Path | None,
 ) -> PreparedContext:
-    staging = folder.with_name(folder.name + ".preparing") if not temporary else folder
-    if staging != folder:
-        shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True, exist_ok=True)
-    inputs: dict[str, str] = {}
-
+    stage = _Staging(folder, temporary)
     # Inputs given by URL: fetched (or found) and checked first.
-    wheel_artifacts: dict[str, Artifact] = {}
-    for role, location in plan.wheel_sources.items():
-        if _is_requirement(location):
-            continue
-        wheel_artifacts[role] = cache.fetch(location, key=f"wheels.{role}")
+    wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
+                       for role, loc in plan.wheel_sources.items() if not _is_requirement(loc)}
     toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
     python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
 
-    # Wheels and their dependencies for the image's Python.
     requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
                     for r, loc in plan.wheel_sources.items()] + list(plan.extra_requirements)
-    house = staging / "wheelhouse"
-    resolved = wheelhouse.resolve(requirements, cache.root / "wheelhouse" / f"cp{plan.python_version.replace('.', '')}",
-                                  plan.python_version, plan.settings.wheels, link_into=house, log_file=log_file)
-    versions = {w.name: w.version for w in resolved}
-    for wheel in resolved:
-        inputs[wheel.path.name] = file_sha256(wheel.path)
+    versions = stage.wheels(requirements, plan.python_version, plan.settings.wheels, cache.root, log_file)
     pins: dict[str, str] = {}
     extension = ""
     for role, location in plan.wheel_sources.items():
@@ -139,51 +203,61 @@ def prepare_release_context(
         pins[name] = versions[name]
         if role == "extension":
             extension = f"{name}=={versions[name]}"
-    top_level = list(pins) + [wheelhouse.requirement_name(r) for r in plan.extra_requirements]
-    (house / "requirements.txt").write_text("".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(top_level)))
-    (staging / "constraints.txt").write_text(
+    stage.requirements_file(list(pins) + [wheelhouse.requirement_name(r) for r in plan.extra_requirements], versions)
+    (stage.path / "constraints.txt").write_text(
         "# Written by torchbake: the torch this image was built with stays installed.\n"
         "# Active for every pip install through PIP_CONSTRAINT / PIP_BUILD_CONSTRAINT.\n"
         + "".join(f"{name}=={version}\n" for name, version in pins.items())
     )
+    stage.toolkits(toolkit_artifacts)
+    stage.python(python_artifact)
+    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, [],
+                        torch_version=pins["torch"], pins=pins, extension=extension)
 
-    toolkit_dir = staging / "toolkits"
-    toolkit_dir.mkdir(exist_ok=True)
-    manifest_lines = []
-    for index, (key, artifact) in enumerate(toolkit_artifacts.items()):
-        name = f"{index:02d}-{artifact.name}"
-        link_or_copy(artifact.path, toolkit_dir / name)
-        manifest_lines.append(f"{key}\t{name}\t{TOOLKITS[key][1]}\n")
-        inputs[artifact.name] = artifact.sha256
-    (toolkit_dir / "toolkits.txt").write_text("".join(manifest_lines))
 
-    python_dir = staging / "python"
-    python_dir.mkdir(exist_ok=True)
-    (python_dir / ".keep").write_text("")
-    if python_artifact is not None:
-        link_or_copy(python_artifact.path, python_dir / python_artifact.name)
-        inputs[python_artifact.name] = python_artifact.sha256
+def _link_sources(stage: _Staging, trees: list[SourceTree], keep_git: bool) -> dict[str, dict[str, str]]:
+    """Source trees into sources/<name>/ as hard links, each with a .torchbake-source record."""
+    recorded = {}
+    for tree in trees:
+        target = stage.path / "sources" / tree.spec.name
+        shutil.rmtree(target, ignore_errors=True)
+        count = link_tree(tree.path, target, keep_git=keep_git)
+        (target / ".torchbake-source").write_text(f"{tree.spec.repo} {tree.spec.tag} {tree.commit}\n")
+        recorded[tree.spec.name] = {"repo": tree.spec.repo, "tag": tree.spec.tag, "commit": tree.commit,
+                                    "origin": tree.origin, "files": str(count)}
+    return recorded
 
-    shutil.copytree(COMMON_DIR, staging / "common", dirs_exist_ok=True)
-    dockerfile = render_dockerfile(plan.dockerfile_template.read_text(), plan.image_env, plan.profile)
-    (staging / "Dockerfile").write_text(dockerfile)
-    (staging / ".dockerignore").write_text(MARKER + "\n")
 
-    prepared = PreparedContext(
-        path=folder,
-        torch_version=pins["torch"],
-        pins=pins,
-        extension=extension,
-        inputs=dict(sorted(inputs.items())),
-        dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
-        common_sha256=tree_sha256(staging / "common"),
-        temporary=temporary,
-    )
-    (staging / MARKER).write_text(prepared.to_json())
-    if staging != folder:
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-    return prepared
+def prepare_base_context(
+    plan: BasePlan, cache: DownloadCache, folder: Path, trees: list[SourceTree], *, temporary: bool,
+    log_file: Path | None,
+) -> PreparedContext:
+    stage = _Staging(folder, temporary)
+    python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
+    versions = stage.wheels(list(plan.requirements), plan.python_version, plan.settings.wheels, cache.root, log_file)
+    stage.requirements_file([wheelhouse.requirement_name(r) for r in plan.requirements], versions)
+    stage.python(python_artifact)
+    recorded = _link_sources(stage, trees, plan.keep_git)
+    ignore = [] if plan.keep_git else ["**/.git"]
+    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, ignore + ["**/__pycache__"],
+                        sources=recorded, torch_version=versions.get("torch", ""))
+
+
+def prepare_dev_context(
+    plan: DevPlan, cache: DownloadCache, folder: Path, vision: SourceTree | None, python_version: str, *,
+    temporary: bool, log_file: Path | None,
+) -> PreparedContext:
+    stage = _Staging(folder, temporary)
+    toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
+    requirements = [e for e in plan.extensions if not e.startswith("git+")]
+    versions = stage.wheels(requirements, python_version, plan.settings.wheels, cache.root, log_file)
+    stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
+    stage.toolkits(toolkit_artifacts)
+    (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in plan.extensions))
+    (stage.path / "sources").mkdir(exist_ok=True)
+    recorded = _link_sources(stage, [vision], plan.keep_git) if vision is not None else {}
+    return stage.finish(plan.dockerfile_template, plan.build_env, plan.profile, ["**/.git"] if not plan.keep_git else [],
+                        sources=recorded)
 
 
 def _is_requirement(location: str) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import PROJECT_ROOT, Settings
+from .sources import SourceSpec
 from .errors import ConfigurationError
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
@@ -47,6 +48,8 @@ FLAGS = {
 
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan:
+    variant = "release"
+
     image: str  # name:tag
     base_image: str
     dockerfile_template: Path
@@ -86,9 +89,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         _check_inputs(settings)
     if python.provider == "standalone" and not python.standalone_url:
         raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
-    template = Path(image.docker_file) if image.docker_file else DOCKER_DIR / "ubuntu" / "dockerfile.release"
-    if not template.is_file():
-        raise ConfigurationError(f"Dockerfile {template} (--docker-file) does not exist.")
+    template = _template(settings, "release")
     if reuse_context and not settings.build.dir:
         raise ConfigurationError(
             "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
@@ -191,3 +192,168 @@ def describe_plan(plan: ReleasePlan, docker_argv: list[str], docker_env: dict[st
     lines.append("")
     lines.append("Verify afterwards: " + ("yes" if plan.verify else "no (--no-verify)"))
     return "\n".join(lines)
+
+
+def _template(settings: Settings, variant: str) -> Path:
+    path = Path(settings.image.docker_file) if settings.image.docker_file else DOCKER_DIR / "ubuntu" / f"dockerfile.{variant}"
+    if not path.is_file():
+        raise ConfigurationError(f"Dockerfile {path} (--docker-file) does not exist.")
+    return path
+
+
+def _build_env(settings: Settings, *extra: dict[str, str]) -> dict[str, str]:
+    env = dict(settings.image.env)
+    for table in extra:
+        env.update(table)
+    if settings.accelerator.torch_cuda_arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
+    if settings.accelerator.pytorch_rocm_arch:
+        env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
+    return env
+
+
+SOURCE_NAMES = ("pytorch", "vision", "audio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BasePlan:
+    """``invoke build-base``: OS + build tools + Python + the three source trees."""
+
+    variant = "base"
+    image: str
+    base_image: str  # the OS image (--sys)
+    dockerfile_template: Path
+    python_version: str
+    python_provider: str
+    python_source: str
+    sources: tuple[SourceSpec, ...]
+    source_root: str
+    keep_git: bool
+    requirements: tuple[str, ...]
+    render_gid: int
+    video_gid: int
+    user: str
+    image_env: dict[str, str]
+    profile: str
+    build_dir: str
+    reuse_context: bool
+    verify: bool
+    no_cache: bool = False
+    settings: Settings = field(repr=False)
+
+
+def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
+    if not settings.image.name:
+        raise _missing("image.name", "every build needs an image name")
+    if reuse_context and not settings.build.dir:
+        raise ConfigurationError("--no-prepare needs --build-dir naming the context prepared before.")
+    python = settings.python
+    if python.provider == "standalone" and not python.standalone_url:
+        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
+    src = settings.sources
+    for name in SOURCE_NAMES:
+        if not getattr(src, f"{name}_repo"):
+            raise _missing(f"sources.{name}_repo", f"build-base clones {name}")
+    return BasePlan(
+        image=settings.image.reference,
+        base_image=settings.base.sys,
+        dockerfile_template=_template(settings, "base"),
+        python_version=python.version,
+        python_provider=python.provider,
+        python_source=python.standalone_url.replace("{python}", python.version) if python.provider == "standalone" else "",
+        sources=tuple(SourceSpec(n, getattr(src, f"{n}_repo"), getattr(src, f"{n}_tag")) for n in SOURCE_NAMES),
+        source_root=src.root,
+        keep_git=src.keep_git,
+        requirements=settings.base.requirements,
+        render_gid=settings.image.render_gid,
+        video_gid=settings.base.video_gid,
+        user=settings.base.user,
+        image_env=_build_env(settings),
+        profile=settings.accelerator.profile,
+        build_dir=settings.build.dir,
+        reuse_context=reuse_context,
+        verify=settings.build.verify,
+        no_cache=no_cache,
+        settings=settings,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevPlan:
+    """``invoke build`` without ``--release``: torch and the extension from source."""
+
+    variant = "dev"
+    image: str
+    base_image: str  # a torchbake base image
+    dockerfile_template: Path
+    python_version: str  # "" = the base image's
+    toolkits: dict[str, str]
+    extension: SourceSpec | None
+    extension_module: str
+    extensions: tuple[str, ...]
+    git_credential_file: str
+    vision: SourceSpec | None  # a vision clone from sources.vision_root, or None (the base's)
+    vision_root: str
+    build_env: dict[str, str]
+    max_jobs: int  # 0 = from the engine
+    ccache_size: str
+    cuda_arch_list: str
+    rocm_arch: str
+    profile: str
+    keep_git: bool
+    build_dir: str
+    reuse_context: bool
+    verify: bool
+    no_cache: bool = False
+    settings: Settings = field(repr=False)
+
+
+def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+             no_cache: bool = False) -> DevPlan:
+    if not settings.image.name:
+        raise _missing("image.name", "every build needs an image name")
+    if not settings.image.base:
+        raise _missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`")
+    if reuse_context and not settings.build.dir:
+        raise ConfigurationError("--no-prepare needs --build-dir naming the context prepared before.")
+    src = settings.sources
+    if not reuse_context:
+        for key in settings.toolkits.required:
+            if not settings.toolkits.urls()[key]:
+                raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+        if settings.wheels.extension_module and not src.extension_repo:
+            raise _missing("sources.extension_repo",
+                           f"[wheels] extension_module = {settings.wheels.extension_module!r} names an extension to build")
+    extension = SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
+    vision = SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
+    return DevPlan(
+        image=settings.image.reference,
+        base_image=settings.image.base,
+        dockerfile_template=_template(settings, "dev"),
+        python_version=settings.python.version if python_given else "",
+        toolkits=settings.toolkits.given(),
+        extension=extension,
+        extension_module=settings.wheels.extension_module,
+        extensions=settings.dev.extensions,
+        git_credential_file=str(Path(settings.dev.git_credential_file).expanduser().resolve()) if settings.dev.git_credential_file else "",
+        vision=vision,
+        vision_root=src.vision_root,
+        build_env=_build_env(settings, dict(settings.dev.build_env)),
+        max_jobs=settings.dev.max_jobs,
+        ccache_size=settings.dev.ccache_size,
+        cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
+        rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        profile=settings.accelerator.profile,
+        keep_git=src.keep_git,
+        build_dir=settings.build.dir,
+        reuse_context=reuse_context,
+        verify=settings.build.verify,
+        no_cache=no_cache,
+        settings=settings,
+    )
+
+
+def default_max_jobs(cpus: int, memory_bytes: int) -> int:
+    """Source builds die of OOM long before they run out of cores: one job per 3 GiB."""
+    by_memory = memory_bytes // (3 * 1024**3)
+    return max(1, min(cpus, by_memory))

@@ -149,3 +149,53 @@ def one_of(choices: tuple[str, ...]):
 def docker_binary(value: str) -> None:
     if not value:
         raise ValueError("expected 'auto' or a docker client: a name on PATH or a path")
+
+
+def existing_folder(value: str) -> None:
+    if value and not Path(value).expanduser().is_dir():
+        raise ValueError("no such folder; expected an existing folder (or \"\" for none)")
+
+
+def git_repository(value: str) -> None:
+    """A git remote: http(s)://, ssh://, git://, file:// or user@host:path ('' = not set)."""
+    if not value:
+        return
+    if "@" in value.split("://", 1)[-1].split("/", 1)[0] and value.startswith(("http://", "https://")):
+        raise ValueError(
+            "expected a repository URL without credentials in it; put credentials in --git-credential-file"
+        )
+    if not (value.startswith(("http://", "https://", "ssh://", "git://", "file://"))
+            or re.fullmatch(r"[\w.-]+@[\w.-]+:[\w./~-]+", value)):
+        raise ValueError("expected a git URL: https://, ssh://, git://, file:// or user@host:path")
+
+
+def git_ref(value: str) -> None:
+    if not value or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._/+-]*", value) or ".." in value or value.endswith((".lock", "/")):
+        raise ValueError("expected a git tag or branch name such as v2.0.0")
+
+
+def user_name(value: str) -> None:
+    if value and not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", value):
+        raise ValueError("expected a Linux user name: lowercase letters, digits, _ and -, up to 32 characters")
+
+
+def job_count(value: int) -> None:
+    if not 0 <= value <= 1024:
+        raise ValueError("expected a number of jobs from 1 to 1024, or 0 for automatic")
+
+
+def extension_source(value: str) -> None:
+    if value.startswith("git+"):
+        git_repository(value[4:].split("@", 1)[0] if value[4:].count("@") and "://" in value else value[4:].rsplit("@", 1)[0])
+        return
+    wheel_source(value)
+
+
+def credential_file(value: str) -> None:
+    if value and not Path(value).expanduser().is_file():
+        raise ValueError("no such file; expected a git credential file (git-credential-store format)")
+
+
+def size(value: str) -> None:
+    if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", value):
+        raise ValueError("expected a size such as 500M or 20G")

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# OS packages every torchbake image needs; the OS Python when that is the provider.
-# Usage: install_os_packages.sh PYTHON_PROVIDER RENDER_GID
+# OS packages every torchbake image needs; the OS Python when that is the provider; compilers,
+# git, ccache and gdb for dev images; device groups and an optional non-root user.
+# Usage: install_os_packages.sh PYTHON_PROVIDER RENDER_GID [KIND [VIDEO_GID [USER]]]
+#   KIND: runtime (default) or dev
 set -euo pipefail
 provider=${1:?python provider}
 render_gid=${2:-0}
+kind=${3:-runtime}
+video_gid=${4:-0}
+user=${5:-}
 
 packages=(ca-certificates tar gzip xz-utils bzip2 procps)
 if [ "$provider" = os ]; then
     packages+=(python3 python3-venv)
+fi
+if [ "$kind" = dev ]; then
+    packages+=(git build-essential ccache gdb patch)
+    if [ "$provider" = os ]; then
+        packages+=(python3-dev)
+    fi
 fi
 
 if ! command -v apt-get >/dev/null; then
@@ -26,4 +37,20 @@ if [ "$render_gid" != 0 ]; then
         groupadd -g "$render_gid" render
     fi
     echo "torchbake: group render has GID $render_gid"
+fi
+if [ "$video_gid" != 0 ]; then
+    if getent group video >/dev/null; then
+        groupmod -g "$video_gid" video
+    else
+        groupadd -g "$video_gid" video
+    fi
+    echo "torchbake: group video has GID $video_gid"
+fi
+if [ -n "$user" ]; then
+    groups=video
+    if getent group render >/dev/null; then
+        groups=video,render
+    fi
+    useradd --create-home --uid 1000 --groups "$groups" --shell /bin/bash "$user"
+    echo "torchbake: user $user (uid 1000, groups $groups)"
 fi

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the extensions that must compile against the installed torch (apex, flash-attn, ...)
+# with --no-build-isolation, one per line of LIST: "git+URL@REF" or a requirement.
+set -euo pipefail
+list=${1:?list file}
+git_args=()
+if [ -s /run/secrets/git_credentials ]; then
+    git_args=(-c "credential.helper=store --file=/run/secrets/git_credentials")
+fi
+find_links=()
+if [ -d /tmp/torchbake/wheelhouse ]; then
+    find_links=(--no-index --find-links /tmp/torchbake/wheelhouse)
+fi
+index=0
+while read -r spec; do
+    [ -n "$spec" ] || continue
+    index=$((index + 1))
+    if [[ "$spec" == git+* ]]; then
+        url=${spec#git+}
+        ref=${url##*@}
+        url=${url%@*}
+        dest=/home/extensions/$(basename "$url" .git)
+        mkdir -p /home/extensions
+        GIT_TERMINAL_PROMPT=0 git "${git_args[@]}" clone --depth 1 --branch "$ref" --recurse-submodules \
+            --shallow-submodules "$url" "$dest"
+        bash /opt/torchbake/common/build_source.sh "extra-$index" "$dest"
+    else
+        echo "torchbake: building $spec with --no-build-isolation"
+        python -m pip install --no-build-isolation "${find_links[@]}" "$spec"
+    fi
+done < "$list"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Build and install one source tree against the installed torch, through ccache.
+# Usage: build_source.sh ROLE DIR [FALLBACK_DIR]   (FALLBACK_DIR is used when DIR does not exist)
+# Records what was built in /etc/torchbake/built/ROLE.json (name, version, commit, source).
+set -euo pipefail
+role=${1:?role}
+src=${2:?source folder}
+if [ ! -d "$src" ] && [ -n "${3:-}" ]; then
+    src=$3
+fi
+if [ ! -f "$src/setup.py" ] && [ ! -f "$src/pyproject.toml" ]; then
+    echo "torchbake: no $role source to build at $src" >&2
+    exit 1
+fi
+commit=unknown
+if [ -f "$src/.torchbake-source" ]; then
+    commit=$(cut -d' ' -f3 "$src/.torchbake-source")
+elif git -C "$src" rev-parse HEAD >/dev/null 2>&1; then
+    commit=$(git -C "$src" rev-parse HEAD)
+fi
+find_links=()
+if [ -d /tmp/torchbake/wheelhouse ]; then
+    find_links=(--find-links /tmp/torchbake/wheelhouse)
+fi
+echo "torchbake: building $role from $src (commit $commit, MAX_JOBS=${MAX_JOBS:-})"
+ccache --zero-stats >/dev/null
+report=$(mktemp /tmp/torchbake-report.XXXXXX.json)
+(cd "$src" && python -m pip install --no-build-isolation --no-deps --no-index "${find_links[@]}" \
+    --report "$report" -v .)
+python /opt/torchbake/common/record_built.py "$report" "$role" "$commit" "$src"
+echo "torchbake: ccache statistics for $role:"
+ccache --show-stats
+rm -f "$report"
