@@ -1,4 +1,5 @@
-"""Carrying out a release build plan: preflight, context, ``docker build``, verify, clean up.
+"""Carrying out a build plan (release, base or dev): preflight, context, ``docker build``,
+labels, verify, clean up.
 
 The image is built under a candidate tag and only tagged ``NAME:TAG`` once it passed
 verification, so a failed build or a failed verification never takes the tag away from the
@@ -11,23 +12,29 @@ import hashlib
 import json
 import re
 import shutil
+import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__
-from .context import PreparedContext, choose_context_dir, load_prepared, prepare_release_context
+from . import __version__, sources
+from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
+                      prepare_release_context)
 from .downloads import DownloadCache
 from .engine import DockerClient
 from .errors import ConfigurationError, EngineError
-from .plan import ReleasePlan, check_os_python, describe_plan, parse_os_release
+from .plan import (BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
+                   parse_os_release)
 from .verify import Expectations, verify_image
 
+Plan = ReleasePlan | BasePlan | DevPlan
 CONTEXT_PLACEHOLDER = Path("<context>")
+PENDING = "<computed after preparing the context>"
+SUPPORTED_OS = ("debian", "ubuntu")  # apt-based: docker/ubuntu/ serves both
 
 
 @dataclass(frozen=True)
@@ -40,48 +47,98 @@ class BuildResult:
     seconds: float
 
 
-def build_args(plan: ReleasePlan) -> dict[str, str]:
-    return {
+@dataclass(frozen=True)
+class Preflight:
+    """What the engine and the remotes said before any slow work."""
+
+    base_id: str
+    base_labels: dict[str, str] = field(default_factory=dict)
+    python_version: str = ""
+    extension_commit: str = ""
+    max_jobs: int = 1
+
+
+def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
+    if isinstance(plan, DevPlan):
+        return {
+            "BASE_IMAGE": plan.base_image,
+            "MAX_JOBS": str(plan.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
+            "CCACHE_MAXSIZE": plan.ccache_size,
+            "EXTENSION_REPO": plan.extension.repo if plan.extension else "",
+            "EXTENSION_REF": plan.extension.tag if plan.extension else "",
+            "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if plan.extension else "",
+        }
+    args = {
         "BASE_IMAGE": plan.base_image,
         "PYTHON_VERSION": plan.python_version,
         "PYTHON_PROVIDER": plan.python_provider,
         "RENDER_GID": str(plan.render_gid),
     }
+    if isinstance(plan, BasePlan):
+        args.update({"VIDEO_GID": str(plan.video_gid), "USER_NAME": plan.user})
+    return args
 
 
-def input_hash(plan: ReleasePlan, prepared: PreparedContext, base_image_id: str) -> str:
+def input_hash(plan: Plan, prepared: PreparedContext, facts: Preflight) -> str:
     material = {
-        "build_args": build_args(plan),
-        "base_image_id": base_image_id,
+        "variant": plan.variant,
+        "build_args": build_args(plan, facts),
+        "base_image_id": facts.base_id,
         "dockerfile": prepared.dockerfile_sha256,
         "common": prepared.common_sha256,
         "inputs": prepared.inputs,
         "pins": prepared.pins,
+        "sources": {name: tree["commit"] for name, tree in prepared.sources.items()},
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def image_labels(plan: ReleasePlan, prepared: PreparedContext | None, base_image_id: str, digest: str) -> dict[str, str]:
-    pending = "<computed after preparing the context>"
+def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
+    python = plan.python_version if not isinstance(plan, DevPlan) else (facts.python_version if facts else "")
     labels = {
         "org.opencontainers.image.title": plan.image.rsplit(":", 1)[0],
         "org.opencontainers.image.version": plan.image.rsplit(":", 1)[1],
         "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "org.opencontainers.image.base.name": plan.base_image,
-        "org.opencontainers.image.base.digest": base_image_id,
+        "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
         "torchbake.version": __version__,
-        "torchbake.variant": "release",
+        "torchbake.variant": plan.variant,
         "torchbake.profile": plan.profile,
-        "torchbake.python": plan.python_version,
-        "torchbake.torch-version": prepared.torch_version if prepared else pending,
-        "torchbake.extension": prepared.extension if prepared else pending,
-        "torchbake.extension-module": plan.extension_module,
-        "torchbake.cuda-arch-list": plan.cuda_arch_list,
-        "torchbake.rocm-arch": plan.rocm_arch,
-        "torchbake.input-hash": digest or pending,
-        "torchbake.inputs": json.dumps(prepared.inputs, sort_keys=True) if prepared else pending,
+        "torchbake.python": python or "<the base image's>",
+        "torchbake.input-hash": digest or PENDING,
+        "torchbake.inputs": json.dumps(prepared.inputs, sort_keys=True) if prepared else PENDING,
     }
+    if isinstance(plan, ReleasePlan):
+        labels.update({
+            "torchbake.torch-version": prepared.torch_version if prepared else PENDING,
+            "torchbake.extension": prepared.extension if prepared else PENDING,
+        })
+    if isinstance(plan, BasePlan):
+        for spec in plan.sources:
+            tree = prepared.sources.get(spec.name, {}) if prepared else {}
+            labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
+            labels[f"torchbake.source.{spec.name}.tag"] = spec.tag
+            labels[f"torchbake.source.{spec.name}.commit"] = tree.get("commit", PENDING)
+    if isinstance(plan, DevPlan):
+        if plan.extension:
+            labels["torchbake.extension-repo"] = plan.extension.repo
+            labels["torchbake.extension-ref"] = plan.extension.tag
+            labels["torchbake.extension-commit"] = facts.extension_commit if facts else "<resolved with git ls-remote>"
+        if prepared and "vision" in prepared.sources:
+            labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
+    if not isinstance(plan, BasePlan):
+        labels.update({
+            "torchbake.extension-module": plan.extension_module,
+            "torchbake.cuda-arch-list": plan.cuda_arch_list,
+            "torchbake.rocm-arch": plan.rocm_arch,
+        })
     return {k: v for k, v in labels.items() if v}
+
+
+def build_secrets(plan: Plan) -> list[tuple[str, Path]]:
+    if isinstance(plan, DevPlan) and plan.git_credential_file:
+        return [("git_credentials", Path(plan.git_credential_file))]
+    return []
 
 
 def log_path(log_dir: Path, image: str) -> Path:
@@ -90,45 +147,98 @@ def log_path(log_dir: Path, image: str) -> Path:
 
 
 def candidate_tag(image: str) -> str:
-    name = image.rsplit(":", 1)[0]
-    return f"{name}:torchbake-candidate-{uuid.uuid4().hex[:8]}"
+    return f"{image.rsplit(':', 1)[0]}:torchbake-candidate-{uuid.uuid4().hex[:8]}"
 
 
-def dry_run(plan: ReleasePlan, client: DockerClient, console: Console) -> str:
+def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
     context are shown as placeholders). Touches nothing."""
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
-        labels=image_labels(plan, None, "<base image id>", ""), no_cache=plan.no_cache,
+        labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
+        network=plan.settings.build.network,
     )
     text = describe_plan(plan, argv, env)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
     return text
 
 
-def preflight(plan: ReleasePlan, client: DockerClient) -> str:
-    """Checks against the engine before any slow work; returns the base image id."""
+def _os_release(client: DockerClient, image: str) -> dict[str, str]:
+    result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
+    return parse_os_release(result.output) if result.returncode == 0 else {}
+
+
+def preflight(plan: Plan, client: DockerClient) -> Preflight:
+    """Checks against the engine and the remotes before any slow work."""
     client.check_engine()
     base = client.inspect_image(plan.base_image)
+    flag = "--sys" if isinstance(plan, BasePlan) else "--base-img"
     if base is None:
+        how = ("Make one with `invoke build-base`" if isinstance(plan, DevPlan)
+               else f"Make one offline with `invoke bootstrap-os --suite bookworm --name {plan.base_image}`")
         raise ConfigurationError(
-            f"Base image {plan.base_image!r} (--base-img) does not exist on this engine."
-            f" Make one offline with `invoke bootstrap-os --suite bookworm --name {plan.base_image}`,"
+            f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. {how},"
             f" or `docker pull {plan.base_image}` where a registry is reachable."
         )
-    result = client.run_capture(plan.base_image, ["/etc/os-release"], entrypoint="cat", timeout=120)
-    if result.returncode == 0:
-        check_os_python(plan, parse_os_release(result.output))
-    return base["Id"]
+    labels = dict((base.get("Config") or {}).get("Labels") or {})
+    if isinstance(plan, DevPlan):
+        return _dev_preflight(plan, client, base["Id"], labels)
+    os_release = _os_release(client, plan.base_image)
+    if isinstance(plan, BasePlan) and os_release.get("ID") not in SUPPORTED_OS:
+        raise ConfigurationError(
+            f"--sys {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"
+            f" (docker/ubuntu/) support {', '.join(SUPPORTED_OS)}."
+        )
+    check_os_python(plan, os_release)
+    return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version)
 
 
-def build_release(plan: ReleasePlan, client: DockerClient, console: Console) -> BuildResult:
+def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: dict[str, str]) -> Preflight:
+    if labels.get("torchbake.variant") != "base":
+        raise ConfigurationError(
+            f"--base-img {plan.base_image} is not a torchbake base image (its torchbake.variant label is"
+            f" {labels.get('torchbake.variant', 'missing')!r}). Make one with `invoke build-base`."
+        )
+    python = labels.get("torchbake.python", "")
+    if plan.python_version and python and plan.python_version != python:
+        raise ConfigurationError(
+            f"Python {plan.python_version} was requested, but the base image {plan.base_image} has Python"
+            f" {python}. A dev image uses its base image's Python: leave out --python, or build a base"
+            f" with `invoke build-base --python {plan.python_version}`."
+        )
+    commit = sources.check_reachable(plan.extension, plan.git_credential_file) if plan.extension else ""
+    max_jobs = plan.max_jobs
+    if not max_jobs:
+        info = client.call("info", "--format", "{{.NCPU}} {{.MemTotal}}").output.split()
+        max_jobs = default_max_jobs(int(info[0]), int(info[1]))
+    return Preflight(base_id=base_id, base_labels=labels, python_version=python, extension_commit=commit,
+                     max_jobs=max_jobs)
+
+
+def _prepare(plan: Plan, facts: Preflight, cache: DownloadCache, folder: Path, temporary: bool,
+             log_file: Path) -> PreparedContext:
+    settings = plan.settings
+    if isinstance(plan, ReleasePlan):
+        return prepare_release_context(plan, cache, folder, temporary=temporary, log_file=log_file)
+    if isinstance(plan, BasePlan):
+        trees = sources.resolve(list(plan.sources), plan.source_root, settings.paths.cache_dir / "sources", log_file)
+        return prepare_base_context(plan, cache, folder, trees, temporary=temporary, log_file=log_file)
+    vision = None
+    if plan.vision is not None:
+        vision = sources.find_in_root(plan.vision_root, plan.vision)
+        if vision is None:
+            raise ConfigurationError(f"sources.vision_root {plan.vision_root} has no vision/ clone.")
+    return prepare_dev_context(plan, cache, folder, vision, facts.python_version, temporary=temporary,
+                               log_file=log_file)
+
+
+def build_image(plan: Plan, client: DockerClient, console: Console) -> BuildResult:
     started = time.monotonic()
     settings = plan.settings
-    base_id = preflight(plan, client)
+    facts = preflight(plan, client)
     log_file = log_path(settings.paths.log_dir, plan.image)
-    console.print(f"[bold]Building {plan.image}[/] (log: {log_file})")
+    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
     cache = DownloadCache(settings.paths.cache_dir, settings.checksums)
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
@@ -136,25 +246,27 @@ def build_release(plan: ReleasePlan, client: DockerClient, console: Console) -> 
     else:
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
+    iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
     try:
         if prepared is None:
             console.print(f"Preparing the build context in {folder}")
-            prepared = prepare_release_context(plan, cache, folder, temporary=temporary, log_file=log_file)
-        digest = input_hash(plan, prepared, base_id)
+            prepared = _prepare(plan, facts, cache, folder, temporary, log_file)
+        digest = input_hash(plan, prepared, facts)
         tag = candidate_tag(plan.image) if plan.verify else plan.image
-        iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
         iidfile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = client.build_command(
-            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan),
-            labels=image_labels(plan, prepared, base_id, digest), iidfile=iidfile, no_cache=plan.no_cache,
+            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
+            labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
+            no_cache=plan.no_cache, network=settings.build.network,
         )
         client.build(argv, env, log_file)
         image_id = iidfile.read_text().strip()
+        if isinstance(plan, DevPlan):
+            image_id = _label_built_versions(client, tag, log_file)
         if plan.verify:
             _verify_candidate(plan, client, tag, console)
     finally:
-        if prepared is not None:
-            iidfile.unlink(missing_ok=True)
+        iidfile.unlink(missing_ok=True)
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
@@ -167,7 +279,39 @@ def build_release(plan: ReleasePlan, client: DockerClient, console: Console) -> 
     return result
 
 
-def _verify_candidate(plan: ReleasePlan, client: DockerClient, candidate: str, console: Console) -> None:
+BUILT_PROBE = (
+    "import glob, json\n"
+    "from importlib import metadata\n"
+    "out = {'built': [json.load(open(p)) for p in sorted(glob.glob('/etc/torchbake/built/*.json'))]}\n"
+    "try:\n    out['torch'] = metadata.version('torch')\nexcept metadata.PackageNotFoundError:\n    out['torch'] = ''\n"
+    "print('TORCHBAKE-BUILT ' + json.dumps(out))\n"
+)
+
+
+def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str:
+    """Versions built from source are known only after the build: add them as labels (a
+    FROM-only build, no new layer). Returns the labelled image's id."""
+    result = client.run_capture(tag, ["-c", BUILT_PROBE], entrypoint="python")
+    line = next((ln for ln in result.output.splitlines() if ln.startswith("TORCHBAKE-BUILT ")), None)
+    if line is None:
+        raise EngineError(f"Could not read what the dev build installed in {tag}:\n{result.output[-1500:]}")
+    facts = json.loads(line.split(" ", 1)[1])
+    labels = {"torchbake.torch-version": facts["torch"]}
+    for record in facts["built"]:
+        if record["role"] == "extension":
+            labels["torchbake.extension"] = f"{record['name']}=={record['version']}"
+        labels[f"torchbake.built.{record['role']}"] = f"{record['name']}=={record['version']}@{record['commit']}"
+    with tempfile.TemporaryDirectory(prefix="torchbake-label-") as tmp:
+        folder = Path(tmp)
+        (folder / "Dockerfile").write_text(f"FROM {tag}\n")
+        iidfile = folder / "iid"
+        argv, env = client.build_command(context=folder, dockerfile=folder / "Dockerfile", tag=tag,
+                                         labels={k: v for k, v in labels.items() if v}, iidfile=iidfile)
+        client.build(argv, env, log_file)
+        return iidfile.read_text().strip()
+
+
+def _verify_candidate(plan: Plan, client: DockerClient, candidate: str, console: Console) -> None:
     labels = client.image_labels(candidate)
     try:
         verify_image(client, candidate, Expectations.from_labels(labels), console)

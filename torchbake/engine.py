@@ -48,6 +48,7 @@ class DockerClient:
         iidfile: Path | None = None,
         target: str | None = None,
         no_cache: bool = False,
+        network: str = "",
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker build`` argument list and the variables it needs."""
         if self.build_mode == "buildx":
@@ -59,6 +60,8 @@ class DockerClient:
             argv += ["--target", target]
         if no_cache:
             argv.append("--no-cache")
+        if network:
+            argv += ["--network", network]
         for key, value in build_args.items():
             argv += ["--build-arg", f"{key}={value}"]
         for key, value in labels.items():

@@ -163,33 +163,64 @@ def parse_os_release(text: str) -> dict[str, str]:
     return values
 
 
-def describe_plan(plan: ReleasePlan, docker_argv: list[str], docker_env: dict[str, str]) -> str:
+def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> str:
+    """The plan of any variant as text, for --dry-run."""
     from .command import format_command
 
-    lines = [f"Plan for {plan.image} (release, profile {plan.profile})", ""]
-    lines.append("Inputs:")
-    lines.append(f"  base image      {plan.base_image}")
-    lines.append(f"  python          {plan.python_version} (provider {plan.python_provider})")
-    if plan.python_source:
-        lines.append(f"  python tarball  {plan.python_source}")
-    for role, location in plan.wheel_sources.items():
-        lines.append(f"  {role:<15} {location}")
-    for requirement in plan.extra_requirements:
-        lines.append(f"  extra           {requirement}")
-    for key, location in plan.toolkits.items():
-        lines.append(f"  {key:<15} {location}")
-    for key, value in plan.image_env.items():
-        lines.append(f"  ENV             {key}={value}")
+    lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", "", "Inputs:"]
+
+    def row(label: str, value: object) -> None:
+        lines.append(f"  {label:<15} {value}")
+
+    row("base image", plan.base_image)
+    if plan.variant == "dev":
+        row("python", plan.python_version or "the base image's")
+        row("MAX_JOBS", plan.max_jobs or "from the engine's cores and memory (3 GiB a job)")
+        if plan.extension:
+            row("extension", f"{plan.extension.repo} at {plan.extension.tag}")
+        if plan.git_credential_file:
+            row("credentials", f"{plan.git_credential_file} (BuildKit secret git_credentials)")
+        for item in plan.extensions:
+            row("then", f"{item} (--no-build-isolation)")
+        row("vision", f"{plan.vision_root}/vision at {plan.vision.tag}" if plan.vision else "the base image's /home/vision")
+    else:
+        row("python", f"{plan.python_version} (provider {plan.python_provider})")
+        if plan.python_source:
+            row("python tarball", plan.python_source)
+    if plan.variant == "base":
+        for spec in plan.sources:
+            row(spec.name, f"{spec.repo} at {spec.tag}")
+        row("source root", plan.source_root or "(none: shallow clones into the source cache)")
+        for requirement in plan.requirements:
+            row("requirement", requirement)
+    if plan.variant == "release":
+        for role, location in plan.wheel_sources.items():
+            row(role, location)
+        for requirement in plan.extra_requirements:
+            row("extra", requirement)
+    for key, location in getattr(plan, "toolkits", {}).items():
+        row(key, location)
+    for key, value in (plan.build_env if plan.variant == "dev" else plan.image_env).items():
+        row("ENV", f"{key}={value}")
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
     lines.append("  Dockerfile       from " + os.path.relpath(plan.dockerfile_template))
     lines.append("  common/          " + ", ".join(sorted(p.name for p in COMMON_DIR.iterdir())))
-    lines.append("  constraints.txt  pins of torch" + (" and the extension" if "extension" in plan.wheel_sources else ""))
-    lines.append("  wheelhouse/      the wheels above and their dependencies for"
-                 f" cp{plan.python_version.replace('.', '')}, with requirements.txt")
-    lines.append("  toolkits/        " + (", ".join(plan.toolkits) if plan.toolkits else "(none)"))
-    lines.append("  python/          " + ("the CPython tarball" if plan.python_source else "(empty: OS Python)"))
-    lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env)]
-    lines.append("")
+    if plan.variant == "release":
+        lines.append("  constraints.txt  pins of torch" + (" and the extension" if "extension" in plan.wheel_sources else ""))
+        lines.append(f"  wheelhouse/      the wheels above and their dependencies for cp{plan.python_version.replace('.', '')}, with requirements.txt")
+    if plan.variant == "base":
+        lines.append(f"  wheelhouse/      the requirements above for cp{plan.python_version.replace('.', '')}")
+        lines.append("  sources/         " + ", ".join(s.name for s in plan.sources)
+                     + (" (hard links, .git left out)" if not plan.keep_git else " (hard links, with .git)"))
+    if plan.variant == "dev":
+        lines.append("  wheelhouse/      wheels of the requirement-style extensions")
+        lines.append("  extensions.txt   " + (", ".join(plan.extensions) if plan.extensions else "(none)"))
+        lines.append("  sources/         " + ("vision" if plan.vision else "(empty)"))
+    if plan.variant != "base":
+        lines.append("  toolkits/        " + (", ".join(plan.toolkits) if plan.toolkits else "(none)"))
+    if plan.variant != "dev":
+        lines.append("  python/          " + ("the CPython tarball" if plan.python_source else "(empty: OS Python)"))
+    lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env), ""]
     lines.append("Verify afterwards: " + ("yes" if plan.verify else "no (--no-verify)"))
     return "\n".join(lines)
 

@@ -81,17 +81,32 @@ def check_clone(path: Path, spec: SourceSpec, *, where: str) -> SourceTree:
     return SourceTree(spec=spec, path=path, commit=head, origin=where)
 
 
-def check_reachable(spec: SourceSpec) -> None:
-    """The repository answers and has the tag (a quick ``git ls-remote``), before slow work."""
-    result = _git("ls-remote", "--exit-code", spec.repo, f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}",
-                  check=False, timeout=60)
+def credential_args(credential_file: str) -> list[str]:
+    """git options that read credentials from a file for this one command (nothing is stored)."""
+    return ["-c", "credential.helper=", "-c", f"credential.helper=store --file={credential_file}"] if credential_file else []
+
+
+def check_reachable(spec: SourceSpec, credential_file: str = "") -> str:
+    """The repository answers and has the tag or branch (a quick ``git ls-remote``), before slow
+    work. Returns the commit it points at."""
+    result = command.run(
+        ["git", *credential_args(credential_file), "ls-remote", "--exit-code", spec.repo,
+         f"refs/tags/{spec.tag}^{{}}", f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}"],
+        capture=True, check=False, echo=False, timeout=60, env={"GIT_TERMINAL_PROMPT": "0"},
+    )
     if result.returncode == 2:
         raise ConfigurationError(f"{spec.repo} has no tag or branch {spec.tag!r} (sources.{spec.name}_tag).")
     if result.returncode != 0:
         raise ConfigurationError(
-            f"Cannot reach {spec.repo} (sources.{spec.name}_repo): {result.output.strip()[-500:]}"
-            " Check the URL and the network, or put a clone at that tag under --source-root."
+            f"Cannot reach {spec.repo} (sources.{spec.name}_repo): {result.output.strip()[-500:]}\n"
+            "Check the URL, the network and the credentials (--git-credential-file), or put a clone"
+            " at that tag under --source-root."
         )
+    refs = dict(reversed(line.split("\t", 1)) for line in result.output.splitlines() if "\t" in line)
+    for ref in (f"refs/tags/{spec.tag}^{{}}", f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}"):
+        if ref in refs:
+            return refs[ref]
+    return ""
 
 
 def cache_path(cache_root: Path, spec: SourceSpec) -> Path:

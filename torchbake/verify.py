@@ -23,9 +23,24 @@ MARK = "TORCHBAKE-VERIFY "
 
 PROBE_SCRIPT = r'''
 import json, os, subprocess, sys, tempfile, zipfile
+import glob
 out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0]}
+out["env"] = {k: os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")}
+out["built"] = {}
+for path in sorted(glob.glob("/etc/torchbake/built/*.json")):
+    with open(path) as fh:
+        record = json.load(fh)
+    out["built"][record["role"]] = record
+out["sources"] = {}
+for name in ("pytorch", "vision", "audio"):
+    try:
+        with open("/home/%s/.torchbake-source" % name) as fh:
+            out["sources"][name] = fh.read().split()
+    except OSError:
+        pass
 try:
     import torch
+    out["git_version"] = getattr(torch.version, "git_version", "")
     out["torch"] = torch.__version__
     out["cuda"] = torch.version.cuda
     out["hip"] = getattr(torch.version, "hip", None)
@@ -67,7 +82,10 @@ class Expectations:
     torch: str
     extension_module: str = ""
     cuda_arch_list: str = ""
+    rocm_arch: str = ""
     profile: str = "cpu"
+    variant: str = "release"
+    source_commits: tuple[tuple[str, str], ...] = ()  # (name, commit) from torchbake.source.* labels
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str], **overrides: str | None) -> Expectations:
@@ -76,10 +94,14 @@ class Expectations:
             "torch": labels.get("torchbake.torch-version", ""),
             "extension_module": labels.get("torchbake.extension-module", ""),
             "cuda_arch_list": labels.get("torchbake.cuda-arch-list", ""),
+            "rocm_arch": labels.get("torchbake.rocm-arch", ""),
             "profile": labels.get("torchbake.profile", "cpu"),
+            "variant": labels.get("torchbake.variant", "release"),
         }
         values.update({k: v for k, v in overrides.items() if v})
-        return cls(**values)
+        commits = sorted((key.split(".")[2], value) for key, value in labels.items()
+                         if key.startswith("torchbake.source.") and key.endswith(".commit"))
+        return cls(**values, source_commits=tuple(commits))
 
 
 @dataclass(frozen=True)
@@ -109,6 +131,14 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
 
     add("python version", facts["python"] == expected.python if expected.python else None,
         f"{facts['python_full']} (expected {expected.python or 'not recorded'})")
+    if expected.variant == "base":
+        for name, commit in expected.source_commits:
+            found = facts.get("sources", {}).get(name)
+            add(f"{name} source", bool(found) and found[2] == commit,
+                f"/home/{name} at {found[1]} {found[2][:12]}" if found else f"/home/{name} has no .torchbake-source")
+        code, text = facts["pip_check"]
+        add("pip check", code == 0, text.strip().splitlines()[-1] if text.strip() else "clean")
+        return checks
     torch_error = facts.get("torch_error")
     add("torch imports", torch_error is None, torch_error or f"torch {facts.get('torch')}")
     if torch_error is None:
@@ -124,6 +154,22 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     add("torch pinned", refused,
         f"pip refused torch==0.0.1 ({constraint})" if refused
         else f"pip would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
+    if expected.variant == "dev":
+        commits = dict(expected.source_commits)
+        built = facts.get("built", {}).get("pytorch")
+        if built is None:
+            add("torch from source", False, "no record of a PyTorch source build (/etc/torchbake/built/pytorch.json)")
+        else:
+            wanted = commits.get("pytorch", "")
+            ok = built["commit"] == wanted
+            if ok and built["name"].lower() == "torch":
+                ok = facts.get("git_version") == wanted
+            add("torch from source", ok, f"{built['name']} {built['version']} built at {built['commit'][:12]}"
+                f" (expected {wanted[:12] or 'not recorded'})")
+        for key, wanted in (("TORCH_CUDA_ARCH_LIST", expected.cuda_arch_list), ("PYTORCH_ROCM_ARCH", expected.rocm_arch)):
+            if wanted:
+                found = facts.get("env", {}).get(key, "")
+                add(f"{key} recorded", found == wanted, f"ENV {key}={found!r} (expected {wanted!r})")
     if expected.cuda_arch_list:
         checks.append(_arch_check(facts, expected.cuda_arch_list))
     return checks

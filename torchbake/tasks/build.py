@@ -1,13 +1,12 @@
-"""``invoke build``: a release image from wheels (the dev variant builds from source)."""
+"""``invoke build`` (release from wheels, or dev from source) and ``invoke build-base``."""
 
 from __future__ import annotations
 
 from invoke import Collection, task
 
-from ..builder import build_release, dry_run as show_plan
+from ..builder import build_image, dry_run as show_plan
 from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
-from ..errors import ConfigurationError
-from ..plan import plan_release
+from ..plan import plan_base, plan_dev, plan_release
 
 HELP = {
     "name": "Image name, e.g. torchbake/pytorch-cpu (build.sh -n/--name). [image] name",
@@ -26,6 +25,9 @@ HELP = {
     "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
     "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
     "no_verify": "Skip `verify` after the build",
+    "torch_musa_tag": "Git ref of the vendor extension to build (dev; build.sh --torch_musa_tag). [sources] extension_tag",
+    "git_credential_file": "git credentials (store format) for private repos, given to the build only as a BuildKit secret (dev; build.sh -c)",
+    "keep_git": "Keep .git folders of source trees in the image",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
 }
@@ -46,16 +48,27 @@ NAMES = {
     "no_prepare": ["no_prepare"],
     "dry_run": ["dry_run"],
     "no_verify": ["no_verify"],
+    "git_credential_file": ["c"],
 }
+
+
+def _run(plan, settings, dry_run: bool) -> None:
+    client = docker_client(settings.build.docker)
+    out = console()
+    if dry_run:
+        show_plan(plan, client, out)
+        return
+    build_image(plan, client, out)
 
 
 @task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])
 @reports_errors
 def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
-          torch_musa_whl_url=None, release=False, build_dir=None, no_prepare=False, config=None,
+          torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
+          keep_git=False, build_dir=None, no_prepare=False, config=None,
           dry_run=False, no_verify=False, no_cache=False, docker=None):
-    """Build a PyTorch image (release: torch and the extension from wheels) and verify it."""
+    """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it."""
     overrides = {
         "image.name": name, "image.tag": tag, "image.base": base_img, "image.docker_file": docker_file,
         "python.version": python, "toolkits.musa_toolkits_url": musa_toolkits_url,
@@ -63,20 +76,54 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "wheels.torch": torch_whl_url, "wheels.extension": torch_musa_whl_url,
         "build.variant": "release" if release else None, "build.dir": build_dir,
         "build.verify": False if no_verify else None, "build.docker": docker,
+        "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
+        "sources.keep_git": True if keep_git else None,
+    }
+    resolved = resolve_config(config, overrides)
+    settings = resolved.settings()
+    if settings.build.variant == "release":
+        plan = plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
+    else:
+        python_given = resolved.sources["python.version"] != "default"
+        plan = plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
+    _run(plan, settings, dry_run)
+
+
+BASE_HELP = {
+    "name": "Image name of the base image (build_base.sh -n/--name). [image] name",
+    "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default latest",
+    "sys": "OS image to start FROM, e.g. ubuntu:22.04 or torchbake/debian:bookworm (build_base.sh -s/--sys). [base] sys",
+    "python": "Python version of the environment, X.Y (build_base.sh -v/--python_version). [python] version",
+    "pytorch_tag": "PyTorch git tag. [sources] pytorch_tag, default v2.0.0",
+    "vision_tag": "torchvision git tag. [sources] vision_tag, default v0.15.2",
+    "audio_tag": "torchaudio git tag. [sources] audio_tag, default v2.0.1",
+    "source_root": "Folder holding pytorch/, vision/, audio/ clones to use if at the tags (PYTORCH_REPO_ROOT_PATH)",
+    "keep_git": "Keep .git folders of the source trees in the image",
+    "build_dir": "Prepare the build context in this folder and keep it (DOCKER_BUILD_DIR); default a temporary folder",
+    "no_prepare": "Reuse the context already prepared in --build-dir",
+    "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
+    "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
+    "no_verify": "Skip `verify` after the build",
+    "no_cache": "Build every step again, ignoring the engine's layer cache",
+    "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+}
+
+
+@task(klass=FlagTask, names={"name": ["n"], "tag": ["t"], "sys": ["s"], "python": ["v", "python-version"]},
+      help=BASE_HELP, iterable=["config"])
+@reports_errors
+def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
+               source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
+               no_verify=False, no_cache=False, docker=None):
+    """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags."""
+    overrides = {
+        "image.name": name, "image.tag": tag, "base.sys": sys, "python.version": python,
+        "sources.pytorch_tag": pytorch_tag, "sources.vision_tag": vision_tag, "sources.audio_tag": audio_tag,
+        "sources.root": source_root, "sources.keep_git": True if keep_git else None, "build.dir": build_dir,
+        "build.verify": False if no_verify else None, "build.docker": docker,
     }
     settings = resolve_config(config, overrides).settings()
-    if settings.build.variant != "release":
-        raise ConfigurationError(
-            "build.variant is \"dev\" (a dev image built from source), which this version of torchbake"
-            " cannot build yet. Pass --release (or set [build] variant = \"release\") to build from wheels."
-        )
-    plan = plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
-    client = docker_client(settings.build.docker)
-    out = console()
-    if dry_run:
-        show_plan(plan, client, out)
-        return
-    build_release(plan, client, out)
+    _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run)
 
 
-ns = Collection(build)
+ns = Collection(build, build_base)
