@@ -25,3 +25,76 @@ def http_server(root: Path):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class _GitHandler(http.server.BaseHTTPRequestHandler):
+    """Smart-HTTP git through `git http-backend`; paths under /private/ need Basic auth."""
+
+    project_root: Path
+    auth: str  # "user:password" expected for /private/
+    seen_auth: list
+
+    def log_message(self, *args):
+        pass
+
+    def _serve(self) -> None:
+        import base64
+        import os
+        import subprocess
+        import urllib.parse
+
+        path, _, query = self.path.partition("?")
+        if path.startswith("/private/"):
+            header = self.headers.get("Authorization", "")
+            self.seen_auth.append(header)
+            expected = "Basic " + base64.b64encode(self.auth.encode()).decode()
+            if header != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="torchbake-tests"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        env = {
+            **os.environ,
+            "GIT_PROJECT_ROOT": str(self.project_root), "GIT_HTTP_EXPORT_ALL": "1",
+            "PATH_INFO": urllib.parse.unquote(path), "QUERY_STRING": query,
+            "REQUEST_METHOD": self.command, "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)), "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_CONTENT_ENCODING": self.headers.get("Content-Encoding", ""),
+            "GIT_PROTOCOL": self.headers.get("Git-Protocol", ""),
+        }
+        result = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=False)
+        head, _, payload = result.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode().split("\r\n"):
+            key, _, value = line.partition(":")
+            if key.lower() == "status":
+                status = int(value.strip().split()[0])
+            elif key:
+                headers.append((key, value.strip()))
+        self.send_response(status)
+        for key, value in headers:
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = _serve
+    do_POST = _serve
+
+
+@contextmanager
+def git_server(project_root: Path, auth: str = "builder:s3cret"):
+    """Serve the bare repositories under ``project_root`` over smart HTTP on 127.0.0.1."""
+    handler = type("Handler", (_GitHandler,), {"project_root": project_root, "auth": auth, "seen_auth": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.seen_auth
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -191,6 +191,8 @@ def preflight(plan: Plan, client: DockerClient) -> Preflight:
             f" (docker/ubuntu/) support {', '.join(SUPPORTED_OS)}."
         )
     check_os_python(plan, os_release)
+    if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
+        sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
     return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version)
 
 

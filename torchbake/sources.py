@@ -148,20 +148,27 @@ def find_in_root(root: str, spec: SourceSpec) -> SourceTree | None:
     return check_clone(candidate, spec, where="source root")
 
 
-def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path | None) -> list[SourceTree]:
-    """Every tree, from the source root, the cache, or a new shallow clone (in that order).
-    All checks of every spec run before the first clone starts."""
-    found: dict[str, SourceTree] = {}
+def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[SourceTree], list[SourceSpec]]:
+    """Every check, before any slow work: trees found in the source root (at the right tag, or an
+    error) or in the cache, and the specs still to clone (reachable, with the tag, or an error)."""
+    found, missing = [], []
     for spec in specs:
         tree = find_in_root(root, spec) or cached_tree(cache_root, spec)
         if tree is not None:
-            found[spec.name] = tree
+            found.append(tree)
         else:
             check_reachable(spec)
-    for spec in specs:
-        if spec.name not in found:
-            found[spec.name] = clone_into_cache(cache_root, spec, log_file)
-    return [found[spec.name] for spec in specs]
+            missing.append(spec)
+    return found, missing
+
+
+def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path | None) -> list[SourceTree]:
+    """Every tree, from the source root, the cache, or a new shallow clone (in that order)."""
+    found, missing = locate(specs, root, cache_root)
+    trees = {t.spec.name: t for t in found}
+    for spec in missing:
+        trees[spec.name] = clone_into_cache(cache_root, spec, log_file)
+    return [trees[spec.name] for spec in specs]
 
 
 def link_tree(source: Path, target: Path, *, keep_git: bool) -> int:

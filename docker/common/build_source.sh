@@ -25,6 +25,7 @@ fi
 echo "torchbake: building $role from $src (commit $commit, MAX_JOBS=${MAX_JOBS:-})"
 ccache --zero-stats >/dev/null
 report=$(mktemp /tmp/torchbake-report.XXXXXX.json)
+echo "+ python -m pip install --no-build-isolation --no-deps --no-index ${find_links[*]} -v $src"
 (cd "$src" && python -m pip install --no-build-isolation --no-deps --no-index "${find_links[@]}" \
     --report "$report" -v .)
 python /opt/torchbake/common/record_built.py "$report" "$role" "$commit" "$src"

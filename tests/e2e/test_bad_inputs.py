@@ -39,7 +39,7 @@ def cases(base_image: str, tmp_path):
         (["build", *CPU, "--base-img", base_image, "--build-dir", str(tmp_path / "empty"), "--no-prepare"],
          "is not a context torchbake prepared"),
         (["build", *CPU, "--docker", "/no/such/docker"], "Docker client '/no/such/docker' (build.docker / --docker) was not found"),
-        (["build", "--name", "a/b", "--base-img", base_image], "build.variant is \"dev\""),
+        (["build", "--name", "a/b", "--base-img", base_image], "is not a torchbake base image"),
         (["build", "--config", "configs/nope.toml"], "Config file configs/nope.toml does not exist."),
         (["verify", "torchbake-test/no-such-image:1"], "Image 'torchbake-test/no-such-image:1' does not exist on this engine."),
         (["bootstrap-os", "--suite", "bookwurm", "--name", "torchbake-test/x:1"], "--suite 'bookwurm' is not a suite this debootstrap knows."),

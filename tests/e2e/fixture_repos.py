@@ -1,0 +1,106 @@
+"""Small real source projects standing in for PyTorch, torchvision, torchaudio and a vendor
+extension, as git repositories tagged like the real ones and served over HTTP.
+
+- pytorch (tag v2.0.0): a C extension package with a git submodule (third_party/sub) whose header
+  it compiles against;
+- vision (v0.15.2) and audio (v2.0.1): packages that import torch;
+- private/extension (dev1.5.1, behind Basic auth): a real C++ extension built with
+  torch.utils.cpp_extension against the installed torch, from two source files.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+
+
+def git(*args: str, cwd: Path) -> str:
+    import os
+
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT_ENV}).stdout.strip()
+
+
+def _publish(work: Path, bare: Path, tag: str) -> str:
+    git("init", "-q", "-b", "main", cwd=work)
+    git("add", "-A", cwd=work)
+    git("commit", "-q", "-m", "fixture", cwd=work)
+    git("tag", "-f", tag, cwd=work)
+    bare.parent.mkdir(parents=True, exist_ok=True)
+    if not bare.exists():
+        git("init", "-q", "--bare", "-b", "main", str(bare), cwd=work)
+        git("remote", "add", "origin", str(bare), cwd=work)
+    git("push", "-q", "--force", "origin", "main", f"refs/tags/{tag}", cwd=work)
+    return git("rev-parse", "HEAD", cwd=work)
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def make_repos(root: Path, url: str) -> dict[str, str]:
+    """Bare repositories under root/srv; returns name → commit of the tagged revision."""
+    srv, work = root / "srv", root / "work"
+    commits = {}
+    write(work / "sub", {"include/fixture_sub.h": "#define FIXTURE_SUB 7\n"})
+    commits["sub"] = _publish(work / "sub", srv / "sub.git", "v1")
+
+    write(work / "pytorch", {
+        "setup.py": (
+            "from setuptools import Extension, setup\n"
+            "setup(name='fixture-pytorch', version='2.0.0', packages=['fixture_pytorch'],\n"
+            "      ext_modules=[Extension('fixture_pytorch._core', ['csrc/core.c'], include_dirs=['third_party/sub/include'])])\n"),
+        "fixture_pytorch/__init__.py": "from ._core import answer\n",
+        "csrc/core.c": (
+            "#include <Python.h>\n#include \"fixture_sub.h\"\n"
+            "static PyObject *answer(PyObject *s, PyObject *a) { return PyLong_FromLong(FIXTURE_SUB * 6); }\n"
+            "static PyMethodDef m[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {0}};\n"
+            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_core\", 0, -1, m};\n"
+            "PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&d); }\n"),
+    })
+    git("init", "-q", "-b", "main", cwd=work / "pytorch")
+    subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(srv / "sub.git"),
+                    "third_party/sub"], cwd=work / "pytorch", check=True, capture_output=True)
+    # The recorded URL is the HTTP one, as a real .gitmodules would have.
+    git("config", "-f", ".gitmodules", "submodule.third_party/sub.url", f"{url}/sub.git", cwd=work / "pytorch")
+    commits["pytorch"] = _publish(work / "pytorch", srv / "pytorch.git", "v2.0.0")
+
+    for name, tag in (("vision", "v0.15.2"), ("audio", "v2.0.1")):
+        write(work / name, {
+            "setup.py": f"from setuptools import setup\nsetup(name='fixture-{name}', version='0.1', packages=['fixture_{name}'])\n",
+            f"fixture_{name}/__init__.py": "import torch\n",
+        })
+        commits[name] = _publish(work / name, srv / f"{name}.git", tag)
+
+    commits["extension"] = write_extension(work, srv, "dev1.5.1", "return x + 1;")
+    return commits
+
+
+def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
+    """The vendor extension: two C++ files compiled against torch; b.cpp's body varies."""
+    write(work / "extension", {
+        "setup.py": (
+            "from setuptools import setup\n"
+            "from torch.utils.cpp_extension import BuildExtension, CppExtension\n"
+            "setup(name='torchbake-fixture-ext', version='1.5.1', packages=['torchbake_fixture_ext'],\n"
+            "      ext_modules=[CppExtension('torchbake_fixture_ext._C', ['csrc/a.cpp', 'csrc/b.cpp'])],\n"
+            "      cmdclass={'build_ext': BuildExtension.with_options(use_ninja=False)})\n"),
+        "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
+        "csrc/a.cpp": (
+            "#include <torch/extension.h>\n"
+            "torch::Tensor plus_one(torch::Tensor x);\n"
+            "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"plus_one\", &plus_one); }\n"),
+        "csrc/b.cpp": f"#include <torch/extension.h>\ntorch::Tensor plus_one(torch::Tensor x) {{ {b_body} }}\n",
+    })
+    if (work / "extension" / ".git").exists():
+        git("add", "-A", cwd=work / "extension")
+        git("commit", "-q", "-m", "touch b.cpp", cwd=work / "extension")
+        git("tag", "-f", tag, cwd=work / "extension")
+        git("push", "-q", "--force", "origin", "main", f"refs/tags/{tag}", cwd=work / "extension")
+        return git("rev-parse", "HEAD", cwd=work / "extension")
+    return _publish(work / "extension", srv / "private" / "extension.git", tag)

@@ -1,0 +1,178 @@
+"""Dev images end to end: build-base from real git repositories at pinned tags, a dev build that
+compiles torch's stand-in and a real C++ torch extension (private, credentials as a BuildKit
+secret), ccache across builds, and the bad inputs of source handling."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+
+import pytest
+
+from tests.conftest import run_invoke
+from tests.support import git_server
+
+from .fixture_repos import make_repos, write_extension
+from .helpers import DOCKER, container_ids, docker, image_ids, labels
+
+CANARY = "canary-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="module")
+def repos(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repos")
+    (root / "srv").mkdir()
+    with git_server(root / "srv", auth=f"builder:{CANARY}") as (url, seen_auth):
+        commits = make_repos(root, url)
+        yield {"url": url, "commits": commits, "root": root, "seen_auth": seen_auth}
+
+
+@pytest.fixture(scope="module")
+def dev_config(repos, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dev-config")
+    url = repos["url"]
+    config = folder / "fixture.toml"
+    config.write_text(
+        f'[sources]\npytorch_repo = "{url}/pytorch.git"\nvision_repo = "{url}/vision.git"\n'
+        f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/private/extension.git"\n'
+        '[base]\nrequirements = ["torch==2.13.0", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
+        '[image]\nrender_gid = 109\n'
+        '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
+        '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
+        '[build]\nnetwork = "host"\n'
+    )
+    credentials = folder / "git-credentials"
+    credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
+    return config, credentials
+
+
+@pytest.fixture(scope="module")
+def dev_base(run_id, base_image, tb_env, dev_config):
+    config, _ = dev_config
+    name = f"torchbake-test/dev-base:{run_id}"
+    result = run_invoke("build-base", "--config", str(config), "--name", "torchbake-test/dev-base", "--tag", run_id,
+                        "--sys", base_image, "--python", "3.11", env=tb_env)
+    yield name, result
+    docker("image", "rm", "--force", name, check=False)
+
+
+@pytest.fixture(scope="module")
+def dev_image(run_id, dev_base, tb_env, dev_config):
+    config, credentials = dev_config
+    name = f"torchbake-test/dev:{run_id}"
+    result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
+                        "--base-img", dev_base[0], "-c", str(credentials), env=tb_env)
+    yield name, result
+    docker("image", "rm", "--force", name, check=False)
+
+
+def test_build_base_holds_the_sources_at_their_tags(dev_base, repos):
+    name, result = dev_base
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    assert re.search(r"pytorch source\s*│\s*pass", output)
+    found = labels(name)
+    assert found["torchbake.variant"] == "base"
+    for source in ("pytorch", "vision", "audio"):
+        assert found[f"torchbake.source.{source}.commit"] == repos["commits"][source]
+    assert found["torchbake.source.pytorch.tag"] == "v2.0.0"
+    probe = docker("run", "--rm", name, "bash", "-c",
+                   "cat /home/pytorch/third_party/sub/include/fixture_sub.h; ls -a /home/pytorch;"
+                   " id dev; getent group render video").stdout
+    assert "#define FIXTURE_SUB 7" in probe  # the submodule came along
+    assert ".git" not in probe.split()  # .git left out (no --keep-git)
+    assert "uid=1000(dev)" in probe and "render:x:109:" in probe and "video:x:44:" in probe
+
+
+def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
+    name, result = dev_image
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-6000:]
+    for check in ("torch from source", "torchbake_fixture_ext imports", "torch pinned", "pip check"):
+        assert re.search(rf"{check}\s*│\s*pass", output), check
+    assert "--no-build-isolation" in output
+    run = docker("run", "--rm", name, "python", "-c",
+                 "import torch, torchbake_fixture_ext as e, fixture_pytorch as p;"
+                 " print(torch.__version__, e.plus_one(torch.ones(1)).item(), p.answer())").stdout
+    assert run.split() == ["2.13.0+cpu", "2.0", "42"]
+    constraints = docker("run", "--rm", name, "cat", "/etc/torchbake/constraints.txt").stdout
+    assert "torch==2.13.0+cpu" in constraints and "torchbake-fixture-ext==1.5.1" in constraints
+    found = labels(name)
+    assert found["torchbake.variant"] == "dev"
+    assert found["torchbake.extension"] == "torchbake-fixture-ext==1.5.1"
+    assert found["torchbake.torch-version"] == "2.13.0+cpu"
+
+
+def test_credentials_are_used_but_found_nowhere(dev_image, repos, tb_env, cache_dir):
+    name, result = dev_image
+    assert result.returncode == 0
+    assert any(h.startswith("Basic ") for h in repos["seen_auth"])  # the private repo asked, and got them
+    assert CANARY not in result.stdout + result.stderr
+    saved = subprocess.run([DOCKER, "save", name], capture_output=True, check=True).stdout
+    assert CANARY.encode() not in saved
+    assert CANARY not in docker("history", "--no-trunc", name).stdout
+    assert CANARY not in docker("image", "inspect", name).stdout
+    assert CANARY not in docker("run", "--rm", name, "bash", "-c", "cat /home/extension/.git/config; env").stdout
+    for log in (cache_dir / "logs").glob("*.log"):
+        assert CANARY not in log.read_text(errors="replace"), log
+
+
+def test_rebuild_after_touching_one_file_is_served_by_ccache(dev_image, dev_base, repos, tb_env, dev_config, run_id):
+    name, first = dev_image
+    assert first.returncode == 0
+    config, credentials = dev_config
+    write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", "return x + 2;")
+    result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
+                        "--base-img", dev_base[0], "-c", str(credentials), env=tb_env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-5000:]
+    section = output[output.rindex("ccache statistics for extension"):]
+    hits = re.search(r"Hits:\s+(\d+)", section)
+    assert hits and int(hits.group(1)) >= 1, section[:1500]
+    run = docker("run", "--rm", name, "python", "-c",
+                 "import torch, torchbake_fixture_ext as e; print(e.plus_one(torch.ones(1)).item())").stdout
+    assert run.strip() == "3.0"
+
+
+def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_path, run_id):
+    config, credentials = dev_config
+    # A source root whose pytorch clone is at another tag.
+    root = tmp_path / "src"
+    root.mkdir()
+    subprocess.run(["git", "clone", "-q", "--branch", "v2.0.0", f"{repos['url']}/pytorch.git", str(root / "pytorch")],
+                   check=True, capture_output=True)
+    subprocess.run(["git", "-C", str(root / "pytorch"), "tag", "v9.9"], check=True)
+    subprocess.run(["git", "-C", str(root / "pytorch"), "checkout", "-q", "-b", "work"], check=True)
+    subprocess.run(["git", "-C", str(root / "pytorch"), "-c", "user.name=u", "-c", "user.email=u@u", "commit", "-q",
+                    "--allow-empty", "-m", "local work"], check=True)
+    before_head = subprocess.run(["git", "-C", str(root / "pytorch"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    unreachable = tmp_path / "unreachable.toml"
+    unreachable.write_text('[sources]\npytorch_repo = "http://127.0.0.1:9/nope.git"\n')
+    base = ["build-base", "--config", str(config), "--name", "torchbake-test/bad", "--sys", dev_base[0]]
+    cases = [
+        ([*base, "--source-root", str(root), "--pytorch-tag", "v9.9"], f"{root / 'pytorch'} (source root) is at work, but v9.9 is wanted."),
+        ([*base, "--source-root", str(root), "--pytorch-tag", "v0.0.1"], "has no tag 'v0.0.1'"),
+        ([*base, "--config", str(unreachable)], "Cannot reach http://127.0.0.1:9/nope.git (sources.pytorch_repo)"),
+        ([*base, "--vision-tag", "v0.0.0-missing"], "has no tag or branch 'v0.0.0-missing' (sources.vision_tag)"),
+        (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", dev_base[0],
+          "-c", str(tmp_path / "no-credentials")], "dev.git_credential_file = "),
+        (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", dev_base[0],
+          "-c", str(credentials), "--python", "3.10"], "Python 3.10 was requested, but the base image"),
+        (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", dev_base[0],
+          "-c", str(credentials), "--torch-musa-tag", "no-such-ref"], "has no tag or branch 'no-such-ref' (sources.extension_tag)"),
+        (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", "torchbake-test/debian:none"],
+         "does not exist on this engine. Make one with `invoke build-base`"),
+    ]
+    images, containers = image_ids(), container_ids()
+    failures = []
+    for args, message in cases:
+        result = run_invoke(*args, env=tb_env)
+        output = result.stdout + result.stderr
+        if (result.returncode == 0 or "Traceback" in output or message not in output or "docker build" in output
+                or "Preparing the build context" in output):
+            failures.append(f"{args}: rc={result.returncode}\n{output[-1500:]}")
+    assert not failures, "\n\n".join(failures)
+    assert image_ids() == images and container_ids() == containers
+    after_head = subprocess.run(["git", "-C", str(root / "pytorch"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert after_head == before_head  # the user's clone was not touched
