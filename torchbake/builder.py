@@ -98,13 +98,14 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
     labels = {
         "org.opencontainers.image.title": plan.image.rsplit(":", 1)[0],
         "org.opencontainers.image.version": plan.image.rsplit(":", 1)[1],
-        "org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "org.opencontainers.image.created": (datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                                             if facts else "<build time>"),
         "org.opencontainers.image.base.name": plan.base_image,
         "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
         "torchbake.version": __version__,
         "torchbake.variant": plan.variant,
         "torchbake.profile": plan.profile,
-        "torchbake.python": python or "<the base image's>",
+        "torchbake.python": python or "<from the base image>",
         "torchbake.input-hash": digest or PENDING,
         "torchbake.inputs": json.dumps(prepared.inputs, sort_keys=True) if prepared else PENDING,
     }

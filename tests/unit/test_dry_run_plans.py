@@ -1,0 +1,28 @@
+"""The real profiles (upstream repos and tags) planned with --dry-run, compared with the exact
+expected plans in tests/unit/expected/: a change to what torchbake would build shows in review."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_invoke
+
+EXPECTED = Path(__file__).parent / "expected"
+TOOLKITS = ("-m", "https://vendor.invalid/musa_toolkits.tar.gz", "--mudnn-url", "https://vendor.invalid/mudnn.tar.gz",
+            "--mccl-url", "https://vendor.invalid/mccl.tar.gz")
+
+CASES = {
+    "musa-build-base": ("build-base", "--config", "configs/musa.toml"),
+    "musa-build-dev": ("build", "--config", "configs/musa.toml", *TOOLKITS),
+    "cuda-build-base": ("build-base", "--config", "configs/cuda.toml"),
+    "cuda-build-dev": ("build", "--config", "configs/cuda.toml"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dry_run_plan_is_exactly_the_expected_one(case):
+    result = run_invoke(*CASES[case], "--dry-run", "--docker", "/usr/bin/docker")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (EXPECTED / f"{case}.txt").read_text()
