@@ -60,8 +60,13 @@ class Preflight:
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
     if isinstance(plan, DevPlan):
+        labels = facts.base_labels if facts else {}
         return {
             "BASE_IMAGE": plan.base_image,
+            "RUNTIME_BASE": plan.runtime_base or labels.get("org.opencontainers.image.base.name", "<the base image's OS image>"),
+            "RUNTIME_PATHS": " ".join(plan.runtime_paths),
+            "PYTHON_PROVIDER": labels.get("torchbake.python-provider", "os"),
+            "RENDER_GID": str(plan.settings.image.render_gid),
             "MAX_JOBS": str(plan.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
             "CCACHE_MAXSIZE": plan.ccache_size,
             "EXTENSION_REPO": plan.extension.repo if plan.extension else "",
@@ -115,6 +120,7 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
             "torchbake.extension": prepared.extension if prepared else PENDING,
         })
     if isinstance(plan, BasePlan):
+        labels["torchbake.python-provider"] = plan.python_provider
         for spec in plan.sources:
             tree = prepared.sources.get(spec.name, {}) if prepared else {}
             labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
@@ -125,6 +131,9 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
             labels["torchbake.extension-repo"] = plan.extension.repo
             labels["torchbake.extension-ref"] = plan.extension.tag
             labels["torchbake.extension-commit"] = facts.extension_commit if facts else "<resolved with git ls-remote>"
+        if facts:
+            labels.update({k: v for k, v in facts.base_labels.items()
+                           if k.startswith("torchbake.source.") or k == "torchbake.python-provider"})
         if prepared and "vision" in prepared.sources:
             labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
     if not isinstance(plan, BasePlan):
@@ -158,7 +167,7 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
-        network=plan.settings.build.network,
+        network=plan.settings.build.network, target=_target(plan),
     )
     text = describe_plan(plan, argv, env)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -260,14 +269,16 @@ def build_image(plan: Plan, client: DockerClient, console: Console) -> BuildResu
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
-            no_cache=plan.no_cache, network=settings.build.network,
+            no_cache=plan.no_cache, network=settings.build.network, target=_target(plan),
         )
         client.build(argv, env, log_file)
         image_id = iidfile.read_text().strip()
         if isinstance(plan, DevPlan):
             image_id = _label_built_versions(client, tag, log_file)
         if plan.verify:
-            _verify_candidate(plan, client, tag, console)
+            _verify_candidate(plan.image, client, tag, console)
+        if isinstance(plan, DevPlan) and plan.slim:
+            _build_slim(plan, client, folder, facts, prepared, digest, log_file, console)
     finally:
         iidfile.unlink(missing_ok=True)
         if temporary:
@@ -314,17 +325,41 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
         return iidfile.read_text().strip()
 
 
-def _verify_candidate(plan: Plan, client: DockerClient, candidate: str, console: Console) -> None:
+def _target(plan: Plan) -> str | None:
+    return "dev" if isinstance(plan, DevPlan) else None
+
+
+def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,
+                digest: str, log_file: Path, console: Console) -> None:
+    """The runtime stage of the same Dockerfile (the dev stages come from the layer cache)."""
+    image = f"{plan.image}-slim"
+    tag = candidate_tag(image) if plan.verify else image
+    labels = {**image_labels(plan, prepared, facts, digest), "torchbake.slim": "true",
+              "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
+    argv, env = client.build_command(
+        context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
+        labels=labels, secrets=build_secrets(plan), network=plan.settings.build.network, target="runtime",
+    )
+    client.build(argv, env, log_file)
+    _label_built_versions(client, tag, log_file)
+    if plan.verify:
+        _verify_candidate(image, client, tag, console)
+    dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
+    console.print(f"[bold]Sizes:[/] dev {plan.image} {dev_size / 1e9:.2f} GB, slim {image} {slim_size / 1e9:.2f} GB"
+                  f" ({100 * slim_size / max(dev_size, 1):.0f}%)")
+
+
+def _verify_candidate(image: str, client: DockerClient, candidate: str, console: Console) -> None:
     labels = client.image_labels(candidate)
     try:
         verify_image(client, candidate, Expectations.from_labels(labels), console)
     except Exception:
         console.print(
             f"[red]The new image failed verification. It is kept as {candidate} for inspection;"
-            f" {plan.image} was not changed.[/]"
+            f" {image} was not changed.[/]"
         )
         raise
-    result = client.call("tag", candidate, plan.image, check=False)
+    result = client.call("tag", candidate, image, check=False)
     client.call("image", "rm", candidate, check=False)
     if result.returncode != 0:
-        raise EngineError(f"Tagging {candidate} as {plan.image} failed: {result.output.strip()}")
+        raise EngineError(f"Tagging {candidate} as {image} failed: {result.output.strip()}")

@@ -134,6 +134,9 @@ class DevOptions:
     extensions: tuple[str, ...]
     git_credential_file: str
     ccache_size: str
+    slim: bool
+    runtime_base: str
+    runtime_paths: tuple[str, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,6 +219,8 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "dev.extensions": lambda v: [validation.extension_source(e) for e in v],
     "dev.git_credential_file": validation.credential_file,
     "dev.ccache_size": validation.size,
+    "dev.runtime_base": validation.image_reference,
+    "dev.runtime_paths": lambda v: [validation.absolute_path(p) for p in v],
 }
 
 

@@ -31,6 +31,7 @@ from .sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
+RUNTIME_MARKER = "# @torchbake-runtime-env@"
 
 
 @dataclass(frozen=True)
@@ -57,17 +58,25 @@ class PreparedContext:
         return cls(**data)
 
 
-def render_dockerfile(template: str, env: Mapping[str, str], profile: str) -> str:
+def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
+                      runtime_env: Mapping[str, str] | None = None) -> str:
     """The Dockerfile of the context: the template with the configured ENV at its
-    ``# @torchbake-env@`` line (at the end when it has none); no ENV, no change."""
+    ``# @torchbake-env@`` line (at the end when it has none; no ENV, no change), and the runtime
+    stage's ENV at ``# @torchbake-runtime-env@``."""
     text = template if template.endswith("\n") else template + "\n"
-    block = ""
-    if env:
-        lines = [f'{key}="{_escape(value)}"' for key, value in env.items()]
-        block = f"# Added by torchbake from the configuration (profile {profile}).\nENV " + " \\\n    ".join(lines) + "\n"
+    if RUNTIME_MARKER in text:
+        text = text.replace(RUNTIME_MARKER, _env_block(runtime_env or {}, profile) or "# (no ENV from the configuration)")
+    block = _env_block(env, profile)
     if ENV_MARKER in text:
-        return text.replace(ENV_MARKER, block.rstrip("\n") if block else "# (no ENV from the configuration)")
-    return text + ("\n" + block if block else "")
+        return text.replace(ENV_MARKER, block or "# (no ENV from the configuration)")
+    return text + ("\n" + block + "\n" if block else "")
+
+
+def _env_block(env: Mapping[str, str], profile: str) -> str:
+    if not env:
+        return ""
+    lines = [f'{key}="{_escape(value)}"' for key, value in env.items()]
+    return f"# Added by torchbake from the configuration (profile {profile}).\nENV " + " \\\n    ".join(lines)
 
 
 def _escape(value: str) -> str:
@@ -160,9 +169,9 @@ class _Staging:
         (self.path / "wheelhouse" / "requirements.txt").write_text(text)
 
     def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
-               **fields) -> PreparedContext:
+               runtime_env: dict[str, str] | None = None, **fields) -> PreparedContext:
         shutil.copytree(COMMON_DIR, self.path / "common", dirs_exist_ok=True)
-        dockerfile = render_dockerfile(template.read_text(), env, profile)
+        dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env)
         (self.path / "Dockerfile").write_text(dockerfile)
         (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
         fields.setdefault("torch_version", "")
@@ -257,7 +266,7 @@ def prepare_dev_context(
     (stage.path / "sources").mkdir(exist_ok=True)
     recorded = _link_sources(stage, [vision], plan.keep_git) if vision is not None else {}
     return stage.finish(plan.dockerfile_template, plan.build_env, plan.profile, ["**/.git"] if not plan.keep_git else [],
-                        sources=recorded)
+                        runtime_env=plan.runtime_env, sources=recorded)
 
 
 def _is_requirement(location: str) -> bool:

@@ -183,6 +183,9 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
         for item in plan.extensions:
             row("then", f"{item} (--no-build-isolation)")
         row("vision", f"{plan.vision_root}/vision at {plan.vision.tag}" if plan.vision else "the base image's /home/vision")
+        if plan.slim:
+            row("slim", f"also {plan.image}-slim FROM {plan.runtime_base or 'the base image’s OS image'},"
+                        f" with {' '.join(plan.runtime_paths) or 'no extra folders'}")
     else:
         row("python", f"{plan.python_version} (provider {plan.python_provider})")
         if plan.python_source:
@@ -328,6 +331,10 @@ class DevPlan:
     build_env: dict[str, str]
     max_jobs: int  # 0 = from the engine
     ccache_size: str
+    slim: bool
+    runtime_base: str  # "" = the OS image of the base image
+    runtime_paths: tuple[str, ...]
+    runtime_env: dict[str, str]
     cuda_arch_list: str
     rocm_arch: str
     profile: str
@@ -372,6 +379,10 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
         build_env=_build_env(settings, dict(settings.dev.build_env)),
         max_jobs=settings.dev.max_jobs,
         ccache_size=settings.dev.ccache_size,
+        slim=settings.dev.slim,
+        runtime_base=settings.dev.runtime_base,
+        runtime_paths=settings.dev.runtime_paths,
+        runtime_env=_build_env(settings),
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
         profile=settings.accelerator.profile,

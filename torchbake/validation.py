@@ -199,3 +199,8 @@ def credential_file(value: str) -> None:
 def size(value: str) -> None:
     if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", value):
         raise ValueError("expected a size such as 500M or 20G")
+
+
+def absolute_path(value: str) -> None:
+    if not value.startswith("/") or " " in value:
+        raise ValueError("expected absolute paths inside the image, without spaces, e.g. /usr/local/musa")

@@ -176,3 +176,26 @@ def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_p
     assert image_ids() == images and container_ids() == containers
     after_head = subprocess.run(["git", "-C", str(root / "pytorch"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert after_head == before_head  # the user's clone was not touched
+
+
+def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_env, dev_config, run_id):
+    name, first = dev_image
+    assert first.returncode == 0
+    config, credentials = dev_config
+    result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
+                        "--base-img", dev_base[0], "-c", str(credentials), "--slim", env=tb_env)
+    slim = f"{name}-slim"
+    try:
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-5000:]
+        assert re.search(rf"Sizes: dev {re.escape(name)} [\d.]+ GB, slim {re.escape(slim)} [\d.]+ GB", output.replace("\n", " "))
+        probe = docker("run", "--rm", slim, "bash", "-c",
+                       "command -v gcc cc g++ || echo no-compiler; ls /home; python -c 'import torch, torchbake_fixture_ext as e;"
+                       " print(e.plus_one(torch.ones(1)).item())'").stdout
+        assert "no-compiler" in probe and "pytorch" not in probe
+        assert probe.split()[-1] in ("2.0", "3.0")
+        sizes = [int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout) for ref in (name, slim)]
+        assert sizes[1] < sizes[0]
+        assert labels(slim)["torchbake.slim"] == "true"
+    finally:
+        docker("image", "rm", "--force", slim, check=False)

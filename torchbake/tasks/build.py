@@ -28,6 +28,7 @@ HELP = {
     "torch_musa_tag": "Git ref of the vendor extension to build (dev; build.sh --torch_musa_tag). [sources] extension_tag",
     "git_credential_file": "git credentials (store format) for private repos, given to the build only as a BuildKit secret (dev; build.sh -c)",
     "keep_git": "Keep .git folders of source trees in the image",
+    "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
 }
@@ -66,7 +67,7 @@ def _run(plan, settings, dry_run: bool) -> None:
 def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
-          keep_git=False, build_dir=None, no_prepare=False, config=None,
+          keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
           dry_run=False, no_verify=False, no_cache=False, docker=None):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it."""
     overrides = {
@@ -77,7 +78,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "build.variant": "release" if release else None, "build.dir": build_dir,
         "build.verify": False if no_verify else None, "build.docker": docker,
         "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
-        "sources.keep_git": True if keep_git else None,
+        "sources.keep_git": True if keep_git else None, "dev.slim": True if slim else None,
     }
     resolved = resolve_config(config, overrides)
     settings = resolved.settings()
