@@ -115,7 +115,13 @@ def load_prepared(folder: Path) -> PreparedContext:
             f"--no-prepare: {folder} is not a context torchbake prepared (no {MARKER})."
             " Run once without --no-prepare, with the same --build-dir."
         )
-    return PreparedContext.from_json(marker.read_text(), folder)
+    try:
+        return PreparedContext.from_json(marker.read_text(), folder)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigurationError(
+            f"--no-prepare: {marker} was written by another torchbake version or is damaged ({exc})."
+            " Run once without --no-prepare to prepare the context again."
+        ) from None
 
 
 class _Staging:

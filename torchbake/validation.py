@@ -185,10 +185,15 @@ def job_count(value: int) -> None:
 
 
 def extension_source(value: str) -> None:
-    if value.startswith("git+"):
-        git_repository(value[4:].split("@", 1)[0] if value[4:].count("@") and "://" in value else value[4:].rsplit("@", 1)[0])
+    """``git+URL@REF`` (cloned in the build) or a requirement / wheel location."""
+    if not value.startswith("git+"):
+        wheel_source(value)
         return
-    wheel_source(value)
+    url, sep, ref = value[len("git+"):].rpartition("@")
+    if not sep or not url or "/" in ref and ":" in ref:
+        raise ValueError("expected git+URL@REF, e.g. git+https://github.com/NVIDIA/apex.git@24.04.01")
+    git_repository(url)
+    git_ref(ref)
 
 
 def credential_file(value: str) -> None:

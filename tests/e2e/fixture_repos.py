@@ -4,6 +4,7 @@ extension, as git repositories tagged like the real ones and served over HTTP.
 - pytorch (tag v2.0.0): a C extension package with a git submodule (third_party/sub) whose header
   it compiles against;
 - vision (v0.15.2) and audio (v2.0.1): packages that import torch;
+- apex (24.04.01): an extra extension whose setup.py imports torch (so only --no-build-isolation works);
 - private/extension (dev1.5.1, behind Basic auth): a real C++ extension built with
   torch.utils.cpp_extension against the installed torch, from two source files.
 """
@@ -77,6 +78,12 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
         })
         commits[name] = _publish(work / name, srv / f"{name}.git", tag)
 
+    write(work / "apex", {
+        "setup.py": "from setuptools import setup\nimport torch  # needs the installed torch: --no-build-isolation\n"
+                    "setup(name='fixture-apex', version='24.4.1', packages=['fixture_apex'])\n",
+        "fixture_apex/__init__.py": "import torch\n",
+    })
+    commits["apex"] = _publish(work / "apex", srv / "apex.git", "24.04.01")
     commits["extension"] = write_extension(work, srv, "dev1.5.1", "return x + 1;")
     return commits
 

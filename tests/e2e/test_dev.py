@@ -40,6 +40,7 @@ def dev_config(repos, tmp_path_factory):
         '[image]\nrender_gid = 109\n'
         '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
         '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
+        f'extensions = ["git+{url}/apex.git@24.04.01"]\n'
         '[build]\nnetwork = "host"\n'
     )
     credentials = folder / "git-credentials"
@@ -93,11 +94,12 @@ def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
         assert re.search(rf"{check}\s*│\s*pass", output), check
     assert "--no-build-isolation" in output
     run = docker("run", "--rm", name, "python", "-c",
-                 "import torch, torchbake_fixture_ext as e, fixture_pytorch as p;"
+                 "import torch, torchbake_fixture_ext as e, fixture_pytorch as p, fixture_apex;"
                  " print(torch.__version__, e.plus_one(torch.ones(1)).item(), p.answer())").stdout
     assert run.split() == ["2.13.0+cpu", "2.0", "42"]
     constraints = docker("run", "--rm", name, "cat", "/etc/torchbake/constraints.txt").stdout
     assert "torch==2.13.0+cpu" in constraints and "torchbake-fixture-ext==1.5.1" in constraints
+    assert "fixture-apex==24.4.1" in constraints
     found = labels(name)
     assert found["torchbake.variant"] == "dev"
     assert found["torchbake.extension"] == "torchbake-fixture-ext==1.5.1"

@@ -154,6 +154,16 @@ def test_bad_environment(env, message):
         ("python.provider", "conda", "expected one of: os, standalone"),
         ("image.render_gid", 70000, "expected a group id from 0 (none) to 65535"),
         ("image.env", {"1BAD": "x"}, "'1BAD' is not a valid environment variable name"),
+        ("dev.extensions", ["git+https://github.com/NVIDIA/apex.git"], "expected git+URL@REF"),
+        ("dev.extensions", ["git+ftp://h/apex.git@v1"], "expected a git URL"),
+        ("dev.max_jobs", 5000, "expected a number of jobs from 1 to 1024, or 0 for automatic"),
+        ("dev.ccache_size", "lots", "expected a size such as 500M or 20G"),
+        ("dev.runtime_paths", ["usr/local/musa"], "expected absolute paths inside the image"),
+        ("sources.pytorch_repo", "https://user:tok@github.com/pytorch/pytorch.git", "without credentials in it"),
+        ("sources.pytorch_tag", "v2..0", "expected a git tag or branch name"),
+        ("sources.root", "/no/such/folder", "no such folder"),
+        ("base.user", "Root User", "expected a Linux user name"),
+        ("build.network", "bridge0", "expected one of: , default, host, none"),
     ],
 )
 def test_invalid_values_name_key_value_and_what_is_accepted(key, value, message):
