@@ -43,7 +43,7 @@ class FlagTask(Task):
 
 
 def console() -> Console:
-    return Console(highlight=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
