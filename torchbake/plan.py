@@ -81,8 +81,7 @@ def _missing(key: str, why: str) -> ConfigurationError:
 
 def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> ReleasePlan:
     image, python, wheels = settings.image, settings.python, settings.wheels
-    if not image.name:
-        raise _missing("image.name", "every build needs an image name")
+    _check_common(settings, reuse_context)
     if not image.base:
         raise _missing("image.base", "a release image is built FROM a plain OS image (e.g. one made by `invoke bootstrap-os`)")
     if not reuse_context:  # with --no-prepare the inputs are those of the prepared context
@@ -90,11 +89,6 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
     if python.provider == "standalone" and not python.standalone_url:
         raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
     template = _template(settings, "release")
-    if reuse_context and not settings.build.dir:
-        raise ConfigurationError(
-            "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
-            " naming that folder."
-        )
     env = dict(image.env)
     if settings.accelerator.torch_cuda_arch_list:
         env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
@@ -276,11 +270,18 @@ class BasePlan:
     settings: Settings = field(repr=False)
 
 
-def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
+def _check_common(settings: Settings, reuse_context: bool) -> None:
     if not settings.image.name:
         raise _missing("image.name", "every build needs an image name")
     if reuse_context and not settings.build.dir:
-        raise ConfigurationError("--no-prepare needs --build-dir naming the context prepared before.")
+        raise ConfigurationError(
+            "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
+            " naming that folder."
+        )
+
+
+def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
+    _check_common(settings, reuse_context)
     python = settings.python
     if python.provider == "standalone" and not python.standalone_url:
         raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
@@ -348,12 +349,9 @@ class DevPlan:
 
 def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
              no_cache: bool = False) -> DevPlan:
-    if not settings.image.name:
-        raise _missing("image.name", "every build needs an image name")
+    _check_common(settings, reuse_context)
     if not settings.image.base:
         raise _missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`")
-    if reuse_context and not settings.build.dir:
-        raise ConfigurationError("--no-prepare needs --build-dir naming the context prepared before.")
     src = settings.sources
     if not reuse_context:
         for key in settings.toolkits.required:

@@ -30,22 +30,18 @@ apt-get install -y --no-install-recommends "${packages[@]}"
 apt-get clean
 rm -rf /var/lib/apt/lists/*
 
-if [ "$render_gid" != 0 ]; then
-    if getent group render >/dev/null; then
-        groupmod -g "$render_gid" render
+# set_gid GROUP GID: the group gets that GID (created if missing); GID 0 leaves it alone.
+set_gid() {
+    [ "$2" != 0 ] || return 0
+    if getent group "$1" >/dev/null; then
+        groupmod -g "$2" "$1"
     else
-        groupadd -g "$render_gid" render
+        groupadd -g "$2" "$1"
     fi
-    echo "torchbake: group render has GID $render_gid"
-fi
-if [ "$video_gid" != 0 ]; then
-    if getent group video >/dev/null; then
-        groupmod -g "$video_gid" video
-    else
-        groupadd -g "$video_gid" video
-    fi
-    echo "torchbake: group video has GID $video_gid"
-fi
+    echo "torchbake: group $1 has GID $2"
+}
+set_gid render "$render_gid"
+set_gid video "$video_gid"
 if [ -n "$user" ]; then
     groups=video
     if getent group render >/dev/null; then

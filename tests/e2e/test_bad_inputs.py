@@ -3,7 +3,6 @@ accepted, no traceback, and nothing created or changed (images, containers, cach
 
 from __future__ import annotations
 
-import pytest
 
 from tests.conftest import run_invoke
 
