@@ -3,7 +3,7 @@
 It prints ``+ <command>`` (quoted exactly as a shell would need it), resolves the binary first
 (a missing tool is a clear error, not a ``FileNotFoundError``), can stream output live while
 saving it to a log file, and turns a non-zero exit into the given ``FatalError`` subclass.
-Arguments are always a list; there is no ``shell=True`` anywhere in torchbake.
+Arguments are always a list, passed to the program directly: no shell is ever involved.
 """
 
 from __future__ import annotations
