@@ -1,0 +1,192 @@
+"""The nightly matrix: Python versions × variants × profiles, expanded into ordered cells.
+
+Pure functions from a matrix config to a list of :class:`Cell`: each cell names the options
+that differ from its profile (templated with ``{python}``, ``{py}`` (310), ``{cp}`` (cp310),
+``{variant}``, ``{profile}``, ``{registry}``), and the cells it starts from (a dev cell after
+the base cell of the same profile and Python). Nothing here touches the engine.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import config as configuration
+from .errors import ConfigurationError
+
+VARIANTS = ("base", "dev", "release")
+MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    id: str  # e.g. "cpu-release-py311"
+    profile: str
+    variant: str
+    python: str
+    image: str  # NAME:TAG
+    config_files: tuple[str, ...]
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+
+
+def _values(python: str, variant: str, profile: str, registry: str) -> dict[str, str]:
+    py = python.replace(".", "")
+    return {"python": python, "py": py, "cp": f"cp{py}", "variant": variant, "profile": profile,
+            "registry": f"{registry.rstrip('/')}/" if registry else ""}
+
+
+def _fill(template: Any, values: Mapping[str, str], where: str) -> Any:
+    if isinstance(template, list):
+        return [_fill(item, values, where) for item in template]
+    if not isinstance(template, str):
+        return template
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConfigurationError(
+            f"{where}: template {template!r} uses an unknown field ({exc}); fields are"
+            f" {', '.join('{' + k + '}' for k in values)}."
+        ) from None
+
+
+def load_matrix(path: Path) -> dict[str, Any]:
+    data = configuration.load_toml(path)
+    matrix = data.get("matrix")
+    if not isinstance(matrix, dict):
+        raise ConfigurationError(f"{path} has no [matrix] table; see configs/nightly.toml.")
+    unknown = set(data) - {"matrix"}
+    if unknown:
+        raise ConfigurationError(f"{path}: unknown top-level table(s) {', '.join(sorted(unknown))}; only [matrix] is read.")
+    return matrix
+
+
+def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path = configuration.CONFIG_DIR) -> list[Cell]:
+    """Every cell, in build order (a cell after the cells it depends on)."""
+    unknown = set(matrix) - MATRIX_KEYS
+    if unknown:
+        import difflib
+
+        word = sorted(unknown)[0]
+        close = difflib.get_close_matches(word, sorted(MATRIX_KEYS), n=1)
+        raise ConfigurationError(
+            f"{source}: unknown [matrix] key {word!r}." + (f" Did you mean {close[0]!r}?" if close else "")
+            + f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
+        )
+    pythons = list(matrix.get("pythons", []))
+    variants = list(matrix.get("variants", VARIANTS))
+    profiles = list(matrix.get("profiles", ["cpu"]))
+    registry = matrix.get("registry", "")
+    name_t = matrix.get("name", "{registry}torchbake/{profile}")
+    tag_t = matrix.get("tag", "{variant}-py{py}")
+    options = matrix.get("options", {})
+    excludes = list(matrix.get("exclude", []))
+    if not pythons:
+        raise ConfigurationError(f"{source}: [matrix] pythons is empty; list the Python versions to build, e.g. [\"3.10\", \"3.11\"].")
+    for variant in variants:
+        if variant not in VARIANTS:
+            raise ConfigurationError(f"{source}: variant {variant!r} is not one of {', '.join(VARIANTS)}.")
+    for option_variant in options:
+        if option_variant not in VARIANTS and option_variant != "all":
+            raise ConfigurationError(f"{source}: [matrix.options.{option_variant}] must be one of all, {', '.join(VARIANTS)}.")
+    known = configuration.schema()
+    cells: list[Cell] = []
+    for profile in profiles:
+        profile_file = config_dir / f"{profile}.toml"
+        if not profile_file.is_file():
+            raise ConfigurationError(f"{source}: profile {profile!r} has no {profile_file}.")
+        for python in pythons:
+            for variant in sorted(variants, key=VARIANTS.index):
+                values = _values(python, variant, profile, registry)
+                cell_id = f"{profile}-{variant}-py{values['py']}"
+                if any(fnmatch.fnmatch(cell_id, pattern) for pattern in excludes):
+                    continue
+                name = _fill(name_t, values, f"{source} [matrix] name")
+                tag = _fill(tag_t, values, f"{source} [matrix] tag")
+                values["name"] = name
+                overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python,
+                                             "build.variant": "release" if variant == "release" else "dev"}
+                for scope in ("all", variant):
+                    for key, template in options.get(scope, {}).items():
+                        if key not in known:
+                            raise ConfigurationError(f"{source}: [matrix.options.{scope}] has unknown option {key!r}.")
+                        value = _fill(template, values, f"{source} [matrix.options.{scope}] {key}")
+                        if value not in ("", []):  # empty = "not set": the profile's value stays
+                            overrides[key] = value
+                depends: tuple[str, ...] = ()
+                if variant == "dev":
+                    base_id = f"{profile}-base-py{values['py']}"
+                    if "base" in variants and not any(fnmatch.fnmatch(base_id, p) for p in excludes):
+                        depends = (base_id,)
+                        base_values = {**values, "variant": "base"}
+                        overrides.setdefault("image.base", f"{_fill(name_t, base_values, 'name')}:{_fill(tag_t, base_values, 'tag')}")
+                cells.append(Cell(id=cell_id, profile=profile, variant=variant, python=python, image=f"{name}:{tag}",
+                                  config_files=(str(profile_file),), overrides=overrides, depends_on=depends))
+    ids = [c.id for c in cells]
+    if len(set(ids)) != len(ids):
+        raise ConfigurationError(f"{source}: two cells share an id; check [matrix] profiles and pythons for repeats.")
+    images = [c.image for c in cells]
+    if len(set(images)) != len(images):
+        raise ConfigurationError(f"{source}: two cells would build the same image; make [matrix] name/tag use"
+                                 " {variant}, {py} and {profile}.")
+    return cells
+
+
+def select(cells: list[Cell], only: Iterable[str] = (), skip: Iterable[str] = ()) -> list[Cell]:
+    """Cells whose id matches any --only glob (all if none) and no --skip glob; the cells they
+    depend on come along when they are in the matrix."""
+    only, skip = list(only), list(skip)
+    chosen = [c for c in cells if (not only or any(fnmatch.fnmatch(c.id, p) for p in only))
+              and not any(fnmatch.fnmatch(c.id, p) for p in skip)]
+    if (only or skip) and not chosen:
+        raise ConfigurationError(
+            f"No cell matches --only {' '.join(only) or '*'} --skip {' '.join(skip) or '(none)'}."
+            f" Cells: {', '.join(c.id for c in cells)}."
+        )
+    wanted = {c.id for c in chosen}
+    by_id = {c.id: c for c in cells}
+    stack = list(wanted)
+    while stack:
+        for dep in by_id[stack.pop()].depends_on:
+            if dep in by_id and dep not in wanted:
+                wanted.add(dep)
+                stack.append(dep)
+    return [c for c in cells if c.id in wanted]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    match = re.fullmatch(r"(\d+)/(\d+)", text or "")
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise ConfigurationError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 1/2.")
+    return int(match.group(1)), int(match.group(2))
+
+
+def shard(cells: list[Cell], index: int, count: int) -> list[Cell]:
+    """A deterministic slice: cells that depend on each other stay in one shard (a group is a
+    base cell with its dev cells, or a cell alone); groups are dealt round-robin in plan order."""
+    groups: list[list[Cell]] = []
+    group_of: dict[str, int] = {}
+    for cell in cells:
+        home = next((group_of[d] for d in cell.depends_on if d in group_of), None)
+        if home is None:
+            groups.append([cell])
+            group_of[cell.id] = len(groups) - 1
+        else:
+            groups[home].append(cell)
+            group_of[cell.id] = home
+    return [cell for i, group in enumerate(groups) if i % count == index - 1 for cell in group]
+
+
+def github_matrix(cells: list[Cell], shards: int) -> str:
+    """JSON for a GitHub Actions matrix: one entry per shard, with the cells it builds."""
+    include = []
+    for index in range(1, shards + 1):
+        ids = [c.id for c in shard(cells, index, shards)]
+        if ids:
+            include.append({"shard": f"{index}/{shards}", "cells": " ".join(ids)})
+    return json.dumps({"include": include})
