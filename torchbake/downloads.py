@@ -48,6 +48,28 @@ def split_fragment(location: str) -> tuple[str, str]:
     return base, fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
 
 
+def _stamp(path: Path) -> str:
+    info = path.stat()
+    return f"{info.st_size} {info.st_mtime_ns}"
+
+
+def write_record(path: Path, record: Path, digest: str) -> None:
+    """Remember ``path``'s digest with its size and mtime (written atomically)."""
+    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
+    tmp.write_text(f"{digest} {_stamp(path)}\n")
+    os.replace(tmp, record)
+
+
+def recorded_digest(path: Path, record: Path) -> str:
+    """The digest recorded for ``path`` if the file is unchanged since (same size and mtime);
+    "" otherwise. Unchanged gigabytes are never read again."""
+    try:
+        digest, _, stamp = record.read_text().strip().partition(" ")
+        return digest if stamp == _stamp(path) else ""
+    except OSError:
+        return ""
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -84,10 +106,36 @@ class DownloadCache:
             return self._local(base, Path(base).expanduser(), expected, what)
         return self._remote(base, expected, what)
 
+    def local_digest(self, path: Path) -> str:
+        """sha256 of a local file, remembered (by path, size and mtime) in the cache."""
+        record = self.root / "digests" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".sha256")
+        digest = recorded_digest(path, record)
+        if not digest:
+            digest = file_sha256(path)
+            record.parent.mkdir(parents=True, exist_ok=True)
+            write_record(path, record, digest)
+        return digest
+
+    def known_digest(self, location: str) -> str:
+        """The digest of an input without fetching it: from the URL fragment or [checksums], a
+        verified cache entry, or a local file; "" when only a download would tell."""
+        base, _ = split_fragment(location)
+        expected = expected_digest(location, self.checksums)
+        if expected:
+            return expected
+        if base.startswith("file://"):
+            path = Path(urllib.parse.unquote(urllib.parse.urlparse(base).path))
+            return self.local_digest(path) if path.is_file() else ""
+        if not is_url(base):
+            path = Path(base).expanduser()
+            return self.local_digest(path) if path.is_file() else ""
+        target = self.root / "downloads" / hashlib.sha256(base.encode()).hexdigest()[:16] / file_name_of(base)
+        return recorded_digest(target, target.with_name(target.name + ".sha256")) if target.is_file() else ""
+
     def _local(self, location: str, path: Path, expected: str, what: str) -> Artifact:
         if not path.is_file():
             raise DownloadError(f"Input {location}{what} is not a file on this host.")
-        digest = file_sha256(path)
+        digest = self.local_digest(path)
         _check(location, digest, expected, what)
         return Artifact(location=location, path=path.resolve(), sha256=digest)
 
@@ -96,11 +144,10 @@ class DownloadCache:
         target = folder / file_name_of(url)
         record = target.with_name(target.name + ".sha256")
         if target.is_file() and record.is_file():
-            recorded = record.read_text().strip()
-            digest = file_sha256(target)
-            if digest == recorded and (not expected or digest == expected):
+            digest = recorded_digest(target, record)
+            if digest and (not expected or digest == expected):
                 return Artifact(location=url, path=target, sha256=digest)
-            print(f"Cached {target} no longer matches its recorded digest; fetching it again.")
+            print(f"Cached {target} changed since it was verified (or its digest differs); fetching it again.")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
         tmp = Path(tmp_name)
@@ -108,10 +155,8 @@ class DownloadCache:
             with os.fdopen(fd, "wb") as out:
                 digest = self._download(url, out, what)
             _check(url, digest, expected, what)
-            record_tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-            record_tmp.write_text(digest + "\n")
             os.replace(tmp, target)
-            os.replace(record_tmp, record)
+            write_record(target, record, digest)
         finally:
             tmp.unlink(missing_ok=True)
         return Artifact(location=url, path=target, sha256=digest)

@@ -76,7 +76,25 @@ def test_local_files_are_hashed_in_place(tmp_path):
     assert cache.fetch(f"file://{wheel}").sha256 == hashlib.sha256(b"abc").hexdigest()
     with pytest.raises(DownloadError, match="sha256 mismatch"):
         cache.fetch(f"{wheel}#sha256={'1' * 64}")
-    assert not (tmp_path / "cache").exists()
+    # the file is never copied into the cache; only its digest is remembered
+    assert [p.rsplit("/", 1)[0] for p in files_in(tmp_path / "cache")] == ["digests"]
+
+
+def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
+    import torchbake.downloads as downloads
+
+    wheel = tmp_path / "big.whl"
+    wheel.write_bytes(b"x" * 1000)
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    first = cache.known_digest(str(wheel))
+    reads = []
+    real = downloads.file_sha256
+    monkeypatch.setattr(downloads, "file_sha256", lambda p: reads.append(p) or real(p))
+    assert cache.known_digest(str(wheel)) == first and cache.fetch(str(wheel)).sha256 == first
+    assert reads == []
+    wheel.write_bytes(b"y" * 1001)  # changed: read again
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"y" * 1001).hexdigest()
+    assert len(reads) == 1
 
 
 def test_fragment_and_checksum_table():
