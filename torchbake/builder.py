@@ -23,11 +23,11 @@ from rich.console import Console
 
 from . import __version__, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
-                      prepare_release_context)
+                      prepare_release_context, tree_sha256)
 from .downloads import DownloadCache
 from .engine import DockerClient
 from .errors import ConfigurationError, EngineError
-from .plan import (BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
+from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
                    parse_os_release)
 from .verify import Expectations, verify_image
 
@@ -42,9 +42,11 @@ class BuildResult:
     image: str
     image_id: str
     size_bytes: int
-    log_file: Path
+    log_file: Path | None
     input_hash: str
     seconds: float
+    status: str = "built"  # built | unchanged (skipped) | retagged
+    reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Preflight:
     python_version: str = ""
     extension_commit: str = ""
     max_jobs: int = 1
+    source_commits: dict[str, str] = field(default_factory=dict)  # tree name → commit
 
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
@@ -84,18 +87,47 @@ def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
     return args
 
 
-def input_hash(plan: Plan, prepared: PreparedContext, facts: Preflight) -> str:
-    material = {
+def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
+    """The input hash: everything declared that decides the image (Dockerfile, scripts, build
+    args, base image id, every input's digest, source commits), known before any context is
+    prepared. "" when an input's digest is known only after downloading it."""
+    digests: dict[str, str] = {}
+
+    def digest_of(key: str, location: str) -> None:
+        digests[key] = cache.known_digest(location) if _is_location(location) else location
+
+    settings = plan.settings
+    material: dict[str, object] = {
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
         "base_image_id": facts.base_id,
-        "dockerfile": prepared.dockerfile_sha256,
-        "common": prepared.common_sha256,
-        "inputs": prepared.inputs,
-        "pins": prepared.pins,
-        "sources": {name: tree["commit"] for name, tree in prepared.sources.items()},
+        "dockerfile": plan.dockerfile_template.read_text(),
+        "env": plan.build_env if isinstance(plan, DevPlan) else plan.image_env,
+        "common": tree_sha256(COMMON_DIR),
+        "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
+                          settings.wheels.find_links],
+        "sources": facts.source_commits,
     }
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    for key, location in getattr(plan, "toolkits", {}).items():
+        digest_of(f"toolkits.{key}", location)
+    if isinstance(plan, ReleasePlan):
+        for role, location in plan.wheel_sources.items():
+            digest_of(f"wheels.{role}", location)
+        material["extra"] = plan.extra_requirements
+    if isinstance(plan, (ReleasePlan, BasePlan)) and plan.python_source:
+        digest_of("python", plan.python_source)
+    if isinstance(plan, BasePlan):
+        material.update(requirements=plan.requirements, keep_git=plan.keep_git)
+    if isinstance(plan, DevPlan):
+        material.update(extensions=plan.extensions, keep_git=plan.keep_git, runtime_env=plan.runtime_env)
+    if any(value == "" for value in digests.values()):
+        return ""
+    material["inputs"] = digests
+    return hashlib.sha256(json.dumps(material, sort_keys=True, default=list).encode()).hexdigest()
+
+
+def _is_location(value: str) -> bool:
+    return value.startswith(("http://", "https://", "file://")) or "/" in value or value.endswith((".whl", ".tar.gz"))
 
 
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
@@ -201,9 +233,12 @@ def preflight(plan: Plan, client: DockerClient) -> Preflight:
             f" (docker/ubuntu/) support {', '.join(SUPPORTED_OS)}."
         )
     check_os_python(plan, os_release)
+    commits: dict[str, str] = {}
     if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
-        sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
-    return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version)
+        found, missing = sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
+        commits = {**{t.spec.name: t.commit for t in found}, **missing}
+    return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version,
+                     source_commits=commits)
 
 
 def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: dict[str, str]) -> Preflight:
@@ -224,8 +259,14 @@ def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: di
     if not max_jobs:
         info = client.call("info", "--format", "{{.NCPU}} {{.MemTotal}}").output.split()
         max_jobs = default_max_jobs(int(info[0]), int(info[1]))
+    commits = {}
+    if plan.vision is not None:
+        vision = sources.find_in_root(plan.vision_root, plan.vision)
+        if vision is None:
+            raise ConfigurationError(f"sources.vision_root {plan.vision_root} has no vision/ clone.")
+        commits["vision"] = vision.commit
     return Preflight(base_id=base_id, base_labels=labels, python_version=python, extension_commit=commit,
-                     max_jobs=max_jobs)
+                     max_jobs=max_jobs, source_commits=commits)
 
 
 def _prepare(plan: Plan, facts: Preflight, cache: DownloadCache, folder: Path, temporary: bool,
@@ -245,13 +286,39 @@ def _prepare(plan: Plan, facts: Preflight, cache: DownloadCache, folder: Path, t
                                log_file=log_file)
 
 
-def build_image(plan: Plan, client: DockerClient, console: Console) -> BuildResult:
+def find_unchanged(client: DockerClient, image: str, digest: str) -> tuple[str, str] | None:
+    """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when another
+    image has it (it is tagged ``image``); None when it must be built."""
+    current = client.inspect_image(image)
+    if current and ((current.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash") == digest:
+        return "unchanged", current["Id"]
+    found = client.call("images", "--quiet", "--no-trunc", "--filter", f"label=torchbake.input-hash={digest}").output.split()
+    if found:
+        client.call("tag", found[0], image)
+        return "retagged", found[0]
+    return None
+
+
+def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
+                log_file: Path | None = None) -> BuildResult:
+    """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
     facts = preflight(plan, client)
-    log_file = log_path(settings.paths.log_dir, plan.image)
-    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
     cache = DownloadCache(settings.paths.cache_dir, settings.checksums)
+    digest = fingerprint(plan, facts, cache)
+    if skip_unchanged and digest:
+        found = find_unchanged(client, plan.image, digest)
+        if found:
+            status, image_id = found
+            reason = ("its input hash matches the image's" if status == "unchanged"
+                      else f"same inputs as {image_id[:19]}, re-tagged")
+            console.print(f"[bold]{plan.image}[/] {status}: {reason}")
+            info = client.inspect_image(plan.image) or {}
+            return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
+                               input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
+    log_file = log_file or log_path(settings.paths.log_dir, plan.image)
+    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
         prepared, temporary = load_prepared(folder), False
@@ -263,7 +330,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console) -> BuildResu
         if prepared is None:
             console.print(f"Preparing the build context in {folder}")
             prepared = _prepare(plan, facts, cache, folder, temporary, log_file)
-        digest = input_hash(plan, prepared, facts)
+        digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
         tag = candidate_tag(plan.image) if plan.verify else plan.image
         iidfile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = client.build_command(
@@ -285,7 +352,8 @@ def build_image(plan: Plan, client: DockerClient, console: Console) -> BuildResu
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
-                         log_file=log_file, input_hash=digest, seconds=time.monotonic() - started)
+                         log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
+                         reason="forced" if not skip_unchanged else "inputs changed or no image yet")
     console.print(
         f"[bold green]Built {result.image}[/] {result.image_id[:19]} "
         f"{result.size_bytes / 1e9:.2f} GB in {result.seconds:.0f} s (log: {log_file})"

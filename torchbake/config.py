@@ -25,6 +25,7 @@ CONFIG_DIR = PROJECT_ROOT / "configs"
 DEFAULTS_FILE = CONFIG_DIR / "defaults.toml"
 ENV_PREFIX = "TORCHBAKE_"
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
+MATRIX_SECTION = "matrix"  # read by build-all (torchbake.matrix), ignored as options
 # Variables the legacy shell scripts read, mapped to the option they set (lower precedence than
 # TORCHBAKE_* variables).
 LEGACY_ENV = {
@@ -266,6 +267,8 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str) -> 
     flat: dict[str, Any] = {}
     sections = {k.split(".", 1)[0] for k in known} | set(FREE_SECTIONS)
     for section, table in data.items():
+        if known and section == MATRIX_SECTION:
+            continue
         if known and section not in sections:
             raise ConfigurationError(
                 f"{source}: unknown section [{section}].{_suggest(section, sections)}"

@@ -148,17 +148,17 @@ def find_in_root(root: str, spec: SourceSpec) -> SourceTree | None:
     return check_clone(candidate, spec, where="source root")
 
 
-def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[SourceTree], list[SourceSpec]]:
+def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[SourceTree], dict[str, str]]:
     """Every check, before any slow work: trees found in the source root (at the right tag, or an
-    error) or in the cache, and the specs still to clone (reachable, with the tag, or an error)."""
-    found, missing = [], []
+    error) or in the cache, and the specs still to clone with the commit their tag points at
+    (reachable, with the tag, or an error)."""
+    found, missing = [], {}
     for spec in specs:
         tree = find_in_root(root, spec) or cached_tree(cache_root, spec)
         if tree is not None:
             found.append(tree)
         else:
-            check_reachable(spec)
-            missing.append(spec)
+            missing[spec.name] = check_reachable(spec)
     return found, missing
 
 
@@ -166,8 +166,9 @@ def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path
     """Every tree, from the source root, the cache, or a new shallow clone (in that order)."""
     found, missing = locate(specs, root, cache_root)
     trees = {t.spec.name: t for t in found}
-    for spec in missing:
-        trees[spec.name] = clone_into_cache(cache_root, spec, log_file)
+    for spec in specs:
+        if spec.name in missing:
+            trees[spec.name] = clone_into_cache(cache_root, spec, log_file)
     return [trees[spec.name] for spec in specs]
 
 
