@@ -6,9 +6,9 @@
 
 from invoke import Collection
 
-from torchbake.tasks import bootstrap, build, inspect
+from torchbake.tasks import bootstrap, build, inspect, matrix
 
 ns = Collection()
-for collection in (build.ns, inspect.ns, bootstrap.ns):
+for collection in (build.ns, matrix.ns, inspect.ns, bootstrap.ns):
     for task_ in collection.tasks.values():
         ns.add_task(task_)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -286,17 +287,46 @@ def _prepare(plan: Plan, facts: Preflight, cache: DownloadCache, folder: Path, t
                                log_file=log_file)
 
 
-def find_unchanged(client: DockerClient, image: str, digest: str) -> tuple[str, str] | None:
-    """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when another
-    image has it (it is tagged ``image``); None when it must be built."""
+def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
+                   apply: bool = True) -> tuple[str, str] | None:
+    """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when an
+    image torchbake built (recorded in ``state``) has it — tagged ``image`` when ``apply``; None
+    when it must be built. Images derived FROM a torchbake image inherit its labels, so only
+    the record decides which image a hash belongs to."""
     current = client.inspect_image(image)
-    if current and ((current.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash") == digest:
+    if current and _input_hash_of(current) == digest and current["Id"] in _built(state).get(digest, [current["Id"]]):
         return "unchanged", current["Id"]
-    found = client.call("images", "--quiet", "--no-trunc", "--filter", f"label=torchbake.input-hash={digest}").output.split()
-    if found:
-        client.call("tag", found[0], image)
-        return "retagged", found[0]
+    for image_id in reversed(_built(state).get(digest, [])):
+        info = client.inspect_image(image_id)
+        if info and _input_hash_of(info) == digest:
+            if apply:
+                client.call("tag", image_id, image)
+            return "retagged", image_id
     return None
+
+
+def _input_hash_of(info: dict) -> str:
+    return ((info.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash", "")
+
+
+def _built(state: Path | None) -> dict[str, list[str]]:
+    if state is None or not state.is_file():
+        return {}
+    try:
+        return json.loads(state.read_text())
+    except ValueError:
+        return {}
+
+
+def record_built(state: Path, digest: str, image_id: str) -> None:
+    """Remember that torchbake built ``image_id`` from inputs ``digest`` (atomic rewrite)."""
+    data = _built(state)
+    ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
+    data[digest] = ids[-5:]
+    state.parent.mkdir(parents=True, exist_ok=True)
+    tmp = state.with_name(f"{state.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, state)
 
 
 def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
@@ -307,8 +337,9 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     facts = preflight(plan, client)
     cache = DownloadCache(settings.paths.cache_dir, settings.checksums)
     digest = fingerprint(plan, facts, cache)
+    state = settings.paths.cache_dir / "built-images.json"
     if skip_unchanged and digest:
-        found = find_unchanged(client, plan.image, digest)
+        found = find_unchanged(client, plan.image, digest, state=state)
         if found:
             status, image_id = found
             reason = ("its input hash matches the image's" if status == "unchanged"
@@ -351,6 +382,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
+    record_built(state, digest, info.get("Id", image_id))
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")

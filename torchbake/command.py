@@ -8,6 +8,7 @@ Arguments are always a list, passed to the program directly: no shell is ever in
 
 from __future__ import annotations
 
+import contextvars
 import os
 import shlex
 import shutil
@@ -19,6 +20,10 @@ from pathlib import Path
 from typing import IO
 
 from .errors import CommandError, FatalError
+
+# Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
+# others) somewhere quieter; its per-build log gets everything either way.
+default_stream: contextvars.ContextVar[IO[str] | None] = contextvars.ContextVar("default_stream", default=None)
 
 
 @dataclass(frozen=True)
@@ -66,7 +71,7 @@ def run(
     argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
     if not Path(argv[0]).exists():
         raise error(f"{argv[0]} does not exist.")
-    out = stream or sys.stdout
+    out = stream or default_stream.get() or sys.stdout
     if echo:
         print(f"+ {format_command(argv, env)}", file=out, flush=True)
     full_env = {**os.environ, **(env or {})}

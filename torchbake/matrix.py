@@ -166,20 +166,24 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def shard(cells: list[Cell], index: int, count: int) -> list[Cell]:
-    """A deterministic slice: cells that depend on each other stay in one shard (a group is a
-    base cell with its dev cells, or a cell alone); groups are dealt round-robin in plan order."""
-    groups: list[list[Cell]] = []
+def groups(cells: list[Cell]) -> list[list[Cell]]:
+    """Cells that depend on each other, together (a base cell with its dev cells), in plan order."""
+    found: list[list[Cell]] = []
     group_of: dict[str, int] = {}
     for cell in cells:
         home = next((group_of[d] for d in cell.depends_on if d in group_of), None)
         if home is None:
-            groups.append([cell])
-            group_of[cell.id] = len(groups) - 1
+            found.append([cell])
+            group_of[cell.id] = len(found) - 1
         else:
-            groups[home].append(cell)
+            found[home].append(cell)
             group_of[cell.id] = home
-    return [cell for i, group in enumerate(groups) if i % count == index - 1 for cell in group]
+    return found
+
+
+def shard(cells: list[Cell], index: int, count: int) -> list[Cell]:
+    """A deterministic slice: groups (see :func:`groups`) dealt round-robin in plan order."""
+    return [cell for i, group in enumerate(groups(cells)) if i % count == index - 1 for cell in group]
 
 
 def github_matrix(cells: list[Cell], shards: int) -> str:

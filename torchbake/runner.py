@@ -1,0 +1,213 @@
+"""Running a matrix of cells: in dependency order, up to ``jobs`` at once, each skipped when its
+image already has its input hash; per-cell logs; a summary table; JSON and JUnit reports; push.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from xml.etree import ElementTree
+
+from rich.console import Console
+from rich.table import Table
+
+from . import command, config as configuration
+from .builder import Preflight, build_image, find_unchanged, fingerprint, log_path, preflight
+from .downloads import DownloadCache
+from .engine import DockerClient
+from .errors import EngineError, FatalError
+from .matrix import Cell
+from .plan import plan_base, plan_dev, plan_release
+
+FAILED_STATES = ("failed", "blocked")
+
+
+@dataclass
+class CellResult:
+    id: str
+    image: str
+    status: str = "pending"  # built | unchanged | retagged | failed | blocked | not run
+    reason: str = ""
+    seconds: float = 0.0
+    size_bytes: int = 0
+    image_id: str = ""
+    digest: str = ""  # registry digest after --push
+    log: str = ""
+    error: str = ""  # the first error line
+
+
+def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str]):
+    resolved = configuration.resolve([*cell.config_files, *config_files], environ, cell.overrides,
+                                     override_source=f"matrix cell {cell.id}")
+    settings = resolved.settings()
+    if cell.variant == "release":
+        return plan_release(settings)
+    if cell.variant == "base":
+        return plan_base(settings)
+    return plan_dev(settings, python_given=True)
+
+
+def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
+    """What a run would do with this cell, and why — without building or tagging anything."""
+    try:
+        facts: Preflight = preflight(plan, client)
+    except FatalError as exc:
+        if cell.depends_on:
+            return "build", f"after {', '.join(cell.depends_on)} ({str(exc).splitlines()[0]})"
+        return "fail", str(exc).splitlines()[0]
+    digest = fingerprint(plan, facts, DownloadCache(plan.settings.paths.cache_dir, plan.settings.checksums))
+    if not digest:
+        return "build", "an input is not downloaded yet"
+    found = find_unchanged(client, plan.image, digest, state=plan.settings.paths.cache_dir / "built-images.json",
+                           apply=False)
+    if found is None:
+        return "build", "no image has these inputs"
+    return ("skip", "unchanged") if found[0] == "unchanged" else ("retag", f"same inputs as {found[1][:19]}")
+
+
+def first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        lowered = line.lower()
+        if "error" in lowered and "0 error" not in lowered:
+            return line.strip()[:300]
+    return text.strip().splitlines()[-1][:300] if text.strip() else ""
+
+
+class MatrixRun:
+    def __init__(self, cells: list[Cell], plans: Mapping[str, object], client: DockerClient, console: Console, *,
+                 jobs: int = 1, keep_going: bool = True, force: bool = False, push: bool = False,
+                 log_dir: Path):
+        self.cells, self.plans, self.client, self.console = cells, plans, client, console
+        self.jobs, self.keep_going, self.force, self.push = jobs, keep_going, force, push
+        self.log_dir = log_dir
+        self.results = {c.id: CellResult(id=c.id, image=c.image) for c in cells}
+        self.lock = threading.Lock()
+        self.started = datetime.now()
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            self.console.print(f"[dim]{datetime.now():%H:%M:%S}[/] {text}")
+
+    def run(self) -> dict[str, CellResult]:
+        pending = list(self.cells)
+        running: dict[Future, str] = {}
+        stop = False
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            while pending or running:
+                for cell in list(pending):
+                    if stop:
+                        break
+                    states = [self.results[d].status for d in cell.depends_on if d in self.results]
+                    if any(s in FAILED_STATES or s == "not run" for s in states):
+                        pending.remove(cell)
+                        self._finish(cell.id, "blocked", f"{', '.join(cell.depends_on)} failed")
+                    elif all(s in ("built", "unchanged", "retagged") for s in states) and len(running) < self.jobs:
+                        pending.remove(cell)
+                        running[pool.submit(self._run_cell, cell)] = cell.id
+                if not running:
+                    if stop or not pending:
+                        break
+                    continue
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    cell_id = running.pop(future)
+                    if self.results[cell_id].status == "failed" and not self.keep_going:
+                        stop = True
+            for cell in pending:
+                self._finish(cell.id, "not run", "--fail-fast stopped the run")
+        return self.results
+
+    def _finish(self, cell_id: str, status: str, reason: str, **fields) -> None:
+        result = self.results[cell_id]
+        result.status, result.reason = status, reason
+        for key, value in fields.items():
+            setattr(result, key, value)
+        style = {"built": "green", "unchanged": "cyan", "retagged": "cyan", "failed": "bold red"}.get(status, "yellow")
+        self.say(f"[{style}]{status:<9}[/] {cell_id} {reason}")
+
+    def _run_cell(self, cell: Cell) -> None:
+        started = time.monotonic()
+        log = log_path(self.log_dir, f"{cell.id}")
+        self.say(f"started   {cell.id} → {cell.image} (log: {log})")
+        quiet = self.jobs > 1
+        token = command.default_stream.set(open(os.devnull, "w") if quiet else None)  # noqa: SIM115
+        log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with log.open("a") as handle:
+                console = Console(file=handle, highlight=False, soft_wrap=True) if quiet else self.console
+                result = build_image(self.plans[cell.id], self.client, console, skip_unchanged=not self.force,
+                                     log_file=log)
+            digest = self._push(cell) if self.push else ""
+            self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
+                         size_bytes=result.size_bytes, image_id=result.image_id, digest=digest, log=str(log))
+        except FatalError as exc:
+            text = str(exc)
+            error = first_error_line(log.read_text(errors="replace")) if log.exists() else ""
+            self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
+                         log=str(log), error=error or text.splitlines()[0])
+        except Exception as exc:  # a bug must not take the other cells down with it
+            self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log))
+        finally:
+            stream = command.default_stream.get()
+            command.default_stream.reset(token)
+            if stream is not None:
+                stream.close()
+
+    def _push(self, cell: Cell) -> str:
+        result = self.client.call("push", cell.image, timeout=3600, check=False)
+        if result.returncode != 0:
+            raise EngineError(f"Pushing {cell.image} failed:\n{result.output.strip()[-1000:]}")
+        info = self.client.inspect_image(cell.image) or {}
+        repo = cell.image.rsplit(":", 1)[0]
+        return next((d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if d.startswith(repo + "@")), "")
+
+
+def summary_table(results: Mapping[str, CellResult]) -> Table:
+    table = Table(title="build-all")
+    for column in ("cell", "image", "status", "reason", "time", "size", "digest"):
+        table.add_column(column, overflow="fold")
+    for r in results.values():
+        table.add_row(r.id, r.image, r.status, r.error or r.reason, f"{r.seconds:.0f}s",
+                      f"{r.size_bytes / 1e9:.2f} GB" if r.size_bytes else "",
+                      (r.digest or r.image_id)[:19])
+    return table
+
+
+def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:
+    data = {"started": started.isoformat(timespec="seconds"), "finished": datetime.now().isoformat(timespec="seconds"),
+            "cells": [asdict(r) for r in results.values()]}
+    path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
+    failures = [r for r in results.values() if r.status in FAILED_STATES]
+    suite = ElementTree.Element("testsuite", name="torchbake build-all", tests=str(len(results)),
+                                failures=str(len(failures)), skipped=str(sum(r.status == "not run" for r in results.values())),
+                                time=f"{sum(r.seconds for r in results.values()):.1f}")
+    for r in results.values():
+        case = ElementTree.SubElement(suite, "testcase", classname="build-all", name=r.id, time=f"{r.seconds:.1f}")
+        if r.status in FAILED_STATES:
+            failure = ElementTree.SubElement(case, "failure", message=r.error or r.reason)
+            failure.text = f"{r.reason}\nlog: {r.log}"
+        elif r.status == "not run":
+            ElementTree.SubElement(case, "skipped", message=r.reason)
+        else:
+            ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
+    buffer = io.BytesIO()
+    ElementTree.ElementTree(suite).write(buffer, encoding="utf-8", xml_declaration=True)
+    path.write_bytes(buffer.getvalue())
+
+
+def exit_status(results: Mapping[str, CellResult]) -> int:
+    return 1 if any(r.status in FAILED_STATES or r.status == "not run" for r in results.values()) else 0
+
+
+PlanFactory = Callable[[Cell], object]

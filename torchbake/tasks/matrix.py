@@ -1,0 +1,93 @@
+"""``invoke build-all``: the nightly matrix — planned, incremental, parallel, reported, pushed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from invoke import Collection, Exit, task
+from rich.table import Table
+
+from .. import config as configuration
+from ..cli import FlagTask, console, docker_client, reports_errors
+from ..errors import ConfigurationError
+from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
+from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
+
+HELP = {
+    "config": "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell (e.g. vendor URLs); repeatable",
+    "only": "Build only cells whose id matches this glob (e.g. 'musa-*-py310'); repeatable; their dependencies come along",
+    "skip": "Leave out cells whose id matches this glob; repeatable",
+    "jobs": "Cells built at once (independent cells only), default 1",
+    "keep_going": "After a failure, still build the cells that do not depend on it (the default)",
+    "fail_fast": "Stop at the first failed cell",
+    "push": "Push each verified image to its registry and record its digest",
+    "force": "Build every cell even if its image already has the same input hash",
+    "report": "Write a JSON report to this file",
+    "junit": "Write a JUnit XML report to this file",
+    "plan": "Print the ordered plan (build, skip, re-tag, and why) and touch nothing",
+    "shard": "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together",
+    "emit_matrix": "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)",
+    "docker": "Docker client binary (default: auto)",
+}
+
+
+def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell], list[str]]:
+    files = config_files or [str(configuration.CONFIG_DIR / "nightly.toml")]
+    matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
+    if not matrix_files:
+        raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see configs/nightly.toml.")
+    cells = select(expand(load_matrix(Path(matrix_files[-1])), source=matrix_files[-1]), only or [], skip or [])
+    if shard_text:
+        cells = shard(cells, *parse_shard(shard_text))
+    return cells, files
+
+
+@task(klass=FlagTask, help=HELP, iterable=["config", "only", "skip"])
+@reports_errors
+def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
+              force=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None):
+    """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
+    if keep_going and fail_fast:
+        raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
+    if jobs < 1:
+        raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
+    if emit_matrix not in (None, "github"):
+        raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
+    cells, files = _cells(list(config or []), only, skip, shard)
+    out = console()
+    if emit_matrix:
+        count = parse_shard(shard)[1] if shard else len(groups(cells))
+        print(github_matrix(cells, count))
+        return
+    environ = dict(os.environ)
+    shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
+    plans = {cell.id: cell_plan(cell, shared, environ) for cell in cells}  # every cell checked up front
+    settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
+    client = docker_client(docker or settings.build.docker)
+    client.check_engine()
+    if plan:
+        table = Table(title="build-all plan")
+        for column in ("#", "cell", "image", "action", "why"):
+            table.add_column(column, overflow="fold")
+        for index, cell in enumerate(cells, 1):
+            action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
+            table.add_row(str(index), cell.id, cell.image, action, why)
+        out.print(table)
+        return
+    run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
+                    log_dir=settings.paths.log_dir)
+    results = run.run()
+    out.print(summary_table(results))
+    if report:
+        write_json(Path(report), results, run.started)
+    if junit:
+        write_junit(Path(junit), results)
+    status = exit_status(results)
+    if status:
+        failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
+        raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
+                   code=status)
+
+
+ns = Collection(build_all)
