@@ -9,6 +9,8 @@ URLs are hashed where they are, never copied into the cache.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -46,6 +48,19 @@ def split_fragment(location: str) -> tuple[str, str]:
     """``URL#sha256=HEX`` → (URL, HEX); no fragment → (location, "")."""
     base, _, fragment = location.partition("#")
     return base, fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive lock on ``path`` (created if missing) shared by every torchbake process on
+    this host, e.g. two builds filling the same cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _stamp(path: Path) -> str:

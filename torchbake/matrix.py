@@ -60,10 +60,7 @@ def load_matrix(path: Path) -> dict[str, Any]:
     matrix = data.get("matrix")
     if not isinstance(matrix, dict):
         raise ConfigurationError(f"{path} has no [matrix] table; see configs/nightly.toml.")
-    unknown = set(data) - {"matrix"}
-    if unknown:
-        raise ConfigurationError(f"{path}: unknown top-level table(s) {', '.join(sorted(unknown))}; only [matrix] is read.")
-    return matrix
+    return matrix  # the file's other tables are options for every cell, checked by torchbake.config
 
 
 def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path = configuration.CONFIG_DIR) -> list[Cell]:
@@ -96,10 +93,13 @@ def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Pat
             raise ConfigurationError(f"{source}: [matrix.options.{option_variant}] must be one of all, {', '.join(VARIANTS)}.")
     known = configuration.schema()
     cells: list[Cell] = []
-    for profile in profiles:
-        profile_file = config_dir / f"{profile}.toml"
+    for profile_entry in profiles:
+        # A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem).
+        is_path = "/" in profile_entry or profile_entry.endswith(".toml")
+        profile_file = Path(profile_entry).expanduser() if is_path else config_dir / f"{profile_entry}.toml"
+        profile = profile_file.stem if is_path else profile_entry
         if not profile_file.is_file():
-            raise ConfigurationError(f"{source}: profile {profile!r} has no {profile_file}.")
+            raise ConfigurationError(f"{source}: profile {profile_entry!r} has no {profile_file}.")
         for python in pythons:
             for variant in sorted(variants, key=VARIANTS.index):
                 values = _values(python, variant, profile, registry)

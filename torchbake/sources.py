@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import command
+from .downloads import file_lock
 from .errors import CommandError, ConfigurationError
 
 COMPLETE = ".torchbake-complete"
@@ -168,7 +169,9 @@ def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path
     trees = {t.spec.name: t for t in found}
     for spec in specs:
         if spec.name in missing:
-            trees[spec.name] = clone_into_cache(cache_root, spec, log_file)
+            with file_lock(cache_path(cache_root, spec).with_suffix(".lock")):
+                tree = cached_tree(cache_root, spec)  # another run may have cloned it meanwhile
+                trees[spec.name] = tree or clone_into_cache(cache_root, spec, log_file)
     return [trees[spec.name] for spec in specs]
 
 

@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from . import command
 from .config import WheelOptions
-from .downloads import link_or_copy
+from .downloads import file_lock, link_or_copy
 from .errors import CommandError
 
 
@@ -58,14 +58,8 @@ def resolve(
     set into ``link_into``."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     argv = pip_download_command(requirements, cache_dir, python_version, options)
-    result = command.run(
-        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir,
-        failure_hint=(
-            f"pip could not resolve these wheels for Python {python_version} on"
-            f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"
-            " (a cp311 wheel needs --python 3.11), or set [wheels] index_url / find_links."
-        ),
-    )
+    with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time in this folder
+        result = _pip_download(argv, cache_dir, python_version, options, log_file)
     names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
     if not names:
         raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
@@ -73,6 +67,18 @@ def resolve(
     for name in names:
         link_or_copy(cache_dir / name, link_into / name)
     return [w for w in wheels_in(link_into) if w.path.name in names]
+
+
+def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options: WheelOptions,
+                  log_file: Path | None) -> command.CommandResult:
+    return command.run(
+        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir,
+        failure_hint=(
+            f"pip could not resolve these wheels for Python {python_version} on"
+            f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"
+            " (a cp311 wheel needs --python 3.11), or set [wheels] index_url / find_links."
+        ),
+    )
 
 
 _SAVED_RE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)

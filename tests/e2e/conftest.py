@@ -9,7 +9,22 @@ import pytest
 
 from tests.conftest import run_invoke
 
+from tests.support import git_server
+
+from .fixture_repos import make_repos
 from .helpers import docker
+
+CANARY = "canary-" + uuid.uuid4().hex
+
+
+@pytest.fixture(scope="session")
+def repos(tmp_path_factory):
+    """The fixture source projects, served over smart HTTP on 127.0.0.1 for the whole session."""
+    root = tmp_path_factory.mktemp("repos")
+    (root / "srv").mkdir()
+    with git_server(root / "srv", auth=f"builder:{CANARY}") as (url, seen_auth):
+        commits = make_repos(root, url)
+        yield {"url": url, "commits": commits, "root": root, "seen_auth": seen_auth}
 
 
 def pytest_collection_modifyitems(items):
@@ -57,3 +72,24 @@ def cpu_image(run_id, base_image, tb_env):
                         "--tag", run_id, "--base-img", base_image, env=tb_env)
     yield name, result
     docker("image", "rm", "--force", name, check=False)
+
+
+@pytest.fixture(scope="session")
+def dev_config(repos, tmp_path_factory):
+    """A profile for the fixture projects (the same keys as configs/musa.toml uses) and git credentials."""
+    folder = tmp_path_factory.mktemp("dev-config")
+    url = repos["url"]
+    config = folder / "fixture.toml"
+    config.write_text(
+        f'[sources]\npytorch_repo = "{url}/pytorch.git"\nvision_repo = "{url}/vision.git"\n'
+        f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/private/extension.git"\n'
+        '[base]\nrequirements = ["torch==2.13.0", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
+        '[image]\nrender_gid = 109\n'
+        '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
+        '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
+        f'extensions = ["git+{url}/apex.git@24.04.01"]\n'
+        '[build]\nnetwork = "host"\n'
+    )
+    credentials = folder / "git-credentials"
+    credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
+    return config, credentials

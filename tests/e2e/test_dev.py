@@ -6,46 +6,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-import uuid
 
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import git_server
 
-from .fixture_repos import make_repos, write_extension
+from .fixture_repos import write_extension
 from .helpers import DOCKER, container_ids, docker, image_ids, labels
 
-CANARY = "canary-" + uuid.uuid4().hex
-
-
-@pytest.fixture(scope="module")
-def repos(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repos")
-    (root / "srv").mkdir()
-    with git_server(root / "srv", auth=f"builder:{CANARY}") as (url, seen_auth):
-        commits = make_repos(root, url)
-        yield {"url": url, "commits": commits, "root": root, "seen_auth": seen_auth}
-
-
-@pytest.fixture(scope="module")
-def dev_config(repos, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("dev-config")
-    url = repos["url"]
-    config = folder / "fixture.toml"
-    config.write_text(
-        f'[sources]\npytorch_repo = "{url}/pytorch.git"\nvision_repo = "{url}/vision.git"\n'
-        f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/private/extension.git"\n'
-        '[base]\nrequirements = ["torch==2.13.0", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
-        '[image]\nrender_gid = 109\n'
-        '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
-        '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
-        f'extensions = ["git+{url}/apex.git@24.04.01"]\n'
-        '[build]\nnetwork = "host"\n'
-    )
-    credentials = folder / "git-credentials"
-    credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
-    return config, credentials
+from .conftest import CANARY
 
 
 @pytest.fixture(scope="module")

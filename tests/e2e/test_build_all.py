@@ -1,0 +1,157 @@
+"""invoke build-all on a real engine: a matrix of four images (two release cells over two
+configs, and the dev-fixture base + dev cells), incremental re-runs, --keep-going, shards, and
+--push to a real local registry with a pull back by digest."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import docker
+
+CELLS = ["cpu-release-py311", "cpulean-release-py311", "fixture-base-py311", "fixture-dev-py311"]
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory, run_id, base_image, dev_config):
+    folder = tmp_path_factory.mktemp("nightly")
+    fixture_profile, credentials = dev_config
+    lean = folder / "cpulean.toml"
+    lean.write_text('[image]\nname = "x/lean"\n[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+                    '[build]\nvariant = "release"\n')
+
+    def write(extra_profiles=(), registry="", extra_excludes=()):
+        path = folder / "nightly.toml"
+        profiles = ["cpu", str(lean), str(fixture_profile), *extra_profiles]
+        excludes = ["cpu-base-*", "cpu-dev-*", "cpulean-base-*", "cpulean-dev-*", "fixture-release-*",
+                    "broken-base-*", "broken-dev-*", *extra_excludes]
+        path.write_text(
+            f"[matrix]\nprofiles = {json.dumps(profiles)}\npythons = [\"3.11\"]\n"
+            f'variants = ["base", "dev", "release"]\nregistry = "{registry}"\n'
+            f'name = "{{registry}}torchbake-test/nightly-{{profile}}"\ntag = "{{variant}}-py{{py}}-{run_id}"\n'
+            f"exclude = {json.dumps(excludes)}\n"
+            f'[matrix.options.release]\n"image.base" = "{base_image}"\n'
+            f'[matrix.options.base]\n"base.sys" = "{base_image}"\n'
+            f'[dev]\ngit_credential_file = "{credentials}"\n'
+        )
+        return path
+
+    yield folder, lean, write
+    listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
+    for ref in listing:
+        if "torchbake-test/nightly-" in ref and ref.endswith(run_id):
+            docker("image", "rm", "--force", ref, check=False)
+
+
+def statuses(report_path) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in json.loads(report_path.read_text())["cells"]}
+
+
+def test_matrix_builds_then_skips_then_rebuilds_only_what_changed(nightly, tb_env):
+    folder, lean, write = nightly
+    matrix = write()
+    first = run_invoke("build-all", "--config", str(matrix), "--jobs", "2", "--report", str(folder / "r1.json"),
+                       "--junit", str(folder / "r1.xml"), env=tb_env)
+    output = first.stdout + first.stderr
+    assert first.returncode == 0, output[-6000:]
+    assert set(statuses(folder / "r1.json")) == set(CELLS)
+    assert set(statuses(folder / "r1.json").values()) <= {"built", "unchanged", "retagged"}
+    table = output[output.rindex("build-all"):]  # the summary table closes the run
+    assert all(cell in table for cell in CELLS)
+    suite = ElementTree.parse(folder / "r1.xml").getroot()
+    assert suite.get("tests") == "4" and suite.get("failures") == "0"
+
+    started = time.monotonic()
+    second = run_invoke("build-all", "--config", str(matrix), "--report", str(folder / "r2.json"), env=tb_env)
+    seconds = time.monotonic() - started
+    assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
+    assert set(statuses(folder / "r2.json").values()) == {"unchanged"}
+    assert "docker build" not in second.stdout
+    print(f"no-op nightly run: {seconds:.1f} s")
+
+    lean.write_text(lean.read_text().replace("extra = []", 'extra = ["mpmath"]'))
+    third = run_invoke("build-all", "--config", str(matrix), "--report", str(folder / "r3.json"), env=tb_env)
+    assert third.returncode == 0, (third.stdout + third.stderr)[-3000:]
+    assert statuses(folder / "r3.json") == {"cpu-release-py311": "unchanged", "cpulean-release-py311": "built",
+                                            "fixture-base-py311": "unchanged", "fixture-dev-py311": "unchanged"}
+
+
+def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
+    folder, _lean, write = nightly
+    matrix = write()
+    seen = []
+    for index in ("1/2", "2/2"):
+        result = run_invoke("build-all", "--config", str(matrix), "--plan", "--shard", index, env=tb_env)
+        assert result.returncode == 0, result.stderr
+        seen += [cell for cell in CELLS if cell in result.stdout]
+    assert sorted(seen) == sorted(CELLS)
+    emitted = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shard", "1/2", env=tb_env)
+    data = json.loads(emitted.stdout)
+    assert sorted(" ".join(e["cells"] for e in data["include"]).split()) == sorted(CELLS)
+
+
+def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env):
+    folder, _lean, write = nightly
+    broken = folder / "broken.toml"
+    broken.write_text('[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = ["torchbake-no-such-package==1.0"]\n'
+                      '[build]\nvariant = "release"\n')
+    matrix = write(extra_profiles=[str(broken)])
+    result = run_invoke("build-all", "--config", str(matrix), "--keep-going", "--report", str(folder / "r4.json"),
+                        "--junit", str(folder / "r4.xml"), env=tb_env)
+    assert result.returncode != 0
+    report = json.loads((folder / "r4.json").read_text())
+    by_id = {c["id"]: c for c in report["cells"]}
+    assert by_id["broken-release-py311"]["status"] == "failed"
+    assert "torchbake-no-such-package" in by_id["broken-release-py311"]["error"] + by_id["broken-release-py311"]["reason"]
+    assert all(by_id[c]["status"] in ("unchanged", "built", "retagged") for c in CELLS)
+    assert "1 of 5 cells did not build: broken-release-py311" in result.stderr
+    assert ElementTree.parse(folder / "r4.xml").getroot().get("failures") == "1"
+
+
+@pytest.fixture
+def registry(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: " + str(tmp_path / "data") +
+        f"\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
+    process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=10)
+
+
+def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
+    folder, _lean, write = nightly
+    matrix = write(registry=f"{registry}/team")
+    result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push",
+                        "--report", str(folder / "r5.json"), env=tb_env)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    cell = json.loads((folder / "r5.json").read_text())["cells"][0]
+    assert cell["digest"].startswith("sha256:")
+    image = f"{registry}/team/torchbake-test/nightly-cpu:release-py311-{run_id}"
+    repo = image.rsplit(":", 1)[0]
+    try:
+        docker("image", "rm", image)
+        pulled = docker("pull", f"{repo}@{cell['digest']}")
+        assert cell["digest"] in pulled.stdout
+    finally:
+        docker("image", "rm", "--force", f"{repo}@{cell['digest']}", check=False)
