@@ -43,7 +43,8 @@ class FlagTask(Task):
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    """Terminal output; in CI logs (not a terminal) tables get 160 columns instead of 80."""
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
 def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:

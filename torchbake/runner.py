@@ -172,7 +172,8 @@ class MatrixRun:
 
 def summary_table(results: Mapping[str, CellResult]) -> Table:
     table = Table(title="build-all")
-    for column in ("cell", "image", "status", "reason", "time", "size", "digest"):
+    table.add_column("cell", no_wrap=True)
+    for column in ("image", "status", "reason", "time", "size", "digest"):
         table.add_column(column, overflow="fold")
     for r in results.values():
         table.add_row(r.id, r.image, r.status, r.error or r.reason, f"{r.seconds:.0f}s",

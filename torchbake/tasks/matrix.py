@@ -54,7 +54,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
     if emit_matrix not in (None, "github"):
         raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
-    cells, files = _cells(list(config or []), only, skip, shard)
+    cells, files = _cells(list(config or []), only, skip, None if emit_matrix else shard)
     out = console()
     if emit_matrix:
         count = parse_shard(shard)[1] if shard else len(groups(cells))
