@@ -44,15 +44,15 @@ class CellResult:
     error: str = ""  # the first error line
 
 
-def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str]):
+def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False):
     resolved = configuration.resolve([*cell.config_files, *config_files], environ, cell.overrides,
                                      override_source=f"matrix cell {cell.id}")
     settings = resolved.settings()
     if cell.variant == "release":
-        return plan_release(settings)
+        return plan_release(settings, no_cache=no_cache)
     if cell.variant == "base":
-        return plan_base(settings)
-    return plan_dev(settings, python_given=True)
+        return plan_base(settings, no_cache=no_cache)
+    return plan_dev(settings, python_given=True, no_cache=no_cache)
 
 
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:

@@ -23,6 +23,7 @@ HELP = {
     "fail_fast": "Stop at the first failed cell",
     "push": "Push each verified image to its registry and record its digest",
     "force": "Build every cell even if its image already has the same input hash",
+    "no_cache": "With --force: build every step again, ignoring the engine's layer cache (build_all.sh's way)",
     "report": "Write a JSON report to this file",
     "junit": "Write a JUnit XML report to this file",
     "plan": "Print the ordered plan (build, skip, re-tag, and why) and touch nothing",
@@ -46,7 +47,7 @@ def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell],
 @task(klass=FlagTask, help=HELP, iterable=["config", "only", "skip"])
 @reports_errors
 def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
-              force=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None):
+              force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
     if keep_going and fail_fast:
         raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
@@ -62,7 +63,9 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
-    plans = {cell.id: cell_plan(cell, shared, environ) for cell in cells}  # every cell checked up front
+    if no_cache and not force:
+        raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
+    plans = {cell.id: cell_plan(cell, shared, environ, no_cache=no_cache) for cell in cells}  # all checked up front
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
     client = docker_client(docker or settings.build.docker)
     client.check_engine()

@@ -1,0 +1,82 @@
+"""Running matrix cells: order, --keep-going / --fail-fast, blocked dependents, reports.
+The engine is replaced by a fake build function (the real one is exercised in tests/e2e)."""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+from rich.console import Console
+
+from torchbake import runner
+from torchbake.builder import BuildResult
+from torchbake.errors import BuildError
+from torchbake.matrix import Cell
+
+
+def cell(cell_id: str, *deps: str) -> Cell:
+    return Cell(id=cell_id, profile="p", variant="release", python="3.11", image=f"x/{cell_id}:t",
+                config_files=(), depends_on=deps)
+
+
+CELLS = [cell("a-base"), cell("a-dev", "a-base"), cell("b-release"), cell("c-release")]
+
+
+def run_matrix(monkeypatch, tmp_path, failing: set[str], **options):
+    order = []
+
+    def fake_build(plan, client, console, *, skip_unchanged, log_file):
+        order.append(plan)
+        log_file.write_text("step 1\nERROR: no matching distribution for x\n" if plan in failing else "ok\n")
+        if plan in failing:
+            raise BuildError(f"{plan} broke")
+        return BuildResult(image=f"x/{plan}:t", image_id="sha256:" + "1" * 64, size_bytes=10**9, log_file=log_file,
+                           input_hash="h", seconds=1.0, status="built", reason="new")
+
+    monkeypatch.setattr(runner, "build_image", fake_build)
+    plans = {c.id: c.id for c in CELLS}
+    run = runner.MatrixRun(CELLS, plans, client=None, console=Console(file=io.StringIO()), log_dir=tmp_path, **options)
+    return run.run(), order
+
+
+def test_all_built_in_dependency_order(monkeypatch, tmp_path):
+    results, order = run_matrix(monkeypatch, tmp_path, set())
+    assert order.index("a-base") < order.index("a-dev")
+    assert {r.status for r in results.values()} == {"built"}
+    assert runner.exit_status(results) == 0
+
+
+def test_keep_going_blocks_only_dependents(monkeypatch, tmp_path):
+    results, _ = run_matrix(monkeypatch, tmp_path, {"a-base"}, keep_going=True)
+    assert {k: r.status for k, r in results.items()} == {
+        "a-base": "failed", "a-dev": "blocked", "b-release": "built", "c-release": "built"}
+    assert results["a-base"].error == "ERROR: no matching distribution for x"
+    assert runner.exit_status(results) == 1
+
+
+def test_fail_fast_stops(monkeypatch, tmp_path):
+    results, order = run_matrix(monkeypatch, tmp_path, {"a-base"}, keep_going=False)
+    assert order == ["a-base"]
+    assert results["b-release"].status == "not run" and results["a-dev"].status in ("blocked", "not run")
+
+
+@pytest.mark.parametrize("jobs", [2, 4])
+def test_parallel_jobs_finish_everything(monkeypatch, tmp_path, jobs):
+    results, order = run_matrix(monkeypatch, tmp_path, set(), jobs=jobs)
+    assert sorted(order) == sorted(c.id for c in CELLS) and order.index("a-base") < order.index("a-dev")
+
+
+def test_reports(monkeypatch, tmp_path):
+    results, _ = run_matrix(monkeypatch, tmp_path, {"c-release"})
+    from datetime import datetime
+
+    runner.write_json(tmp_path / "r.json", results, datetime.now())
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert [c["status"] for c in data["cells"]] == ["built", "built", "built", "failed"]
+    runner.write_junit(tmp_path / "r.xml", results)
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "1")
+    failure = suite.find("testcase[@name='c-release']/failure")
+    assert failure is not None and failure.get("message") == "ERROR: no matching distribution for x"
