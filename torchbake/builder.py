@@ -207,9 +207,19 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
     return text
 
 
-def _os_release(client: DockerClient, image: str) -> dict[str, str]:
+def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path) -> dict[str, str]:
+    """The image's /etc/os-release, read once per image id (an id never changes content)."""
+    record = cache_dir / "os-release" / f"{image_id.replace(':', '-')}.json"
+    if record.is_file():
+        return json.loads(record.read_text())
     result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
-    return parse_os_release(result.output) if result.returncode == 0 else {}
+    values = parse_os_release(result.output) if result.returncode == 0 else {}
+    if values:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = record.with_name(f"{record.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(json.dumps(values))
+        os.replace(tmp, record)
+    return values
 
 
 def preflight(plan: Plan, client: DockerClient) -> Preflight:
@@ -227,7 +237,7 @@ def preflight(plan: Plan, client: DockerClient) -> Preflight:
     labels = dict((base.get("Config") or {}).get("Labels") or {})
     if isinstance(plan, DevPlan):
         return _dev_preflight(plan, client, base["Id"], labels)
-    os_release = _os_release(client, plan.base_image)
+    os_release = _os_release(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir)
     if isinstance(plan, BasePlan) and os_release.get("ID") not in SUPPORTED_OS:
         raise ConfigurationError(
             f"--sys {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"
