@@ -91,7 +91,13 @@ class DockerClient:
             raise
 
     def check_engine(self) -> str:
-        """The engine's version; a clear error if none answers."""
+        """The engine's version; a clear error if none answers (asked once per client and host)."""
+        key = (self.binary, os.environ.get("DOCKER_HOST", ""), os.environ.get("DOCKER_CONTEXT", ""))
+        if key not in _ENGINE_VERSIONS:
+            _ENGINE_VERSIONS[key] = self._ask_engine()
+        return _ENGINE_VERSIONS[key]
+
+    def _ask_engine(self) -> str:
         result = self.call("version", "--format", "{{.Server.Version}}", check=False, timeout=30)
         if result.returncode != 0 or not result.output.strip():
             where = os.environ.get("DOCKER_HOST", "the default socket (/var/run/docker.sock)")
@@ -138,6 +144,7 @@ class DockerClient:
         )
 
 
+_ENGINE_VERSIONS: dict[tuple[str, str, str], str] = {}
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
 
 

@@ -123,7 +123,7 @@ class MatrixRun:
                 pending.remove(cell)
                 status, image_id, _digest = found
                 reason = "its input hash matches the image's" if status == "unchanged" else f"same inputs as {image_id[:19]}"
-                size = int((self.client.inspect_image(cell.image) or {}).get("Size", 0))
+                size = int((self.client.inspect_image(image_id) or {}).get("Size", 0))
                 try:
                     digest = self._push(cell) if self.push else ""
                 except FatalError as exc:
