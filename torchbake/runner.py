@@ -117,9 +117,13 @@ class MatrixRun:
             started = time.monotonic()
             with ThreadPoolExecutor(max_workers=min(8, len(self.cells))) as pool:
                 checks = list(pool.map(self._quick_check, self.cells))
+            up_to_date: set[str] = set()
             for cell, found in zip(self.cells, checks, strict=True):
-                if not found:
+                # A cell is up to date only if what it starts from is: a base about to be rebuilt
+                # makes its dev cells' checks (made against the old base) meaningless.
+                if not found or any(dep not in up_to_date for dep in cell.depends_on if dep in self.results):
                     continue
+                up_to_date.add(cell.id)
                 pending.remove(cell)
                 status, image_id, _digest = found
                 reason = "its input hash matches the image's" if status == "unchanged" else f"same inputs as {image_id[:19]}"

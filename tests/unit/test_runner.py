@@ -80,3 +80,27 @@ def test_reports(monkeypatch, tmp_path):
     assert (suite.get("tests"), suite.get("failures")) == ("4", "1")
     failure = suite.find("testcase[@name='c-release']/failure")
     assert failure is not None and failure.get("message") == "ERROR: no matching distribution for x"
+
+
+def test_a_dependent_of_a_rebuilt_cell_is_not_skipped(monkeypatch, tmp_path):
+    """The skip pre-check of a dev cell was made against the old base: it must not count."""
+    monkeypatch.setattr(runner.MatrixRun, "_quick_check",
+                        lambda self, cell: None if cell.id == "a-base" else ("unchanged", "sha256:" + "2" * 64, "h"))
+
+    class Client:
+        def inspect_image(self, ref):
+            return {"Size": 1}
+
+    built = []
+
+    def fake_build(plan, client, console, *, skip_unchanged, log_file):
+        built.append(plan)
+        return BuildResult(image=plan, image_id="sha256:" + "1" * 64, size_bytes=1, log_file=log_file,
+                           input_hash="h", seconds=1.0)
+
+    monkeypatch.setattr(runner, "build_image", fake_build)
+    run = runner.MatrixRun(CELLS, {c.id: c.id for c in CELLS}, client=Client(), console=Console(file=io.StringIO()),
+                           log_dir=tmp_path)
+    results = run.run()
+    assert built == ["a-base", "a-dev"]
+    assert results["b-release"].status == "unchanged" and results["a-dev"].status == "built"
