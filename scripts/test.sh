@@ -4,6 +4,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+if [ -n "${CI:-}" ]; then
+    # CI machines are reused between runs: keep the engine's build cache from filling the disk.
+    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null || true
+fi
 .venv/bin/python -m pytest "$@"
 status=$?
 if [ "$status" = 5 ]; then
