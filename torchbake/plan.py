@@ -97,7 +97,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
     return ReleasePlan(
-        image=image.reference,
+        **_common_fields(settings, reuse_context, no_cache),
         base_image=image.base,
         dockerfile_template=template,
         python_version=python.version,
@@ -108,15 +108,9 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         toolkits=settings.toolkits.given(),
         image_env=env,
         render_gid=image.render_gid,
-        profile=settings.accelerator.profile,
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-        build_dir=settings.build.dir,
-        reuse_context=reuse_context,
-        verify=settings.build.verify,
-        no_cache=no_cache,
-        settings=settings,
     )
 
 
@@ -270,6 +264,13 @@ class BasePlan:
     settings: Settings = field(repr=False)
 
 
+def _common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
+    """Fields every plan has, from the settings and the run's flags."""
+    return {"image": settings.image.reference, "profile": settings.accelerator.profile,
+            "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
+            "no_cache": no_cache, "settings": settings}
+
+
 def _check_common(settings: Settings, reuse_context: bool) -> None:
     if not settings.image.name:
         raise _missing("image.name", "every build needs an image name")
@@ -290,7 +291,7 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
         if not getattr(src, f"{name}_repo"):
             raise _missing(f"sources.{name}_repo", f"build-base clones {name}")
     return BasePlan(
-        image=settings.image.reference,
+        **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.base.sys,
         dockerfile_template=_template(settings, "base"),
         python_version=python.version,
@@ -304,12 +305,6 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=_build_env(settings),
-        profile=settings.accelerator.profile,
-        build_dir=settings.build.dir,
-        reuse_context=reuse_context,
-        verify=settings.build.verify,
-        no_cache=no_cache,
-        settings=settings,
     )
 
 
@@ -363,7 +358,7 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
     extension = SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
     vision = SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
     return DevPlan(
-        image=settings.image.reference,
+        **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.image.base,
         dockerfile_template=_template(settings, "dev"),
         python_version=settings.python.version if python_given else "",
@@ -383,13 +378,7 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
         runtime_env=_build_env(settings),
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-        profile=settings.accelerator.profile,
         keep_git=src.keep_git,
-        build_dir=settings.build.dir,
-        reuse_context=reuse_context,
-        verify=settings.build.verify,
-        no_cache=no_cache,
-        settings=settings,
     )
 
 

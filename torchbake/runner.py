@@ -9,7 +9,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -247,5 +247,3 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
 def exit_status(results: Mapping[str, CellResult]) -> int:
     return 1 if any(r.status in FAILED_STATES or r.status == "not run" for r in results.values()) else 0
 
-
-PlanFactory = Callable[[Cell], object]
