@@ -30,6 +30,7 @@ from .engine import DockerClient
 from .errors import ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
                    parse_os_release)
+from .validation import is_location
 from .verify import Expectations, verify_image
 
 Plan = ReleasePlan | BasePlan | DevPlan
@@ -94,8 +95,6 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
     prepared. "" when an input's digest is known only after downloading it."""
     digests: dict[str, str] = {}
 
-    def digest_of(key: str, location: str) -> None:
-        digests[key] = cache.known_digest(location) if _is_location(location) else location
 
     settings = plan.settings
     material: dict[str, object] = {
@@ -110,13 +109,13 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
         "sources": facts.source_commits,
     }
     for key, location in getattr(plan, "toolkits", {}).items():
-        digest_of(f"toolkits.{key}", location)
+        digests[f"toolkits.{key}"] = cache.known_digest(location)
     if isinstance(plan, ReleasePlan):
-        for role, location in plan.wheel_sources.items():
-            digest_of(f"wheels.{role}", location)
+        for role, source in plan.wheel_sources.items():  # a requirement is hashed as written
+            digests[f"wheels.{role}"] = cache.known_digest(source) if is_location(source) else source
         material["extra"] = plan.extra_requirements
     if isinstance(plan, (ReleasePlan, BasePlan)) and plan.python_source:
-        digest_of("python", plan.python_source)
+        digests["python"] = cache.known_digest(plan.python_source)
     if isinstance(plan, BasePlan):
         material.update(requirements=plan.requirements, keep_git=plan.keep_git)
     if isinstance(plan, DevPlan):
@@ -125,10 +124,6 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
         return ""
     material["inputs"] = digests
     return hashlib.sha256(json.dumps(material, sort_keys=True, default=list).encode()).hexdigest()
-
-
-def _is_location(value: str) -> bool:
-    return value.startswith(("http://", "https://", "file://")) or "/" in value or value.endswith((".whl", ".tar.gz"))
 
 
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
@@ -339,25 +334,37 @@ def record_built(state: Path, digest: str, image_id: str) -> None:
     os.replace(tmp, state)
 
 
+def built_images_file(plan: Plan) -> Path:
+    """Where torchbake records which image it built from which input hash."""
+    return plan.settings.paths.cache_dir / "built-images.json"
+
+
+def assess(plan: Plan, client: DockerClient, *, look: bool = True,
+           apply: bool = True) -> tuple[Preflight, str, tuple[str, str] | None]:
+    """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
+    whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
+    ``apply``)."""
+    facts = preflight(plan, client)
+    digest = fingerprint(plan, facts, DownloadCache(plan.settings.paths.cache_dir, plan.settings.checksums))
+    found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
+    return facts, digest, found
+
+
 def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
                 log_file: Path | None = None) -> BuildResult:
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
-    facts = preflight(plan, client)
+    facts, digest, found = assess(plan, client, look=skip_unchanged)
     cache = DownloadCache(settings.paths.cache_dir, settings.checksums)
-    digest = fingerprint(plan, facts, cache)
-    state = settings.paths.cache_dir / "built-images.json"
-    if skip_unchanged and digest:
-        found = find_unchanged(client, plan.image, digest, state=state)
-        if found:
-            status, image_id = found
-            reason = ("its input hash matches the image's" if status == "unchanged"
-                      else f"same inputs as {image_id[:19]}, re-tagged")
-            console.print(f"[bold]{plan.image}[/] {status}: {reason}")
-            info = client.inspect_image(plan.image) or {}
-            return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
-                               input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
+    if found:
+        status, image_id = found
+        reason = ("its input hash matches the image's" if status == "unchanged"
+                  else f"same inputs as {image_id[:19]}, re-tagged")
+        console.print(f"[bold]{plan.image}[/] {status}: {reason}")
+        info = client.inspect_image(plan.image) or {}
+        return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
+                           input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
     if plan.reuse_context:
@@ -392,7 +399,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
-    record_built(state, digest, info.get("Id", image_id))
+    record_built(built_images_file(plan), digest, info.get("Id", image_id))
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")

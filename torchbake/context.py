@@ -28,6 +28,7 @@ from .downloads import Artifact, DownloadCache, file_sha256, link_or_copy
 from .errors import ConfigurationError, DownloadError
 from .plan import COMMON_DIR, TOOLKITS, BasePlan, DevPlan, ReleasePlan
 from .sources import SourceTree, link_tree
+from .validation import is_location
 
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
@@ -202,7 +203,7 @@ def prepare_release_context(
     stage = _Staging(folder, temporary)
     # Inputs given by URL: fetched (or found) and checked first.
     wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
-                       for role, loc in plan.wheel_sources.items() if not _is_requirement(loc)}
+                       for role, loc in plan.wheel_sources.items() if is_location(loc)}
     toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
     python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
 
@@ -274,8 +275,3 @@ def prepare_dev_context(
     return stage.finish(plan.dockerfile_template, plan.build_env, plan.profile, ["**/.git"] if not plan.keep_git else [],
                         runtime_env=plan.runtime_env, sources=recorded)
 
-
-def _is_requirement(location: str) -> bool:
-    from .validation import is_url
-
-    return not (is_url(location) or "/" in location or location.endswith(".whl"))

@@ -47,10 +47,22 @@ FLAGS = {
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReleasePlan:
-    variant = "release"
+class PlanCommon:
+    """What every plan has: the image, the profile, where its context goes, and the run's flags."""
 
     image: str  # name:tag
+    profile: str
+    build_dir: str  # "" = temporary
+    reuse_context: bool
+    verify: bool
+    no_cache: bool = False
+    settings: Settings = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleasePlan(PlanCommon):
+    variant = "release"
+
     base_image: str
     dockerfile_template: Path
     python_version: str
@@ -61,15 +73,9 @@ class ReleasePlan:
     toolkits: dict[str, str]  # toolkit key → location, install order
     image_env: dict[str, str]
     render_gid: int
-    profile: str
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
-    build_dir: str  # "" = temporary
-    reuse_context: bool
-    verify: bool
-    no_cache: bool = False
-    settings: Settings = field(repr=False)
 
 
 def _missing(key: str, why: str) -> ConfigurationError:
@@ -86,8 +92,6 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         raise _missing("image.base", "a release image is built FROM a plain OS image (e.g. one made by `invoke bootstrap-os`)")
     if not reuse_context:  # with --no-prepare the inputs are those of the prepared context
         _check_inputs(settings)
-    if python.provider == "standalone" and not python.standalone_url:
-        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
     template = _template(settings, "release")
     env = dict(image.env)
     if settings.accelerator.torch_cuda_arch_list:
@@ -102,7 +106,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         dockerfile_template=template,
         python_version=python.version,
         python_provider=python.provider,
-        python_source=python.standalone_url.replace("{python}", python.version) if python.provider == "standalone" else "",
+        python_source=_python_source(settings),
         wheel_sources={role: loc for role, loc in sources.items() if loc},
         extra_requirements=wheels.extra,
         toolkits=settings.toolkits.given(),
@@ -238,11 +242,10 @@ SOURCE_NAMES = ("pytorch", "vision", "audio")
 
 
 @dataclass(frozen=True, kw_only=True)
-class BasePlan:
+class BasePlan(PlanCommon):
     """``invoke build-base``: OS + build tools + Python + the three source trees."""
 
     variant = "base"
-    image: str
     base_image: str  # the OS image (--sys)
     dockerfile_template: Path
     python_version: str
@@ -256,12 +259,6 @@ class BasePlan:
     video_gid: int
     user: str
     image_env: dict[str, str]
-    profile: str
-    build_dir: str
-    reuse_context: bool
-    verify: bool
-    no_cache: bool = False
-    settings: Settings = field(repr=False)
 
 
 def _common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
@@ -269,6 +266,16 @@ def _common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> d
     return {"image": settings.image.reference, "profile": settings.accelerator.profile,
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "settings": settings}
+
+
+def _python_source(settings: Settings) -> str:
+    """The CPython tarball of provider "standalone" ("" for the OS Python)."""
+    python = settings.python
+    if python.provider != "standalone":
+        return ""
+    if not python.standalone_url:
+        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
+    return python.standalone_url.replace("{python}", python.version)
 
 
 def _check_common(settings: Settings, reuse_context: bool) -> None:
@@ -284,8 +291,6 @@ def _check_common(settings: Settings, reuse_context: bool) -> None:
 def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
     _check_common(settings, reuse_context)
     python = settings.python
-    if python.provider == "standalone" and not python.standalone_url:
-        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
     src = settings.sources
     for name in SOURCE_NAMES:
         if not getattr(src, f"{name}_repo"):
@@ -296,7 +301,7 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
         dockerfile_template=_template(settings, "base"),
         python_version=python.version,
         python_provider=python.provider,
-        python_source=python.standalone_url.replace("{python}", python.version) if python.provider == "standalone" else "",
+        python_source=_python_source(settings),
         sources=tuple(SourceSpec(n, getattr(src, f"{n}_repo"), getattr(src, f"{n}_tag")) for n in SOURCE_NAMES),
         source_root=src.root,
         keep_git=src.keep_git,
@@ -309,11 +314,10 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
 
 
 @dataclass(frozen=True, kw_only=True)
-class DevPlan:
+class DevPlan(PlanCommon):
     """``invoke build`` without ``--release``: torch and the extension from source."""
 
     variant = "dev"
-    image: str
     base_image: str  # a torchbake base image
     dockerfile_template: Path
     python_version: str  # "" = the base image's
@@ -333,13 +337,7 @@ class DevPlan:
     runtime_env: dict[str, str]
     cuda_arch_list: str
     rocm_arch: str
-    profile: str
     keep_git: bool
-    build_dir: str
-    reuse_context: bool
-    verify: bool
-    no_cache: bool = False
-    settings: Settings = field(repr=False)
 
 
 def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,

@@ -20,8 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import command, config as configuration
-from .builder import Preflight, build_image, find_unchanged, fingerprint, log_path, preflight
-from .downloads import DownloadCache
+from .builder import assess, build_image, log_path
 from .engine import DockerClient
 from .errors import EngineError, FatalError
 from .matrix import Cell
@@ -58,16 +57,13 @@ def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
     """What a run would do with this cell, and why — without building or tagging anything."""
     try:
-        facts: Preflight = preflight(plan, client)
+        _facts, digest, found = assess(plan, client, apply=False)
     except FatalError as exc:
         if cell.depends_on:
             return "build", f"after {', '.join(cell.depends_on)} ({str(exc).splitlines()[0]})"
         return "fail", str(exc).splitlines()[0]
-    digest = fingerprint(plan, facts, DownloadCache(plan.settings.paths.cache_dir, plan.settings.checksums))
     if not digest:
         return "build", "an input is not downloaded yet"
-    found = find_unchanged(client, plan.image, digest, state=plan.settings.paths.cache_dir / "built-images.json",
-                           apply=False)
     if found is None:
         return "build", "no image has these inputs"
     return ("skip", "unchanged") if found[0] == "unchanged" else ("retag", f"same inputs as {found[1][:19]}")
@@ -99,14 +95,8 @@ class MatrixRun:
     def _quick_check(self, cell: Cell) -> tuple[str, str, str] | None:
         """(status, image id, input hash) when the cell's image is already up to date (re-tagging
         it if needed); None when it needs the full path (or the check itself failed)."""
-        plan = self.plans[cell.id]
         try:
-            facts = preflight(plan, self.client)
-            digest = fingerprint(plan, facts, DownloadCache(plan.settings.paths.cache_dir, plan.settings.checksums))
-            if not digest:
-                return None
-            found = find_unchanged(self.client, plan.image, digest,
-                                   state=plan.settings.paths.cache_dir / "built-images.json")
+            _facts, digest, found = assess(self.plans[cell.id], self.client)
         except Exception:  # noqa: BLE001 - the full path reports whatever went wrong here
             return None
         return (*found, digest) if found else None

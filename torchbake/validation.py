@@ -87,9 +87,15 @@ def location(value: str) -> None:
         raise ValueError("no such file; expected an http(s):// or file:// URL or an existing local path")
 
 
+def is_location(value: str) -> bool:
+    """Whether a wheel source names a file (URL, path or wheel file name) rather than a pip
+    requirement such as 'torch==2.13.0'."""
+    return is_url(value) or "/" in value or value.endswith(".whl")
+
+
 def wheel_source(value: str) -> None:
     """A wheel location (see ``location``) or a pip requirement such as 'torch==2.13.0'."""
-    if not value or is_url(value) or "/" in value or value.endswith(".whl"):
+    if not value or is_location(value):
         location(value)
         return
     try:

@@ -129,6 +129,10 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     def add(name: str, ok: bool | None, detail: str) -> None:
         checks.append(CheckResult(name, SKIP if ok is None else PASS if ok else FAIL, detail))
 
+    def pip_check() -> None:
+        code, text = facts["pip_check"]
+        add("pip check", code == 0, text.strip().splitlines()[-1] if text.strip() else "clean")
+
     add("python version", facts["python"] == expected.python if expected.python else None,
         f"{facts['python_full']} (expected {expected.python or 'not recorded'})")
     if expected.variant == "base":
@@ -136,8 +140,7 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
             found = facts.get("sources", {}).get(name)
             add(f"{name} source", bool(found) and found[2] == commit,
                 f"/home/{name} at {found[1]} {found[2][:12]}" if found else f"/home/{name} has no .torchbake-source")
-        code, text = facts["pip_check"]
-        add("pip check", code == 0, text.strip().splitlines()[-1] if text.strip() else "clean")
+        pip_check()
         return checks
     torch_error = facts.get("torch_error")
     add("torch imports", torch_error is None, torch_error or f"torch {facts.get('torch')}")
@@ -147,8 +150,7 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     if expected.extension_module:
         error = facts.get("extension_error")
         add(f"{expected.extension_module} imports", error is None, error or "imported")
-    code, text = facts["pip_check"]
-    add("pip check", code == 0, text.strip().splitlines()[-1] if text.strip() else "clean")
+    pip_check()
     code, text, constraint = facts["constraint"]
     refused = code != 0 and "constraint" in text
     add("torch pinned", refused,
