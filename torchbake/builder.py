@@ -263,8 +263,8 @@ def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: di
     commit = sources.check_reachable(plan.extension, plan.git_credential_file) if plan.extension else ""
     max_jobs = plan.max_jobs
     if not max_jobs:
-        info = client.call("info", "--format", "{{.NCPU}} {{.MemTotal}}").output.split()
-        max_jobs = default_max_jobs(int(info[0]), int(info[1]))
+        info = client.engine_info()
+        max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
     commits = {}
     if plan.vision is not None:
         vision = sources.find_in_root(plan.vision_root, plan.vision)

@@ -67,5 +67,5 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
     return config.resolve(list(config_files or []), dict(os.environ), dict(overrides))
 
 
-def docker_client(choice: str) -> DockerClient:
-    return detect_client(choice, dict(os.environ))
+def docker_client(choice: str, *, for_build: bool = True) -> DockerClient:
+    return detect_client(choice, dict(os.environ), for_build=for_build)

@@ -107,6 +107,19 @@ def run(
     return result
 
 
+def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool = True,
+                 error: type[FatalError] = CommandError) -> int:
+    """Run ``args`` with the user's terminal (or standard streams) passed straight through, as an
+    interactive shell or a command whose output is the result; return its exit status. The
+    ``+ command`` echo goes to the default stream (stderr for run-container), never stdout."""
+    argv = [str(a) for a in args]
+    argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
+    print(f"+ {format_command(argv)}", file=default_stream.get() or sys.stdout, flush=True)
+    sys.stdout.flush()
+    stdin = None if forward_stdin else subprocess.DEVNULL
+    return subprocess.run(argv, stdin=stdin, check=False).returncode
+
+
 def _stream(
     argv: list[str],
     env: dict[str, str],

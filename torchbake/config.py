@@ -141,6 +141,19 @@ class DevOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    name: str
+    shm_size: str
+    privileged: bool
+    env: Mapping[str, str]
+    mounts: tuple[str, ...]
+    workdir: str
+    device_profile: str
+    shell: str
+    network: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class PathOptions:
     cache_dir: Path
     log_dir: Path
@@ -157,6 +170,7 @@ class Settings:
     sources: SourceOptions
     base: BaseOptions
     dev: DevOptions
+    run: RunOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
 
@@ -171,6 +185,7 @@ SECTION_TYPES: dict[str, type] = {
     "sources": SourceOptions,
     "base": BaseOptions,
     "dev": DevOptions,
+    "run": RunOptions,
     "paths": PathOptions,
 }
 
@@ -222,6 +237,14 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "dev.ccache_size": validation.size,
     "dev.runtime_base": validation.image_reference,
     "dev.runtime_paths": lambda v: [validation.absolute_path(p) for p in v],
+    "run.name": validation.container_name,
+    "run.shm_size": lambda v: v == "auto" or validation.byte_size(v),
+    "run.env": validation.env_names,
+    "run.mounts": lambda v: [validation.mount_spec(m) for m in v],
+    "run.workdir": lambda v: v and validation.absolute_path(v),
+    "run.device_profile": validation.one_of(("", *validation.PROFILES)),
+    "run.shell": validation.absolute_path,
+    "run.network": lambda v: v and validation.container_name(v),
 }
 
 

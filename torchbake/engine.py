@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from . import command
-from .errors import BuildError, CommandError, EngineError
+from .errors import BuildError, CommandError, EngineError, FatalError
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
@@ -35,7 +35,7 @@ INSTALL_HINT = (
 class DockerClient:
     binary: str
     version: str
-    build_mode: str  # "buildx" or "buildkit-env"
+    build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
     environ: Mapping[str, str] = field(default_factory=dict)
 
     # -- commands --------------------------------------------------------------------------
@@ -78,14 +78,14 @@ class DockerClient:
 
     # -- engine calls ----------------------------------------------------------------------
     def call(self, *args: str, timeout: float | None = ENGINE_TIMEOUT, check: bool = True,
-             echo: bool = False) -> command.CommandResult:
+             echo: bool = False, error: type[FatalError] = EngineError) -> command.CommandResult:
         try:
             return command.run(
-                [self.binary, *args], capture=True, check=check, error=EngineError,
+                [self.binary, *args], capture=True, check=check, error=error,
                 timeout=timeout, echo=echo,
                 failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.",
             )
-        except EngineError as exc:
+        except FatalError as exc:
             if "did not finish within" in str(exc):
                 raise EngineError(
                     f"The Docker engine did not answer `docker {' '.join(args[:2])}` within"
@@ -130,6 +130,25 @@ class DockerClient:
             raise EngineError(f"docker image inspect {reference} failed:\n{result.output.strip()}")
         return json.loads(result.output)[0]
 
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        """The container's ``docker container inspect`` record, or None if there is none."""
+        fast = _socket_get(f"/containers/{urllib.parse.quote(name, safe='')}/json")
+        if fast is not None and fast[0] in (200, 404):
+            return json.loads(fast[1]) if fast[0] == 200 else None
+        result = self.call("container", "inspect", name, check=False)
+        if result.returncode != 0:
+            if "no such" in result.output.lower():
+                return None
+            raise EngineError(f"docker container inspect {name} failed:\n{result.output.strip()}")
+        return json.loads(result.output)[0]
+
+    def engine_info(self) -> dict[str, Any]:
+        """``docker info`` as the Engine API gives it (NCPU, MemTotal, Runtimes, ...)."""
+        fast = _socket_get("/info")
+        if fast is not None and fast[0] == 200:
+            return json.loads(fast[1])
+        return json.loads(self.call("info", "--format", "{{json .}}").output)
+
     def image_labels(self, reference: str) -> dict[str, str]:
         info = self.inspect_image(reference)
         if info is None:
@@ -170,13 +189,18 @@ def _current_context() -> str:
         return ""
 
 
+def engine_is_local() -> bool:
+    """Whether the engine is the default one on this machine (so its /dev and socket are here)."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if os.environ.get("DOCKER_CONTEXT") or (host and host != f"unix://{LOCAL_SOCKET}"):
+        return False
+    return os.path.exists(LOCAL_SOCKET) and _current_context() in ("", "default")
+
+
 def _socket_get(path: str) -> tuple[int, bytes] | None:
     """A read-only Engine API call straight over the local socket (a few ms, where the CLI takes
     tens), used only when the engine is the local default one; None means "ask the CLI"."""
-    host = os.environ.get("DOCKER_HOST", "")
-    if os.environ.get("DOCKER_CONTEXT") or (host and host != f"unix://{LOCAL_SOCKET}") or not os.path.exists(LOCAL_SOCKET):
-        return None
-    if _current_context() not in ("", "default"):
+    if not engine_is_local():
         return None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
@@ -192,8 +216,10 @@ def _socket_get(path: str) -> tuple[int, bytes] | None:
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
 
 
-def probe_client(binary: str, environ: Mapping[str, str] | None = None) -> DockerClient | str:
-    """A usable client, or the reason this binary cannot build with BuildKit."""
+def probe_client(binary: str, environ: Mapping[str, str] | None = None, *,
+                 for_build: bool = True) -> DockerClient | str:
+    """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
+    client that cannot build is still usable for running containers)."""
     try:
         result = command.run([binary, "--version"], capture=True, check=False, echo=False, timeout=20)
     except CommandError as exc:
@@ -202,6 +228,8 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None) -> Docke
     if result.returncode != 0 or not match:
         return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
     version = ".".join(g or "0" for g in match.groups())
+    if not for_build:
+        return DockerClient(binary=binary, version=version, build_mode="none", environ=environ or {})
     buildx = command.run([binary, "buildx", "version"], capture=True, check=False, echo=False, timeout=20)
     if buildx.returncode == 0:
         return DockerClient(binary=binary, version=version, build_mode="buildx", environ=environ or {})
@@ -224,8 +252,9 @@ def candidate_clients(path_env: str) -> list[str]:
     return found
 
 
-def detect_client(choice: str, environ: Mapping[str, str]) -> DockerClient:
-    """The client named by ``choice`` ("auto" = the first BuildKit-capable one found)."""
+def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerClient:
+    """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
+    ``for_build``, the first that answers at all)."""
     if choice != "auto":
         binary = choice if os.sep in choice else (shutil.which(choice) or choice)
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
@@ -233,13 +262,13 @@ def detect_client(choice: str, environ: Mapping[str, str]) -> DockerClient:
                 f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
                 " Pass a name on PATH or a path, or 'auto'."
             )
-        probed = probe_client(binary, environ)
+        probed = probe_client(binary, environ, for_build=for_build)
         if isinstance(probed, str):
             raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
         return probed
     reasons = []
     for binary in candidate_clients(environ.get("PATH", os.defpath)):
-        probed = probe_client(binary, environ)
+        probed = probe_client(binary, environ, for_build=for_build)
         if isinstance(probed, DockerClient):
             return probed
         reasons.append(f"  {binary}: {probed}")

@@ -48,3 +48,10 @@ class CommandError(FatalError):
     """A host command (pip, debootstrap, ...) ran and failed."""
 
     exit_code = 7
+
+
+class ContainerError(FatalError):
+    """A container cannot be created or reused as asked (name taken by another image, the host
+    lacks the device profile's support, a paused or broken container)."""
+
+    exit_code = 8

@@ -215,3 +215,35 @@ def size(value: str) -> None:
 def absolute_path(value: str) -> None:
     if not value.startswith("/") or " " in value:
         raise ValueError("expected absolute paths inside the image, without spaces, e.g. /usr/local/musa")
+
+
+_CONTAINER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
+_BYTE_SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?) ?([kmgtp])?i?b?$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
+
+
+def container_name(value: str) -> None:
+    if value and not _CONTAINER_NAME_RE.match(value):
+        raise ValueError("expected a container name: letters, digits, '_', '.' and '-', starting with a letter or digit")
+
+
+def byte_size(value: str) -> int:
+    """Docker's sizes (``--shm-size 8G``, ``512m``, ``1.5GB``, plain bytes); binary units."""
+    match = _BYTE_SIZE_RE.match(value.strip())
+    if not match or float(match.group(1)) <= 0:
+        raise ValueError("expected a size such as 512M, 8G or 80G: a positive number with an optional unit K, M, G or T")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+
+
+def mount_spec(value: str) -> None:
+    """``HOST:CONTAINER`` or ``HOST:CONTAINER:ro|rw`` (syntax only: run-container checks HOST exists)."""
+    parts = value.split(":")
+    if len(parts) == 3 and parts[2] in ("ro", "rw"):
+        parts = parts[:2]
+    if len(parts) != 2 or not parts[0] or not parts[1].startswith("/"):
+        raise ValueError("expected HOST:CONTAINER or HOST:CONTAINER:ro, with an absolute CONTAINER path, e.g. ~/data:/data:ro")
+
+
+def is_image_id(value: str) -> bool:
+    """An image id as `docker images` shows it (12+ hex digits, optionally ``sha256:``)."""
+    return bool(re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value))

@@ -1,0 +1,429 @@
+"""Containers from built images: ``invoke run-container``, ``containers`` and ``stop-container``.
+
+One command replaces the ``docker run -itd --privileged … --shm-size 80G IMAGE /bin/bash`` /
+``docker start`` / ``docker exec -it … /bin/bash`` ritual. Everything is checked before anything
+is created: the options, the image, the host's support for the device profile, the mount
+sources, and whether a container of that name exists and may be reused. :func:`plan_session`
+then turns the request and what exists into the exact docker commands, which ``--dry-run``
+prints and a real run executes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__, command, validation
+from .config import Settings
+from .engine import DockerClient, engine_is_local
+from .errors import ConfigurationError, ContainerError
+
+CONTAINER_LABEL = "torchbake.container"
+PROFILE_LABEL = "torchbake.device-profile"
+IMAGE_LABEL = "torchbake.image"
+SHM_WARNING_BELOW = 1 << 30
+REPLACE_HINT = "Add --replace to remove it and create it again, or pass another --name."
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A bind mount; the host path exists (checked before anything is created)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    @classmethod
+    def parse(cls, spec: str, origin: str) -> Mount:
+        try:
+            validation.mount_spec(spec)
+        except ValueError as exc:
+            raise ConfigurationError(f"{origin} {spec!r} is invalid: {exc}.") from None
+        host, target, *mode = spec.split(":")
+        source = Path(host).expanduser().absolute()
+        if not source.exists():
+            raise ConfigurationError(
+                f"{origin} {spec!r}: the host path {source} does not exist. Create it first or fix the"
+                " path (Docker would otherwise mount an empty folder, or refuse)."
+            )
+        return cls(str(source), target, mode == ["ro"])
+
+    def argument(self) -> str:
+        return f"type=bind,source={self.source},target={self.target}" + (",readonly" if self.read_only else "")
+
+
+def parse_env(items: Sequence[str], origin: str = "--env") -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigurationError(f"{origin} {item!r} is not KEY=VALUE, e.g. --env CUDA_LAUNCH_BLOCKING=1.")
+        try:
+            validation.env_names({key: value})
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"{origin} {item!r}: {exc}; a name has letters, digits and '_' and does not start with a digit."
+            ) from None
+        env[key] = value
+    return env
+
+
+def format_size(size: int) -> str:
+    for unit, factor in (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20), ("k", 1 << 10)):
+        if size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def default_name(image: str) -> str:
+    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``pytorch-cpu-2.13.0-py3.11``."""
+    if validation.is_image_id(image):
+        return f"torchbake-{image.removeprefix('sha256:')[:12]}"
+    if "@" in image:
+        repository, digest = image.split("@", 1)
+        suffix = digest.split(":")[-1][:12]
+    elif ":" in image.rsplit("/", 1)[-1]:
+        repository, suffix = image.rsplit(":", 1)
+    else:
+        repository, suffix = image, "latest"
+    return f"{repository.rsplit('/', 1)[-1]}-{suffix}"
+
+
+# -- device profiles -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostDevices:
+    """What the engine's host offers the device profiles."""
+
+    runtimes: tuple[str, ...]
+    local: bool  # the engine runs here, so its /dev can be looked at
+    nodes: Mapping[str, int] = field(default_factory=dict)  # device path → group id
+
+    @classmethod
+    def probe(cls, info: Mapping[str, Any], dev: Path = Path("/dev")) -> HostDevices:
+        local = engine_is_local()
+        nodes: dict[str, int] = {}
+        if local:
+            patterns = ("kfd", "dri", "dri/renderD*", "nvidiactl", "nvidia[0-9]*", "mtgpu*")
+            for pattern in patterns:
+                for path in sorted(dev.glob(pattern)):
+                    nodes[str(path)] = path.stat().st_gid
+        return cls(tuple(sorted((info.get("Runtimes") or {}).keys())), local, nodes)
+
+    def has(self, *prefixes: str) -> bool:
+        return any(node.startswith(prefixes) for node in self.nodes)
+
+
+def device_arguments(profile: str, host: HostDevices) -> tuple[str, ...]:
+    """The ``docker run`` arguments a device profile needs, or a ContainerError if the host lacks
+    what the profile needs (so nothing is created)."""
+    if profile == "cpu":
+        return ()
+    if profile == "cuda":
+        if "nvidia" not in host.runtimes and not (host.local and shutil.which("nvidia-container-runtime-hook")):
+            raise ContainerError(
+                "The cuda device profile needs the NVIDIA Container Toolkit on the engine's host, and"
+                f" this engine has none (runtimes: {', '.join(host.runtimes) or 'none'}; no"
+                " nvidia-container-runtime-hook). Install nvidia-container-toolkit and restart dockerd,"
+                " or pass --device-profile cpu to run without GPUs."
+            )
+        if host.local and not host.has("/dev/nvidiactl"):
+            raise ContainerError(
+                "The cuda device profile needs an NVIDIA driver: /dev/nvidiactl does not exist on this host."
+                " Check `nvidia-smi`, or pass --device-profile cpu to run without GPUs."
+            )
+        return ("--gpus", "all")
+    if profile == "rocm":
+        if not host.local:
+            return ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render")
+        missing = [node for node in ("/dev/kfd", "/dev/dri") if node not in host.nodes]
+        if missing:
+            raise ContainerError(
+                f"The rocm device profile needs {' and '.join(missing)} on this host, which "
+                f"{'do' if len(missing) > 1 else 'does'} not exist (the amdgpu driver with ROCm support"
+                " makes them). Pass --device-profile cpu to run without GPUs."
+            )
+        groups = sorted({gid for node, gid in host.nodes.items() if node == "/dev/kfd" or node.startswith("/dev/dri/renderD")})
+        args = ["--device", "/dev/kfd", "--device", "/dev/dri", "--security-opt", "seccomp=unconfined"]
+        for gid in groups:
+            args += ["--group-add", str(gid)]
+        return tuple(args)
+    if profile == "musa":
+        if host.local and "mthreads" not in host.runtimes and not host.has("/dev/mtgpu", "/dev/dri"):
+            raise ContainerError(
+                "The musa device profile needs a Moore Threads GPU: this host has no /dev/mtgpu* or /dev/dri"
+                f" devices and the engine no mthreads runtime (runtimes: {', '.join(host.runtimes) or 'none'})."
+                " Install the MUSA driver and mt-container-toolkit, or pass --device-profile cpu."
+            )
+        return ("--privileged", "--env", "MTHREADS_VISIBLE_DEVICES=all")
+    raise ConfigurationError(f"Unknown device profile {profile!r}; expected one of: {', '.join(validation.PROFILES)}.")
+
+
+# -- the request and its plan ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    """What the user asked for; ``explicit`` names the creation options given on the command line
+    (those are compared with an existing container's)."""
+
+    image: str
+    name: str
+    shm_size: str
+    privileged: bool
+    env: Mapping[str, str]
+    mounts: tuple[Mount, ...]
+    workdir: str
+    device_profile: str
+    shell: str
+    network: str
+    command: str
+    remove: bool
+    replace: bool
+    interactive: bool  # a terminal on both ends: -it
+    forward_stdin: bool  # standard input is a pipe or file the shell or command reads
+    explicit: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_settings(cls, settings: Settings, image: str, *, extra_env: Sequence[str] = (),
+                      extra_mounts: Sequence[str] = (), **fields: Any) -> RunRequest:
+        """The request from the [run] options plus the command line's --env and --mount, which add
+        to ``run.env`` and ``run.mounts``. Every value is checked here, before the engine is asked."""
+        options = settings.run
+        try:
+            validation.image_reference(image)
+        except ValueError as exc:
+            if not validation.is_image_id(image):
+                raise ConfigurationError(f"IMAGE {image!r} is invalid: {exc}.") from None
+        env = {**options.env, **parse_env(extra_env)}
+        mounts = tuple(Mount.parse(m, "run.mounts") for m in options.mounts)
+        mounts += tuple(Mount.parse(m, "--mount") for m in extra_mounts)
+        return cls(image=image, name=options.name, shm_size=options.shm_size, privileged=options.privileged,
+                   env=env, mounts=mounts, workdir=options.workdir, device_profile=options.device_profile,
+                   shell=options.shell, network=options.network, **fields)
+
+
+@dataclass(frozen=True)
+class Session:
+    """The docker commands that give the user their shell or run their command, in order; the
+    last one is attached to the user's terminal or standard streams."""
+
+    name: str
+    profile: str
+    notes: tuple[str, ...]
+    setup: tuple[tuple[str, ...], ...]
+    attached: tuple[str, ...]
+
+
+def shm_bytes(request: RunRequest, memory: int) -> int:
+    """``auto``: half the engine host's memory in whole GiB (what /dev/shm gets on a Linux host)."""
+    if request.shm_size == "auto":
+        return max(1, memory // 2 >> 30) << 30
+    return validation.byte_size(request.shm_size)
+
+
+def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, profile: str,
+                 device_args: Sequence[str], shm: int, existing: Mapping[str, Any] | None) -> Session:
+    """The steps for this request given what exists (a pure function: --dry-run prints it)."""
+    notes: list[str] = []
+    setup: list[tuple[str, ...]] = []
+    shell_args = (request.shell, "-c", request.command) if request.command else (request.shell,)
+    stream_flags = ("--interactive", "--tty") if request.interactive else (
+        ("--interactive",) if request.forward_stdin else ())
+    create = _create_flags(request, name=name, profile=profile, device_args=device_args, shm=shm)
+    if request.remove:
+        if existing is not None:
+            raise ContainerError(
+                f"A container named {name!r} already exists; --rm runs a new, throwaway container."
+                " Pass another --name, or leave --name out."
+            )
+        notes.append(f"Running a throwaway container {name} from {request.image} ({_describe(profile, shm)}).")
+        attached = (binary, "run", "--rm", *stream_flags, *create, "--entrypoint", request.shell, request.image,
+                    *shell_args[1:])
+        return Session(name, profile, tuple(notes), (), attached)
+
+    if existing is not None:
+        state = (existing.get("State") or {}).get("Status", "")
+        ours = (existing.get("Config", {}).get("Labels") or {}).get(CONTAINER_LABEL) == "true"
+        problem = _reuse_problem(request, existing, image_id=image_id, profile=profile, shm=shm)
+        if request.replace or problem:
+            if not request.replace:
+                raise ContainerError(f"{problem}\n{REPLACE_HINT}")
+            if not ours:
+                raise ContainerError(
+                    f"Container {name!r} was not created by torchbake (it has no {CONTAINER_LABEL} label), so"
+                    f" --replace leaves it alone. Remove it yourself (docker rm -f {name}) or pass another --name."
+                )
+            notes.append(f"Replacing container {name} ({state}): {problem or 'asked with --replace'}.")
+            setup.append((binary, "rm", "--force", name))
+            existing = None
+        elif state == "running":
+            notes.append(f"Opening a shell in running container {name}." if not request.command
+                         else f"Running the command in running container {name}.")
+        elif state in ("exited", "created"):
+            notes.append(f"Starting stopped container {name}.")
+            setup.append((binary, "start", name))
+        elif state == "paused":
+            raise ContainerError(f"Container {name!r} is paused. Resume it with `docker unpause {name}`, or {REPLACE_HINT[0].lower()}{REPLACE_HINT[1:]}")
+        else:
+            raise ContainerError(
+                f"Container {name!r} is {state or 'in an unknown state'}; `docker logs {name}` may say why. {REPLACE_HINT}"
+            )
+    if existing is None:
+        notes.append(f"Creating container {name} from {request.image} ({_describe(profile, shm)}).")
+        setup.append((binary, "run", "--detach", "--interactive", "--tty", *create, "--entrypoint", request.shell,
+                      request.image))
+    exec_flags: list[str] = list(stream_flags)
+    for key, value in request.env.items():
+        exec_flags += ["--env", f"{key}={value}"]
+    if request.workdir:
+        exec_flags += ["--workdir", request.workdir]
+    attached = (binary, "exec", *exec_flags, name, *shell_args)
+    return Session(name, profile, tuple(notes), tuple(setup), attached)
+
+
+def _describe(profile: str, shm: int) -> str:
+    return f"device profile {profile}, /dev/shm {format_size(shm)}"
+
+
+def _create_flags(request: RunRequest, *, name: str, profile: str, device_args: Sequence[str], shm: int) -> list[str]:
+    flags = ["--name", name, "--hostname", name.replace("_", "-").replace(".", "-")[:63]]
+    labels = {CONTAINER_LABEL: "true", IMAGE_LABEL: request.image, PROFILE_LABEL: profile,
+              "torchbake.version": __version__}
+    for key, value in labels.items():
+        flags += ["--label", f"{key}={value}"]
+    flags += ["--shm-size", format_size(shm)]
+    if request.privileged and "--privileged" not in device_args:
+        flags.append("--privileged")
+    flags += device_args
+    for key, value in request.env.items():
+        flags += ["--env", f"{key}={value}"]
+    for mount in request.mounts:
+        flags += ["--mount", mount.argument()]
+    if request.workdir:
+        flags += ["--workdir", request.workdir]
+    if request.network:
+        flags += ["--network", request.network]
+    return flags
+
+
+def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id: str, profile: str, shm: int) -> str:
+    """Why the existing container is not what was asked for ("" if it is)."""
+    name = existing.get("Name", "").lstrip("/")
+    if existing.get("Image") != image_id:
+        created_from = (existing.get("Config") or {}).get("Image", "")
+        if created_from == request.image:
+            return (f"Container {name!r} was created from an earlier {request.image} (image {existing.get('Image', '')[:19]});"
+                    f" that name now means image {image_id[:19]}, built since.")
+        return (f"Container {name!r} was created from image {created_from!r}, not {request.image!r}"
+                " (a different image).")
+    host = existing.get("HostConfig") or {}
+    differences = []
+    if "shm_size" in request.explicit and host.get("ShmSize") != shm:
+        differences.append(f"--shm-size: it has {format_size(int(host.get('ShmSize') or 0))}, asked {format_size(shm)}")
+    wanted_privileged = request.privileged or profile == "musa"
+    if "privileged" in request.explicit and bool(host.get("Privileged")) != wanted_privileged:
+        differences.append(f"--privileged: it has {bool(host.get('Privileged'))}, asked {wanted_privileged}")
+    labels = (existing.get("Config") or {}).get("Labels") or {}
+    if "device_profile" in request.explicit and labels.get(PROFILE_LABEL, "cpu") != profile:
+        differences.append(f"--device-profile: it has {labels.get(PROFILE_LABEL, 'none')}, asked {profile}")
+    if "mounts" in request.explicit:
+        have = {(m.get("Source"), m.get("Destination"), not m.get("RW", True)) for m in existing.get("Mounts") or []}
+        for mount in request.mounts:
+            if (mount.source, mount.target, mount.read_only) not in have:
+                differences.append(f"--mount {mount.source}:{mount.target}: not mounted in it")
+    if differences:
+        return (f"Container {name!r} exists, but was created with other settings; these apply only when a"
+                " container is created:\n  " + "\n  ".join(differences))
+    return ""
+
+
+# -- doing it --------------------------------------------------------------------------------------
+
+
+def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Session:
+    """Check everything against the engine and the host, then plan; nothing is created here."""
+    client.check_engine()
+    image = client.inspect_image(request.image)
+    if image is None:
+        raise ConfigurationError(
+            f"Image {request.image!r} does not exist on this engine. `docker images` lists those that do;"
+            " `invoke build` makes one."
+        )
+    labels = (image.get("Config") or {}).get("Labels") or {}
+    profile = request.device_profile or labels.get("torchbake.profile") or "cpu"
+    info = client.engine_info()
+    shm = shm_bytes(request, int(info.get("MemTotal") or 0))
+    if shm < SHM_WARNING_BELOW:
+        warn(f"warning: --shm-size {request.shm_size} is under 1 GB. DataLoader workers pass batches"
+             " through /dev/shm and fail with 'bus error' or 'No space left on device' when it fills.")
+    device_args = device_arguments(profile, HostDevices.probe(info))
+    name = request.name or default_name(request.image)
+    if request.remove and not request.name:
+        name = f"{name}-{secrets.token_hex(3)}"
+    existing = client.inspect_container(name)
+    return plan_session(request, binary=client.binary, image_id=image["Id"], name=name, profile=profile,
+                        device_args=device_args, shm=shm, existing=existing)
+
+
+def run_session(client: DockerClient, session: Session, *, forward_stdin: bool) -> int:
+    """Run the steps; the exit status is the shell's or the command's."""
+    for argv in session.setup:
+        client.call(*argv[1:], echo=True, error=ContainerError)
+    return command.run_attached(session.attached, forward_stdin=forward_stdin)
+
+
+def list_containers(client: DockerClient) -> list[dict[str, str]]:
+    """Containers torchbake created: name, image, status, device profile, /dev/shm, created."""
+    output = client.call("ps", "--all", "--no-trunc", "--filter", f"label={CONTAINER_LABEL}=true",
+                         "--format", "{{json .}}").output
+    rows = []
+    for line in filter(None, output.splitlines()):
+        entry = json.loads(line)
+        labels = dict(part.split("=", 1) for part in entry.get("Labels", "").split(",") if "=" in part)
+        rows.append({"name": entry.get("Names", ""), "image": labels.get(IMAGE_LABEL, entry.get("Image", "")),
+                     "status": entry.get("Status", ""), "profile": labels.get(PROFILE_LABEL, ""),
+                     "created": entry.get("CreatedAt", "").rsplit(" +", 1)[0]})
+    return sorted(rows, key=lambda row: row["name"])
+
+
+def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: int, say: Any) -> None:
+    """Stop (and with ``remove``, remove) a container torchbake created."""
+    client.check_engine()
+    existing = client.inspect_container(name)
+    if existing is None:
+        names = ", ".join(row["name"] for row in list_containers(client)) or "none"
+        raise ConfigurationError(f"No container named {name!r}. Containers torchbake created: {names}.")
+    if ((existing.get("Config") or {}).get("Labels") or {}).get(CONTAINER_LABEL) != "true":
+        raise ContainerError(
+            f"Container {name!r} was not created by torchbake, so stop-container leaves it alone;"
+            f" use `docker stop {name}` if you mean it."
+        )
+    state = (existing.get("State") or {}).get("Status", "")
+    if state in ("running", "paused", "restarting"):
+        client.call("stop", "--time", str(timeout), name, echo=True, timeout=timeout + 60, error=ContainerError)
+        say(f"Stopped {name}.")
+    else:
+        say(f"{name} was not running ({state}).")
+    if remove:
+        client.call("rm", name, echo=True, error=ContainerError)
+        say(f"Removed {name}.")
+
+
+def standard_input_kind(fd: int = 0) -> str:
+    """``terminal``, ``data`` (a pipe or file to forward) or ``none`` (closed, /dev/null)."""
+    try:
+        if os.isatty(fd):
+            return "terminal"
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return "none"
+    return "data" if stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode) else "none"

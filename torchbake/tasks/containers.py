@@ -1,0 +1,118 @@
+"""``invoke run-container``, ``invoke containers`` and ``invoke stop-container``."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke import Collection, Exit, task
+from rich.console import Console
+from rich.table import Table
+
+from ..command import default_stream, format_command
+from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from .. import containers as running
+from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
+from ..errors import ConfigurationError
+
+RUN_HELP = {
+    "image": "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile)",
+    "name": "Container name; reused if it exists (started if stopped). [run] name, default <repository>-<tag>",
+    "shm_size": "Size of /dev/shm, e.g. 80G; under 1G warns (DataLoader workers need it). [run] shm_size, default auto = half the host's memory",
+    "privileged": "Give the container every host device and capability. [run] privileged",
+    "env": "KEY=VALUE for the container and this shell; repeatable, adds to [run] env",
+    "mount": "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
+    "workdir": "Working directory in the container. [run] workdir, default the image's",
+    "device_profile": "cpu | cuda (--gpus all) | rocm (/dev/kfd, /dev/dri) | musa (privileged, MTHREADS_VISIBLE_DEVICES=all); default the image's profile",
+    "rm": "Run a throwaway container, removed when the shell or command ends",
+    "command": "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's",
+    "replace": "Remove a container of this name that torchbake created (other image or settings) and create it again",
+    "dry_run": "Print the docker commands and create nothing",
+    "config": "TOML config file layered over the defaults; repeatable",
+    "docker": "Docker client binary (default: auto)",
+}
+
+
+@task(klass=FlagTask, help=RUN_HELP, positional=["image"], iterable=["env", "mount", "config"],
+      names={"shm_size": ["shm_size"], "device_profile": ["device_profile"], "dry_run": ["dry_run"]})
+@reports_errors
+def run_container(c, image, name=None, shm_size=None, privileged=False, env=None, mount=None, workdir=None,
+                  device_profile=None, rm=False, command=None, replace=False, dry_run=False, config=None,
+                  docker=None):
+    """Open a shell (or run --command) in a container of IMAGE, created once and reused.
+
+    The container gets the /dev/shm and devices its profile needs; a stopped one is started again,
+    a running one gets a new shell. Without a terminal, --command runs and its exit status is this
+    task's."""
+    cli = {"run.name": name, "run.shm_size": shm_size, "run.privileged": True if privileged else None,
+           "run.workdir": workdir, "run.device_profile": device_profile, "build.docker": docker}
+    settings = resolve_config(config, cli).settings()
+    stdin = standard_input_kind()
+    interactive = stdin == "terminal" and sys.stdout.isatty()
+    if not interactive and not command and stdin != "data":
+        raise ConfigurationError(
+            "Standard input is not a terminal, so there is no one to type into a shell: pass"
+            ' --command "…" (its exit status becomes this task\'s), or run from a terminal.'
+        )
+    explicit = {key.split(".", 1)[1] for key, value in cli.items() if value is not None} | ({"mounts"} if mount else set())
+    request = RunRequest.from_settings(
+        settings, image, extra_env=env or [], extra_mounts=mount or [], command=command or "", remove=rm,
+        replace=replace, interactive=interactive, forward_stdin=stdin != "none", explicit=frozenset(explicit),
+    )
+    notes = Console(stderr=True, highlight=False, soft_wrap=True)
+    client = docker_client(settings.build.docker, for_build=False)
+    token = default_stream.set(sys.stderr)
+    try:
+        session = prepare_session(client, request, notes.print)
+        for note in session.notes:
+            notes.print(note)
+        if dry_run:
+            for argv in (*session.setup, session.attached):
+                print(format_command(argv))
+            return
+        status = run_session(client, session, forward_stdin=request.forward_stdin)
+    finally:
+        default_stream.reset(token)
+    if status != 0:
+        if not interactive:
+            notes.print(f"torchbake: the command exited with status {status} in container {session.name}.")
+        raise Exit(code=status)
+
+
+@task(klass=FlagTask, help={"docker": "Docker client binary (default: auto)",
+                            "config": "TOML config file layered over the defaults; repeatable"}, iterable=["config"])
+@reports_errors
+def containers(c, docker=None, config=None):
+    """List the containers torchbake created: name, image, status, device profile."""
+    settings = resolve_config(config, {"build.docker": docker}).settings()
+    client = docker_client(settings.build.docker, for_build=False)
+    client.check_engine()
+    rows = list_containers(client)
+    out = console()
+    if not rows:
+        out.print("No containers created by torchbake. `invoke run-container IMAGE` makes one.")
+        return
+    table = Table(title="containers created by torchbake")
+    for column in ("name", "image", "status", "profile", "created"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*(row[column] for column in ("name", "image", "status", "profile", "created")))
+    out.print(table)
+
+
+@task(klass=FlagTask, positional=["name"], iterable=["config"], help={
+    "name": "Container to stop (one torchbake created; `invoke containers` lists them)",
+    "rm": "Also remove it",
+    "time": "Seconds to wait for it to stop before it is killed (default 10)",
+    "docker": "Docker client binary (default: auto)",
+    "config": "TOML config file layered over the defaults; repeatable",
+})
+@reports_errors
+def stop_container(c, name, rm=False, time=10, docker=None, config=None):
+    """Stop a container torchbake created; with --rm, remove it too."""
+    settings = resolve_config(config, {"build.docker": docker}).settings()
+    if time < 0:
+        raise ConfigurationError(f"--time {time}: expected a number of seconds, 0 or more.")
+    client = docker_client(settings.build.docker, for_build=False)
+    running.stop_container(client, name, remove=rm, timeout=time, say=console().print)
+
+ns = Collection(run_container, containers, stop_container)
