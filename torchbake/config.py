@@ -242,7 +242,7 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "run.env": validation.env_names,
     "run.mounts": lambda v: [validation.mount_spec(m) for m in v],
     "run.workdir": lambda v: v and validation.absolute_path(v),
-    "run.device_profile": validation.one_of(("", *validation.PROFILES)),
+    "run.device_profile": lambda v: v == "" or validation.one_of(validation.PROFILES)(v),
     "run.shell": validation.absolute_path,
     "run.network": lambda v: v and validation.container_name(v),
 }

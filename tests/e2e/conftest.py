@@ -57,10 +57,16 @@ def base_image(run_id, tb_env):
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"Created {name}" in result.stdout
     yield name
-    # Every image the tests built on this base (candidates of failed verifications included).
-    built = docker("images", "-q", "--filter", f"label=org.opencontainers.image.base.name={name}", check=False).stdout
-    for image_id in sorted(set(built.split())):
-        docker("image", "rm", "--force", image_id, check=False)
+    # Every image this session built (candidates of failed verifications and images a rebuild
+    # left untagged included): their base is one of this session's images, all named with run_id.
+    base_label = "org.opencontainers.image.base.name"
+    for _ in range(3):  # children before parents
+        built = docker("images", "-q", "--no-trunc", "--filter", f"label={base_label}", check=False).stdout
+        for image_id in sorted(set(built.split())):
+            found = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{base_label}"}}}}', image_id,
+                           check=False).stdout
+            if run_id in found:
+                docker("image", "rm", "--force", image_id, check=False)
     docker("image", "rm", "--force", name, check=False)
 
 

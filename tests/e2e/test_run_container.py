@@ -1,0 +1,231 @@
+"""`invoke run-container`, `containers` and `stop-container` against the real engine, in the real
+CPU release image: one-off commands, exit statuses, /dev/shm, DataLoader workers, container
+reuse, and an interactive shell driven through a real terminal (tmux)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, run_invoke
+
+from .helpers import container_ids, docker, image_ids
+
+DATALOADER_CHECK = '''
+import os
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 20
+
+    def __getitem__(self, i):
+        return torch.full((256, 256), float(i))
+
+
+if __name__ == "__main__":
+    shm = os.statvfs("/dev/shm")
+    print("shm", shm.f_frsize * shm.f_blocks)
+    loader = DataLoader(Squares(), batch_size=4, num_workers=2)
+    total = sum(batch[:, 0, 0].sum().item() for batch in loader)
+    print("batches", len(loader), "total", int(total))
+    print("mark", os.environ.get("TB_MARK"), "cwd", os.getcwd(), "torch", torch.__version__)
+'''
+
+
+@pytest.fixture
+def image(cpu_image):
+    name, result = cpu_image
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    return name
+
+
+@pytest.fixture
+def container_name(run_id):
+    """A fresh container name; whatever the test made under it is removed afterwards."""
+    names = []
+
+    def make(purpose: str) -> str:
+        names.append(f"tb-{purpose}-{run_id}-{uuid.uuid4().hex[:4]}")
+        return names[-1]
+
+    yield make
+    for name in names:
+        docker("rm", "--force", name, check=False)
+
+
+def inspect(name: str) -> dict:
+    return json.loads(docker("container", "inspect", name).stdout)[0]
+
+
+def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_workers(image, tb_env, tmp_path):
+    (tmp_path / "check.py").write_text(DATALOADER_CHECK)
+    before = container_ids()
+    result = run_invoke("run-container", image, "--rm", "--shm-size", "2G", "--mount", f"{tmp_path}:/work:ro",
+                        "--workdir", "/work", "--env", "TB_MARK=42", "--command", "python check.py", env=tb_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # stdout is the command's alone; torchbake's notes and docker commands go to stderr.
+    assert result.stdout.splitlines() == [
+        f"shm {2 << 30}", "batches 5 total 190", "mark 42 cwd /work torch 2.13.0+cpu"]
+    assert "Running a throwaway container" in result.stderr and "--shm-size 2g" in result.stderr
+    assert container_ids() == before  # --rm: nothing left behind
+
+
+def test_exit_status_of_the_command_is_the_tasks(image, tb_env):
+    result = run_invoke("run-container", image, "--rm", "--command", "echo bye; exit 7", env=tb_env)
+    assert result.returncode == 7
+    assert result.stdout == "bye\n"
+    assert "the command exited with status 7" in result.stderr
+
+
+def test_default_shm_is_large_and_small_ones_warn(image, tb_env):
+    result = run_invoke("run-container", image, "--rm", "--command", "df --output=size -B1 /dev/shm | tail -1",
+                        env=tb_env)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) >= 1 << 30  # not Docker's 64 MB
+    small = run_invoke("run-container", image, "--rm", "--shm-size", "256m", "--command", "true", env=tb_env)
+    assert small.returncode == 0, small.stderr
+    assert "warning: --shm-size 256m is under 1 GB" in small.stderr
+
+
+def test_a_named_container_is_reused_started_refused_and_replaced(image, base_image, tb_env, container_name):
+    name = container_name("reuse")
+    first = run_invoke("run-container", image, "--name", name, "--command", "touch /made-here", env=tb_env)
+    assert first.returncode == 0, first.stderr
+    assert f"Creating container {name}" in first.stderr
+    made = inspect(name)
+    assert made["Config"]["Labels"]["torchbake.container"] == "true"
+    assert made["Config"]["Labels"]["torchbake.device-profile"] == "cpu"  # from the image's label
+    assert made["HostConfig"]["ShmSize"] >= 1 << 30
+
+    again = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", env=tb_env)
+    assert again.returncode == 0, again.stderr
+    assert f"Running the command in running container {name}" in again.stderr
+    assert inspect(name)["Id"] == made["Id"]
+
+    listed = run_invoke("containers", env=tb_env)
+    assert listed.returncode == 0 and name in listed.stdout and image in listed.stdout
+
+    stopped = run_invoke("stop-container", name, env=tb_env)
+    assert stopped.returncode == 0, stopped.stderr
+    assert inspect(name)["State"]["Status"] == "exited"
+    started = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", env=tb_env)
+    assert started.returncode == 0, started.stderr
+    assert f"Starting stopped container {name}" in started.stderr
+    assert inspect(name)["Id"] == made["Id"] and inspect(name)["State"]["Status"] == "running"
+
+    other = run_invoke("run-container", base_image, "--name", name, "--command", "true", env=tb_env)
+    assert other.returncode == 8
+    assert f"was created from image '{image}', not '{base_image}' (a different image)" in other.stderr
+    assert "--replace" in other.stderr
+    resized = run_invoke("run-container", image, "--name", name, "--shm-size", "3G", "--command", "true", env=tb_env)
+    assert resized.returncode == 8 and "--shm-size: it has" in resized.stderr
+    assert inspect(name)["Id"] == made["Id"] and inspect(name)["State"]["Status"] == "running"
+
+    replaced = run_invoke("run-container", base_image, "--name", name, "--replace", "--command", "cat /etc/debian_version",
+                          env=tb_env)
+    assert replaced.returncode == 0, replaced.stderr
+    assert replaced.stdout.startswith("12")
+    assert inspect(name)["Id"] != made["Id"]
+    assert inspect(name)["Config"]["Image"] == base_image
+
+    removed = run_invoke("stop-container", name, "--rm", env=tb_env)
+    assert removed.returncode == 0, removed.stderr
+    assert docker("container", "inspect", name, check=False).returncode != 0
+
+
+def test_stop_container_leaves_containers_it_did_not_create(base_image, tb_env, container_name):
+    name = container_name("foreign")
+    docker("create", "--name", name, base_image, "true")
+    result = run_invoke("stop-container", name, "--rm", env=tb_env)
+    assert result.returncode == 8
+    assert "was not created by torchbake, so stop-container leaves it alone" in result.stderr
+    assert inspect(name)["Name"] == f"/{name}"
+    missing = run_invoke("stop-container", name + "-none", env=tb_env)
+    assert missing.returncode == 2 and f"No container named '{name}-none'" in missing.stderr
+
+
+def _pane(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+
+def _wait_for(session: str, text: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pane = _pane(session)
+        if text in pane:
+            return pane
+        time.sleep(0.3)
+    raise AssertionError(f"{text!r} did not appear in the terminal within {timeout} s:\n{_pane(session)}")
+
+
+def test_interactive_shell_through_a_real_terminal(image, tb_env, container_name, tmp_path):
+    assert shutil.which("tmux"), "tmux is missing: scripts/setup.sh installs it"
+    name = container_name("tty")
+    status_file = tmp_path / "status"
+    script = tmp_path / "session.sh"
+    env = " ".join(f"{k}={v}" for k, v in tb_env.items())
+    script.write_text(
+        f"cd {ROOT}\n"
+        f"env {env} {ROOT / '.venv/bin/python'} -m invoke run-container {image} --name {name}\n"
+        f"echo $? > {status_file}\n"
+        "sleep 600\n"
+    )
+    session = f"torchbake-{name}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", f"bash {script}"], check=True)
+    try:
+        _wait_for(session, f"root@{name}:/#")  # the prompt of a real shell in the container
+        subprocess.run(["tmux", "send-keys", "-t", session, 'python -c "import torch; print(torch.__version__)"',
+                        "Enter"], check=True)
+        _wait_for(session, "2.13.0+cpu")
+        # Ctrl-C reaches the shell in the container (it ends `sleep`, not the session).
+        subprocess.run(["tmux", "send-keys", "-t", session, "sleep 300", "Enter"], check=True)
+        time.sleep(1)
+        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
+        subprocess.run(["tmux", "send-keys", "-t", session, "echo still-$((40+2))", "Enter"], check=True)
+        _wait_for(session, "still-42")
+        subprocess.run(["tmux", "send-keys", "-t", session, "exit 3", "Enter"], check=True)
+        deadline = time.monotonic() + 30
+        while not status_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert status_file.read_text().strip() == "3", _pane(session)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], check=False)
+    assert inspect(name)["State"]["Status"] == "running"  # the container outlives the shell
+
+
+@pytest.mark.parametrize(("args", "message", "code"), [
+    (["torchbake-test/no-such-image:1"], "Image 'torchbake-test/no-such-image:1' does not exist on this engine", 2),
+    (["IMAGE", "--env", "NOEQUALS"], "--env 'NOEQUALS' is not KEY=VALUE", 2),
+    (["IMAGE", "--env", "9LIVES=1"], "'9LIVES' is not a valid environment variable name", 2),
+    (["IMAGE", "--mount", "/no/such/folder:/data"], "the host path /no/such/folder does not exist", 2),
+    (["IMAGE", "--mount", "relative-only"], "--mount 'relative-only' is invalid: expected HOST:CONTAINER", 2),
+    (["IMAGE", "--shm-size", "lots"], "run.shm_size = 'lots' (from command line) is invalid: expected a size such as 512M", 2),
+    (["IMAGE", "--shm-size", "0"], "run.shm_size = '0'", 2),
+    (["IMAGE", "--device-profile", "tpu"], "run.device_profile = 'tpu' (from command line) is invalid: expected one of: cpu, cuda, rocm, musa", 2),
+    (["IMAGE", "--device-profile", "cuda"], "The cuda device profile needs the NVIDIA Container Toolkit", 8),
+    (["IMAGE", "--device-profile", "rocm"], "The rocm device profile needs /dev/kfd and /dev/dri on this host", 8),
+    (["IMAGE", "--device-profile", "musa"], "The musa device profile needs a Moore Threads GPU", 8),
+    (["IMAGE", "--name", "bad name!"], "run.name = 'bad name!'", 2),
+    (["IMAGE", "--workdir", "relative"], "run.workdir = 'relative'", 2),
+    (["IMAGE", "--no-command"], "Standard input is not a terminal", 2),
+])
+def test_bad_inputs_fail_before_anything_is_created(image, tb_env, args, message, code):
+    assert not Path("/dev/kfd").exists() and not Path("/dev/nvidiactl").exists(), "this test expects a host without GPUs"
+    args = [image if a == "IMAGE" else a for a in args]
+    with_command = [] if "--no-command" in args else ["--command", "true"]
+    args = [a for a in args if a != "--no-command"]
+    containers, images = container_ids(), image_ids()
+    result = run_invoke("run-container", *args, *with_command, env=tb_env)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert container_ids() == containers and image_ids() == images
