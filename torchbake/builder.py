@@ -8,6 +8,7 @@ image it pointed to before.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,10 +23,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, sources
+from . import __version__, command, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
-from .downloads import DownloadCache
+from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient
 from .errors import ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
@@ -64,6 +65,14 @@ class Preflight:
 
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
+    args = _variant_build_args(plan, facts)
+    trust = plan.settings.downloads
+    if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
+        args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
+    return args
+
+
+def _variant_build_args(plan: Plan, facts: Preflight | None) -> dict[str, str]:
     if isinstance(plan, DevPlan):
         labels = facts.base_labels if facts else {}
         return {
@@ -174,9 +183,14 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, Path]]:
+    """BuildKit secrets: present only while the steps that use them run, never in a layer."""
+    found = []
     if isinstance(plan, DevPlan) and plan.git_credential_file:
-        return [("git_credentials", Path(plan.git_credential_file))]
-    return []
+        found.append(("git_credentials", Path(plan.git_credential_file)))
+    bundle = trust_bundle(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)
+    if bundle is not None:
+        found.append(("ca_bundle", bundle))
+    return found
 
 
 def log_path(log_dir: Path, image: str) -> Path:
@@ -339,24 +353,37 @@ def built_images_file(plan: Plan) -> Path:
     return plan.settings.paths.cache_dir / "built-images.json"
 
 
+def trusting(body):
+    """Run ``body(plan, ...)`` with host commands (pip, git) trusting the plan's --ca-bundle."""
+
+    @functools.wraps(body)
+    def wrapper(plan, *args, **kwargs):
+        with command.environment(trust_environment(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)):
+            return body(plan, *args, **kwargs)
+
+    return wrapper
+
+
+@trusting
 def assess(plan: Plan, client: DockerClient, *, look: bool = True,
            apply: bool = True) -> tuple[Preflight, str, tuple[str, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``)."""
     facts = preflight(plan, client)
-    digest = fingerprint(plan, facts, DownloadCache(plan.settings.paths.cache_dir, plan.settings.checksums))
+    digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
     return facts, digest, found
 
 
+@trusting
 def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
                 log_file: Path | None = None) -> BuildResult:
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
     facts, digest, found = assess(plan, client, look=skip_unchanged)
-    cache = DownloadCache(settings.paths.cache_dir, settings.checksums)
+    cache = DownloadCache.for_settings(settings)
     if found:
         status, image_id = found
         reason = ("its input hash matches the image's" if status == "unchanged"

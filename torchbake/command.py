@@ -8,6 +8,7 @@ Arguments are always a list, passed to the program directly: no shell is ever in
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import os
 import shlex
@@ -24,6 +25,18 @@ from .errors import CommandError, FatalError
 # Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
 # others) somewhere quieter; its per-build log gets everything either way.
 default_stream: contextvars.ContextVar[IO[str] | None] = contextvars.ContextVar("default_stream", default=None)
+# Variables every command of the current task gets (e.g. the --ca-bundle for pip and git).
+extra_env: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("extra_env", default={})  # noqa: B039
+
+
+@contextlib.contextmanager
+def environment(variables: Mapping[str, str]):
+    """Give every command run inside the block these variables too."""
+    token = extra_env.set({**extra_env.get(), **variables})
+    try:
+        yield
+    finally:
+        extra_env.reset(token)
 
 
 @dataclass(frozen=True)
@@ -74,7 +87,7 @@ def run(
     out = stream or default_stream.get() or sys.stdout
     if echo:
         print(f"+ {format_command(argv, env)}", file=out, flush=True)
-    full_env = {**os.environ, **(env or {})}
+    full_env = {**os.environ, **extra_env.get(), **(env or {})}
     try:
         if capture and log_file is None:
             proc = subprocess.run(

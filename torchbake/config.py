@@ -141,6 +141,17 @@ class DevOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DownloadOptions:
+    retries: int
+    retry_max_time: int
+    retry_backoff: float
+    timeout: int
+    require_hashes: bool
+    ca_bundle: str
+    ca_bundle_in_image: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     name: str
     shm_size: str
@@ -170,6 +181,7 @@ class Settings:
     sources: SourceOptions
     base: BaseOptions
     dev: DevOptions
+    downloads: DownloadOptions
     run: RunOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
@@ -185,6 +197,7 @@ SECTION_TYPES: dict[str, type] = {
     "sources": SourceOptions,
     "base": BaseOptions,
     "dev": DevOptions,
+    "downloads": DownloadOptions,
     "run": RunOptions,
     "paths": PathOptions,
 }
@@ -237,6 +250,11 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "dev.ccache_size": validation.size,
     "dev.runtime_base": validation.image_reference,
     "dev.runtime_paths": lambda v: [validation.absolute_path(p) for p in v],
+    "downloads.retries": lambda v: validation.bounded(v, 0, 100, "retries"),
+    "downloads.retry_max_time": lambda v: validation.bounded(v, 1, 86400, "seconds"),
+    "downloads.retry_backoff": lambda v: validation.bounded(v, 0, 600, "seconds"),
+    "downloads.timeout": lambda v: validation.bounded(v, 1, 3600, "seconds"),
+    "downloads.ca_bundle": validation.ca_bundle,
     "run.name": validation.container_name,
     "run.shm_size": lambda v: v == "auto" or validation.byte_size(v),
     "run.env": validation.env_names,
@@ -320,12 +338,14 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str) -> 
 
 
 def _type_name(default: Any) -> str:
-    return {bool: "true or false", int: "an integer", str: "a string", list: "a list of strings",
-            dict: "a table of strings"}[type(default)]
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+            list: "a list of strings", dict: "a table of strings"}[type(default)]
 
 
 def _check_type(name: str, value: Any, default: Any, source: str) -> Any:
     expected = type(default)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
     ok = isinstance(value, expected) and not (expected is int and isinstance(value, bool))
     if ok and expected is list:
         ok = all(isinstance(v, str) for v in value)
@@ -344,11 +364,11 @@ def _parse_env_value(name: str, text: str, default: Any, source: str) -> Any:
         if lowered in ("0", "false", "no", "off"):
             return False
         raise ConfigurationError(f"{source}={text!r}: expected true/false (or 1/0, yes/no).")
-    if isinstance(default, int):
+    if isinstance(default, int | float):
         try:
-            return int(text)
+            return type(default)(text)
         except ValueError:
-            raise ConfigurationError(f"{source}={text!r}: expected an integer.") from None
+            raise ConfigurationError(f"{source}={text!r}: expected {_type_name(default)}.") from None
     if isinstance(default, list):
         return [part.strip() for part in text.split(",") if part.strip()]
     if isinstance(default, dict):

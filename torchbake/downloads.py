@@ -2,9 +2,13 @@
 
 A URL is downloaded once into ``<cache>/downloads/<key>/<file name>``: to a temporary name
 first, renamed into place only after its sha256 was computed (and matched the expected one,
-when known), so the cache never holds a partial or wrong file. A cached file is re-hashed on
-use and fetched again if it no longer matches its recorded digest. Local paths and ``file://``
-URLs are hashed where they are, never copied into the cache.
+when known), so the cache never holds a partial or wrong file. A cached file whose size or
+mtime changed since its digest was recorded is fetched again, not used. Local paths and
+``file://`` URLs are hashed where they are, never copied into the cache.
+
+Connection failures, timeouts, 5xx answers and bodies cut short are retried with exponential
+backoff (bounded in count and total time by :class:`DownloadPolicy`), resuming with a Range
+request where the server allows it and starting over where it does not; 4xx answers are final.
 """
 
 from __future__ import annotations
@@ -12,9 +16,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import http.client
 import os
 import shutil
+import ssl
 import tempfile
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -25,10 +32,95 @@ from pathlib import Path
 from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                            TransferSpeedColumn)
 
-from .errors import DownloadError
+from .errors import ConfigurationError, DownloadError
 from .validation import is_url
 
 CHUNK = 1024 * 1024
+RETRYABLE_STATUS = {408, 425, 429}  # besides every 5xx
+
+
+@dataclass(frozen=True, kw_only=True)
+class DownloadPolicy:
+    """How hard to try, and whom to trust (``[downloads]`` in the config)."""
+
+    retries: int = 4  # tries after the first
+    retry_max_time: float = 300.0  # seconds, all tries together
+    retry_backoff: float = 1.0  # first wait; doubled each time, at most 30 s
+    timeout: float = 60.0  # seconds without progress on one connection
+    require_hashes: bool = False
+    ca_bundle: str = ""  # PEM file of extra CAs to trust (an intercepting proxy's)
+
+    @classmethod
+    def from_settings(cls, options) -> DownloadPolicy:
+        return cls(retries=options.retries, retry_max_time=float(options.retry_max_time),
+                   retry_backoff=float(options.retry_backoff), timeout=float(options.timeout),
+                   require_hashes=options.require_hashes, ca_bundle=options.ca_bundle)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The system's CAs, plus the bundle's; verification always on."""
+        context = ssl.create_default_context()
+        if self.ca_bundle:
+            try:
+                context.load_verify_locations(cafile=str(Path(self.ca_bundle).expanduser()))
+            except (OSError, ssl.SSLError) as exc:
+                raise DownloadError(f"downloads.ca_bundle {self.ca_bundle}: not a readable PEM CA bundle ({exc}).") from None
+        return context
+
+
+def system_ca_file() -> Path | None:
+    """This host's CA bundle (what TLS trusts without --ca-bundle)."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def trust_bundle(ca_bundle: str, cache_root: Path) -> Path | None:
+    """The bundle tools are pointed at: the host's CAs plus the user's (pip's --cert and git's
+    sslCAInfo replace the default list, so the user's alone would break every other host).
+    Written once per content into ``<cache>/trust/``; None without --ca-bundle."""
+    if not ca_bundle:
+        return None
+    user = Path(ca_bundle).expanduser().read_bytes()
+    system = system_ca_file()
+    content = (system.read_bytes() if system else b"").rstrip(b"\n") + b"\n" + user
+    target = cache_root / "trust" / f"ca-bundle-{hashlib.sha256(content).hexdigest()[:16]}.pem"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, target)
+    return target
+
+
+def trust_environment(ca_bundle: str, cache_root: Path) -> dict[str, str]:
+    """Variables that make pip, git, curl and Python on the host trust the bundle."""
+    bundle = trust_bundle(ca_bundle, cache_root)
+    if bundle is None:
+        return {}
+    return {name: str(bundle) for name in ("PIP_CERT", "GIT_SSL_CAINFO", "SSL_CERT_FILE", "CURL_CA_BUNDLE",
+                                            "REQUESTS_CA_BUNDLE")}
+
+
+class _Retryable(Exception):
+    """A failure worth another try; ``status`` describes it for the final message."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+def require_pinned(locations: Mapping[str, str], checksums: Mapping[str, str]) -> None:
+    """With ``require_hashes``: every URL input needs a sha256 (fragment or [checksums])."""
+    unpinned = [f"  {key}: {location}" for key, location in locations.items()
+                if location and is_url(split_fragment(location)[0]) and not split_fragment(location)[0].startswith("file://")
+                and not expected_digest(location, checksums)]
+    if unpinned:
+        raise ConfigurationError(
+            "--require-hashes (downloads.require_hashes): these URLs have no sha256:\n" + "\n".join(unpinned)
+            + "\nAppend #sha256=<hex> to each URL or add it to [checksums] (sha256sum FILE prints it)."
+        )
 
 
 @dataclass(frozen=True)
@@ -104,10 +196,18 @@ def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
 
 
 class DownloadCache:
-    def __init__(self, root: Path, checksums: Mapping[str, str], *, show_progress: bool = True):
+    def __init__(self, root: Path, checksums: Mapping[str, str], *, show_progress: bool = True,
+                 policy: DownloadPolicy = DownloadPolicy()):  # noqa: B008 - frozen
         self.root = root
         self.checksums = checksums
         self.show_progress = show_progress
+        self.policy = policy
+
+    @classmethod
+    def for_settings(cls, settings) -> DownloadCache:
+        """The cache of ``settings.paths.cache_dir`` with its checksums and [downloads] policy."""
+        return cls(settings.paths.cache_dir, settings.checksums,
+                   policy=DownloadPolicy.from_settings(settings.downloads))
 
     def fetch(self, location: str, *, key: str = "") -> Artifact:
         """Make ``location`` available locally; ``key`` names the option it came from (for errors)."""
@@ -168,7 +268,8 @@ class DownloadCache:
         tmp = Path(tmp_name)
         try:
             with os.fdopen(fd, "wb") as out:
-                digest = self._download(url, out, what)
+                self._download(url, out, what)
+            digest = file_sha256(tmp)
             _check(url, digest, expected, what)
             os.replace(tmp, target)
             write_record(target, record, digest)
@@ -176,31 +277,85 @@ class DownloadCache:
             tmp.unlink(missing_ok=True)
         return Artifact(location=url, path=target, sha256=digest)
 
-    def _download(self, url: str, out, what: str) -> str:
-        digest = hashlib.sha256()
-        request = urllib.request.Request(url, headers={"User-Agent": "torchbake"})
+    def _download(self, url: str, out, what: str) -> None:
+        """Fetch ``url`` into ``out`` with retries."""
+        policy = self.policy
+        context = policy.ssl_context() if url.startswith("https://") else None
+        started, tries, wait = time.monotonic(), 0, policy.retry_backoff
+        with _progress(self.show_progress) as progress:
+            task = progress.add_task(file_name_of(url), total=None)
+            while True:
+                tries += 1
+                try:
+                    self._attempt(url, out, context, progress, task, what)
+                    return
+                except _Retryable as failure:
+                    elapsed = time.monotonic() - started
+                    if tries > policy.retries or elapsed + wait > policy.retry_max_time:
+                        raise DownloadError(
+                            f"Downloading {url}{what} failed after {tries} {'try' if tries == 1 else 'tries'}"
+                            f" in {elapsed:.0f} s; the last: {failure.status}. Check the URL and the server,"
+                            " or raise downloads.retries / downloads.retry_max_time."
+                        ) from None
+                    print(f"Download of {url} failed ({failure.status}); try {tries + 1} of"
+                          f" {policy.retries + 1} in {wait:g} s.", flush=True)
+                    time.sleep(wait)
+                    wait = min(wait * 2, 30.0)
+
+    def _attempt(self, url: str, out, context, progress, task, what: str) -> None:
+        """One connection: resume from what ``out`` holds if the server allows a Range, else
+        start over. Raises ``_Retryable`` for transient failures, ``DownloadError`` for final ones."""
+        have = out.tell()
+        headers = {"User-Agent": "torchbake"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        request = urllib.request.Request(url, headers=headers)
         try:
-            response = urllib.request.urlopen(request, timeout=60)  # noqa: S310 - scheme validated
+            response = urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
         except urllib.error.HTTPError as exc:
-            raise DownloadError(f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason}.") from None
-        except (urllib.error.URLError, OSError) as exc:
+            if exc.code >= 500 or exc.code in RETRYABLE_STATUS:
+                raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
+            if exc.code == 416 and have:  # our partial file is not a prefix any more
+                out.seek(0)
+                out.truncate()
+                raise _Retryable("HTTP 416 for the resumed range (starting over)") from None
+            raise DownloadError(
+                f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason} (not retried: a 4xx answer is final)."
+            ) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise DownloadError(
+                f"Downloading {url}{what} failed: the server's certificate is not trusted ({exc.verify_message})."
+                " Behind an intercepting proxy, pass its CA with --ca-bundle FILE (downloads.ca_bundle)."
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
-            raise DownloadError(f"Downloading {url}{what} failed: {reason}.") from None
-        total = int(response.headers.get("Content-Length") or 0) or None
-        received = 0
-        with response, _progress(self.show_progress) as progress:
-            task = progress.add_task(file_name_of(url), total=total)
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise DownloadError(
+                    f"Downloading {url}{what} failed: the server's certificate is not trusted"
+                    f" ({reason.verify_message}). Behind an intercepting proxy, pass its CA with --ca-bundle"
+                    " FILE (downloads.ca_bundle)."
+                ) from None
+            raise _Retryable(f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__) from None
+        with response:
+            if have and response.status != 206:  # no resume: start over
+                out.seek(0)
+                out.truncate()
+                have = 0
+            length = int(response.headers.get("Content-Length") or 0) or None
+            total = have + length if length is not None else None
+            progress.update(task, total=total, completed=have)
+            received = have
             try:
                 for chunk in iter(lambda: response.read(CHUNK), b""):
                     out.write(chunk)
-                    digest.update(chunk)
                     received += len(chunk)
-                    progress.update(task, advance=len(chunk))
-            except OSError as exc:
-                raise DownloadError(f"Downloading {url}{what} broke off after {received} bytes: {exc}.") from None
-        if total is not None and received != total:
-            raise DownloadError(f"Downloading {url}{what} got {received} of {total} bytes; the server closed early.")
-        return digest.hexdigest()
+                    progress.update(task, completed=received)
+            except (OSError, http.client.HTTPException) as exc:
+                out.flush()
+                raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
+            out.flush()
+            if total is not None and received != total:
+                raise _Retryable(f"the body ended after {received} of {total} bytes")
 
 
 def _check(location: str, digest: str, expected: str, what: str) -> None:

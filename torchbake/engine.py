@@ -25,6 +25,11 @@ from .errors import BuildError, CommandError, EngineError, FatalError
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
+# Docker's predefined proxy build args: passed by name only (the client reads the values from its
+# environment, so credentials in a proxy URL stay out of our logs), and kept out of the image's
+# history by Docker. Other variables are never passed implicitly.
+PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
+                    "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 INSTALL_HINT = (
     "Install the buildx plugin (Debian/Ubuntu: apt-get install docker-buildx), or use a client"
     " older than 23.0 (Debian's docker.io provides /usr/bin/docker) and pass it with --docker."
@@ -67,6 +72,9 @@ class DockerClient:
             argv += ["--network", network]
         for key, value in build_args.items():
             argv += ["--build-arg", f"{key}={value}"]
+        for key in PROXY_BUILD_ARGS:
+            if self.environ.get(key):
+                argv += ["--build-arg", key]
         for key, value in labels.items():
             argv += ["--label", f"{key}={value}"]
         for secret_id, path in secrets:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .config import PROJECT_ROOT, Settings
 from .sources import SourceSpec
+from .downloads import require_pinned
 from .errors import ConfigurationError
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
@@ -281,6 +282,13 @@ def _python_source(settings: Settings) -> str:
 def _check_common(settings: Settings, reuse_context: bool) -> None:
     if not settings.image.name:
         raise _missing("image.name", "every build needs an image name")
+    if settings.downloads.require_hashes:
+        wheels = settings.wheels
+        require_pinned({**{f"toolkits.{k}": v for k, v in settings.toolkits.urls().items()},
+                        "wheels.torch": wheels.torch, "wheels.extension": wheels.extension,
+                        "wheels.torchvision": wheels.torchvision, "wheels.torchaudio": wheels.torchaudio,
+                        "python.standalone_url": settings.python.standalone_url.replace("{python}", settings.python.version)},
+                       settings.checksums)
     if reuse_context and not settings.build.dir:
         raise ConfigurationError(
             "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"

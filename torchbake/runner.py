@@ -43,8 +43,10 @@ class CellResult:
     error: str = ""  # the first error line
 
 
-def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False):
-    resolved = configuration.resolve([*cell.config_files, *config_files], environ, cell.overrides,
+def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False,
+              overrides: Mapping[str, object] = {}):  # noqa: B006 - read-only
+    """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
+    resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
                                      override_source=f"matrix cell {cell.id}")
     settings = resolved.settings()
     if cell.variant == "release":

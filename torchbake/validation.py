@@ -247,3 +247,23 @@ def mount_spec(value: str) -> None:
 def is_image_id(value: str) -> bool:
     """An image id as `docker images` shows it (12+ hex digits, optionally ``sha256:``)."""
     return bool(re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value))
+
+
+def bounded(value: float, low: float, high: float, unit: str) -> None:
+    if not low <= value <= high:
+        raise ValueError(f"expected {low:g} to {high:g} {unit}")
+
+
+def ca_bundle(value: str) -> None:
+    """A PEM file holding at least one certificate ('' = none)."""
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ValueError("no such file; expected a PEM file of CA certificates")
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        raise ValueError(f"cannot be read ({exc.strerror}); expected a readable PEM file of CA certificates") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise ValueError("holds no '-----BEGIN CERTIFICATE-----' block; expected a PEM file of CA certificates")

@@ -25,9 +25,15 @@ if ! command -v apt-get >/dev/null; then
     echo "torchbake: this base image has no apt-get; torchbake's images need a Debian or Ubuntu base." >&2
     exit 1
 fi
-apt-get update
-apt-get install -y --no-install-recommends "${packages[@]}"
+. "$(dirname "$0")/trust.sh"
+apt-get "${APT_TRUST[@]}" update
+apt-get "${APT_TRUST[@]}" install -y --no-install-recommends "${packages[@]}"
 apt-get clean
+if [ "${TORCHBAKE_INSTALL_CA:-0}" != 0 ] && [ -s "$TORCHBAKE_CA" ]; then
+    # [downloads] ca_bundle_in_image = true: the user asked for the bundle in the trust store.
+    cp "$TORCHBAKE_CA" /usr/local/share/ca-certificates/torchbake-ca-bundle.crt
+    update-ca-certificates
+fi
 rm -rf /var/lib/apt/lists/*
 
 # set_gid GROUP GID: the group gets that GID (created if missing); GID 0 leaves it alone.

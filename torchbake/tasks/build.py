@@ -8,6 +8,16 @@ from ..builder import build_image, dry_run as show_plan
 from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
 from ..plan import plan_base, plan_dev, plan_release
 
+TRUST_HELP = {
+    "require_hashes": "Fail unless every URL input carries a sha256 (#sha256= or [checksums]). [downloads] require_hashes",
+    "ca_bundle": "PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and the build's network steps (a BuildKit secret). [downloads] ca_bundle",
+}
+
+
+def trust_overrides(require_hashes: bool, ca_bundle: str | None) -> dict:
+    return {"downloads.require_hashes": True if require_hashes else None, "downloads.ca_bundle": ca_bundle}
+
+
 HELP = {
     "name": "Image name, e.g. torchbake/pytorch-cpu (build.sh -n/--name). [image] name",
     "tag": "Image tag (build.sh -t/--tag). [image] tag, default latest",
@@ -31,6 +41,7 @@ HELP = {
     "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+    **TRUST_HELP,
 }
 
 NAMES = {
@@ -68,7 +79,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
-          dry_run=False, no_verify=False, no_cache=False, docker=None):
+          dry_run=False, no_verify=False, no_cache=False, docker=None, require_hashes=False, ca_bundle=None):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it."""
     overrides = {
         "image.name": name, "image.tag": tag, "image.base": base_img, "image.docker_file": docker_file,
@@ -79,6 +90,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "build.verify": False if no_verify else None, "build.docker": docker,
         "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
         "sources.keep_git": True if keep_git else None, "dev.slim": True if slim else None,
+        **trust_overrides(require_hashes, ca_bundle),
     }
     resolved = resolve_config(config, overrides)
     settings = resolved.settings()
@@ -107,6 +119,7 @@ BASE_HELP = {
     "no_verify": "Skip `verify` after the build",
     "no_cache": "Build every step again, ignoring the engine's layer cache",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+    **TRUST_HELP,
 }
 
 
@@ -115,13 +128,14 @@ BASE_HELP = {
 @reports_errors
 def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
                source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
-               no_verify=False, no_cache=False, docker=None):
+               no_verify=False, no_cache=False, docker=None, require_hashes=False, ca_bundle=None):
     """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags."""
     overrides = {
         "image.name": name, "image.tag": tag, "base.sys": sys, "python.version": python,
         "sources.pytorch_tag": pytorch_tag, "sources.vision_tag": vision_tag, "sources.audio_tag": audio_tag,
         "sources.root": source_root, "sources.keep_git": True if keep_git else None, "build.dir": build_dir,
         "build.verify": False if no_verify else None, "build.docker": docker,
+        **trust_overrides(require_hashes, ca_bundle),
     }
     settings = resolve_config(config, overrides).settings()
     _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run)

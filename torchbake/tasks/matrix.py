@@ -12,6 +12,7 @@ from .. import config as configuration
 from ..cli import FlagTask, console, docker_client, reports_errors
 from ..errors import ConfigurationError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
+from .build import TRUST_HELP, trust_overrides
 from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
 
 HELP = {
@@ -30,6 +31,7 @@ HELP = {
     "shard": "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together",
     "emit_matrix": "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)",
     "docker": "Docker client binary (default: auto)",
+    **TRUST_HELP,
 }
 
 
@@ -47,7 +49,8 @@ def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell],
 @task(klass=FlagTask, help=HELP, iterable=["config", "only", "skip"])
 @reports_errors
 def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
-              force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None):
+              force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None,
+              require_hashes=False, ca_bundle=None):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
     if keep_going and fail_fast:
         raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
@@ -65,7 +68,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     if no_cache and not force:
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
-    plans = {cell.id: cell_plan(cell, shared, environ, no_cache=no_cache) for cell in cells}  # all checked up front
+    trust = {k: v for k, v in trust_overrides(require_hashes, ca_bundle).items() if v is not None}
+    plans = {cell.id: cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust) for cell in cells}  # all checked up front
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
     client = docker_client(docker or settings.build.docker)
     client.check_engine()
