@@ -98,3 +98,88 @@ def git_server(project_root: Path, auth: str = "builder:s3cret"):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def flaky_server(payload: bytes, script: list[str], *, ranges: bool = True, tls: tuple[Path, Path] | None = None):
+    """An HTTP(S) server on 127.0.0.1 serving ``payload`` at any path, misbehaving as ``script``
+    says, one entry per request: "drop" (close without answering), "503", "404", "truncate" (half
+    the body, then close), "stall" (answer after 3 s), "ok". Requests after the script get "ok".
+    Yields (url, seen), seen being each request's Range header ("" for none)."""
+    import ssl
+    import time
+
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            with lock:
+                action = script.pop(0) if script else "ok"
+                seen.append(self.headers.get("Range", ""))
+            if action == "drop":
+                self.close_connection = True
+                return
+            if action in ("503", "404"):
+                self.send_response(int(action))
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if action == "stall":
+                time.sleep(3)
+            start = 0
+            requested = self.headers.get("Range", "")
+            if ranges and requested.startswith("bytes=") and action != "truncate":
+                start = int(requested[len("bytes="):].split("-")[0])
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(payload) - 1}/{len(payload)}")
+            else:
+                self.send_response(200)
+            body = payload[start:]
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if action == "truncate":
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    scheme = "http"
+    if tls is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(certfile=str(tls[0]), keyfile=str(tls[1]))
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+        scheme = "https"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"{scheme}://127.0.0.1:{httpd.server_address[1]}", seen
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for 127.0.0.1 signed by it (openssl CLI):
+    returns (ca.pem, server.pem, server.key)."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=torchbake test proxy CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1")
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
+    return folder / "ca.pem", folder / "server.pem", folder / "server.key"

@@ -313,6 +313,7 @@ class DownloadCache:
         try:
             response = urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
         except urllib.error.HTTPError as exc:
+            exc.close()  # the error carries the open response
             if exc.code >= 500 or exc.code in RETRYABLE_STATUS:
                 raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
             if exc.code == 416 and have:  # our partial file is not a prefix any more

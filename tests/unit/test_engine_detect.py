@@ -66,3 +66,17 @@ def test_no_client_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
     with pytest.raises(EngineError, match="No docker client was found on PATH"):
         detect_client("auto", {"PATH": str(tmp_path)})
+
+
+def test_proxy_variables_reach_the_build_by_name_only():
+    from pathlib import Path
+
+    from torchbake.engine import DockerClient
+
+    client = DockerClient(binary="/usr/bin/docker", version="20.10.24", build_mode="buildkit-env",
+                          environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
+                                   "PIP_INDEX_URL": "https://mirror.invalid/simple", "HTTP_PROXY": ""})
+    argv, env = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
+    assert argv == ["/usr/bin/docker", "build", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "t:1",
+                    "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
+    assert "secret" not in " ".join(argv)

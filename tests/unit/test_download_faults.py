@@ -1,0 +1,128 @@
+"""Downloads under faults, against real servers on 127.0.0.1: dropped connections, 503s, bodies
+cut short (resumed with Range, or restarted where the server cannot), 404s (never retried),
+stalls, bounded tries and time; pinned inputs; TLS through a private CA (--ca-bundle)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tests.support import flaky_server, make_test_ca
+from torchbake.downloads import DownloadCache, DownloadPolicy, require_pinned, trust_bundle
+from torchbake.errors import ConfigurationError, DownloadError
+
+PAYLOAD = bytes(range(256)) * 8192  # 2 MiB
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+FAST = DownloadPolicy(retries=4, retry_backoff=0.05, retry_max_time=30, timeout=1)
+
+
+def cache_files(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.is_file())
+
+
+def fetch(tmp_path, url, policy=FAST, **kwargs):
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False, policy=policy)
+    return cache.fetch(f"{url}/kit.tar.gz#sha256={DIGEST}", key="toolkits.musa_toolkits_url", **kwargs)
+
+
+def test_dropped_connections_and_503s_are_retried(tmp_path, capsys):
+    with flaky_server(PAYLOAD, ["drop", "drop", "503"]) as (url, seen):
+        artifact = fetch(tmp_path, url)
+    assert artifact.sha256 == DIGEST and artifact.path.read_bytes() == PAYLOAD
+    assert len(seen) == 4
+    out = capsys.readouterr().out
+    assert "failed (HTTP 503 Service Unavailable); try 4 of 5" in out
+    assert cache_files(tmp_path / "cache") == ["kit.tar.gz", "kit.tar.gz.sha256"]
+
+
+def test_a_body_cut_short_is_resumed_with_a_range_request(tmp_path):
+    with flaky_server(PAYLOAD, ["truncate"]) as (url, seen):
+        artifact = fetch(tmp_path, url)
+    assert artifact.path.read_bytes() == PAYLOAD
+    assert seen == ["", f"bytes={len(PAYLOAD) // 2}-"]
+
+
+def test_a_server_without_ranges_makes_the_download_start_over(tmp_path):
+    with flaky_server(PAYLOAD, ["truncate"], ranges=False) as (url, seen):
+        artifact = fetch(tmp_path, url)
+    assert artifact.path.read_bytes() == PAYLOAD and len(seen) == 2
+
+
+def test_a_stalled_server_times_out_and_is_tried_again(tmp_path):
+    with flaky_server(PAYLOAD, ["stall"]) as (url, seen):
+        assert fetch(tmp_path, url).sha256 == DIGEST
+    assert len(seen) == 2
+
+
+def test_404_is_final_and_named(tmp_path):
+    with flaky_server(PAYLOAD, ["404"]) as (url, seen), pytest.raises(DownloadError) as error:
+        fetch(tmp_path, url)
+    assert len(seen) == 1
+    assert str(error.value) == (f"Downloading {url}/kit.tar.gz (toolkits.musa_toolkits_url) failed: HTTP 404 Not Found"
+                                " (not retried: a 4xx answer is final).")
+    assert cache_files(tmp_path / "cache") == []
+
+
+def test_tries_are_bounded_and_the_last_failure_is_named(tmp_path):
+    policy = DownloadPolicy(retries=2, retry_backoff=0.05, retry_max_time=30, timeout=1)
+    with flaky_server(PAYLOAD, ["503"] * 10) as (url, seen), pytest.raises(DownloadError) as error:
+        fetch(tmp_path, url, policy)
+    assert len(seen) == 3
+    assert f"Downloading {url}/kit.tar.gz (toolkits.musa_toolkits_url) failed after 3 tries" in str(error.value)
+    assert "the last: HTTP 503 Service Unavailable" in str(error.value)
+    assert cache_files(tmp_path / "cache") == []  # no partial file left behind
+
+
+def test_total_retry_time_is_bounded(tmp_path):
+    policy = DownloadPolicy(retries=50, retry_backoff=0.4, retry_max_time=1, timeout=1)
+    with flaky_server(PAYLOAD, ["503"] * 100) as (url, seen), pytest.raises(DownloadError, match="failed after 2 tries"):
+        fetch(tmp_path, url, policy)
+    assert len(seen) == 2  # 0.4 s, then 0.8 s more would pass the 1 s budget
+
+
+def test_a_truncated_body_that_keeps_failing_leaves_no_partial_file(tmp_path):
+    policy = DownloadPolicy(retries=1, retry_backoff=0.05, retry_max_time=30, timeout=1)
+    with flaky_server(PAYLOAD, ["truncate"] * 5, ranges=False) as (url, _), pytest.raises(DownloadError) as error:
+        fetch(tmp_path, url, policy)
+    assert f"the body ended after {len(PAYLOAD) // 2} of {len(PAYLOAD)} bytes" in str(error.value)
+    assert cache_files(tmp_path / "cache") == []
+
+
+def test_require_hashes_names_every_unpinned_url():
+    with pytest.raises(ConfigurationError) as error:
+        require_pinned({"wheels.torch": "https://h.invalid/torch.whl", "wheels.extension": "torch_musa==1.0",
+                        "toolkits.mudnn_url": "https://h.invalid/mudnn.tar.gz#sha256=" + "a" * 64,
+                        "toolkits.mccl_url": "https://h.invalid/mccl.tar.gz", "toolkits.musa_toolkits_url": ""},
+                       {"https://h.invalid/mccl.tar.gz": "b" * 64})
+    assert str(error.value) == (
+        "--require-hashes (downloads.require_hashes): these URLs have no sha256:\n"
+        "  wheels.torch: https://h.invalid/torch.whl\n"
+        "Append #sha256=<hex> to each URL or add it to [checksums] (sha256sum FILE prints it).")
+
+
+@pytest.fixture(scope="module")
+def test_ca(tmp_path_factory):
+    return make_test_ca(tmp_path_factory.mktemp("ca"))
+
+
+def test_https_through_a_private_ca_needs_the_bundle(tmp_path, test_ca):
+    ca, cert, key = test_ca
+    with flaky_server(PAYLOAD, [], tls=(cert, key)) as (url, seen):
+        with pytest.raises(DownloadError) as error:
+            fetch(tmp_path, url)
+        assert "the server's certificate is not trusted" in str(error.value)
+        assert "pass its CA with --ca-bundle FILE" in str(error.value)
+        assert len(seen) == 0  # the handshake failed: nothing was asked, and nothing retried
+        trusted = DownloadPolicy(retries=0, timeout=5, ca_bundle=str(ca))
+        assert fetch(tmp_path, url, trusted).sha256 == DIGEST
+
+
+def test_the_bundle_given_to_tools_keeps_the_system_cas(tmp_path, test_ca):
+    ca, _, _ = test_ca
+    bundle = trust_bundle(str(ca), tmp_path)
+    text = bundle.read_text()
+    assert text.endswith(ca.read_text())
+    assert text.count("BEGIN CERTIFICATE") > 10  # the host's own CAs come first
+    assert trust_bundle(str(ca), tmp_path) == bundle and trust_bundle("", tmp_path) is None
