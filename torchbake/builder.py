@@ -413,12 +413,17 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
             no_cache=plan.no_cache, network=settings.build.network, target=_target(plan),
         )
-        client.build(argv, env, log_file)
-        image_id = iidfile.read_text().strip()
-        if isinstance(plan, DevPlan):
-            image_id = _label_built_versions(client, tag, log_file)
-        if plan.verify:
-            _verify_candidate(plan.image, client, tag, console)
+        try:
+            client.build(argv, env, log_file)
+            image_id = iidfile.read_text().strip()
+            if isinstance(plan, DevPlan):
+                image_id = _label_built_versions(client, tag, log_file)
+            if plan.verify:
+                _verify_candidate(plan.image, client, tag, console)
+        except KeyboardInterrupt:
+            if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
+                client.remove_image(tag)
+            raise
         if isinstance(plan, DevPlan) and plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, console)
     finally:

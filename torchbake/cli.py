@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -47,18 +48,34 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so the same clean-up runs."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn a ``FatalError`` into its message and exit code (no traceback)."""
+    """Turn a ``FatalError`` into its message and exit code (no traceback); SIGINT and SIGTERM
+    unwind through every ``finally`` (temporary contexts, partial downloads, candidate images and
+    probe containers are removed) and exit with 130 / 143."""
 
     @functools.wraps(body)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        previous = signal.signal(signal.SIGTERM, _terminate)
         try:
             return body(*args, **kwargs)
         except FatalError as exc:
             sys.stdout.flush()
             raise Exit(message=f"torchbake: error: {exc}", code=exc.exit_code) from None
-        except KeyboardInterrupt:
-            raise Exit(message="torchbake: interrupted", code=130) from None
+        except KeyboardInterrupt as exc:
+            name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
+            raise Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."
+                               " Images that existed before are unchanged; run the command again to go on.",
+                       code=code) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
     return wrapper
 

@@ -256,6 +256,10 @@ class DownloadCache:
 
     def _remote(self, url: str, expected: str, what: str) -> Artifact:
         folder = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16]
+        with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
+            return self._remote_locked(url, folder, expected, what)
+
+    def _remote_locked(self, url: str, folder: Path, expected: str, what: str) -> Artifact:
         target = folder / file_name_of(url)
         record = target.with_name(target.name + ".sha256")
         if target.is_file() and record.is_file():

@@ -15,6 +15,7 @@ import re
 import shutil
 import socket
 import urllib.parse
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,13 +170,18 @@ class DockerClient:
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
                     network: str | None = "none", timeout: float = 600) -> command.CommandResult:
         """Run a throwaway container and collect its output (the container is always removed)."""
-        args = ["run", "--rm"]
+        name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
+        args = ["run", "--rm", "--name", name, "--label", "torchbake.probe=true"]
         if network:
             args += ["--network", network]
         if entrypoint is not None:
             args += ["--entrypoint", entrypoint]
         args += [image, *argv]
-        return self.call(*args, timeout=timeout, check=False)
+        try:
+            return self.call(*args, timeout=timeout, check=False)
+        except BaseException:  # interrupted or timed out: the client is gone, the container may not be
+            self.call("rm", "--force", name, check=False, timeout=30)
+            raise
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         command.run(

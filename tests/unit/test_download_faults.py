@@ -19,7 +19,7 @@ FAST = DownloadPolicy(retries=4, retry_backoff=0.05, retry_max_time=30, timeout=
 
 
 def cache_files(root: Path) -> list[str]:
-    return sorted(p.name for p in root.rglob("*") if p.is_file())
+    return sorted(p.name for p in root.rglob("*") if p.is_file() and p.suffix != ".lock")
 
 
 def fetch(tmp_path, url, policy=FAST, **kwargs):
