@@ -1,0 +1,213 @@
+"""Trust under faults with the real engine and real signals: SIGINT / SIGTERM during a download,
+during context preparation and during `docker build`; two builds at once sharing one cache."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+from .helpers import docker
+
+KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
+
+
+def toolkit_tarball(install_script: str) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, data in (("kit/install.sh", install_script.encode()), ("kit/padding.bin", KIT_PADDING)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@contextmanager
+def slow_server(files: dict[str, bytes], rate: int = 4 << 20):
+    """Serves ``files`` at ``rate`` bytes/s; counts the requests for each."""
+    requests: dict[str, int] = {}
+    asked = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            name = self.path.lstrip("/")
+            requests[name] = requests.get(name, 0) + 1
+            asked.set()
+            body = files[name]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            step = rate // 8
+            try:
+                for start in range(0, len(body), step):
+                    self.wfile.write(body[start:start + step])
+                    time.sleep(0.125)
+            except OSError:
+                pass  # the client went away
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", requests, asked
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+class Run:
+    """`invoke ARGS` started in the background, its output collected line by line."""
+
+    def __init__(self, args: list[str], env: dict[str, str]):
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
+        full_env.update(env, PYTHONUNBUFFERED="1")
+        self.process = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=ROOT,
+                                        env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        stdin=subprocess.DEVNULL)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 300) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            assert self.process.poll() is None, f"ended before {text!r} appeared:\n{self.output[-3000:]}"
+            assert time.monotonic() < deadline, f"{text!r} did not appear:\n{self.output[-3000:]}"
+            time.sleep(0.05)
+
+    def interrupt(self, signum: int) -> tuple[int, float]:
+        """Send the signal; return the exit status and the seconds it took to end."""
+        sent = time.monotonic()
+        self.process.send_signal(signum)
+        code = self.process.wait(timeout=60)
+        seconds = time.monotonic() - sent
+        self.close()
+        return code, seconds
+
+    def finish(self, timeout: float = 900) -> int:
+        code = self.process.wait(timeout=timeout)
+        self.close()
+        return code
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.reader.join(timeout=10)
+        self.process.stdout.close()
+
+
+def downloads_are_complete_and_verified(cache: Path) -> None:
+    """The download cache holds no partial file, and every file has a record matching its bytes."""
+    import hashlib
+
+    folder = cache / "downloads"
+    for path in folder.rglob("*") if folder.exists() else []:
+        assert not path.name.endswith(".part"), f"partial download left: {path}"
+        if path.is_file() and path.suffix not in (".sha256", ".lock"):
+            record = path.with_name(path.name + ".sha256").read_text().split()[0]
+            assert record == hashlib.sha256(path.read_bytes()).hexdigest(), path
+
+
+def leftovers(cache: Path, repository: str) -> dict[str, list[str]]:
+    contexts = cache / "contexts"
+    return {
+        "contexts": sorted(p.name for p in contexts.iterdir()) if contexts.exists() else [],
+        "candidates": [t for t in docker("images", "--format", "{{.Tag}}", repository).stdout.split()
+                       if t.startswith("torchbake-candidate")],
+        "probes": docker("ps", "-aq", "--filter", "label=torchbake.probe=true").stdout.split(),
+    }
+
+
+def test_signals_during_download_context_and_build_leave_nothing_behind(base_image, tmp_path, run_id):
+    cache = tmp_path / "cache"
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
+    repository = f"torchbake-test/interrupted-{run_id}"
+    image = f"{repository}:1"
+    docker("tag", base_image, image)  # "the image that existed before"
+    before = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+    kit = toolkit_tarball("#!/bin/bash\necho 'kit: installing'\nsleep 15\necho 'kit: done'\n")
+    with slow_server({"kit.tar.gz": kit}) as (url, requests, asked):
+        args = ["build", "--config", "configs/cpu.toml", "--name", repository, "--tag", "1", "--base-img", base_image,
+                "--musa-toolkits-url", f"{url}/kit.tar.gz"]
+        try:
+            # 1. SIGINT while the toolkit is being downloaded.
+            run = Run(args, env)
+            assert asked.wait(300), run.output
+            code, seconds = run.interrupt(signal.SIGINT)
+            assert code == 130, run.output
+            assert seconds < 5
+            assert "torchbake: interrupted (SIGINT)" in run.output
+            downloads_are_complete_and_verified(cache)
+            assert not list((cache / "downloads").rglob("kit.tar.gz"))
+            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+
+            # 2. SIGTERM while the context is being prepared.
+            run = Run(args, env)
+            run.wait_for("Preparing the build context")
+            code, seconds = run.interrupt(signal.SIGTERM)
+            assert code == 143, run.output
+            assert seconds < 5
+            downloads_are_complete_and_verified(cache)
+            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+
+            # 3. SIGTERM while `docker build` runs the toolkit's installer.
+            run = Run(args, env)
+            run.wait_for("kit: installing")
+            code, seconds = run.interrupt(signal.SIGTERM)
+            assert code == 143, run.output
+            assert seconds < 15
+            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == before
+
+            # 4. The next run succeeds, from what the interrupted runs left (complete files only).
+            run = Run(args, env)
+            assert run.finish() == 0, run.output[-3000:]
+            assert "kit: done" in run.output
+            downloads_are_complete_and_verified(cache)
+            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() != before
+        finally:
+            docker("image", "rm", "--force", image, check=False)
+
+
+def test_two_builds_at_once_share_the_cache(base_image, tmp_path, run_id):
+    cache = tmp_path / "cache"
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
+    kit = toolkit_tarball("#!/bin/bash\necho 'kit: installed'\n")
+    images = [f"torchbake-test/concurrent-{name}-{run_id}:1" for name in ("a", "b")]
+    with slow_server({"kit.tar.gz": kit}) as (url, requests, _):
+        runs = [Run(["build", "--config", "configs/cpu.toml", "--name", image.split(":")[0], "--tag", "1",
+                     "--base-img", base_image, "--musa-toolkits-url", f"{url}/kit.tar.gz"], env) for image in images]
+        try:
+            codes = [run.finish() for run in runs]
+            assert codes == [0, 0], "\n\n".join(run.output[-2000:] for run in runs)
+            assert requests == {"kit.tar.gz": 1}  # one download; the other run waited for it and used it
+            downloads_are_complete_and_verified(cache)
+            for image in images:
+                assert docker("image", "inspect", image, check=False).returncode == 0
+            assert sorted(p.name for p in (cache / "contexts").iterdir()) == []
+        finally:
+            for image in images:
+                docker("image", "rm", "--force", image, check=False)
