@@ -23,11 +23,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, command, sources
+from . import __version__, command, diskspace, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
 from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
-from .engine import DockerClient
+from .engine import DockerClient, engine_is_local
 from .errors import ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
                    parse_os_release)
@@ -392,6 +392,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
+    _check_space(plan, client, cache)
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
     if plan.reuse_context:
@@ -440,6 +441,20 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         f"{result.size_bytes / 1e9:.2f} GB in {result.seconds:.0f} s (log: {log_file})"
     )
     return result
+
+
+def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:
+    """Fail before any download or context when the disks cannot hold the build."""
+    settings = plan.settings
+    locations = {**getattr(plan, "toolkits", {}), **getattr(plan, "wheel_sources", {})}
+    if getattr(plan, "python_source", ""):
+        locations["python"] = plan.python_source
+    docker_root = str(client.engine_info().get("DockerRootDir", "")) if engine_is_local() else ""
+    if docker_root and not Path(docker_root).exists():
+        docker_root = ""
+    diskspace.check(diskspace.build_needs(locations=locations, cache=cache, cache_dir=settings.paths.cache_dir,
+                                          docker_root=docker_root, timeout=settings.downloads.timeout),
+                    settings.build.min_free_space)
 
 
 BUILT_PROBE = (

@@ -84,5 +84,8 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
     return config.resolve(list(config_files or []), dict(os.environ), dict(overrides))
 
 
-def docker_client(choice: str, *, for_build: bool = True) -> DockerClient:
-    return detect_client(choice, dict(os.environ), for_build=for_build)
+def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
+    """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
+    timeouts of ``[build]``."""
+    return detect_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
+                         timeout=settings.build.engine_timeout, stall_timeout=settings.build.stall_timeout)

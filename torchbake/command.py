@@ -15,6 +15,8 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,12 +75,14 @@ def run(
     timeout: float | None = None,
     echo: bool = True,
     stream: IO[str] | None = None,
+    idle_timeout: float | None = None,
 ) -> CommandResult:
     """Run ``args``; ``env`` holds variables added to the current environment.
 
     - ``capture``: collect output (stdout and stderr together) and return it, printing nothing.
     - ``log_file``: stream output live to ``stream`` (stdout by default) and append it to the file.
     - ``check``: raise ``error`` on a non-zero exit, with the tail of the output and the hint.
+    - ``idle_timeout`` (streamed commands): stop the command when it prints nothing for that long.
     """
     argv = [str(a) for a in args]
     argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
@@ -104,7 +108,11 @@ def run(
             )
             output, returncode = proc.stdout, proc.returncode
         else:
-            output, returncode = _stream(argv, full_env, cwd, log_file, out, capture, timeout)
+            output, returncode = _stream(argv, full_env, cwd, log_file, out, capture, timeout, idle_timeout)
+    except _Stalled as exc:
+        raise error(
+            f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
+        ) from exc
     except subprocess.TimeoutExpired as exc:
         raise error(
             f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
@@ -133,6 +141,19 @@ def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool 
     return subprocess.run(argv, stdin=stdin, check=False).returncode
 
 
+class _Stalled(Exception):
+    """A streamed command printed nothing for its idle timeout."""
+
+
+def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float, stalled: threading.Event) -> None:
+    while proc.poll() is None:
+        if time.monotonic() - last_output[0] > idle_timeout:
+            stalled.set()
+            proc.terminate()
+            return
+        time.sleep(min(1.0, idle_timeout / 4))
+
+
 def _stream(
     argv: list[str],
     env: dict[str, str],
@@ -141,8 +162,11 @@ def _stream(
     out: IO[str],
     keep: bool,
     timeout: float | None,
+    idle_timeout: float | None = None,
 ) -> tuple[str, int]:
     kept: list[str] = []
+    last_output = [time.monotonic()]
+    stalled = threading.Event()
     log = None
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -153,9 +177,12 @@ def _stream(
             argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, text=True, errors="replace",
         ) as proc:
+            if idle_timeout:
+                threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, stalled), daemon=True).start()
             try:
                 assert proc.stdout is not None
                 for line in proc.stdout:
+                    last_output[0] = time.monotonic()
                     out.write(line)
                     out.flush()
                     if log is not None:
@@ -164,6 +191,8 @@ def _stream(
                     if not keep and len(kept) > 200:
                         del kept[:100]
                 returncode = proc.wait(timeout=timeout)
+                if stalled.is_set():
+                    raise _Stalled()
             except BaseException:
                 proc.terminate()
                 try:

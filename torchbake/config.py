@@ -103,6 +103,9 @@ class BuildOptions:
     docker: str
     verify: bool
     network: str
+    engine_timeout: int
+    stall_timeout: int
+    min_free_space: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +232,9 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "build.variant": validation.one_of(validation.VARIANTS),
     "build.docker": validation.docker_binary,
     "build.network": validation.one_of(("", "default", "host", "none")),
+    "build.engine_timeout": lambda v: validation.bounded(v, 1, 86400, "seconds"),
+    "build.stall_timeout": lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"),
+    "build.min_free_space": validation.byte_size,
     "sources.root": validation.existing_folder,
     "sources.vision_root": validation.existing_folder,
     "sources.pytorch_repo": validation.git_repository,

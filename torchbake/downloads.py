@@ -221,6 +221,12 @@ class DownloadCache:
             return self._local(base, Path(base).expanduser(), expected, what)
         return self._remote(base, expected, what)
 
+    def cached_path(self, url: str) -> Path | None:
+        """The cached, verified file of ``url``, or None if it is not in the cache."""
+        target = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16] / file_name_of(url)
+        record = target.with_name(target.name + ".sha256")
+        return target if target.is_file() and recorded_digest(target, record) else None
+
     def local_digest(self, path: Path) -> str:
         """sha256 of a local file, remembered (by path, size and mtime) in the cache."""
         record = self.root / "digests" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".sha256")
@@ -244,8 +250,8 @@ class DownloadCache:
         if not is_url(base):
             path = Path(base).expanduser()
             return self.local_digest(path) if path.is_file() else ""
-        target = self.root / "downloads" / hashlib.sha256(base.encode()).hexdigest()[:16] / file_name_of(base)
-        return recorded_digest(target, target.with_name(target.name + ".sha256")) if target.is_file() else ""
+        cached = self.cached_path(base)
+        return recorded_digest(cached, cached.with_name(cached.name + ".sha256")) if cached else ""
 
     def _local(self, location: str, path: Path, expected: str, what: str) -> Artifact:
         if not path.is_file():

@@ -8,6 +8,7 @@ that and says what to install or which binary to pass with ``--docker``.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import os
@@ -43,6 +44,8 @@ class DockerClient:
     version: str
     build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
     environ: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = ENGINE_TIMEOUT  # seconds any engine call but a build may take ([build] engine_timeout)
+    stall_timeout: float = 3600.0  # seconds a build may go without printing a line ([build] stall_timeout)
 
     # -- commands --------------------------------------------------------------------------
     def build_command(
@@ -86,8 +89,10 @@ class DockerClient:
         return argv, env
 
     # -- engine calls ----------------------------------------------------------------------
-    def call(self, *args: str, timeout: float | None = ENGINE_TIMEOUT, check: bool = True,
+    def call(self, *args: str, timeout: float = 0, check: bool = True,
              echo: bool = False, error: type[FatalError] = EngineError) -> command.CommandResult:
+        """One engine call through the CLI, bounded by ``timeout`` (0: the client's)."""
+        timeout = timeout or self.timeout
         try:
             return command.run(
                 [self.binary, *args], capture=True, check=check, error=error,
@@ -110,10 +115,10 @@ class DockerClient:
         return _ENGINE_VERSIONS[key]
 
     def _ask_engine(self) -> str:
-        fast = _socket_get("/version")
+        fast = _socket_get("/version", self.timeout)
         if fast is not None and fast[0] == 200:
             return json.loads(fast[1]).get("Version", "")
-        result = self.call("version", "--format", "{{.Server.Version}}", check=False, timeout=30)
+        result = self.call("version", "--format", "{{.Server.Version}}", check=False)
         if result.returncode != 0 or not result.output.strip():
             where = os.environ.get("DOCKER_HOST", "the default socket (/var/run/docker.sock)")
             raise EngineError(
@@ -125,7 +130,7 @@ class DockerClient:
         return result.output.strip().splitlines()[-1]
 
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
-        fast = _socket_get(f"/images/{urllib.parse.quote(reference, safe='')}/json")
+        fast = _socket_get(f"/images/{urllib.parse.quote(reference, safe='')}/json", self.timeout)
         if fast is not None:
             status, body = fast
             if status == 200:
@@ -141,7 +146,7 @@ class DockerClient:
 
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         """The container's ``docker container inspect`` record, or None if there is none."""
-        fast = _socket_get(f"/containers/{urllib.parse.quote(name, safe='')}/json")
+        fast = _socket_get(f"/containers/{urllib.parse.quote(name, safe='')}/json", self.timeout)
         if fast is not None and fast[0] in (200, 404):
             return json.loads(fast[1]) if fast[0] == 200 else None
         result = self.call("container", "inspect", name, check=False)
@@ -153,7 +158,7 @@ class DockerClient:
 
     def engine_info(self) -> dict[str, Any]:
         """``docker info`` as the Engine API gives it (NCPU, MemTotal, Runtimes, ...)."""
-        fast = _socket_get("/info")
+        fast = _socket_get("/info", self.timeout)
         if fast is not None and fast[0] == 200:
             return json.loads(fast[1])
         return json.loads(self.call("info", "--format", "{{json .}}").output)
@@ -184,8 +189,10 @@ class DockerClient:
             raise
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
+        """``docker build``: no time limit (a PyTorch build takes hours), but one that prints
+        nothing for ``stall_timeout`` seconds is stopped (an engine that stopped answering)."""
         command.run(
-            argv, env=dict(env), log_file=log_file, error=BuildError,
+            argv, env=dict(env), log_file=log_file, error=BuildError, idle_timeout=self.stall_timeout,
             failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
         )
 
@@ -211,14 +218,14 @@ def engine_is_local() -> bool:
     return os.path.exists(LOCAL_SOCKET) and _current_context() in ("", "default")
 
 
-def _socket_get(path: str) -> tuple[int, bytes] | None:
+def _socket_get(path: str, timeout: float) -> tuple[int, bytes] | None:
     """A read-only Engine API call straight over the local socket (a few ms, where the CLI takes
     tens), used only when the engine is the local default one; None means "ask the CLI"."""
     if not engine_is_local():
         return None
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(10)
+            sock.settimeout(timeout)
             sock.connect(LOCAL_SOCKET)
             connection = http.client.HTTPConnection("localhost")
             connection.sock = sock
@@ -266,7 +273,13 @@ def candidate_clients(path_env: str) -> list[str]:
     return found
 
 
-def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerClient:
+def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True,
+                  timeout: float = ENGINE_TIMEOUT, stall_timeout: float = 3600.0) -> DockerClient:
+    client = _detect_client(choice, environ, for_build=for_build)
+    return dataclasses.replace(client, timeout=timeout, stall_timeout=stall_timeout)
+
+
+def _detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerClient:
     """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
     ``for_build``, the first that answers at all)."""
     if choice != "auto":

@@ -29,7 +29,7 @@ def bootstrap_os(c, suite="bookworm", name=None, mirror="", variant="minbase", f
     settings = resolve_config(config, {"build.docker": docker}).settings()
     spec = OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=mirror,
                        variant=variant, force=force)
-    client = docker_client(settings.build.docker)
+    client = docker_client(settings)
     bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", console(), dry_run=dry_run)
 
 

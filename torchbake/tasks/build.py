@@ -65,7 +65,7 @@ NAMES = {
 
 
 def _run(plan, settings, dry_run: bool) -> None:
-    client = docker_client(settings.build.docker)
+    client = docker_client(settings)
     out = console()
     if dry_run:
         show_plan(plan, client, out)

@@ -59,7 +59,7 @@ def run_container(c, image, name=None, shm_size=None, privileged=False, env=None
         replace=replace, interactive=interactive, forward_stdin=stdin != "none", explicit=frozenset(explicit),
     )
     notes = Console(stderr=True, highlight=False, soft_wrap=True)
-    client = docker_client(settings.build.docker, for_build=False)
+    client = docker_client(settings, for_build=False)
     token = default_stream.set(sys.stderr)
     try:
         session = prepare_session(client, request, notes.print)
@@ -84,7 +84,7 @@ def run_container(c, image, name=None, shm_size=None, privileged=False, env=None
 def containers(c, docker=None, config=None):
     """List the containers torchbake created: name, image, status, device profile."""
     settings = resolve_config(config, {"build.docker": docker}).settings()
-    client = docker_client(settings.build.docker, for_build=False)
+    client = docker_client(settings, for_build=False)
     client.check_engine()
     rows = list_containers(client)
     out = console()
@@ -112,7 +112,7 @@ def stop_container(c, name, rm=False, time=10, docker=None, config=None):
     settings = resolve_config(config, {"build.docker": docker}).settings()
     if time < 0:
         raise ConfigurationError(f"--time {time}: expected a number of seconds, 0 or more.")
-    client = docker_client(settings.build.docker, for_build=False)
+    client = docker_client(settings, for_build=False)
     running.stop_container(client, name, remove=rm, timeout=time, say=console().print)
 
 ns = Collection(run_container, containers, stop_container)

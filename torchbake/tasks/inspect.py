@@ -29,7 +29,7 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
            docker=None, config=None):
     """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails."""
     settings = resolve_config(config, {"build.docker": docker}).settings()
-    client = docker_client(settings.build.docker)
+    client = docker_client(settings)
     client.check_engine()
     labels = client.image_labels(image)
     expected = Expectations.from_labels(labels, python=python, torch=torch_version,

@@ -71,7 +71,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     trust = {k: v for k, v in trust_overrides(require_hashes, ca_bundle).items() if v is not None}
     plans = {cell.id: cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust) for cell in cells}  # all checked up front
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
-    client = docker_client(docker or settings.build.docker)
+    client = docker_client(settings, choice=docker)
     client.check_engine()
     if plan:
         table = Table(title="build-all plan")

@@ -1,0 +1,132 @@
+"""Disk and engine trouble: a build that cannot fit fails before any download, with the figures;
+an engine that stops answering mid-run is a clear error within the configured timeout, not a hang."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_invoke
+from tests.support import http_server
+
+from .helpers import container_ids, image_ids
+
+REAL_SOCKET = "/var/run/docker.sock"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 20 MB file system (tmpfs)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+def test_a_build_that_cannot_fit_fails_before_downloading(base_image, small_disk, tmp_path):
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / "kit.tar.gz").write_bytes(b"\0" * (30 << 20))
+    cache = small_disk / "cache"
+    images, containers = image_ids(), container_ids()
+    with http_server(www) as url:
+        result = run_invoke("build", "--config", "configs/cpu.toml", "--tag", "no-room", "--base-img", base_image,
+                            "--musa-toolkits-url", f"{url}/kit.tar.gz",
+                            env={"TORCHBAKE_PATHS_CACHE_DIR": str(cache), "TORCHBAKE_BUILD_MIN_FREE_SPACE": "1M"})
+    assert result.returncode == 9, result.stdout + result.stderr
+    message = result.stderr
+    assert "Not enough free disk space for this build (checked before any download):" in message
+    assert f"{cache}: needs about 31.5 MB (downloads 31.5 MB (inputs not cached yet)) + 1.0 MB kept free" in message
+    assert "has 2" in message and "MB free" in message  # about 20 MB
+    assert "Preparing the build context" not in result.stdout
+    assert not list(cache.rglob("kit.tar.gz*")) and not list(cache.rglob("*.part"))
+    assert image_ids() == images and container_ids() == containers
+
+
+@contextmanager
+def engine_that_stops_answering(folder: Path):
+    """A socket in front of the real engine that answers the version checks (/_ping, /version)
+    and then never answers anything else: an engine hanging mid-run."""
+    path = folder / "hanging-docker.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def forward(method: str, target: str, headers: dict[str, str], body: bytes) -> bytes:
+        upstream = http.client.HTTPConnection("localhost")
+        upstream.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        upstream.sock.connect(REAL_SOCKET)
+        upstream.request(method, target, body=body or None, headers={k: v for k, v in headers.items() if k.lower() != "connection"})
+        response = upstream.getresponse()
+        data = response.read()
+        head = [f"HTTP/1.1 {response.status} {response.reason}"]
+        head += [f"{k}: {v}" for k, v in response.getheaders() if k.lower() not in ("transfer-encoding", "content-length", "connection")]
+        head += [f"Content-Length: {len(data)}", "", ""]
+        upstream.close()
+        return "\r\n".join(head).encode() + (data if method != "HEAD" else b"")
+
+    def serve(conn: socket.socket) -> None:
+        held.append(conn)
+        buffer = b""
+        with conn:
+            while not stop.is_set():
+                while b"\r\n\r\n" not in buffer:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = dict(line.split(": ", 1) for line in lines[1:] if ": " in line)
+                length = int(headers.get("Content-Length", 0))
+                while len(buffer) < length:
+                    buffer += conn.recv(65536)
+                body, buffer = buffer[:length], buffer[length:]
+                if target.endswith(("/_ping", "/version")):
+                    conn.sendall(forward(method, target, headers, body))
+                else:
+                    stop.wait()  # never answers
+                    return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"unix://{path}"
+    finally:
+        stop.set()
+        server.close()
+
+
+def test_an_engine_that_stops_answering_is_an_error_not_a_hang(cpu_image, tmp_path):
+    name, built = cpu_image
+    assert built.returncode == 0
+    with engine_that_stops_answering(tmp_path) as host:
+        env = {"DOCKER_HOST": host, "TORCHBAKE_BUILD_ENGINE_TIMEOUT": "3"}
+        for args in (["verify", name], ["run-container", name, "--rm", "--command", "true"], ["containers"]):
+            started = time.monotonic()
+            result = run_invoke(*args, env=env, timeout=120)
+            seconds = time.monotonic() - started
+            assert result.returncode == 4, result.stdout + result.stderr
+            assert "did not answer" in result.stderr and "within 3 s" in result.stderr, result.stderr
+            assert "Traceback" not in result.stderr
+            assert seconds < 30, (args, seconds)
