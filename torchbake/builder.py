@@ -28,6 +28,7 @@ from .context import (PreparedContext, choose_context_dir, load_prepared, prepar
                       prepare_release_context, tree_sha256)
 from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
+from .manifest import BuildRecord
 from .errors import ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
                    parse_os_release)
@@ -394,7 +395,33 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
     _check_space(plan, client, cache)
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
-    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file})")
+    record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
+    record.phase("preflight")
+    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file}; manifest: {record.path})")
+    try:
+        result = _build(plan, client, console, cache, facts, digest, log_file, record, started, skip_unchanged)
+    except BaseException as exc:
+        record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
+        raise
+    record.facts["image_id"] = result.image_id
+    record.write("built")
+    return result
+
+
+def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCache, facts: Preflight, digest: str,
+           log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool) -> BuildResult:
+    settings = plan.settings
+    record.facts.update({
+        "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
+        "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
+        "inputs": [{"option": option, "location": location, "sha256": cache.known_digest(location)}
+                   for option, location in _given_inputs(plan).items()],
+    })
+    for spec in getattr(plan, "sources", ()):
+        record.facts["sources"][spec.name] = {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
+    if isinstance(plan, DevPlan) and plan.extension:
+        record.facts["sources"]["extension"] = {"repo": plan.extension.repo, "ref": plan.extension.tag,
+                                                "commit": facts.extension_commit}
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
         prepared, temporary = load_prepared(folder), False
@@ -406,7 +433,12 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         if prepared is None:
             console.print(f"Preparing the build context in {folder}")
             prepared = _prepare(plan, facts, cache, folder, temporary, log_file)
+        record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
+        record.facts.update({
+            "input_hash": digest, "files": prepared.inputs,
+            "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
+        })
         tag = candidate_tag(plan.image) if plan.verify else plan.image
         iidfile.parent.mkdir(parents=True, exist_ok=True)
         argv, env = client.build_command(
@@ -414,13 +446,17 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
             no_cache=plan.no_cache, network=settings.build.network, target=_target(plan),
         )
+        record.facts["docker_command"] = command.format_command(argv, env)
         try:
             client.build(argv, env, log_file)
             image_id = iidfile.read_text().strip()
             if isinstance(plan, DevPlan):
                 image_id = _label_built_versions(client, tag, log_file)
+            record.facts["candidate_id"] = image_id
+            record.phase("build")
             if plan.verify:
                 _verify_candidate(plan.image, client, tag, console)
+                record.phase("verify")
         except KeyboardInterrupt:
             if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
                 client.remove_image(tag)
@@ -443,12 +479,19 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     return result
 
 
+def _given_inputs(plan: Plan) -> dict[str, str]:
+    """Option → location of every input the user gave by URL, path or requirement."""
+    given = {f"toolkits.{key}": location for key, location in getattr(plan, "toolkits", {}).items()}
+    given.update({f"wheels.{role}": location for role, location in getattr(plan, "wheel_sources", {}).items()})
+    if getattr(plan, "python_source", ""):
+        given["python.standalone_url"] = plan.python_source
+    return given
+
+
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:
     """Fail before any download or context when the disks cannot hold the build."""
     settings = plan.settings
-    locations = {**getattr(plan, "toolkits", {}), **getattr(plan, "wheel_sources", {})}
-    if getattr(plan, "python_source", ""):
-        locations["python"] = plan.python_source
+    locations = _given_inputs(plan)
     docker_root = str(client.engine_info().get("DockerRootDir", "")) if engine_is_local() else ""
     if docker_root and not Path(docker_root).exists():
         docker_root = ""

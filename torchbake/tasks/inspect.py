@@ -7,6 +7,8 @@ from rich.table import Table
 
 from .. import config as configuration
 from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..errors import ConfigurationError
+from ..manifest import describe, find_manifest
 from ..verify import Expectations, verify_image
 
 
@@ -29,12 +31,35 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
            docker=None, config=None):
     """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails."""
     settings = resolve_config(config, {"build.docker": docker}).settings()
-    client = docker_client(settings)
+    client = docker_client(settings, for_build=False)
     client.check_engine()
     labels = client.image_labels(image)
     expected = Expectations.from_labels(labels, python=python, torch=torch_version,
                                         extension_module=extension_module, cuda_arch_list=cuda_arch_list)
     verify_image(client, image, expected, console())
+
+
+@task(klass=FlagTask, positional=["image"], iterable=["config"], help={
+    "image": "Image to describe, NAME:TAG or id",
+    "docker": "Docker client binary (default: auto)",
+    "config": "TOML config file (for paths.log_dir, where manifests are kept); repeatable",
+})
+@reports_errors
+def show_build(c, image, docker=None, config=None):
+    """Print how an image was built: its labels and, from this host's build manifest, every input
+    with its digest, the docker command and the timings."""
+    settings = resolve_config(config, {"build.docker": docker}).settings()
+    client = docker_client(settings, for_build=False)
+    client.check_engine()
+    info = client.inspect_image(image)
+    if info is None:
+        raise ConfigurationError(f"Image {image!r} does not exist on this engine. `docker images` lists those that do.")
+    table = Table(title=f"how {image} was built")
+    table.add_column("what", overflow="fold")
+    table.add_column("value", overflow="fold")
+    for what, value in describe(image, info, find_manifest(settings.paths.log_dir, info["Id"])):
+        table.add_row(what, value)
+    console().print(table)
 
 
 @task(klass=FlagTask, help={"config": "TOML config file layered over the defaults; repeatable"}, iterable=["config"])
@@ -50,4 +75,4 @@ def show_config(c, config=None):
     console().print(table)
 
 
-ns = Collection(verify, show_config)
+ns = Collection(verify, show_build, show_config)
