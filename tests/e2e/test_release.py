@@ -192,5 +192,33 @@ def test_failed_verification_keeps_the_previous_image(base_image, tb_env, tmp_pa
         assert docker("image", "inspect", "--format", "{{.Id}}", name).stdout == before
         candidate = re.search(r"kept as (torchbake-test/verify-fail:torchbake-candidate-[0-9a-f]+)", output.replace("\n", ""))
         assert candidate and docker("image", "inspect", candidate.group(1), check=False).returncode == 0
+        manifest = re.search(r"manifest: (\S+\.manifest\.json)", result.stdout.replace("\n", ""))
+        record = json.loads(Path(manifest.group(1)).read_text())
+        assert record["status"] == "failed" and "verification" in record["error"].lower()
+        assert record["inputs"][1]["option"] == "wheels.extension" and record["inputs"][1]["sha256"] == sha256_of(wheel)
     finally:
         docker("image", "rm", "--force", name, check=False)
+
+
+def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env, cache_dir):
+    name, result = cpu_image
+    assert result.returncode == 0
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+    found = [json.loads(p.read_text()) for p in (cache_dir / "logs").glob("*.manifest.json")]
+    record = next(r for r in found if r.get("image_id") == image_id)
+    assert record["status"] == "built" and record["torchbake_version"] == labels(name)["torchbake.version"]
+    assert record["image"] == name and record["variant"] == "release" and record["profile"] == "cpu"
+    assert record["base_image"]["id"] == labels(name)["org.opencontainers.image.base.digest"]
+    assert record["input_hash"] == labels(name)["torchbake.input-hash"]
+    assert record["inputs"] == [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}]
+    assert any(f.startswith("torch-2.13.0") for f in record["files"])  # the wheel pip resolved, with its digest
+    assert "build --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
+    assert set(record["seconds"]) == {"preflight", "prepare", "build", "verify", "total"}
+    assert Path(record["log"]).is_file()
+    shown = run_invoke("show-build", name, env=tb_env)
+    assert shown.returncode == 0, shown.stderr
+    for text in (image_id, "status", "built", "given wheels.torch", "torch==2.13.0", "docker command",
+                 record["input_hash"], "2.13.0+cpu"):
+        assert text in shown.stdout, text
+    elsewhere = run_invoke("show-build", name, env={"TORCHBAKE_PATHS_CACHE_DIR": str(cache_dir / "other")})
+    assert elsewhere.returncode == 0 and "none on this host" in elsewhere.stdout
