@@ -393,6 +393,10 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
+    if plan.reuse_context:  # a folder the user named: checked before anything is written
+        load_prepared(Path(plan.build_dir).expanduser().resolve())
+    elif plan.build_dir:
+        choose_context_dir(plan, settings.paths.cache_dir / "contexts")
     _check_space(plan, client, cache)
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)

@@ -6,6 +6,7 @@ from invoke import Collection, task
 from rich.table import Table
 
 from .. import config as configuration
+from .. import validation
 from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..manifest import describe, find_manifest
@@ -31,6 +32,13 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
            docker=None, config=None):
     """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails."""
     settings = resolve_config(config, {"build.docker": docker}).settings()
+    for flag, value, check in (("--python", python, validation.python_version),
+                               ("--cuda-arch-list", cuda_arch_list, validation.cuda_arch_list)):
+        try:
+            if value:
+                check(value)
+        except ValueError as exc:
+            raise ConfigurationError(f"{flag} {value!r} is invalid: {exc}.") from None
     client = docker_client(settings, for_build=False)
     client.check_engine()
     labels = client.image_labels(image)
