@@ -1,0 +1,67 @@
+"""Intercepting proxies: a network step inside `docker build` reaches an HTTPS server whose
+certificate only a private CA vouches for. With --ca-bundle the step trusts it (the bundle is a
+BuildKit secret, in no layer); without, the step fails on the certificate, TLS never turned off."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import tarfile
+
+from tests.conftest import run_invoke
+from tests.support import flaky_server, make_test_ca
+
+from .helpers import docker, http_server
+
+SECRET_WORD = b"reached-through-the-private-ca"
+
+
+def toolkit_that_fetches(url: str) -> bytes:
+    """A vendor toolkit whose installer downloads something over HTTPS, as real ones do."""
+    script = ("#!/bin/bash\nset -euo pipefail\n"
+              f"python3 -c \"import urllib.request; print(urllib.request.urlopen('{url}').read().decode())\"\n")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("kit/install.sh")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script.encode()))
+    return buffer.getvalue()
+
+
+def test_build_steps_trust_the_ca_bundle_and_keep_it_out_of_layers(base_image, tb_env, tmp_path, run_id):
+    ca, cert, key = make_test_ca(tmp_path / "ca")
+    config = tmp_path / "host-network.toml"
+    config.write_text('[build]\nnetwork = "host"\n')  # the test's HTTPS server listens on the build host
+    www = tmp_path / "www"
+    www.mkdir()
+    repository = f"torchbake-test/trust-{run_id}"
+    with flaky_server(SECRET_WORD, [], tls=(cert, key)) as (https_url, seen), http_server(www) as url:
+        (www / "kit.tar.gz").write_bytes(toolkit_that_fetches(f"{https_url}/check"))
+        digest = hashlib.sha256((www / "kit.tar.gz").read_bytes()).hexdigest()
+        args = ["build", "--config", "configs/cpu.toml", "--config", str(config), "--name", repository,
+                "--base-img", base_image, "--musa-toolkits-url", f"{url}/kit.tar.gz#sha256={digest}", "--no-verify"]
+        refused = run_invoke(*args, "--tag", "no-ca", env=tb_env)
+        assert refused.returncode == 5, refused.stdout[-3000:] + refused.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in refused.stdout
+        assert docker("image", "inspect", f"{repository}:no-ca", check=False).returncode != 0
+
+        trusted = run_invoke(*args, "--tag", "ca", "--ca-bundle", str(ca), env=tb_env)
+        assert trusted.returncode == 0, trusted.stdout[-3000:] + trusted.stderr
+        assert SECRET_WORD.decode() in trusted.stdout  # the installer's HTTPS fetch went through
+        assert "torchbake: trusting the CA bundle given with --ca-bundle for this step" in trusted.stdout
+        assert "--secret id=ca_bundle,src=" in trusted.stdout
+    try:
+        saved = docker_save(f"{repository}:ca")
+        pem_body = "".join(ca.read_text().splitlines()[1:3]).encode()
+        assert pem_body not in saved  # the CA bundle is in no layer, no config, no history
+        assert b"/run/secrets/ca_bundle" not in saved.replace(b"TORCHBAKE_CA=/run/secrets/ca_bundle", b"")
+    finally:
+        docker("image", "rm", "--force", f"{repository}:ca", check=False)
+
+
+def docker_save(image: str) -> bytes:
+    import subprocess
+
+    from .helpers import DOCKER
+
+    return subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
