@@ -141,6 +141,21 @@ def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool 
     return subprocess.run(argv, stdin=stdin, check=False).returncode
 
 
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def terminate_all() -> int:
+    """Ask every streamed command still running (e.g. builds in build-all's worker threads) to
+    stop; returns how many were asked. Used when the user interrupts."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING)
+    for proc in running:
+        if proc.poll() is None:
+            proc.terminate()
+    return len(running)
+
+
 class _Stalled(Exception):
     """A streamed command printed nothing for its idle timeout."""
 
@@ -177,6 +192,8 @@ def _stream(
             argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, text=True, errors="replace",
         ) as proc:
+            with _RUNNING_LOCK:
+                _RUNNING.add(proc)
             if idle_timeout:
                 threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, stalled), daemon=True).start()
             try:
@@ -200,6 +217,9 @@ def _stream(
                 except subprocess.TimeoutExpired:
                     proc.kill()
                 raise
+            finally:
+                with _RUNNING_LOCK:
+                    _RUNNING.discard(proc)
     finally:
         if log is not None:
             log.close()

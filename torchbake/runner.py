@@ -128,31 +128,43 @@ class MatrixRun:
                 self._finish(cell.id, status, reason, image_id=image_id, size_bytes=size, digest=digest,
                              seconds=time.monotonic() - started)
         running: dict[Future, str] = {}
-        stop = False
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            while pending or running:
-                for cell in list(pending):
-                    if stop:
-                        break
-                    states = [self.results[d].status for d in cell.depends_on if d in self.results]
-                    if any(s in FAILED_STATES or s == "not run" for s in states):
-                        pending.remove(cell)
-                        self._finish(cell.id, "blocked", f"{', '.join(cell.depends_on)} failed")
-                    elif all(s in ("built", "unchanged", "retagged") for s in states) and len(running) < self.jobs:
-                        pending.remove(cell)
-                        running[pool.submit(self._run_cell, cell)] = cell.id
-                if not running:
-                    if stop or not pending:
-                        break
-                    continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for future in done:
-                    cell_id = running.pop(future)
-                    if self.results[cell_id].status == "failed" and not self.keep_going:
-                        stop = True
-            for cell in pending:
-                self._finish(cell.id, "not run", "--fail-fast stopped the run")
+            try:
+                self._schedule(pool, pending, running)
+            except KeyboardInterrupt:
+                # The builds run in worker threads: stop their docker processes so each cell's
+                # clean-up runs and the pool can close, then let the interrupt end the run.
+                pool.shutdown(wait=False, cancel_futures=True)
+                command.terminate_all()
+                wait(list(running), timeout=60)
+                raise
         return self.results
+
+    def _schedule(self, pool: ThreadPoolExecutor, pending: list[Cell], running: dict[Future, str]) -> None:
+        """Start cells as their dependencies finish, up to --jobs at once."""
+        stop = False
+        while pending or running:
+            for cell in list(pending):
+                if stop:
+                    break
+                states = [self.results[d].status for d in cell.depends_on if d in self.results]
+                if any(s in FAILED_STATES or s == "not run" for s in states):
+                    pending.remove(cell)
+                    self._finish(cell.id, "blocked", f"{', '.join(cell.depends_on)} failed")
+                elif all(s in ("built", "unchanged", "retagged") for s in states) and len(running) < self.jobs:
+                    pending.remove(cell)
+                    running[pool.submit(self._run_cell, cell)] = cell.id
+            if not running:
+                if stop or not pending:
+                    break
+                continue
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                cell_id = running.pop(future)
+                if self.results[cell_id].status == "failed" and not self.keep_going:
+                    stop = True
+        for cell in pending:
+            self._finish(cell.id, "not run", "--fail-fast stopped the run")
 
     def _finish(self, cell_id: str, status: str, reason: str, **fields) -> None:
         result = self.results[cell_id]

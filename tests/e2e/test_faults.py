@@ -211,3 +211,26 @@ def test_two_builds_at_once_share_the_cache(base_image, tmp_path, run_id):
         finally:
             for image in images:
                 docker("image", "rm", "--force", image, check=False)
+
+
+def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_path, run_id):
+    """build-all runs cells in worker threads; SIGTERM still ends it within seconds."""
+    cache = tmp_path / "cache"
+    kit = toolkit_tarball("#!/bin/bash\necho 'kit: installing'\nsleep 120\n")
+    repository = f"torchbake-test/matrix-interrupted-{run_id}"
+    with slow_server({"kit.tar.gz": kit}) as (url, _, _):
+        profile = tmp_path / "sleepy.toml"
+        profile.write_text(f'[image]\nname = "x"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+                           f'[toolkits]\nmusa_toolkits_url = "{url}/kit.tar.gz"\n[build]\nvariant = "release"\n')
+        matrix = tmp_path / "matrix.toml"
+        matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
+                          f'name = "{repository}"\ntag = "{{variant}}"\n'
+                          f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
+        run = Run(["build-all", "--config", str(matrix)], {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)})
+        run.wait_for("kit: installing")
+        code, seconds = run.interrupt(signal.SIGTERM)
+    assert code == 143, run.output[-3000:]
+    assert seconds < 20
+    assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+    assert docker("images", "-q", repository).stdout.strip() == ""
+    downloads_are_complete_and_verified(cache)
