@@ -16,16 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .downloads import DownloadCache, split_fragment
-from .errors import FatalError
+from .errors import DiskSpaceError
 from .validation import byte_size, is_url
 
 UNPACK_FACTOR = 3
-
-
-class DiskSpaceError(FatalError):
-    """The build would not fit on the disk."""
-
-    exit_code = 9
 
 
 @dataclass(frozen=True)

@@ -55,3 +55,9 @@ class ContainerError(FatalError):
     lacks the device profile's support, a paused or broken container)."""
 
     exit_code = 8
+
+
+class DiskSpaceError(FatalError):
+    """The build would not fit on the disk (checked before any download)."""
+
+    exit_code = 9
