@@ -231,7 +231,7 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "accelerator.pytorch_rocm_arch": validation.rocm_arch,
     "build.variant": validation.one_of(validation.VARIANTS),
     "build.docker": validation.docker_binary,
-    "build.network": validation.one_of(("", "default", "host", "none")),
+    "build.network": validation.one_of_or_empty(("default", "host", "none"), "Docker's default"),
     "build.engine_timeout": lambda v: validation.bounded(v, 1, 86400, "seconds"),
     "build.stall_timeout": lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"),
     "build.min_free_space": validation.byte_size,
@@ -266,7 +266,7 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "run.env": validation.env_names,
     "run.mounts": lambda v: [validation.mount_spec(m) for m in v],
     "run.workdir": lambda v: v and validation.absolute_path(v),
-    "run.device_profile": lambda v: v == "" or validation.one_of(validation.PROFILES)(v),
+    "run.device_profile": validation.one_of_or_empty(validation.PROFILES, "the image's profile"),
     "run.shell": validation.absolute_path,
     "run.network": lambda v: v and validation.container_name(v),
 }

@@ -152,6 +152,15 @@ def one_of(choices: tuple[str, ...]):
     return check
 
 
+def one_of_or_empty(choices: tuple[str, ...], empty: str):
+    """Like :func:`one_of`, where "" is also accepted and means ``empty``."""
+    def check(value: str) -> None:
+        if value and value not in choices:
+            raise ValueError(f"expected one of: {', '.join(choices)} (or \"\" for {empty})")
+
+    return check
+
+
 def docker_binary(value: str) -> None:
     if not value:
         raise ValueError("expected 'auto' or a docker client: a name on PATH or a path")

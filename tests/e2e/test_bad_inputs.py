@@ -69,7 +69,7 @@ CASES = [
     ("env-checksums", ["build", *CPU], {"TORCHBAKE_CHECKSUMS_KIT": "0" * 64},
      "TORCHBAKE_CHECKSUMS_KIT: checksums cannot be set from the environment"),
     ("env-network", ["build", *CPU], {"TORCHBAKE_BUILD_NETWORK": "bridge2"},
-     "build.network = 'bridge2' (from environment TORCHBAKE_BUILD_NETWORK) is invalid: expected one of: , default, host, none."),
+     "build.network = 'bridge2' (from environment TORCHBAKE_BUILD_NETWORK) is invalid: expected one of: default, host, none (or \"\" for Docker's default)."),
     ("env-image-env", ["build", *CPU], {"TORCHBAKE_IMAGE_ENV": "1BAD=x"}, "'1BAD' is not a valid environment variable name"),
     ("env-arch-list", ["build-base"], {"TORCHBAKE_ACCELERATOR_TORCH_CUDA_ARCH_LIST": "sm_90"},
      "accelerator.torch_cuda_arch_list = 'sm_90' (from environment TORCHBAKE_ACCELERATOR_TORCH_CUDA_ARCH_LIST) is invalid:"

@@ -163,7 +163,7 @@ def test_bad_environment(env, message):
         ("sources.pytorch_tag", "v2..0", "expected a git tag or branch name"),
         ("sources.root", "/no/such/folder", "no such folder"),
         ("base.user", "Root User", "expected a Linux user name"),
-        ("build.network", "bridge0", "expected one of: , default, host, none"),
+        ("build.network", "bridge0", "expected one of: default, host, none (or \"\" for Docker's default)"),
     ],
 )
 def test_invalid_values_name_key_value_and_what_is_accepted(key, value, message):
