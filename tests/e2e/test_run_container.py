@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -175,7 +176,7 @@ def test_interactive_shell_through_a_real_terminal(image, tb_env, container_name
     env = " ".join(f"{k}={v}" for k, v in tb_env.items())
     script.write_text(
         f"cd {ROOT}\n"
-        f"env {env} {ROOT / '.venv/bin/python'} -m invoke run-container {image} --name {name}\n"
+        f"env {env} {sys.executable} -m invoke run-container {image} --name {name}\n"
         f"echo $? > {status_file}\n"
         "sleep 600\n"
     )
