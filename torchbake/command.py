@@ -13,6 +13,7 @@ import contextvars
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -145,6 +146,15 @@ _RUNNING: set[subprocess.Popen] = set()
 _RUNNING_LOCK = threading.Lock()
 
 
+def _signal_group(proc: subprocess.Popen, signum: int) -> None:
+    """Signal the command and everything it started (streamed commands get a process group of
+    their own, so that a shell's children stop with it and stop holding its output open)."""
+    try:
+        os.killpg(proc.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 def terminate_all() -> int:
     """Ask every streamed command still running (e.g. builds in build-all's worker threads) to
     stop; returns how many were asked. Used when the user interrupts."""
@@ -152,7 +162,7 @@ def terminate_all() -> int:
         running = list(_RUNNING)
     for proc in running:
         if proc.poll() is None:
-            proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
     return len(running)
 
 
@@ -164,7 +174,7 @@ def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float
     while proc.poll() is None:
         if time.monotonic() - last_output[0] > idle_timeout:
             stalled.set()
-            proc.terminate()
+            _signal_group(proc, signal.SIGTERM)
             return
         time.sleep(min(1.0, idle_timeout / 4))
 
@@ -190,7 +200,7 @@ def _stream(
     try:
         with subprocess.Popen(
             argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, errors="replace",
+            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True,
         ) as proc:
             with _RUNNING_LOCK:
                 _RUNNING.add(proc)
@@ -211,11 +221,11 @@ def _stream(
                 if stalled.is_set():
                     raise _Stalled()
             except BaseException:
-                proc.terminate()
+                _signal_group(proc, signal.SIGTERM)
                 try:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
-                    proc.kill()
+                    _signal_group(proc, signal.SIGKILL)
                 raise
             finally:
                 with _RUNNING_LOCK:

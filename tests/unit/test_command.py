@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 
 import pytest
 
@@ -41,3 +42,14 @@ def test_missing_binary_and_timeout():
 
 def test_format_command_with_env():
     assert format_command(["docker", "build", "a b"], {"DOCKER_BUILDKIT": "1"}) == "DOCKER_BUILDKIT=1 docker build 'a b'"
+
+
+def test_a_streamed_command_that_goes_silent_is_stopped(tmp_path):
+    """What stops a build whose engine stopped answering (build.stall_timeout)."""
+    started = time.monotonic()
+    with pytest.raises(BuildError) as error:
+        run(["sh", "-c", "echo working; sleep 30"], log_file=tmp_path / "log", error=BuildError,
+                    idle_timeout=1, stream=io.StringIO())
+    assert time.monotonic() - started < 10
+    assert "printed nothing for 1 s and was stopped" in str(error.value)
+    assert "working" in (tmp_path / "log").read_text()
