@@ -156,6 +156,7 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
             run = Run(args, env)
             assert asked.wait(300), run.output
             code, seconds = run.interrupt(signal.SIGINT)
+            print(f"SIGINT during the download: ended in {seconds:.2f} s")
             assert code == 130, run.output
             assert seconds < 5
             assert "torchbake: interrupted (SIGINT)" in run.output
@@ -167,6 +168,7 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
             run = Run(args, env)
             run.wait_for("Preparing the build context")
             code, seconds = run.interrupt(signal.SIGTERM)
+            print(f"SIGTERM during context preparation: ended in {seconds:.2f} s")
             assert code == 143, run.output
             assert seconds < 5
             downloads_are_complete_and_verified(cache)
@@ -176,6 +178,7 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
             run = Run(args, env)
             run.wait_for("kit: installing")
             code, seconds = run.interrupt(signal.SIGTERM)
+            print(f"SIGTERM during docker build: ended in {seconds:.2f} s")
             assert code == 143, run.output
             assert seconds < 15
             assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
@@ -229,6 +232,7 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
         run = Run(["build-all", "--config", str(matrix)], {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)})
         run.wait_for("kit: installing")
         code, seconds = run.interrupt(signal.SIGTERM)
+    print(f"SIGTERM during build-all: ended in {seconds:.2f} s")
     assert code == 143, run.output[-3000:]
     assert seconds < 20
     assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
