@@ -151,38 +151,31 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
     with slow_server({"kit.tar.gz": kit}) as (url, requests, asked):
         args = ["build", "--config", "configs/cpu.toml", "--name", repository, "--tag", "1", "--base-img", base_image,
                 "--musa-toolkits-url", f"{url}/kit.tar.gz"]
+        def interrupted(run: Run, signum: int, within: float, what: str) -> None:
+            """Interrupt, then check it ended in time, with the right status, leaving nothing."""
+            code, seconds = run.interrupt(signum)
+            print(f"{signal.Signals(signum).name} during {what}: ended in {seconds:.2f} s")
+            assert code == 128 + signum, run.output
+            assert seconds < within
+            assert f"torchbake: interrupted ({signal.Signals(signum).name})" in run.output
+            downloads_are_complete_and_verified(cache)
+            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
+            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == before
+
         try:
             # 1. SIGINT while the toolkit is being downloaded.
             run = Run(args, env)
             assert asked.wait(300), run.output
-            code, seconds = run.interrupt(signal.SIGINT)
-            print(f"SIGINT during the download: ended in {seconds:.2f} s")
-            assert code == 130, run.output
-            assert seconds < 5
-            assert "torchbake: interrupted (SIGINT)" in run.output
-            downloads_are_complete_and_verified(cache)
+            interrupted(run, signal.SIGINT, 5, "the download")
             assert not list((cache / "downloads").rglob("kit.tar.gz"))
-            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
-
             # 2. SIGTERM while the context is being prepared.
             run = Run(args, env)
             run.wait_for("Preparing the build context")
-            code, seconds = run.interrupt(signal.SIGTERM)
-            print(f"SIGTERM during context preparation: ended in {seconds:.2f} s")
-            assert code == 143, run.output
-            assert seconds < 5
-            downloads_are_complete_and_verified(cache)
-            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
-
+            interrupted(run, signal.SIGTERM, 5, "context preparation")
             # 3. SIGTERM while `docker build` runs the toolkit's installer.
             run = Run(args, env)
             run.wait_for("kit: installing")
-            code, seconds = run.interrupt(signal.SIGTERM)
-            print(f"SIGTERM during docker build: ended in {seconds:.2f} s")
-            assert code == 143, run.output
-            assert seconds < 15
-            assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
-            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == before
+            interrupted(run, signal.SIGTERM, 15, "docker build")
 
             # 4. The next run succeeds, from what the interrupted runs left (complete files only).
             run = Run(args, env)
