@@ -419,7 +419,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
         "inputs": [{"option": option, "location": location, "sha256": cache.known_digest(location)}
-                   for option, location in _given_inputs(plan).items()],
+                   for option, location in plan.given_inputs().items()],
     })
     for spec in getattr(plan, "sources", ()):
         record.facts["sources"][spec.name] = {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
@@ -483,19 +483,10 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     return result
 
 
-def _given_inputs(plan: Plan) -> dict[str, str]:
-    """Option → location of every input the user gave by URL, path or requirement."""
-    given = {f"toolkits.{key}": location for key, location in getattr(plan, "toolkits", {}).items()}
-    given.update({f"wheels.{role}": location for role, location in getattr(plan, "wheel_sources", {}).items()})
-    if getattr(plan, "python_source", ""):
-        given["python.standalone_url"] = plan.python_source
-    return given
-
-
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:
     """Fail before any download or context when the disks cannot hold the build."""
     settings = plan.settings
-    locations = _given_inputs(plan)
+    locations = plan.given_inputs()
     docker_root = str(client.engine_info().get("DockerRootDir", "")) if engine_is_local() else ""
     if docker_root and not Path(docker_root).exists():
         docker_root = ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from .config import PROJECT_ROOT, Settings
 from .sources import SourceSpec
@@ -59,6 +60,18 @@ class PlanCommon:
     no_cache: bool = False
     settings: Settings = field(repr=False)
 
+    def given_inputs(self) -> dict[str, str]:
+        """Option → location of every input the user gave by URL, path or requirement (what
+        --require-hashes, the disk-space check and the manifest look at)."""
+        given = {f"toolkits.{key}": location for key, location in getattr(self, "toolkits", {}).items()}
+        given.update({f"wheels.{role}": location for role, location in getattr(self, "wheel_sources", {}).items()})
+        if getattr(self, "python_source", ""):
+            given["python.standalone_url"] = self.python_source
+        return given
+
+
+PlanT = TypeVar("PlanT", bound=PlanCommon)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(PlanCommon):
@@ -77,6 +90,13 @@ class ReleasePlan(PlanCommon):
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
+
+
+def _pinned(plan: PlanT) -> PlanT:
+    """The plan, once --require-hashes (if set) found a sha256 for each of its URL inputs."""
+    if plan.settings.downloads.require_hashes:
+        require_pinned(plan.given_inputs(), plan.settings.checksums)
+    return plan
 
 
 def _missing(key: str, why: str) -> ConfigurationError:
@@ -101,7 +121,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
-    return ReleasePlan(
+    return _pinned(ReleasePlan(
         **_common_fields(settings, reuse_context, no_cache),
         base_image=image.base,
         dockerfile_template=template,
@@ -116,7 +136,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-    )
+    ))
 
 
 def _check_inputs(settings: Settings) -> None:
@@ -282,13 +302,6 @@ def _python_source(settings: Settings) -> str:
 def _check_common(settings: Settings, reuse_context: bool) -> None:
     if not settings.image.name:
         raise _missing("image.name", "every build needs an image name")
-    if settings.downloads.require_hashes:
-        wheels = settings.wheels
-        require_pinned({**{f"toolkits.{k}": v for k, v in settings.toolkits.urls().items()},
-                        "wheels.torch": wheels.torch, "wheels.extension": wheels.extension,
-                        "wheels.torchvision": wheels.torchvision, "wheels.torchaudio": wheels.torchaudio,
-                        "python.standalone_url": settings.python.standalone_url.replace("{python}", settings.python.version)},
-                       settings.checksums)
     if reuse_context and not settings.build.dir:
         raise ConfigurationError(
             "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
@@ -303,7 +316,7 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
     for name in SOURCE_NAMES:
         if not getattr(src, f"{name}_repo"):
             raise _missing(f"sources.{name}_repo", f"build-base clones {name}")
-    return BasePlan(
+    return _pinned(BasePlan(
         **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.base.sys,
         dockerfile_template=_template(settings, "base"),
@@ -318,7 +331,7 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=_build_env(settings),
-    )
+    ))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -363,7 +376,7 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
                            f"[wheels] extension_module = {settings.wheels.extension_module!r} names an extension to build")
     extension = SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
     vision = SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
-    return DevPlan(
+    return _pinned(DevPlan(
         **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.image.base,
         dockerfile_template=_template(settings, "dev"),
@@ -385,7 +398,7 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
         keep_git=src.keep_git,
-    )
+    ))
 
 
 def default_max_jobs(cpus: int, memory_bytes: int) -> int:
