@@ -63,6 +63,15 @@ def resolve_binary(name: str, *, hint: str = "", error: type[FatalError] = Comma
     return path
 
 
+def _argv(args: Sequence[str | os.PathLike[str]], error: type[FatalError]) -> list[str]:
+    """The argument list with the program resolved: a missing tool is a clear error."""
+    argv = [str(a) for a in args]
+    argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
+    if not Path(argv[0]).exists():
+        raise error(f"{argv[0]} does not exist.")
+    return argv
+
+
 def run(
     args: Sequence[str | os.PathLike[str]],
     *,
@@ -85,10 +94,7 @@ def run(
     - ``check``: raise ``error`` on a non-zero exit, with the tail of the output and the hint.
     - ``idle_timeout`` (streamed commands): stop the command when it prints nothing for that long.
     """
-    argv = [str(a) for a in args]
-    argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
-    if not Path(argv[0]).exists():
-        raise error(f"{argv[0]} does not exist.")
+    argv = _argv(args, error)
     out = stream or default_stream.get() or sys.stdout
     if echo:
         print(f"+ {format_command(argv, env)}", file=out, flush=True)
@@ -134,8 +140,7 @@ def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool 
     """Run ``args`` with the user's terminal (or standard streams) passed straight through, as an
     interactive shell or a command whose output is the result; return its exit status. The
     ``+ command`` echo goes to the default stream (stderr for run-container), never stdout."""
-    argv = [str(a) for a in args]
-    argv[0] = resolve_binary(argv[0], error=error) if os.sep not in argv[0] else argv[0]
+    argv = _argv(args, error)
     print(f"+ {format_command(argv)}", file=default_stream.get() or sys.stdout, flush=True)
     sys.stdout.flush()
     stdin = None if forward_stdin else subprocess.DEVNULL

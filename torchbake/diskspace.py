@@ -60,10 +60,15 @@ def _remote_size(url: str, timeout: float) -> int:
         return 0  # unknown here; the download itself reports what went wrong
 
 
-def free_bytes(folder: Path) -> int:
+def _existing(folder: Path) -> Path:
+    """The folder, or its nearest ancestor that exists (a cache not created yet)."""
     while not folder.exists():
         folder = folder.parent
-    stats = os.statvfs(folder)
+    return folder
+
+
+def free_bytes(folder: Path) -> int:
+    stats = os.statvfs(_existing(folder))
     return stats.f_bavail * stats.f_frsize
 
 
@@ -72,10 +77,7 @@ def check(needs: list[Need], margin: str) -> None:
     keep = byte_size(margin)
     by_device: dict[int, list[Need]] = {}
     for need in needs:
-        folder = need.folder
-        while not folder.exists():
-            folder = folder.parent
-        by_device.setdefault(os.stat(folder).st_dev, []).append(need)
+        by_device.setdefault(os.stat(_existing(need.folder)).st_dev, []).append(need)
     problems = []
     for group in by_device.values():
         total = sum(n.bytes for n in group)

@@ -333,13 +333,8 @@ class DownloadCache:
             raise DownloadError(
                 f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason} (not retried: a 4xx answer is final)."
             ) from None
-        except ssl.SSLCertVerificationError as exc:
-            raise DownloadError(
-                f"Downloading {url}{what} failed: the server's certificate is not trusted ({exc.verify_message})."
-                " Behind an intercepting proxy, pass its CA with --ca-bundle FILE (downloads.ca_bundle)."
-            ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-            reason = getattr(exc, "reason", exc)
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # urllib wraps what it met
             if isinstance(reason, ssl.SSLCertVerificationError):
                 raise DownloadError(
                     f"Downloading {url}{what} failed: the server's certificate is not trusted"
