@@ -393,17 +393,15 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
-    if plan.reuse_context:  # a folder the user named: checked before anything is written
-        load_prepared(Path(plan.build_dir).expanduser().resolve())
-    elif plan.build_dir:
-        choose_context_dir(plan, settings.paths.cache_dir / "contexts")
+    user_context = _user_context(plan)
     _check_space(plan, client, cache)
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
     record.phase("preflight")
     console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file}; manifest: {record.path})")
     try:
-        result = _build(plan, client, console, cache, facts, digest, log_file, record, started, skip_unchanged)
+        result = _build(plan, client, console, cache, facts, digest, log_file, record, started, skip_unchanged,
+                        user_context)
     except BaseException as exc:
         record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
         raise
@@ -412,8 +410,20 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     return result
 
 
+def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
+    """The context folder the user named (--build-dir), checked, and with --no-prepare the context
+    kept there: before anything is written. None: a temporary folder will be made."""
+    if plan.reuse_context:
+        folder = Path(plan.build_dir).expanduser().resolve()
+        return folder, load_prepared(folder)
+    if plan.build_dir:
+        return choose_context_dir(plan, plan.settings.paths.cache_dir / "contexts")[0], None
+    return None
+
+
 def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCache, facts: Preflight, digest: str,
-           log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool) -> BuildResult:
+           log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
+           user_context: tuple[Path, PreparedContext | None] | None) -> BuildResult:
     settings = plan.settings
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
@@ -426,9 +436,8 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     if isinstance(plan, DevPlan) and plan.extension:
         record.facts["sources"]["extension"] = {"repo": plan.extension.repo, "ref": plan.extension.tag,
                                                 "commit": facts.extension_commit}
-    if plan.reuse_context:
-        folder = Path(plan.build_dir).expanduser().resolve()
-        prepared, temporary = load_prepared(folder), False
+    if user_context is not None:
+        (folder, prepared), temporary = user_context, False
     else:
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
