@@ -26,6 +26,7 @@ from . import command
 from .errors import BuildError, CommandError, EngineError, FatalError
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
+STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
 # Docker's predefined proxy build args: passed by name only (the client reads the values from its
 # environment, so credentials in a proxy URL stay out of our logs), and kept out of the image's
@@ -45,7 +46,7 @@ class DockerClient:
     build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
     environ: Mapping[str, str] = field(default_factory=dict)
     timeout: float = ENGINE_TIMEOUT  # seconds any engine call but a build may take ([build] engine_timeout)
-    stall_timeout: float = 3600.0  # seconds a build may go without printing a line ([build] stall_timeout)
+    stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
 
     # -- commands --------------------------------------------------------------------------
     def build_command(
@@ -274,7 +275,7 @@ def candidate_clients(path_env: str) -> list[str]:
 
 
 def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True,
-                  timeout: float = ENGINE_TIMEOUT, stall_timeout: float = 3600.0) -> DockerClient:
+                  timeout: float = ENGINE_TIMEOUT, stall_timeout: float = STALL_TIMEOUT) -> DockerClient:
     client = _detect_client(choice, environ, for_build=for_build)
     return dataclasses.replace(client, timeout=timeout, stall_timeout=stall_timeout)
 
