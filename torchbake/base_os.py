@@ -1,19 +1,26 @@
-"""Making a base OS image without any registry: ``debootstrap`` + ``docker import``.
+"""Base OS images: which Debian/Ubuntu release gives which Python, and making a missing one.
 
-For air-gapped sites (and this project's tests): a minimal Debian or Ubuntu root file system
-is bootstrapped from the distribution's package mirror into a temporary folder, packed, and
-imported as an image. The temporary folder is always removed.
+A build's FROM image (``--sys``, ``--base-img``, ``image.base``) that is not on the engine is
+pulled where a registry answers; otherwise a ``debian:<suite>`` or ``ubuntu:<suite>`` reference
+is made without any registry, as ``invoke bootstrap-os`` makes one: a minimal root file system
+from the distribution's package mirror (``debootstrap``, progress shown), packed and imported
+with labels that say how it was made. It is made once: a lock per reference makes a second build
+wait for the first, and an existing image is kept. The temporary root file system is always
+removed, mounts below it first, and an image appears only when the whole bootstrap succeeded.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
-
-from rich.console import Console
 
 from . import command, validation
 from .engine import DockerClient
@@ -21,18 +28,89 @@ from .errors import CommandError, ConfigurationError
 
 SCRIPTS_DIR = Path("/usr/share/debootstrap/scripts")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+DEFAULT_OS_IMAGE = "debian:bookworm"  # the FROM image when the Python does not decide it (provider standalone)
+LABEL_PREFIX = "torchbake.bootstrap."
+
+
+@dataclass(frozen=True)
+class OsRelease:
+    """A Debian or Ubuntu release torchbake knows: its names and the Python it ships."""
+
+    os_id: str  # /etc/os-release ID
+    version: str  # /etc/os-release VERSION_ID
+    suite: str  # the codename debootstrap knows
+    python: str  # the OS's python3
+
+    @property
+    def reference(self) -> str:
+        """How torchbake names the release's image: debian:<suite>, ubuntu:<version> (Docker Hub's spellings)."""
+        return f"debian:{self.suite}" if self.os_id == "debian" else f"ubuntu:{self.version}"
+
+
+OS_RELEASES = (
+    OsRelease("debian", "11", "bullseye", "3.9"),
+    OsRelease("debian", "12", "bookworm", "3.11"),
+    OsRelease("debian", "13", "trixie", "3.13"),
+    OsRelease("ubuntu", "20.04", "focal", "3.8"),
+    OsRelease("ubuntu", "22.04", "jammy", "3.10"),
+    OsRelease("ubuntu", "24.04", "noble", "3.12"),
+)
+_LIBRARY = re.compile(r"^(?:docker\.io/)?(?:library/)?(debian|ubuntu):([^@]*)$")
+
+
+def release_of(os_id: str, version: str) -> OsRelease | None:
+    return next((r for r in OS_RELEASES if (r.os_id, r.version) == (os_id, version)), None)
+
+
+def split_os_reference(reference: str) -> tuple[str, str] | None:
+    """("debian", "bookworm") for debian:bookworm (docker.io/library/ spellings too); None for
+    any other image."""
+    match = _LIBRARY.match(reference)
+    return (match.group(1), match.group(2)) if match else None
+
+
+def release_of_reference(reference: str) -> OsRelease | None:
+    """The release a debian:/ubuntu: reference names by codename or version (debian:12, ubuntu:jammy)."""
+    parts = split_os_reference(reference)
+    if parts is None:
+        return None
+    os_id, tag = parts
+    return next((r for r in OS_RELEASES if r.os_id == os_id and tag in (r.suite, r.version)), None)
+
+
+def os_image_for_python(python: str) -> str:
+    """The OS image whose own Python is ``python`` ("" if no release torchbake knows ships it)."""
+    return next((r.reference for r in OS_RELEASES if r.python == python), "")
+
+
+def releases_with_python(python: str) -> list[str]:
+    return [r.reference for r in OS_RELEASES if r.python == python]
+
+
+def known_suites() -> list[str]:
+    return sorted(p.name for p in SCRIPTS_DIR.iterdir()) if SCRIPTS_DIR.is_dir() else []
 
 
 @dataclass(frozen=True, kw_only=True)
 class OsImageSpec:
     suite: str
     name: str  # image reference
-    mirror: str = ""  # "" = debootstrap's default mirror
+    mirror: str = ""  # "" = debootstrap's default mirror for the suite
     variant: str = "minbase"
     force: bool = False
 
 
-def check_spec(spec: OsImageSpec) -> None:
+def suite_of(reference: str) -> str:
+    """The debootstrap suite that makes ``reference``: the codename of debian:<suite> or
+    ubuntu:<suite>, or of a version torchbake knows (debian:12 → bookworm)."""
+    parts = split_os_reference(reference)
+    if parts is None:
+        return ""
+    release = release_of_reference(reference)
+    return release.suite if release else parts[1]
+
+
+def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
     """Everything that can be wrong before debootstrap starts."""
     try:
         validation.image_reference(spec.name)
@@ -45,45 +123,99 @@ def check_spec(spec: OsImageSpec) -> None:
     if spec.variant not in ("minbase", "buildd"):
         raise ConfigurationError(f"--variant {spec.variant!r}: expected minbase or buildd.")
     command.resolve_binary("debootstrap", hint="Install it: apt-get install debootstrap.", error=ConfigurationError)
-    if SCRIPTS_DIR.is_dir() and not (SCRIPTS_DIR / spec.suite).exists():
-        known = sorted(p.name for p in SCRIPTS_DIR.iterdir())
+    suites = known_suites()
+    if not spec.suite or (suites and spec.suite not in suites):
+        releases = ", ".join(f"{r.suite} ({r.os_id} {r.version}, Python {r.python})" for r in OS_RELEASES)
         raise ConfigurationError(
-            f"--suite {spec.suite!r} is not a suite this debootstrap knows. Known suites: {', '.join(known)}."
+            f"{flag} {spec.suite!r} is not a suite this debootstrap knows. Releases torchbake knows: {releases};"
+            f" every suite debootstrap knows: {', '.join(suites)}."
         )
     if os.geteuid() != 0:
-        raise ConfigurationError("bootstrap-os runs debootstrap, which needs root. Run it as root (or with sudo).")
+        raise ConfigurationError("debootstrap needs root: run this as root (or with sudo).")
 
 
-def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, console: Console,
+def bootstrap_commands(spec: OsImageSpec, binary: str, rootfs: str = "<rootfs>",
+                       tarball: str = "<rootfs.tar>") -> tuple[list[str], list[str]]:
+    """The debootstrap and the docker import command lines (import labels say how it was made)."""
+    rootfs_cmd = ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
+    labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant,
+              "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+    import_cmd = [binary, "import", "--change", f"ENV PATH={DEFAULT_PATH}", "--change", 'CMD ["/bin/bash"]']
+    for key, value in labels.items():
+        import_cmd += ["--change", f'LABEL {LABEL_PREFIX}{key}="{value}"']
+    import_cmd += ["--message", f"torchbake bootstrap-os {spec.suite}", tarball, spec.name]
+    return rootfs_cmd, import_cmd
+
+
+def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, say: Callable[[str], None],
                        *, dry_run: bool = False) -> str:
     """Create the image; returns its id. An existing image is kept unless ``force``."""
     check_spec(spec)
-    rootfs_cmd = ["debootstrap", f"--variant={spec.variant}", spec.suite, "<rootfs>"] + ([spec.mirror] if spec.mirror else [])
-    import_cmd = [client.binary, "import", "--change", f"ENV PATH={DEFAULT_PATH}", "--change", 'CMD ["/bin/bash"]',
-                  "--message", f"torchbake bootstrap-os {spec.suite}", "<rootfs.tar>", spec.name]
+    rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary)
     if dry_run:
-        console.print(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
-                      f"  {command.format_command(import_cmd)}", markup=False)
+        say(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
+            f"  {command.format_command(import_cmd)}")
         return ""
     client.check_engine()
-    existing = client.inspect_image(spec.name)
-    if existing is not None and not spec.force:
-        console.print(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
-        return existing["Id"]
-    work_root.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
-    try:
-        rootfs, tarball = work / "rootfs", work / "rootfs.tar"
-        command.run([a if a != "<rootfs>" else str(rootfs) for a in rootfs_cmd], error=CommandError,
-                    failure_hint="debootstrap needs the distribution mirror; pass --mirror URL for a local one.")
-        _trim(rootfs)
-        command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
-        result = command.run([a if a != "<rootfs.tar>" else str(tarball) for a in import_cmd], capture=True)
-        image_id = result.output.strip().splitlines()[-1]
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    console.print(f"[bold green]Created {spec.name}[/] {image_id[:19]}")
+    with _made_once(work_root, spec.name):
+        existing = client.inspect_image(spec.name)
+        if existing is not None and not spec.force:
+            say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
+            return existing["Id"]
+        work_root.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
+        try:
+            rootfs, tarball = work / "rootfs", work / "rootfs.tar"
+            rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary, str(rootfs), str(tarball))
+            command.run(rootfs_cmd, error=CommandError,
+                        failure_hint=f"debootstrap could not make {spec.suite} from"
+                                     f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that the"
+                                     " mirror answers, or name a reachable one with --mirror URL ([bootstrap] mirror).")
+            _trim(rootfs)
+            command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
+            result = command.run(import_cmd, capture=True)
+            image_id = result.output.strip().splitlines()[-1]
+        finally:
+            remove_rootfs(work)
+    say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
     return image_id
+
+
+@contextlib.contextmanager
+def _made_once(work_root: Path, reference: str) -> Iterator[None]:
+    """Hold a lock per image reference while it is checked and made (two builds at once that need
+    the same missing base make it once)."""
+    work_root.mkdir(parents=True, exist_ok=True)
+    lock = work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", reference) + ".lock")
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def mounts_below(folder: Path) -> list[str]:
+    """Mount points at or below ``folder`` (debootstrap mounts /proc and /sys in its target)."""
+    prefix = str(folder.resolve())
+    found = []
+    with contextlib.suppress(OSError), open("/proc/self/mounts") as fh:
+        for line in fh:
+            point = line.split()[1].replace("\\040", " ")
+            if point == prefix or point.startswith(prefix + "/"):
+                found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+def remove_rootfs(work: Path) -> None:
+    """Remove a temporary root file system: unmount what debootstrap left mounted below it, then
+    delete it without crossing into any file system still mounted there."""
+    for point in mounts_below(work):
+        command.run(["umount", "--lazy", point], check=False, capture=True, echo=False)
+    if mounts_below(work):
+        raise CommandError(f"{work} still has mounts below it ({', '.join(mounts_below(work))}); it was not"
+                           " removed. Unmount them (umount --lazy PATH), then delete the folder.")
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def _trim(rootfs: Path) -> None:
@@ -92,3 +224,78 @@ def _trim(rootfs: Path) -> None:
         for path in folder.glob("*"):
             if path.is_file() and path.name != "lock":
                 path.unlink()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnDemand:
+    """How a missing FROM image may be made: ``[bootstrap]`` settings and where to work."""
+
+    auto: bool
+    mirror: str
+    variant: str
+    work_root: Path
+
+    @classmethod
+    def from_settings(cls, settings) -> OnDemand:
+        return cls(auto=settings.bootstrap.auto, mirror=settings.bootstrap.mirror,
+                   variant=settings.bootstrap.variant, work_root=settings.paths.cache_dir / "bootstrap")
+
+
+def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
+    """What a build would do about a missing FROM image, in words (for plans)."""
+    suite = suite_of(reference)
+    if suite and on_demand.auto:
+        return f"pulled, or else made with debootstrap ({suite}, {on_demand.mirror or 'default mirror'})"
+    return "pulled"
+
+
+def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: OnDemand,
+                    say: Callable[[str], None], *, python: str = "") -> dict:
+    """The FROM image's inspect record, pulling or bootstrapping it when it is missing.
+
+    Checks first (no slow work): that a Debian/Ubuntu reference names a suite debootstrap
+    knows, and that its release ships ``python`` (when given: provider "os")."""
+    info = client.inspect_image(reference)
+    if info is not None:
+        return info
+    suite = suite_of(reference)
+    release = release_of_reference(reference)
+    if suite and python and release and release.python != python:
+        raise python_mismatch(python, reference, release, flag)
+    say(f"{reference} ({flag}) is not on this engine; trying `docker pull {reference}`")
+    pulled = client.call("pull", reference, check=False)
+    if pulled.returncode == 0:
+        found = client.inspect_image(reference)
+        if found is not None:
+            return found
+    registry_said = (pulled.output.strip().splitlines() or ["no answer"])[-1]
+    if not suite:
+        raise ConfigurationError(
+            f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"
+            f" ({registry_said}). Load it (`docker load -i FILE`) or pull it where a registry answers; only"
+            " debian:<suite> and ubuntu:<suite> images are made offline."
+        )
+    spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant)
+    check_spec(spec, flag=f"{flag} {reference}: suite")
+    if not on_demand.auto:
+        raise ConfigurationError(
+            f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"
+            f" ({registry_said}); making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto"
+            f" = false). Make it with `invoke bootstrap-os --suite {suite} --name {reference}`."
+        )
+    say(f"Making {reference} with debootstrap ({suite}); it is kept for later builds")
+    bootstrap_os_image(spec, client, on_demand.work_root, say)
+    made = client.inspect_image(reference)
+    if made is None:
+        raise CommandError(f"{reference} was imported but the engine does not list it; see `docker images`.")
+    return made
+
+
+def python_mismatch(python: str, reference: str, release: OsRelease, flag: str) -> ConfigurationError:
+    others = [r for r in releases_with_python(python) if r != reference]
+    return ConfigurationError(
+        f"Python {python} was requested, but the base image {reference} ({flag}) is {release.os_id}"
+        f" {release.version}, whose OS Python is {release.python}. Use --python {release.python},"
+        + (f" a base image of {' or '.join(others)}," if others else "")
+        + ' or set [python] provider = "standalone" with a standalone_url for that version.'
+    )

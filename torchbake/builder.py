@@ -23,13 +23,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, command, diskspace, sources
+from . import __version__, base_os, command, diskspace, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
 from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .manifest import BuildRecord
-from .errors import ConfigurationError, EngineError
+from .errors import BaseImagePending, ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
                    parse_os_release)
 from .validation import is_location
@@ -232,18 +232,40 @@ def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path
     return values
 
 
-def preflight(plan: Plan, client: DockerClient) -> Preflight:
-    """Checks against the engine and the remotes before any slow work."""
-    client.check_engine()
-    base = client.inspect_image(plan.base_image)
+def _base_image(plan: Plan, client: DockerClient, console: Console, make: bool) -> dict:
+    """The FROM image's inspect record. A missing OS image is pulled or bootstrapped when
+    ``make`` (else :class:`BaseImagePending` says what a build would do); a missing dev base is an
+    error naming the build-base command that makes it."""
     flag = "--sys" if isinstance(plan, BasePlan) else "--base-img"
-    if base is None:
-        how = ("Make one with `invoke build-base`" if isinstance(plan, DevPlan)
-               else f"Make one offline with `invoke bootstrap-os --suite bookworm --name {plan.base_image}`")
-        raise ConfigurationError(
-            f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. {how},"
-            f" or `docker pull {plan.base_image}` where a registry is reachable."
-        )
+    if isinstance(plan, DevPlan):
+        base = client.inspect_image(plan.base_image)
+        if base is None:
+            python = f" --python {plan.python_version}" if plan.python_version else ""
+            raise ConfigurationError(
+                f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. Make it with"
+                f" `invoke build-base{python}` (with the same --config files), or name another with --base-img."
+            )
+        return base
+    if not make:
+        base = client.inspect_image(plan.base_image)
+        if base is None:
+            raise BaseImagePending(f"{plan.base_image} is not on the engine yet; it will be"
+                                   f" {base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))}")
+        return base
+    python = plan.python_version if plan.python_provider == "os" else ""
+    return base_os.ensure_os_image(plan.base_image, flag, client, base_os.OnDemand.from_settings(plan.settings),
+                                   lambda text: console.print(text, markup=False), python=python)
+
+
+def preflight(plan: Plan, client: DockerClient, console: Console | None = None, *, make_base: bool = True) -> Preflight:
+    """Checks against the engine and the remotes before any slow work (but making a missing FROM
+    image, which ``make_base`` allows)."""
+    client.check_engine()
+    commits: dict[str, str] = {}
+    if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
+        found, missing = sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
+        commits = {**{t.spec.name: t.commit for t in found}, **missing}
+    base = _base_image(plan, client, console or Console(highlight=False), make_base)
     labels = dict((base.get("Config") or {}).get("Labels") or {})
     if isinstance(plan, DevPlan):
         return _dev_preflight(plan, client, base["Id"], labels)
@@ -254,10 +276,6 @@ def preflight(plan: Plan, client: DockerClient) -> Preflight:
             f" (docker/ubuntu/) support {', '.join(SUPPORTED_OS)}."
         )
     check_os_python(plan, os_release)
-    commits: dict[str, str] = {}
-    if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
-        found, missing = sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
-        commits = {**{t.spec.name: t.commit for t in found}, **missing}
     return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version,
                      source_commits=commits)
 
@@ -366,12 +384,12 @@ def trusting(body):
 
 
 @trusting
-def assess(plan: Plan, client: DockerClient, *, look: bool = True,
-           apply: bool = True) -> tuple[Preflight, str, tuple[str, str] | None]:
+def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True,
+           console: Console | None = None) -> tuple[Preflight, str, tuple[str, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
-    ``apply``)."""
-    facts = preflight(plan, client)
+    ``apply``). Without ``apply`` nothing is changed: a missing FROM image is not made either."""
+    facts = preflight(plan, client, console, make_base=apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
     return facts, digest, found
@@ -383,7 +401,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
-    facts, digest, found = assess(plan, client, look=skip_unchanged)
+    facts, digest, found = assess(plan, client, look=skip_unchanged, console=console)
     cache = DownloadCache.for_settings(settings)
     if found:
         status, image_id = found

@@ -80,8 +80,11 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, Any]) -> config.ResolvedConfig:
-    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides))
+def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, Any],
+                   variant: str | None = None) -> config.ResolvedConfig:
+    """Every layer merged, and the options nobody set derived for a ``variant`` build (base, dev,
+    release; default ``build.variant``)."""
+    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant)
 
 
 def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:

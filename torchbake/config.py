@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import validation
+from . import derived, validation
 from .errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +50,14 @@ class ImageOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NamingOptions:
+    name: str
+    base_tag: str
+    dev_tag: str
+    release_tag: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class PythonOptions:
     version: str
     provider: str
@@ -59,6 +67,7 @@ class PythonOptions:
 @dataclass(frozen=True, kw_only=True)
 class WheelOptions:
     torch: str
+    default_torch: Mapping[str, str]
     extension: str
     extension_module: str
     torchvision: str
@@ -106,6 +115,13 @@ class BuildOptions:
     engine_timeout: int
     stall_timeout: int
     min_free_space: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class BootstrapOptions:
+    auto: bool
+    mirror: str
+    variant: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,11 +192,13 @@ class PathOptions:
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     image: ImageOptions
+    naming: NamingOptions
     python: PythonOptions
     wheels: WheelOptions
     toolkits: ToolkitOptions
     accelerator: AcceleratorOptions
     build: BuildOptions
+    bootstrap: BootstrapOptions
     sources: SourceOptions
     base: BaseOptions
     dev: DevOptions
@@ -192,11 +210,13 @@ class Settings:
 
 SECTION_TYPES: dict[str, type] = {
     "image": ImageOptions,
+    "naming": NamingOptions,
     "python": PythonOptions,
     "wheels": WheelOptions,
     "toolkits": ToolkitOptions,
     "accelerator": AcceleratorOptions,
     "build": BuildOptions,
+    "bootstrap": BootstrapOptions,
     "sources": SourceOptions,
     "base": BaseOptions,
     "dev": DevOptions,
@@ -207,15 +227,18 @@ SECTION_TYPES: dict[str, type] = {
 
 VALIDATORS: dict[str, Callable[[Any], None]] = {
     "image.name": validation.image_name,
-    "image.tag": validation.image_tag,
+    "image.tag": lambda v: v and validation.image_tag(v),
     "image.base": validation.image_reference,
     "image.docker_file": validation.location,
     "image.render_gid": validation.gid,
     "image.env": validation.env_names,
+    **{f"naming.{key}": (lambda v, key=key: _check_template(v, key)) for key in ("name", "base_tag", "dev_tag", "release_tag")},
     "python.version": validation.python_version,
     "python.provider": validation.one_of(validation.PYTHON_PROVIDERS),
     "python.standalone_url": lambda v: validation.location(v.replace("{python}", "3.11")),
     "wheels.torch": validation.wheel_source,
+    "wheels.default_torch": lambda v: [(validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source))
+                                       for profile, source in v.items()],
     "wheels.extension": validation.wheel_source,
     "wheels.torchvision": validation.wheel_source,
     "wheels.torchaudio": validation.wheel_source,
@@ -235,6 +258,8 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "build.engine_timeout": lambda v: validation.bounded(v, 1, 86400, "seconds"),
     "build.stall_timeout": lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"),
     "build.min_free_space": validation.byte_size,
+    "bootstrap.mirror": lambda v: v and validation.mirror_url(v),
+    "bootstrap.variant": validation.one_of(("minbase", "buildd")),
     "sources.root": validation.existing_folder,
     "sources.vision_root": validation.existing_folder,
     "sources.pytorch_repo": validation.git_repository,
@@ -270,6 +295,18 @@ VALIDATORS: dict[str, Callable[[Any], None]] = {
     "run.shell": validation.absolute_path,
     "run.network": lambda v: v and validation.container_name(v),
 }
+
+
+def _check_template(template: str, key: str) -> None:
+    """A [naming] template uses only the known fields."""
+    fields = derived.template_fields("3.11", "release", "cpu", torch="2.13.0")
+    try:
+        template.format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ValueError(f"unknown field {exc} in the template; fields are {', '.join('{' + f + '}' for f in fields)}") from None
+    if not template:
+        raise ValueError("a name template is needed for images built without --name" if key == "name"
+                         else "a tag template is needed for images built without --name")
 
 
 @dataclass(frozen=True)
@@ -425,9 +462,11 @@ def resolve(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     override_source: str = "command line",
+    variant: str | None = None,
 ) -> ResolvedConfig:
     """Merge every layer. ``overrides`` maps ``section.key`` (or a flag label) to a value; a
-    ``None`` value means "not given" and is skipped."""
+    ``None`` value means "not given" and is skipped. Options nobody set are then derived for a
+    ``variant`` build (base, dev or release; default ``build.variant``): see torchbake.derived."""
     known = schema()
     values: dict[str, Any] = dict(known)
     sources = {key: "default" for key in known}
@@ -450,6 +489,8 @@ def resolve(
             raise ConfigurationError(f"internal: no option {key!r}")
         values[key] = _check_type(key, value, known[key], override_source)
         sources[key] = override_source
+    _validate(values, sources)
+    derived.apply(values, sources, variant or values["build.variant"])
     _validate(values, sources)
     return ResolvedConfig(values=values, sources=sources)
 

@@ -20,6 +20,18 @@ class ConfigurationError(FatalError):
     exit_code = 2
 
 
+class MissingValuesError(ConfigurationError):
+    """Values a build needs that nobody set; ``missing`` lists every one as (key, why)."""
+
+    def __init__(self, message: str, *, missing: list[tuple[str, str]]):
+        super().__init__(message)
+        self.missing = missing
+
+
+class BaseImagePending(ConfigurationError):
+    """A plan looked at a FROM image that a build would pull or make first (nothing was made)."""
+
+
 class DownloadError(FatalError):
     """An input could not be fetched or did not match its recorded digest."""
 

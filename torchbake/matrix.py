@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import config as configuration
+from .derived import fill as _fill, template_fields
 from .errors import ConfigurationError
 
 VARIANTS = ("base", "dev", "release")
@@ -36,23 +37,7 @@ class Cell:
 
 
 def _values(python: str, variant: str, profile: str, registry: str) -> dict[str, str]:
-    py = python.replace(".", "")
-    return {"python": python, "py": py, "cp": f"cp{py}", "variant": variant, "profile": profile,
-            "registry": f"{registry.rstrip('/')}/" if registry else ""}
-
-
-def _fill(template: Any, values: Mapping[str, str], where: str) -> Any:
-    if isinstance(template, list):
-        return [_fill(item, values, where) for item in template]
-    if not isinstance(template, str):
-        return template
-    try:
-        return template.format(**values)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ConfigurationError(
-            f"{where}: template {template!r} uses an unknown field ({exc}); fields are"
-            f" {', '.join('{' + k + '}' for k in values)}."
-        ) from None
+    return template_fields(python, variant, profile, registry=f"{registry.rstrip('/')}/" if registry else "")
 
 
 def load_matrix(path: Path) -> dict[str, Any]:

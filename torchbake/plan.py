@@ -12,23 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from .config import PROJECT_ROOT, Settings
+from . import base_os
+from .config import PROJECT_ROOT, Settings, env_var_name
 from .sources import SourceSpec
 from .downloads import require_pinned
-from .errors import ConfigurationError
+from .errors import ConfigurationError, MissingValuesError
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 COMMON_DIR = DOCKER_DIR / "common"
-
-# The Python each supported OS release ships (provider "os" needs a match).
-OS_PYTHONS = {
-    ("debian", "11"): "3.9",
-    ("debian", "12"): "3.11",
-    ("debian", "13"): "3.13",
-    ("ubuntu", "20.04"): "3.8",
-    ("ubuntu", "22.04"): "3.10",
-    ("ubuntu", "24.04"): "3.12",
-}
 
 # Toolkit key → (flag, the install script its tarball carries).
 TOOLKITS = {
@@ -43,7 +34,7 @@ FLAGS = {
     "image.base": "--base-img",
     "wheels.torch": "--torch-whl-url",
     "wheels.extension": "--torch-musa-whl-url",
-    "python.standalone_url": "(config only) [python] standalone_url",
+    "base.sys": "--sys",
     **{f"toolkits.{k}": flag for k, (flag, _) in TOOLKITS.items()},
 }
 
@@ -99,20 +90,48 @@ def _pinned(plan: PlanT) -> PlanT:
     return plan
 
 
-def _missing(key: str, why: str) -> ConfigurationError:
-    return ConfigurationError(
-        f"{key} is not set, but {why}. Set it with {FLAGS.get(key, key)}, in a --config file"
-        f" ([{key.split('.')[0]}] {key.split('.')[1]} = ...), or as {('TORCHBAKE_' + key.replace('.', '_')).upper()}."
-    )
+@dataclass(frozen=True)
+class Missing:
+    """A value a build needs that nobody set."""
+
+    key: str  # section.key
+    why: str
+
+
+def how_to_set(key: str, *, matrix: bool = False) -> str:
+    """Where the user sets ``key``: the flag of ``invoke build`` (or, for build-all, the matrix
+    option template), a --config file, or the environment."""
+    section, name = key.split(".", 1)
+    ways = [f"[{section}] {name} = ... in a --config file", env_var_name(key)]
+    if matrix and section == "wheels":
+        ways.insert(0, f'[matrix.options.release] "{key}" (a template: {{cp}} is cp310 for Python 3.10)')
+    elif not matrix and key in FLAGS:
+        ways.insert(0, FLAGS[key])
+    return ", ".join(ways[:-1]) + f" or {ways[-1]}"
+
+
+def missing_error(missing: list[Missing]) -> MissingValuesError:
+    lines = [f"  {m.key}: {m.why}. Set it with {how_to_set(m.key)}." for m in missing]
+    head = (f"{missing[0].key} is not set" if len(missing) == 1
+            else f"{len(missing)} values this build needs are not set")
+    return MissingValuesError(head + ":\n" + "\n".join(lines), missing=[(m.key, m.why) for m in missing])
+
+
+def _raise_missing(missing: list[Missing]) -> None:
+    if missing:
+        raise missing_error(missing)
 
 
 def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> ReleasePlan:
     image, python, wheels = settings.image, settings.python, settings.wheels
-    _check_common(settings, reuse_context)
+    missing = _check_common(settings, reuse_context)
     if not image.base:
-        raise _missing("image.base", "a release image is built FROM a plain OS image (e.g. one made by `invoke bootstrap-os`)")
+        missing.append(Missing("image.base", "a release image is built FROM a plain OS image, and no OS image"
+                                             f" torchbake knows ships Python {python.version}"))
     if not reuse_context:  # with --no-prepare the inputs are those of the prepared context
-        _check_inputs(settings)
+        missing += _missing_inputs(settings)
+    missing += _missing_python_source(settings)
+    _raise_missing(missing)
     template = _template(settings, "release")
     env = dict(image.env)
     if settings.accelerator.torch_cuda_arch_list:
@@ -139,32 +158,32 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
     ))
 
 
-def _check_inputs(settings: Settings) -> None:
+def _missing_toolkits(settings: Settings) -> list[Missing]:
+    return [Missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+            for key in settings.toolkits.required if not settings.toolkits.urls()[key]]
+
+
+def _missing_inputs(settings: Settings) -> list[Missing]:
     wheels = settings.wheels
+    missing = []
     if not wheels.torch:
-        raise _missing("wheels.torch", "a release image installs torch from a wheel")
+        missing.append(Missing("wheels.torch", "a release image installs torch from a wheel, and the"
+                                               f" {settings.accelerator.profile} profile has no [wheels] default_torch"))
     if wheels.extension_module and not wheels.extension:
-        raise _missing("wheels.extension", f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check")
-    for key in settings.toolkits.required:
-        if not settings.toolkits.urls()[key]:
-            raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+        missing.append(Missing("wheels.extension",
+                               f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check"))
+    return missing + _missing_toolkits(settings)
 
 
 def check_os_python(plan: ReleasePlan, os_release: dict[str, str]) -> None:
     """Fail before any slow work when provider "os" cannot give the requested Python."""
     if plan.python_provider != "os":
         return
-    key = (os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
-    shipped = OS_PYTHONS.get(key)
-    if shipped is None or shipped == plan.python_version:
+    release = base_os.release_of(os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
+    if release is None or release.python == plan.python_version:
         return
-    matching = [f"{os_id}:{ver}" for (os_id, ver), py in OS_PYTHONS.items() if py == plan.python_version]
-    raise ConfigurationError(
-        f"Python {plan.python_version} was requested, but the base image {plan.base_image} is"
-        f" {key[0]} {key[1]}, whose OS Python is {shipped}. Use --python {shipped},"
-        + (f" a base image of {' or '.join(matching)}," if matching else "")
-        + ' or set [python] provider = "standalone" with a standalone_url for that version.'
-    )
+    raise base_os.python_mismatch(plan.python_version, plan.base_image, release,
+                                  "--sys" if plan.variant == "base" else "--base-img")
 
 
 def parse_os_release(text: str) -> dict[str, str]:
@@ -185,7 +204,11 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
     def row(label: str, value: object) -> None:
         lines.append(f"  {label:<15} {value}")
 
-    row("base image", plan.base_image)
+    if plan.variant == "dev":
+        row("base image", plan.base_image)
+    else:
+        how = base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))
+        row("base image", f"{plan.base_image} (if not on the engine: {how})")
     if plan.variant == "dev":
         row("python", plan.python_version or "the base image's")
         row("MAX_JOBS", plan.max_jobs or "from the engine's cores and memory (3 GiB a job)")
@@ -294,28 +317,36 @@ def _python_source(settings: Settings) -> str:
     python = settings.python
     if python.provider != "standalone":
         return ""
-    if not python.standalone_url:
-        raise _missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')
     return python.standalone_url.replace("{python}", python.version)
 
 
-def _check_common(settings: Settings, reuse_context: bool) -> None:
-    if not settings.image.name:
-        raise _missing("image.name", "every build needs an image name")
+def _missing_python_source(settings: Settings) -> list[Missing]:
+    if settings.python.provider == "standalone" and not settings.python.standalone_url:
+        return [Missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')]
+    return []
+
+
+def _check_common(settings: Settings, reuse_context: bool) -> list[Missing]:
+    """Checks every plan makes; returns the values that are missing (the caller adds its own)."""
     if reuse_context and not settings.build.dir:
         raise ConfigurationError(
             "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
             " naming that folder."
         )
+    return [] if settings.image.name else [Missing("image.name", "every build needs an image name")]
 
 
 def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
-    _check_common(settings, reuse_context)
+    missing = _check_common(settings, reuse_context)
     python = settings.python
     src = settings.sources
-    for name in SOURCE_NAMES:
-        if not getattr(src, f"{name}_repo"):
-            raise _missing(f"sources.{name}_repo", f"build-base clones {name}")
+    if not settings.base.sys:
+        missing.append(Missing("base.sys", f"build-base starts FROM an OS image, and no OS image torchbake knows"
+                                           f" ships Python {python.version}"))
+    missing += [Missing(f"sources.{name}_repo", f"build-base clones {name}")
+                for name in SOURCE_NAMES if not getattr(src, f"{name}_repo")]
+    missing += _missing_python_source(settings)
+    _raise_missing(missing)
     return _pinned(BasePlan(
         **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.base.sys,
@@ -363,17 +394,16 @@ class DevPlan(PlanCommon):
 
 def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
              no_cache: bool = False) -> DevPlan:
-    _check_common(settings, reuse_context)
+    missing = _check_common(settings, reuse_context)
     if not settings.image.base:
-        raise _missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`")
+        missing.append(Missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`"))
     src = settings.sources
     if not reuse_context:
-        for key in settings.toolkits.required:
-            if not settings.toolkits.urls()[key]:
-                raise _missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+        missing += _missing_toolkits(settings)
         if settings.wheels.extension_module and not src.extension_repo:
-            raise _missing("sources.extension_repo",
-                           f"[wheels] extension_module = {settings.wheels.extension_module!r} names an extension to build")
+            missing.append(Missing("sources.extension_repo", f"[wheels] extension_module ="
+                                   f" {settings.wheels.extension_module!r} names an extension to build"))
+    _raise_missing(missing)
     extension = SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
     vision = SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
     return _pinned(DevPlan(

@@ -53,12 +53,16 @@ def image_reference(value: str) -> None:
     rest, _, digest = value.partition("@")
     if digest and not _DIGEST_RE.match(digest):
         raise ValueError("expected a digest as sha256:<64 hex digits> after '@'")
-    name, tag = rest, ""
+    name, tag = rest, None
     last = rest.rsplit("/", 1)[-1]
     if ":" in last:
         name, tag = rest.rsplit(":", 1)
+    if not name:
+        raise ValueError("the image name before ':' is empty; expected NAME[:TAG], e.g. debian:bookworm")
     image_name(name)
-    if tag:
+    if tag == "":
+        raise ValueError(f"the tag after {name}: is empty; give one (e.g. {name}:latest) or leave out the ':'")
+    if tag is not None:
         image_tag(tag)
 
 
@@ -242,6 +246,11 @@ def byte_size(value: str) -> int:
     if not match or float(match.group(1)) <= 0:
         raise ValueError("expected a size such as 512M, 8G or 80G: a positive number with an optional unit K, M, G or T")
     return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+
+
+def mirror_url(value: str) -> None:
+    if not value.startswith(("http://", "https://", "file://")) or len(value.split("://", 1)[1]) == 0:
+        raise ValueError("expected an http(s):// or file:// URL of a Debian/Ubuntu package mirror")
 
 
 def mount_spec(value: str) -> None:

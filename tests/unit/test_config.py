@@ -40,8 +40,8 @@ def test_layers_in_order_and_sources_recorded(tmp_path):
     assert resolved.sources["python.version"] == "environment TORCHBAKE_PYTHON_VERSION"
     assert resolved.values["image.tag"] == "from-cli"
     assert resolved.sources["image.tag"] == "command line"
-    assert resolved.values["image.base"] == ""  # None means "not given"
-    assert resolved.sources["image.base"] == "default"
+    assert resolved.values["image.base"] == "torchbake/pytorch-cpu:base-py3.12"  # None means "not given": derived
+    assert resolved.sources["image.base"].startswith("derived from [naming]")
 
 
 def test_later_config_file_wins(tmp_path):

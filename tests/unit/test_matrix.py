@@ -100,4 +100,6 @@ def test_shard_syntax():
 
 def test_shipped_nightly_matrix_expands():
     cells = matrix.expand(matrix.load_matrix(CONFIG_DIR / "nightly.toml"))
-    assert [c.id for c in cells] == ["musa-base-py310", "musa-dev-py310", "musa-release-py310"]
+    # build_all.sh's matrix: Python 3.8, 3.9 and 3.10 × base, dev, release
+    assert [c.id for c in cells] == [f"musa-{v}-py{py}" for py in ("38", "39", "310") for v in ("base", "dev", "release")]
+    assert cells[1].overrides["image.base"] == "torchbake/torch-musa:base-py38" and cells[1].depends_on == ("musa-base-py38",)

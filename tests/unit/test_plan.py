@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from torchbake import config
-from torchbake.errors import ConfigurationError
+from torchbake.errors import ConfigurationError, MissingValuesError
 from torchbake.plan import check_os_python, parse_os_release, plan_release
 
 
@@ -20,13 +20,16 @@ def test_cpu_profile_plans():
     assert plan.image_env == {}
 
 
-def test_musa_profile_names_the_first_missing_url_and_its_flag():
-    with pytest.raises(ConfigurationError) as info:
+def test_musa_profile_names_every_missing_value_and_its_flag():
+    with pytest.raises(MissingValuesError) as info:
         plan_release(settings("musa.toml", **{"wheels.torch": "torch==2.13.0"}))
-    assert str(info.value).startswith(
-        "wheels.extension is not set, but [wheels] extension_module = 'torch_musa' names an extension to check."
-        " Set it with --torch-musa-whl-url"
-    )
+    assert [key for key, _ in info.value.missing] == [
+        "wheels.extension", "toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url"]
+    assert str(info.value).splitlines()[:2] == [
+        "4 values this build needs are not set:",
+        "  wheels.extension: [wheels] extension_module = 'torch_musa' names an extension to check. Set it with"
+        " --torch-musa-whl-url, [wheels] extension = ... in a --config file or TORCHBAKE_WHEELS_EXTENSION.",
+    ]
 
 
 def test_musa_profile_requires_each_toolkit(tmp_path):
@@ -34,7 +37,7 @@ def test_musa_profile_requires_each_toolkit(tmp_path):
     wheel.write_bytes(b"")
     with pytest.raises(ConfigurationError) as info:
         plan_release(settings("musa.toml", **{"wheels.torch": "torch==2.13.0", "wheels.extension": str(wheel)}))
-    assert "toolkits.musa_toolkits_url is not set, but the musa profile needs that toolkit." in str(info.value)
+    assert "toolkits.musa_toolkits_url: the musa profile needs that toolkit." in str(info.value)
     assert "--musa-toolkits-url" in str(info.value)
     assert "TORCHBAKE_TOOLKITS_MUSA_TOOLKITS_URL" in str(info.value)
 
@@ -48,16 +51,15 @@ def test_cuda_profile_carries_the_arch_list_as_env():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({}, "image.name is not set"),
-        ({"image.name": "a/b"}, "image.base is not set"),
-        ({"image.name": "a/b", "image.base": "debian:12"}, "wheels.torch is not set"),
+        ({"python.version": "3.14"}, "image.base is not set"),  # no OS image ships 3.14
+        ({"image.name": "a/b", "image.base": "debian:12", "accelerator.profile": "rocm"}, "wheels.torch is not set"),
         ({"image.name": "a/b", "image.base": "debian:12", "wheels.torch": "torch", "python.provider": "standalone"},
          "python.standalone_url is not set"),
     ],
 )
 def test_missing_required_values(overrides, message):
     with pytest.raises(ConfigurationError, match=message):
-        plan_release(settings(**overrides))
+        plan_release(settings(**{"build.variant": "release", **overrides}))
 
 
 def test_no_prepare_needs_a_build_dir():
@@ -66,12 +68,12 @@ def test_no_prepare_needs_a_build_dir():
 
 
 def test_os_python_mismatch_is_explained():
-    plan = plan_release(settings("cpu.toml", **{"python.version": "3.10"}))
+    plan = plan_release(settings("cpu.toml", **{"python.version": "3.10", "image.base": "my/debian:12"}))
     os_release = parse_os_release('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_ID="12"\n')
     with pytest.raises(ConfigurationError) as info:
         check_os_python(plan, os_release)
     assert str(info.value) == (
-        "Python 3.10 was requested, but the base image torchbake/debian:bookworm is debian 12, whose OS"
+        "Python 3.10 was requested, but the base image my/debian:12 (--base-img) is debian 12, whose OS"
         " Python is 3.11. Use --python 3.11, a base image of ubuntu:22.04, or set [python] provider ="
         ' "standalone" with a standalone_url for that version.'
     )

@@ -79,7 +79,7 @@ def test_pip_download_command_targets_the_image_python():
 def test_build_args_of_the_cpu_profile():
     settings = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}).settings()
     assert build_args(plan_release(settings)) == {
-        "BASE_IMAGE": "torchbake/debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
+        "BASE_IMAGE": "debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
         "RENDER_GID": "0",
     }
 

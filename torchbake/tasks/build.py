@@ -137,7 +137,7 @@ def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, 
         "build.verify": False if no_verify else None, "build.docker": docker,
         **trust_overrides(require_hashes, ca_bundle),
     }
-    settings = resolve_config(config, overrides).settings()
+    settings = resolve_config(config, overrides, variant="base").settings()
     _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run)
 
 
