@@ -82,6 +82,21 @@ def find_manifest(log_dir: Path, image_id: str) -> tuple[Path, dict[str, Any]] |
     return None
 
 
+def recent_builds(log_dir: Path) -> list[dict[str, Any]]:
+    """The manifests of this host's successful builds, newest first."""
+    if not log_dir.is_dir():
+        return []
+    found = []
+    for path in log_dir.glob("*.manifest.json"):
+        try:
+            document = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(document, dict) and document.get("status") == "built" and document.get("image"):
+            found.append(document)
+    return sorted(found, key=lambda d: str(d.get("finished", "")), reverse=True)
+
+
 def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[str, Any]] | None) -> list[tuple[str, str]]:
     """Rows (what, value) for show-build: the image's labels, then its manifest."""
     labels = (info.get("Config") or {}).get("Labels") or {}

@@ -98,7 +98,7 @@ class Missing:
     why: str
 
 
-def how_to_set(key: str, *, matrix: bool = False) -> str:
+def ways_to_set(key: str, *, matrix: bool = False) -> list[str]:
     """Where the user sets ``key``: the flag of ``invoke build`` (or, for build-all, the matrix
     option template), a --config file, or the environment."""
     section, name = key.split(".", 1)
@@ -107,6 +107,11 @@ def how_to_set(key: str, *, matrix: bool = False) -> str:
         ways.insert(0, f'[matrix.options.release] "{key}" (a template: {{cp}} is cp310 for Python 3.10)')
     elif not matrix and key in FLAGS:
         ways.insert(0, FLAGS[key])
+    return ways
+
+
+def how_to_set(key: str, *, matrix: bool = False) -> str:
+    ways = ways_to_set(key, matrix=matrix)
     return ", ".join(ways[:-1]) + f" or {ways[-1]}"
 
 

@@ -13,8 +13,8 @@ from ..cli import FlagTask, console, docker_client, reports_errors, resolve_conf
     help={
         "suite": "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)",
         "name": "Image to create (default torchbake/debian:<suite>)",
-        "mirror": "Package mirror URL (default: debootstrap's own)",
-        "variant": "debootstrap variant: minbase (default) or buildd",
+        "mirror": "Package mirror URL. [bootstrap] mirror, default debootstrap's own for the suite",
+        "variant": "debootstrap variant: minbase or buildd. [bootstrap] variant, default minbase",
         "force": "Rebuild even if the image exists",
         "docker": "Docker client binary (default: auto)",
         "config": "TOML config file (for paths.cache_dir, build.docker); repeatable",
@@ -23,14 +23,19 @@ from ..cli import FlagTask, console, docker_client, reports_errors, resolve_conf
     iterable=["config"],
 )
 @reports_errors
-def bootstrap_os(c, suite="bookworm", name=None, mirror="", variant="minbase", force=False, docker=None,
+def bootstrap_os(c, suite="bookworm", name=None, mirror=None, variant=None, force=False, docker=None,
                  config=None, dry_run=False):
-    """Make a base OS image with debootstrap + docker import (for air-gapped sites)."""
-    settings = resolve_config(config, {"build.docker": docker}).settings()
-    spec = OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=mirror,
-                       variant=variant, force=force)
+    """Make a base OS image with debootstrap + docker import (for air-gapped sites).
+
+    Builds do this by themselves for a missing debian:<suite> or ubuntu:<suite> FROM image."""
+    settings = resolve_config(config, {"build.docker": docker, "bootstrap.mirror": mirror,
+                                       "bootstrap.variant": variant}).settings()
+    spec = OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=settings.bootstrap.mirror,
+                       variant=settings.bootstrap.variant, force=force)
     client = docker_client(settings)
-    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", console(), dry_run=dry_run)
+    out = console()
+    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", lambda text: out.print(text, markup=False),
+                       dry_run=dry_run)
 
 
 ns = Collection(bootstrap_os)

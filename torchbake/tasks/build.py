@@ -8,6 +8,8 @@ from ..builder import build_image, dry_run as show_plan
 from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
 from ..plan import plan_base, plan_dev, plan_release
 
+BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or fail). [bootstrap] auto"
+
 TRUST_HELP = {
     "require_hashes": "Fail unless every URL input carries a sha256 (#sha256= or [checksums]). [downloads] require_hashes",
     "ca_bundle": "PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and the build's network steps (a BuildKit secret). [downloads] ca_bundle",
@@ -19,9 +21,10 @@ def trust_overrides(require_hashes: bool, ca_bundle: str | None) -> dict:
 
 
 HELP = {
-    "name": "Image name, e.g. torchbake/pytorch-cpu (build.sh -n/--name). [image] name",
-    "tag": "Image tag (build.sh -t/--tag). [image] tag, default latest",
-    "base_img": "Image to build FROM; for release a plain OS image, e.g. one from bootstrap-os (build.sh -b/--base_img). [image] base",
+    "name": "Image name (build.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
+    "tag": "Image tag (build.sh -t/--tag). [image] tag, default from [naming] (dev-py3.11; release: 2.13.0-py3.11), or latest with --name",
+    "base_img": "Image to build FROM (build.sh -b/--base_img). [image] base, default: release the OS image of the Python"
+                " (debian:bookworm for 3.11, pulled or made with debootstrap); dev the image build-base names",
     "docker_file": "Dockerfile template (build.sh -f/--docker_file). Default docker/ubuntu/dockerfile.<variant>",
     "python": "Python version of the image, X.Y (build.sh -v/--python_version). [python] version",
     "musa_toolkits_url": "URL or path of the vendor toolkit tarball (build.sh -m/--musa_toolkits_url)",
@@ -41,6 +44,7 @@ HELP = {
     "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+    "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
 }
 
@@ -79,8 +83,12 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
-          dry_run=False, no_verify=False, no_cache=False, docker=None, require_hashes=False, ca_bundle=None):
-    """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it."""
+          dry_run=False, no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False,
+          ca_bundle=None):
+    """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
+
+    With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
+    with --release alone: the CPU release image torchbake/pytorch-cpu:2.13.0-py3.11 on debian:bookworm."""
     overrides = {
         "image.name": name, "image.tag": tag, "image.base": base_img, "image.docker_file": docker_file,
         "python.version": python, "toolkits.musa_toolkits_url": musa_toolkits_url,
@@ -90,7 +98,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "build.verify": False if no_verify else None, "build.docker": docker,
         "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
         "sources.keep_git": True if keep_git else None, "dev.slim": True if slim else None,
-        **trust_overrides(require_hashes, ca_bundle),
+        "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
     }
     resolved = resolve_config(config, overrides)
     settings = resolved.settings()
@@ -103,9 +111,10 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
 
 
 BASE_HELP = {
-    "name": "Image name of the base image (build_base.sh -n/--name). [image] name",
-    "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default latest",
-    "sys": "OS image to start FROM, e.g. ubuntu:22.04 or torchbake/debian:bookworm (build_base.sh -s/--sys). [base] sys",
+    "name": "Image name of the base image (build_base.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
+    "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default from [naming]: base-py<python>, or latest with --name",
+    "sys": "OS image to start FROM, e.g. debian:trixie (build_base.sh -s/--sys). [base] sys, default the OS image of"
+           " the Python (debian:bookworm for 3.11); a missing debian:/ubuntu: image is pulled or made with debootstrap",
     "python": "Python version of the environment, X.Y (build_base.sh -v/--python_version). [python] version",
     "pytorch_tag": "PyTorch git tag. [sources] pytorch_tag, default v2.0.0",
     "vision_tag": "torchvision git tag. [sources] vision_tag, default v0.15.2",
@@ -119,6 +128,7 @@ BASE_HELP = {
     "no_verify": "Skip `verify` after the build",
     "no_cache": "Build every step again, ignoring the engine's layer cache",
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
+    "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
 }
 
@@ -128,14 +138,17 @@ BASE_HELP = {
 @reports_errors
 def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
                source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
-               no_verify=False, no_cache=False, docker=None, require_hashes=False, ca_bundle=None):
-    """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags."""
+               no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False, ca_bundle=None):
+    """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags.
+
+    `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
+    OS image whose Python is 3.10); `invoke build --python 3.10` then finds it."""
     overrides = {
         "image.name": name, "image.tag": tag, "base.sys": sys, "python.version": python,
         "sources.pytorch_tag": pytorch_tag, "sources.vision_tag": vision_tag, "sources.audio_tag": audio_tag,
         "sources.root": source_root, "sources.keep_git": True if keep_git else None, "build.dir": build_dir,
         "build.verify": False if no_verify else None, "build.docker": docker,
-        **trust_overrides(require_hashes, ca_bundle),
+        "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
     }
     settings = resolve_config(config, overrides, variant="base").settings()
     _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run)

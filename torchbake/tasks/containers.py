@@ -13,9 +13,11 @@ from ..cli import FlagTask, console, docker_client, reports_errors, resolve_conf
 from .. import containers as running
 from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
+from ..manifest import recent_builds
 
 RUN_HELP = {
-    "image": "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile)",
+    "image": "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile);"
+             " default the image of this host's most recent successful build",
     "name": "Container name; reused if it exists (started if stopped). [run] name, default <repository>-<tag>",
     "shm_size": "Size of /dev/shm, e.g. 80G; under 1G warns (DataLoader workers need it). [run] shm_size, default auto = half the host's memory",
     "privileged": "Give the container every host device and capability. [run] privileged",
@@ -35,14 +37,14 @@ RUN_HELP = {
 @task(klass=FlagTask, help=RUN_HELP, positional=["image"], iterable=["env", "mount", "config"],
       names={"shm_size": ["shm_size"], "device_profile": ["device_profile"], "dry_run": ["dry_run"]})
 @reports_errors
-def run_container(c, image, name=None, shm_size=None, privileged=False, env=None, mount=None, workdir=None,
+def run_container(c, image="", name=None, shm_size=None, privileged=False, env=None, mount=None, workdir=None,
                   device_profile=None, rm=False, command=None, replace=False, dry_run=False, config=None,
                   docker=None):
     """Open a shell (or run --command) in a container of IMAGE, created once and reused.
 
     The container gets the /dev/shm and devices its profile needs; a stopped one is started again,
     a running one gets a new shell. Without a terminal, --command runs and its exit status is this
-    task's."""
+    task's. Without IMAGE: the image of this host's most recent successful build."""
     cli = {"run.name": name, "run.shm_size": shm_size, "run.privileged": True if privileged else None,
            "run.workdir": workdir, "run.device_profile": device_profile, "build.docker": docker}
     settings = resolve_config(config, cli).settings()
@@ -60,6 +62,10 @@ def run_container(c, image, name=None, shm_size=None, privileged=False, env=None
     )
     notes = Console(stderr=True, highlight=False, soft_wrap=True)
     client = docker_client(settings, for_build=False)
+    if not image:
+        image = most_recent_image(client, settings.paths.log_dir)
+        notes.print(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.",
+                    markup=False)
     token = default_stream.set(sys.stderr)
     try:
         session = prepare_session(client, request, notes.print)
@@ -76,6 +82,21 @@ def run_container(c, image, name=None, shm_size=None, privileged=False, env=None
         if not interactive:
             notes.print(f"torchbake: the command exited with status {status} in container {session.name}.")
         raise Exit(code=status)
+
+
+def most_recent_image(client, log_dir) -> str:
+    """The image of the newest successful build recorded on this host that the engine still has."""
+    builds = recent_builds(log_dir)
+    if builds:
+        client.check_engine()
+    for document in builds:
+        if client.inspect_image(document["image"]) is not None:
+            return document["image"]
+    gone = f" (the {len(builds)} recorded are no longer on the engine)" if builds else ""
+    raise ConfigurationError(
+        f"No IMAGE given, and this host has no successful build to run{gone}. Build one with"
+        " `invoke build --release`, or name an image: `invoke run-container IMAGE`."
+    )
 
 
 @task(klass=FlagTask, help={"docker": "Docker client binary (default: auto)",

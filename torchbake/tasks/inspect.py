@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from invoke import Collection, task
 from rich.table import Table
+from rich.text import Text
 
 from .. import config as configuration
 from .. import validation
@@ -70,16 +71,23 @@ def show_build(c, image, docker=None, config=None):
     console().print(table)
 
 
-@task(klass=FlagTask, help={"config": "TOML config file layered over the defaults; repeatable"}, iterable=["config"])
+@task(klass=FlagTask, iterable=["config"], help={
+    "config": "TOML config file layered over the defaults; repeatable",
+    "variant": "Show the values derived for this kind of build: base (build-base), dev or release (build --release);"
+               " default [build] variant",
+})
 @reports_errors
-def show_config(c, config=None):
-    """Print the resolved configuration and where each value came from."""
-    resolved = resolve_config(config, {})
-    table = Table(title="torchbake configuration")
+def show_config(c, config=None, variant=None):
+    """Print the resolved configuration and where each value came from ("derived from …" for
+    names, tags and FROM images nobody set)."""
+    if variant not in (None, "base", "dev", "release"):
+        raise ConfigurationError(f"--variant {variant!r}: expected base, dev or release.")
+    resolved = resolve_config(config, {}, variant=variant)
+    table = Table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")
-    for key, value, source in configuration.describe(resolved):
-        table.add_row(key, value, source)
+    for row in configuration.describe(resolved):
+        table.add_row(*(Text(cell) for cell in row))  # plain text: values and sources are never markup
     console().print(table)
 
 

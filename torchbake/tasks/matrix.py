@@ -7,10 +7,12 @@ from pathlib import Path
 
 from invoke import Collection, Exit, task
 from rich.table import Table
+from rich.text import Text
 
 from .. import config as configuration
 from ..cli import FlagTask, console, docker_client, reports_errors
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, MissingValuesError
+from ..plan import how_to_set, ways_to_set
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from .build import TRUST_HELP, trust_overrides
 from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
@@ -69,7 +71,14 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     if no_cache and not force:
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
     trust = {k: v for k, v in trust_overrides(require_hashes, ca_bundle).items() if v is not None}
-    plans = {cell.id: cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust) for cell in cells}  # all checked up front
+    plans, needs = {}, {}
+    for cell in cells:  # every cell checked up front; every value a cell still needs collected
+        try:
+            plans[cell.id] = cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust)
+        except MissingValuesError as exc:
+            needs[cell.id] = [key for key, _ in exc.missing]
+    if needs and not plan:
+        raise missing_in_matrix(cells, needs)
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
     client = docker_client(settings, choice=docker)
     client.check_engine()
@@ -78,9 +87,17 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         for column in ("#", "cell", "image", "action", "why"):
             table.add_column(column, overflow="fold")
         for index, cell in enumerate(cells, 1):
-            action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
-            table.add_row(str(index), cell.id, cell.image, action, why)
+            if cell.id in needs:
+                action, why = "needs values", "\n".join(
+                    f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in ways_to_set(key, matrix=True))}"
+                    for key in needs[cell.id])
+            else:
+                action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
+            table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))  # plain text, never markup
         out.print(table)
+        if needs:
+            out.print(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
+                      " before any work and name each.", markup=False)
         return
     run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
                     log_dir=settings.paths.log_dir)
@@ -95,6 +112,19 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
+
+
+def missing_in_matrix(cells: list[Cell], needs: dict[str, list[str]]) -> ConfigurationError:
+    """One error naming every value any cell still needs, the cells that need it and where to set it."""
+    by_key: dict[str, list[str]] = {}
+    for cell in cells:
+        for key in needs.get(cell.id, []):
+            by_key.setdefault(key, []).append(cell.id)
+    lines = [f"  {key} (cells {', '.join(ids)}): set {how_to_set(key, matrix=True)}" for key, ids in by_key.items()]
+    return ConfigurationError(
+        f"{len(needs)} of {len(cells)} cells need values that are not set; nothing was built:\n" + "\n".join(lines)
+        + "\n`invoke build-all --plan` shows every cell and what it needs."
+    )
 
 
 ns = Collection(build_all)
