@@ -24,7 +24,10 @@ CASES = [
     ("python-too-old", ["build", *CPU, "--python", "3.7", "--base-img", B], {},
      "python.version = '3.7' (from command line) is invalid: supported Python versions are 3.8"),
     ("python-not-in-base", ["build", *CPU, "--python", "3.10", "--base-img", B], {},
-     "Python 3.10 was requested, but the base image BASE is debian 12, whose OS Python is 3.11"),
+     "Python 3.10 was requested, but the base image BASE (--base-img) is debian 12, whose OS Python is 3.11"),
+    ("python-not-in-named-os", ["build", "--release", "--base-img", "ubuntu:20.04"], {},  # known before any pull or bootstrap
+     "Python 3.11 was requested, but the base image ubuntu:20.04 (--base-img) is ubuntu 20.04, whose OS Python is 3.8."
+     " Use --python 3.8, a base image of debian:bookworm,"),
     ("python-not-a-version", ["build-base", "--python", "two.seven"], {},
      "python.version = 'two.seven' (from command line) is invalid: expected a Python version as X.Y"),
     ("verify-python", ["verify", B, "--python", "three"], {}, "--python 'three' is invalid: expected a Python version as X.Y"),
@@ -40,7 +43,21 @@ CASES = [
     ("container-name", ["run-container", B, "--name", "bad name!", "--command", "true"], {}, "run.name = 'bad name!'"),
     # images that do not exist
     ("no-base-image", ["build", *CPU, "--base-img", NO_SUCH], {},
-     f"Base image '{NO_SUCH}' (--base-img) does not exist on this engine. Make one offline with `invoke bootstrap-os"),
+     f"Base image '{NO_SUCH}' (--base-img) does not exist on this engine and could not be pulled"),
+    ("base-unknown-suite", ["build", "--release", "--base-img", "debian:no-such-suite"], {},
+     "--base-img debian:no-such-suite: suite 'no-such-suite' is not a suite this debootstrap knows. Releases torchbake"
+     " knows: bullseye (debian 11, Python 3.9), bookworm (debian 12, Python 3.11)"),
+    ("base-empty-tag", ["build", "--release", "--base-img", "ubuntu:"], {},
+     "image.base = 'ubuntu:' (from command line) is invalid: the tag after ubuntu: is empty"),
+    ("base-sys-empty-tag", ["build-base", "--sys", "debian:"], {}, "base.sys = 'debian:' (from command line) is invalid"),
+    ("no-bootstrap", ["build", "--release", "--base-img", "debian:buster", "--no-bootstrap"], {},
+     "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false). Make it with"
+     " `invoke bootstrap-os --suite buster --name debian:buster`."),
+    ("bootstrap-mirror", ["build", "--release"], {"TORCHBAKE_BOOTSTRAP_MIRROR": "deb.debian.org"},
+     "bootstrap.mirror = 'deb.debian.org' (from environment TORCHBAKE_BOOTSTRAP_MIRROR) is invalid: expected an http(s)://"),
+    ("dev-base-missing", ["build", "--python", "3.9"], {},
+     "Base image 'torchbake/pytorch-cpu:base-py3.9' (--base-img) does not exist on this engine. Make it with"
+     " `invoke build-base --python 3.9`"),
     ("not-a-torchbake-base", ["build", "--name", "a/b", "--base-img", B], {}, "is not a torchbake base image"),
     ("verify-no-image", ["verify", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
     ("show-build-no-image", ["show-build", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
@@ -98,9 +115,12 @@ CASES = [
      "holds no '-----BEGIN CERTIFICATE-----' block; expected a PEM file of CA certificates"),
     # required inputs
     ("musa-release-extension", ["build", "--config", "configs/musa.toml", "-r", "--torch-whl-url", "torch==2.13.0"], {},
-     "wheels.extension is not set"),
+     "4 values this build needs are not set:\n  wheels.extension: [wheels] extension_module = 'torch_musa'"),
     ("musa-toolkit", ["build", "--config", "configs/musa.toml"], {},
-     "toolkits.musa_toolkits_url is not set, but the musa profile needs that toolkit. Set it with --musa-toolkits-url"),
+     "3 values this build needs are not set:\n  toolkits.musa_toolkits_url: the musa profile needs that toolkit."
+     " Set it with --musa-toolkits-url"),
+    ("all-missing-values", ["build-all"], {},  # the shipped nightly matrix without vendor URLs: every value at once
+     "6 of 9 cells need values that are not set; nothing was built:\n  toolkits.musa_toolkits_url (cells musa-dev-py38,"),
     # paths and folders
     ("build-dir-user-files", ["build", *CPU, "--base-img", B, "--build-dir", "USER_DIR"], {},
      "--build-dir USER_DIR holds files torchbake did not put there; refusing to overwrite them."),
@@ -132,6 +152,8 @@ CASES = [
     ("run-device", ["run-container", B, "--device-profile", "rocm", "--command", "true"], {},
      "The rocm device profile needs /dev/kfd and /dev/dri on this host"),
     ("run-no-terminal", ["run-container", B], {}, "Standard input is not a terminal"),
+    ("run-no-build-yet", ["run-container", "--command", "true"], {"TORCHBAKE_PATHS_LOG_DIR": "EMPTY_DIR"},
+     "No IMAGE given, and this host has no successful build to run. Build one with `invoke build --release`"),
     ("stop-unknown", ["stop-container", "torchbake-test-no-such-container"], {},
      "No container named 'torchbake-test-no-such-container'."),
     ("stop-time", ["stop-container", "x", "--time", "-1"], {}, "--time -1: expected a number of seconds, 0 or more."),

@@ -55,17 +55,17 @@ def run_container(c, image="", name=None, shm_size=None, privileged=False, env=N
             "Standard input is not a terminal, so there is no one to type into a shell: pass"
             ' --command "…" (its exit status becomes this task\'s), or run from a terminal.'
         )
-    explicit = {key.split(".", 1)[1] for key, value in cli.items() if value is not None} | ({"mounts"} if mount else set())
-    request = RunRequest.from_settings(
-        settings, image, extra_env=env or [], extra_mounts=mount or [], command=command or "", remove=rm,
-        replace=replace, interactive=interactive, forward_stdin=stdin != "none", explicit=frozenset(explicit),
-    )
     notes = Console(stderr=True, highlight=False, soft_wrap=True)
     client = docker_client(settings, for_build=False)
     if not image:
         image = most_recent_image(client, settings.paths.log_dir)
         notes.print(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.",
                     markup=False)
+    explicit = {key.split(".", 1)[1] for key, value in cli.items() if value is not None} | ({"mounts"} if mount else set())
+    request = RunRequest.from_settings(
+        settings, image, extra_env=env or [], extra_mounts=mount or [], command=command or "", remove=rm,
+        replace=replace, interactive=interactive, forward_stdin=stdin != "none", explicit=frozenset(explicit),
+    )
     token = default_stream.set(sys.stderr)
     try:
         session = prepare_session(client, request, notes.print)
