@@ -20,12 +20,12 @@ def clean_env(monkeypatch):
     return monkeypatch
 
 
-def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT,
+def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, root: Path = ROOT,
                timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     """Run `invoke ARGS` as a user would, collecting output."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
     full_env.update(env or {})
     return subprocess.run(
-        [*INVOKE, "--search-root", str(ROOT), *args], cwd=cwd, env=full_env, capture_output=True,
+        [*INVOKE, "--search-root", str(root), *args], cwd=cwd, env=full_env, capture_output=True,
         text=True, timeout=timeout, stdin=subprocess.DEVNULL,
     )
