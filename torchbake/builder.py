@@ -384,12 +384,13 @@ def trusting(body):
 
 
 @trusting
-def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True,
+def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True, make_base: bool = True,
            console: Console | None = None) -> tuple[Preflight, str, tuple[str, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
-    ``apply``). Without ``apply`` nothing is changed: a missing FROM image is not made either."""
-    facts = preflight(plan, client, console, make_base=apply)
+    ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
+    :class:`BaseImagePending` says what a build would do."""
+    facts = preflight(plan, client, console, make_base=make_base and apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
     return facts, digest, found

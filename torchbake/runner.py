@@ -22,7 +22,7 @@ from rich.table import Table
 from . import command, config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
-from .errors import EngineError, FatalError
+from .errors import BaseImagePending, EngineError, FatalError
 from .matrix import Cell
 from .plan import plan_base, plan_dev, plan_release
 
@@ -60,6 +60,8 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
     """What a run would do with this cell, and why — without building or tagging anything."""
     try:
         _facts, digest, found = assess(plan, client, apply=False)
+    except BaseImagePending as exc:
+        return "build", str(exc)
     except FatalError as exc:
         if cell.depends_on:
             return "build", f"after {', '.join(cell.depends_on)} ({str(exc).splitlines()[0]})"
@@ -98,7 +100,7 @@ class MatrixRun:
         """(status, image id, input hash) when the cell's image is already up to date (re-tagging
         it if needed); None when it needs the full path (or the check itself failed)."""
         try:
-            _facts, digest, found = assess(self.plans[cell.id], self.client)
+            _facts, digest, found = assess(self.plans[cell.id], self.client, make_base=False)
         except Exception:  # noqa: BLE001 - the full path reports whatever went wrong here
             return None
         return (*found, digest) if found else None
