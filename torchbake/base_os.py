@@ -12,17 +12,17 @@ removed, mounts below it first, and an image appears only when the whole bootstr
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from . import command, validation
+from .downloads import file_lock
 from .engine import DockerClient
 from .errors import CommandError, ConfigurationError
 
@@ -157,7 +157,8 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             f"  {command.format_command(import_cmd)}")
         return ""
     client.check_engine()
-    with _made_once(work_root, spec.name):
+    # One lock per image reference: two builds at once that need the same missing image make it once.
+    with file_lock(work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.name) + ".lock")):
         existing = client.inspect_image(spec.name)
         if existing is not None and not spec.force:
             say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
@@ -179,20 +180,6 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             remove_rootfs(work)
     say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
     return image_id
-
-
-@contextlib.contextmanager
-def _made_once(work_root: Path, reference: str) -> Iterator[None]:
-    """Hold a lock per image reference while it is checked and made (two builds at once that need
-    the same missing base make it once)."""
-    work_root.mkdir(parents=True, exist_ok=True)
-    lock = work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", reference) + ".lock")
-    with lock.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def mounts_below(folder: Path) -> list[str]:

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .output import console as output_console, styled
+
 from . import __version__, base_os, command, diskspace, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
@@ -217,14 +219,16 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
     return text
 
 
-def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path) -> dict[str, str]:
-    """The image's /etc/os-release, read once per image id (an id never changes content)."""
+def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path, *,
+                remember: bool = True) -> dict[str, str]:
+    """The image's /etc/os-release, read once per image id (an id never changes content) when
+    ``remember``."""
     record = cache_dir / "os-release" / f"{image_id.replace(':', '-')}.json"
     if record.is_file():
         return json.loads(record.read_text())
     result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
     values = parse_os_release(result.output) if result.returncode == 0 else {}
-    if values:
+    if values and remember:
         record.parent.mkdir(parents=True, exist_ok=True)
         tmp = record.with_name(f"{record.name}.{uuid.uuid4().hex}.tmp")
         tmp.write_text(json.dumps(values))
@@ -257,19 +261,19 @@ def _base_image(plan: Plan, client: DockerClient, console: Console, make: bool) 
                                    lambda text: console.print(text, markup=False), python=python)
 
 
-def preflight(plan: Plan, client: DockerClient, console: Console | None = None, *, make_base: bool = True) -> Preflight:
-    """Checks against the engine and the remotes before any slow work (but making a missing FROM
-    image, which ``make_base`` allows)."""
+def preflight(plan: Plan, client: DockerClient, console: Console | None = None, *, writes: bool = True) -> Preflight:
+    """Checks against the engine and the remotes before any slow work. With ``writes``, a missing
+    FROM image is made and facts are remembered in the cache; without, nothing is changed."""
     client.check_engine()
     commits: dict[str, str] = {}
     if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
         found, missing = sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
         commits = {**{t.spec.name: t.commit for t in found}, **missing}
-    base = _base_image(plan, client, console or Console(highlight=False), make_base)
+    base = _base_image(plan, client, console or output_console(), writes)
     labels = dict((base.get("Config") or {}).get("Labels") or {})
     if isinstance(plan, DevPlan):
         return _dev_preflight(plan, client, base["Id"], labels)
-    os_release = _os_release(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir)
+    os_release = _os_release(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir, remember=writes)
     if isinstance(plan, BasePlan) and os_release.get("ID") not in SUPPORTED_OS:
         raise ConfigurationError(
             f"--sys {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"
@@ -390,8 +394,8 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
-    facts = preflight(plan, client, console, make_base=make_base and apply)
-    digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings))
+    facts = preflight(plan, client, console, writes=make_base and apply)
+    digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
     return facts, digest, found
 
@@ -408,7 +412,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         status, image_id = found
         reason = ("its input hash matches the image's" if status == "unchanged"
                   else f"same inputs as {image_id[:19]}, re-tagged")
-        console.print(f"[bold]{plan.image}[/] {status}: {reason}")
+        console.print(styled((plan.image, "bold"), f" {status}: {reason}"))
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
@@ -417,7 +421,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
     record.phase("preflight")
-    console.print(f"[bold]Building {plan.image}[/] ({plan.variant}; log: {log_file}; manifest: {record.path})")
+    console.print(styled((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})"))
     try:
         result = _build(plan, client, console, cache, facts, digest, log_file, record, started, skip_unchanged,
                         user_context)
@@ -504,10 +508,8 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")
-    console.print(
-        f"[bold green]Built {result.image}[/] {result.image_id[:19]} "
-        f"{result.size_bytes / 1e9:.2f} GB in {result.seconds:.0f} s (log: {log_file})"
-    )
+    console.print(styled((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
+                         f"{result.size_bytes / 1e9:.2f} GB in {result.seconds:.0f} s (log: {log_file})"))
     return result
 
 
@@ -575,8 +577,8 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     if plan.verify:
         _verify_candidate(image, client, tag, console)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
-    console.print(f"[bold]Sizes:[/] dev {plan.image} {dev_size / 1e9:.2f} GB, slim {image} {slim_size / 1e9:.2f} GB"
-                  f" ({100 * slim_size / max(dev_size, 1):.0f}%)")
+    console.print(styled(("Sizes:", "bold"), f" dev {plan.image} {dev_size / 1e9:.2f} GB, slim {image}"
+                         f" {slim_size / 1e9:.2f} GB ({100 * slim_size / max(dev_size, 1):.0f}%)"))
 
 
 def _verify_candidate(image: str, client: DockerClient, candidate: str, console: Console) -> None:
@@ -584,10 +586,8 @@ def _verify_candidate(image: str, client: DockerClient, candidate: str, console:
     try:
         verify_image(client, candidate, Expectations.from_labels(labels), console)
     except Exception:
-        console.print(
-            f"[red]The new image failed verification. It is kept as {candidate} for inspection;"
-            f" {image} was not changed.[/]"
-        )
+        console.print(f"The new image failed verification. It is kept as {candidate} for inspection;"
+                      f" {image} was not changed.", style="red")
         raise
     result = client.call("tag", candidate, image, check=False)
     client.call("image", "rm", candidate, check=False)

@@ -16,7 +16,7 @@ from typing import Any
 from invoke import Exit, Task
 from rich.console import Console
 
-from . import config
+from . import config, output, writable
 from .engine import DockerClient, detect_client
 from .errors import FatalError
 
@@ -44,8 +44,8 @@ class FlagTask(Task):
 
 
 def console() -> Console:
-    """Terminal output; in CI logs (not a terminal) tables get 160 columns instead of 80."""
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+    """Terminal output (see torchbake.output: plain text, never markup)."""
+    return output.console()
 
 
 class Terminated(KeyboardInterrupt):
@@ -85,6 +85,13 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
     """Every layer merged, and the options nobody set derived for a ``variant`` build (base, dev,
     release; default ``build.variant``)."""
     return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant)
+
+
+def check_folders(settings: config.Settings, *, create: bool) -> None:
+    """The cache and log folders can take torchbake's files (``create``: made and probed; else
+    only looked at, for runs that write nothing)."""
+    writable.check_folder(settings.paths.cache_dir, "paths.cache_dir", create=create)
+    writable.check_folder(settings.paths.log_dir, "paths.log_dir", create=create)
 
 
 def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:

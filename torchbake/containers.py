@@ -56,7 +56,16 @@ class Mount:
         return cls(str(source), target, mode == ["ro"])
 
     def argument(self) -> str:
-        return f"type=bind,source={self.source},target={self.target}" + (",readonly" if self.read_only else "")
+        """The ``--mount`` value. Docker reads it as one CSV record, so a field holding a comma or a
+        double quote is quoted, with inner quotes doubled (paths with commas, quotes, '=' or spaces)."""
+        fields = ["type=bind", f"source={self.source}", f"target={self.target}"] + (["readonly"] if self.read_only else [])
+        return ",".join(_csv_field(field) for field in fields)
+
+
+def _csv_field(field: str) -> str:
+    if any(c in field for c in ',"\n\r') or field != field.strip():
+        return '"' + field.replace('"', '""') + '"'
+    return field
 
 
 def parse_env(items: Sequence[str], origin: str = "--env") -> dict[str, str]:
@@ -252,16 +261,17 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
 
     if existing is not None:
         state = (existing.get("State") or {}).get("Status", "")
-        ours = (existing.get("Config", {}).get("Labels") or {}).get(CONTAINER_LABEL) == "true"
+        if (existing.get("Config", {}).get("Labels") or {}).get(CONTAINER_LABEL) != "true":
+            # as stop-container: a container torchbake did not create is never started, entered or replaced
+            raise ContainerError(
+                f"Container {name!r} was not created by torchbake (it has no {CONTAINER_LABEL} label), so"
+                f" run-container leaves it alone. Pass another name, e.g. --name {name}-torchbake,"
+                f" or use it yourself with `docker start {name}` and `docker exec -it {name} bash`."
+            )
         problem = _reuse_problem(request, existing, image_id=image_id, profile=profile, shm=shm)
         if request.replace or problem:
             if not request.replace:
                 raise ContainerError(f"{problem}\n{REPLACE_HINT}")
-            if not ours:
-                raise ContainerError(
-                    f"Container {name!r} was not created by torchbake (it has no {CONTAINER_LABEL} label), so"
-                    f" --replace leaves it alone. Remove it yourself (docker rm -f {name}) or pass another --name."
-                )
             notes.append(f"Replacing container {name} ({state}): {problem or 'asked with --replace'}.")
             setup.append((binary, "rm", "--force", name))
             existing = None

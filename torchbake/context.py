@@ -15,6 +15,7 @@ Files come from the download cache as hard links where the file system allows.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import shutil
@@ -46,6 +47,7 @@ class PreparedContext:
     dockerfile_sha256: str
     common_sha256: str
     temporary: bool
+    files: tuple[str, ...] = ()  # every file torchbake wrote, relative to the folder (the marker aside)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -56,6 +58,7 @@ class PreparedContext:
     def from_json(cls, text: str, path: Path) -> PreparedContext:
         data = json.loads(text)
         data["path"] = path
+        data["files"] = tuple(data.get("files", ()))
         return cls(**data)
 
 
@@ -106,7 +109,29 @@ def choose_context_dir(plan: ReleasePlan | BasePlan | DevPlan, contexts_root: Pa
             f"--build-dir {folder} holds files torchbake did not put there; refusing to overwrite them."
             " Pass an empty or new folder, or one torchbake prepared before."
         )
+    if (folder / MARKER).is_file():
+        foreign = sorted(set(files_in(folder)) - set(_written(folder)))
+        if foreign:
+            shown = ", ".join(foreign[:10]) + (f" and {len(foreign) - 10} more" if len(foreign) > 10 else "")
+            raise ConfigurationError(
+                f"--build-dir {folder} was prepared by torchbake, but now also holds files it did not write: {shown}."
+                " Preparing it again would replace the folder; move them out first, or pass another --build-dir."
+            )
     return folder, False
+
+
+def files_in(folder: Path) -> list[str]:
+    """Every file (and link) below ``folder``, relative to it, the marker aside."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if (p.is_file() or p.is_symlink()) and p.name != MARKER)
+
+
+def _written(folder: Path) -> tuple[str, ...]:
+    """The files torchbake wrote into a prepared folder, from its marker (none if unreadable)."""
+    try:
+        return tuple(json.loads((folder / MARKER).read_text()).get("files", ()))
+    except (OSError, ValueError, AttributeError):
+        return ()
 
 
 def load_prepared(folder: Path) -> PreparedContext:
@@ -190,6 +215,7 @@ class _Staging:
             dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
             common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary, **fields,
         )
+        prepared = dataclasses.replace(prepared, files=tuple(files_in(self.path)))
         (self.path / MARKER).write_text(prepared.to_json())
         if self.path != self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)

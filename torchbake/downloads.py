@@ -197,17 +197,18 @@ def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
 
 class DownloadCache:
     def __init__(self, root: Path, checksums: Mapping[str, str], *, show_progress: bool = True,
-                 policy: DownloadPolicy = DownloadPolicy()):  # noqa: B008 - frozen
+                 policy: DownloadPolicy = DownloadPolicy(), read_only: bool = False):  # noqa: B008 - frozen
         self.root = root
         self.checksums = checksums
         self.show_progress = show_progress
         self.policy = policy
+        self.read_only = read_only  # a plan looks, and remembers nothing
 
     @classmethod
-    def for_settings(cls, settings) -> DownloadCache:
+    def for_settings(cls, settings, *, read_only: bool = False) -> DownloadCache:
         """The cache of ``settings.paths.cache_dir`` with its checksums and [downloads] policy."""
         return cls(settings.paths.cache_dir, settings.checksums,
-                   policy=DownloadPolicy.from_settings(settings.downloads))
+                   policy=DownloadPolicy.from_settings(settings.downloads), read_only=read_only)
 
     def fetch(self, location: str, *, key: str = "") -> Artifact:
         """Make ``location`` available locally; ``key`` names the option it came from (for errors)."""
@@ -233,8 +234,9 @@ class DownloadCache:
         digest = recorded_digest(path, record)
         if not digest:
             digest = file_sha256(path)
-            record.parent.mkdir(parents=True, exist_ok=True)
-            write_record(path, record, digest)
+            if not self.read_only:
+                record.parent.mkdir(parents=True, exist_ok=True)
+                write_record(path, record, digest)
         return digest
 
     def known_digest(self, location: str) -> str:
@@ -374,7 +376,7 @@ def _check(location: str, digest: str, expected: str, what: str) -> None:
 
 def _progress(enabled: bool) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+        TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
         TimeRemainingColumn(), disable=not enabled, transient=False,
     )
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from rich.console import Console
+
+from .output import console as output_console, styled
 from rich.table import Table
 
 from . import command, config as configuration
@@ -26,14 +28,14 @@ from .errors import BaseImagePending, EngineError, FatalError
 from .matrix import Cell
 from .plan import plan_base, plan_dev, plan_release
 
-FAILED_STATES = ("failed", "blocked")
+FAILED_STATES = ("failed", "blocked", "interrupted")
 
 
 @dataclass
 class CellResult:
     id: str
     image: str
-    status: str = "pending"  # built | unchanged | retagged | failed | blocked | not run
+    status: str = "pending"  # built | unchanged | retagged | failed | blocked | not run | interrupted
     reason: str = ""
     seconds: float = 0.0
     size_bytes: int = 0
@@ -91,10 +93,11 @@ class MatrixRun:
         self.results = {c.id: CellResult(id=c.id, image=c.image) for c in cells}
         self.lock = threading.Lock()
         self.started = datetime.now()
+        self.interrupted = False  # set by SIGINT/SIGTERM: a cell stopped by it is "interrupted", not "failed"
 
     def say(self, text: str) -> None:
         with self.lock:
-            self.console.print(f"[dim]{datetime.now():%H:%M:%S}[/] {text}")
+            self.console.print(styled((f"{datetime.now():%H:%M:%S}", "dim"), " ", text))
 
     def _quick_check(self, cell: Cell) -> tuple[str, str, str] | None:
         """(status, image id, input hash) when the cell's image is already up to date (re-tagging
@@ -136,9 +139,13 @@ class MatrixRun:
             except KeyboardInterrupt:
                 # The builds run in worker threads: stop their docker processes so each cell's
                 # clean-up runs and the pool can close, then let the interrupt end the run.
+                self.interrupted = True
                 pool.shutdown(wait=False, cancel_futures=True)
                 command.terminate_all()
                 wait(list(running), timeout=60)
+                for result in self.results.values():
+                    if result.status in ("pending", "running"):
+                        result.status, result.reason = "interrupted", "the run was interrupted"
                 raise
         return self.results
 
@@ -174,7 +181,7 @@ class MatrixRun:
         for key, value in fields.items():
             setattr(result, key, value)
         style = {"built": "green", "unchanged": "cyan", "retagged": "cyan", "failed": "bold red"}.get(status, "yellow")
-        self.say(f"[{style}]{status:<9}[/] {cell_id} {reason}")
+        self.say(styled((f"{status:<9}", style), f" {cell_id} {reason}"))
 
     def _run_cell(self, cell: Cell) -> None:
         started = time.monotonic()
@@ -185,13 +192,17 @@ class MatrixRun:
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
             with log.open("a") as handle:
-                console = Console(file=handle, highlight=False, soft_wrap=True) if quiet else self.console
+                console = output_console(file=handle) if quiet else self.console
                 result = build_image(self.plans[cell.id], self.client, console, skip_unchanged=not self.force,
                                      log_file=log)
             digest = self._push(cell) if self.push else ""
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id=result.image_id, digest=digest, log=str(log))
         except FatalError as exc:
+            if self.interrupted:
+                self.results[cell.id].status = "interrupted"
+                self.results[cell.id].reason = "the run was interrupted"
+                return
             text = str(exc)
             error = first_error_line(log.read_text(errors="replace")) if log.exists() else ""
             self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
@@ -225,10 +236,16 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
     return table
 
 
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:
     data = {"started": started.isoformat(timespec="seconds"), "finished": datetime.now().isoformat(timespec="seconds"),
             "cells": [asdict(r) for r in results.values()]}
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    _write_atomically(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
@@ -247,7 +264,7 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
             ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
     buffer = io.BytesIO()
     ElementTree.ElementTree(suite).write(buffer, encoding="utf-8", xml_declaration=True)
-    path.write_bytes(buffer.getvalue())
+    _write_atomically(path, buffer.getvalue())
 
 
 def exit_status(results: Mapping[str, CellResult]) -> int:

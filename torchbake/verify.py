@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.console import Console
+
+from .output import console as output_console, styled
 from rich.table import Table
 
 from .engine import DockerClient
@@ -205,8 +207,8 @@ def render_table(image: str, checks: list[CheckResult], console: Console | None 
     table.add_column("detail", overflow="fold")
     style = {PASS: "green", FAIL: "bold red", SKIP: "yellow"}
     for check in checks:
-        table.add_row(check.name, f"[{style[check.status]}]{check.status}[/]", check.detail)
-    (console or Console()).print(table)
+        table.add_row(check.name, styled((check.status, style[check.status])), check.detail)
+    (console or output_console()).print(table)
 
 
 def verify_image(client: DockerClient, image: str, expected: Expectations,

@@ -187,9 +187,14 @@ def test_a_container_of_another_image_is_refused_unless_replaced():
     assert replaced.setup[1][:3] == ("docker", "run", "--detach")
 
 
-def test_replace_never_removes_a_container_torchbake_did_not_create():
-    with pytest.raises(ContainerError, match="was not created by torchbake .* --replace leaves it alone"):
-        plan(request(replace=True), existing(ours=False))
+@pytest.mark.parametrize("state", ["running", "exited", "created", "paused"])
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_container_torchbake_did_not_create_is_never_used(state, replace):
+    """As stop-container: never started, entered or replaced; the message names another --name."""
+    with pytest.raises(ContainerError) as error:
+        plan(request(replace=replace), existing(ours=False, status=state))
+    assert str(error.value).startswith("Container 'box' was not created by torchbake")
+    assert "run-container leaves it alone. Pass another name, e.g. --name box-torchbake" in str(error.value)
 
 
 def test_creation_settings_given_again_must_match():

@@ -5,7 +5,8 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from ..builder import build_image, dry_run as show_plan
-from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..cli import FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
+from ..errors import ConfigurationError
 from ..plan import plan_base, plan_dev, plan_release
 
 BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or fail). [bootstrap] auto"
@@ -68,7 +69,28 @@ NAMES = {
 }
 
 
+# Flags that mean something for one variant only: given for the other, they are an error, never
+# silently ignored.
+DEV_ONLY = {"torch_musa_tag": "the vendor extension is cloned at a tag only in dev builds",
+            "git_credential_file": "only dev builds clone private sources",
+            "keep_git": "only dev builds copy source trees",
+            "slim": "the slim image is the runtime stage of a dev build"}
+RELEASE_ONLY = {"torch_whl_url": "a dev image builds torch from source",
+                "torch_musa_whl_url": "a dev image builds the extension from source"}
+
+
+def _no_flags_without_effect(variant: str, given: dict) -> None:
+    """A flag that does nothing for ``variant`` is an error naming it and why."""
+    ignored = DEV_ONLY if variant == "release" else RELEASE_ONLY
+    for name, why in ignored.items():
+        if given.get(name):
+            other = "a dev image (leave out --release)" if variant == "release" else "a release image (add --release)"
+            raise ConfigurationError(f"--{name.replace('_', '-')} has no effect on a {variant} image: {why}."
+                                     f" Leave it out, or build {other}.")
+
+
 def _run(plan, settings, dry_run: bool) -> None:
+    check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     out = console()
     if dry_run:
@@ -102,6 +124,9 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
     }
     resolved = resolve_config(config, overrides)
     settings = resolved.settings()
+    _no_flags_without_effect(settings.build.variant, {
+        "torch_musa_tag": torch_musa_tag, "git_credential_file": git_credential_file, "keep_git": keep_git,
+        "slim": slim, "torch_whl_url": torch_whl_url, "torch_musa_whl_url": torch_musa_whl_url})
     if settings.build.variant == "release":
         plan = plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from invoke import Collection, Exit, task
-from rich.console import Console
+from .. import output
 from rich.table import Table
 
 from ..command import default_stream, format_command
@@ -55,7 +55,7 @@ def run_container(c, image="", name=None, shm_size=None, privileged=False, env=N
             "Standard input is not a terminal, so there is no one to type into a shell: pass"
             ' --command "…" (its exit status becomes this task\'s), or run from a terminal.'
         )
-    notes = Console(stderr=True, highlight=False, soft_wrap=True)
+    notes = output.console(stderr=True)
     client = docker_client(settings, for_build=False)
     if not image:
         image = most_recent_image(client, settings.paths.log_dir)

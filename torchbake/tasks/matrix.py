@@ -10,9 +10,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
-from ..cli import FlagTask, console, docker_client, reports_errors
+from ..cli import FlagTask, check_folders, console, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..plan import how_to_set, ways_to_set
+from ..writable import check_output_file
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from .build import TRUST_HELP, trust_overrides
 from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
@@ -60,6 +61,10 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
     if emit_matrix not in (None, "github"):
         raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
+    if (plan or emit_matrix) and (report or junit):
+        raise ConfigurationError(f"--report and --junit write the results of a run; {'--plan' if plan else '--emit-matrix'}"
+                                 " runs nothing. Leave them out, or run without it.")
+    outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     cells, files = _cells(list(config or []), only, skip, None if emit_matrix else shard)
     out = console()
     if emit_matrix:
@@ -80,6 +85,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     if needs and not plan:
         raise missing_in_matrix(cells, needs)
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
+    check_folders(settings, create=not plan)
     client = docker_client(settings, choice=docker)
     client.check_engine()
     if plan:
@@ -97,16 +103,18 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         out.print(table)
         if needs:
             out.print(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
-                      " before any work and name each.", markup=False)
+                      " before any work and name each.")
         return
     run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
                     log_dir=settings.paths.log_dir)
-    results = run.run()
+    try:
+        results = run.run()
+    finally:  # the reports first, also when interrupted: one failure must never hide the night's results
+        if "--report" in outputs:
+            write_json(outputs["--report"], run.results, run.started)
+        if "--junit" in outputs:
+            write_junit(outputs["--junit"], run.results)
     out.print(summary_table(results))
-    if report:
-        write_json(Path(report), results, run.started)
-    if junit:
-        write_junit(Path(junit), results)
     status = exit_status(results)
     if status:
         failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]

@@ -1,0 +1,25 @@
+"""The one output channel. Every console torchbake prints through comes from :func:`console`:
+markup is off, so text from outside (engine and command output, error messages, paths, image
+names, user values) is always printed as it is; ``[/bin/sh -c …]`` is never read as a style.
+Styles are given explicitly, with :func:`styled`."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console
+from rich.text import Text
+
+
+def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
+    """A console for terminal output; in CI logs (not a terminal) tables get 160 columns."""
+    stream = file or (sys.stderr if stderr else sys.stdout)
+    width = None if file is None and stream.isatty() else 160
+    return Console(file=file, stderr=stderr, markup=False, highlight=False, soft_wrap=True, width=width)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
+    ever parsed for markup."""
+    return Text.assemble(*parts)
