@@ -322,8 +322,9 @@ class ResolvedConfig:
 
 def load_toml(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        data = path.read_bytes()
+        # A UTF-8 byte-order mark (some Windows editors write one) is not TOML, but means no harm.
+        return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigurationError(
             f"Config file {path} does not exist. Profiles shipped with torchbake: "
@@ -331,8 +332,13 @@ def load_toml(path: Path) -> dict[str, Any]:
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"Config file {path} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"Config file {path} is not UTF-8 text ({exc.reason} at byte {exc.start});"
+                                 " save it as UTF-8.") from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"Config file {path} is a folder; name a .toml file.") from None
     except OSError as exc:
-        raise ConfigurationError(f"Config file {path} cannot be read: {exc}") from exc
+        raise ConfigurationError(f"Config file {path} cannot be read: {exc.strerror or exc}") from None
 
 
 def schema() -> dict[str, Any]:
@@ -345,13 +351,20 @@ def _suggest(word: str, choices: Iterable[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str) -> dict[str, Any]:
+def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
+             matrix_ok: bool = False) -> dict[str, Any]:
     """Turn ``{section: {key: value}}`` into ``{"section.key": value}``, rejecting unknown keys
-    (when ``known`` is given) and values of the wrong type."""
+    (when ``known`` is given) and values of the wrong type. A ``[matrix]`` table is build-all's
+    (``matrix_ok``); anywhere else it would be ignored, so it is an error."""
     flat: dict[str, Any] = {}
     sections = {k.split(".", 1)[0] for k in known} | set(FREE_SECTIONS)
     for section, table in data.items():
         if known and section == MATRIX_SECTION:
+            if not matrix_ok:
+                raise ConfigurationError(
+                    f"{source} has a [matrix] table, which only build-all reads: run `invoke build-all --config"
+                    f" {source}`, or give this task a config file without [matrix]."
+                )
             continue
         if known and section not in sections:
             raise ConfigurationError(
@@ -463,6 +476,7 @@ def resolve(
     overrides: Mapping[str, Any] | None = None,
     override_source: str = "command line",
     variant: str | None = None,
+    matrix_ok: bool = False,
 ) -> ResolvedConfig:
     """Merge every layer. ``overrides`` maps ``section.key`` (or a flag label) to a value; a
     ``None`` value means "not given" and is skipped. Options nobody set are then derived for a
@@ -472,7 +486,7 @@ def resolve(
     sources = {key: "default" for key in known}
     for raw in config_files:
         path = Path(raw).expanduser()
-        for key, value in _flatten(load_toml(path), known, str(path)).items():
+        for key, value in _flatten(load_toml(path), known, str(path), matrix_ok=matrix_ok).items():
             if key.startswith(tuple(f"{s}." for s in FREE_SECTIONS)):
                 values[key] = value
             elif isinstance(value, dict) and isinstance(values.get(key), dict):

@@ -372,9 +372,14 @@ def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Ses
     profile = request.device_profile or labels.get("torchbake.profile") or "cpu"
     info = client.engine_info()
     shm = shm_bytes(request, int(info.get("MemTotal") or 0))
+    memory = int(info.get("MemTotal") or 0)
     if shm < SHM_WARNING_BELOW:
         warn(f"warning: --shm-size {request.shm_size} is under 1 GB. DataLoader workers pass batches"
              " through /dev/shm and fail with 'bus error' or 'No space left on device' when it fills.")
+    elif memory and shm > memory:
+        warn(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
+             f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
+             " long before the limit. Half the memory (--shm-size auto) is the usual size.")
     device_args = device_arguments(profile, HostDevices.probe(info))
     name = request.name or default_name(request.image)
     if request.remove and not request.name:

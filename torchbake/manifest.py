@@ -105,8 +105,9 @@ def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[st
     for key in ("variant", "profile", "python", "torch-version", "extension", "input-hash"):
         if labels.get(f"torchbake.{key}"):
             rows.append((key, labels[f"torchbake.{key}"]))
-    rows.append(("base image", f"{labels.get('org.opencontainers.image.base.name', '')}"
-                               f" ({labels.get('org.opencontainers.image.base.digest', '')[:19]})"))
+    if labels.get("org.opencontainers.image.base.name"):
+        rows.append(("base image", f"{labels['org.opencontainers.image.base.name']}"
+                                   f" ({labels.get('org.opencontainers.image.base.digest', '')[:19] or 'digest not recorded'})"))
     for key, value in sorted(labels.items()):
         if key.startswith(("torchbake.source.", "torchbake.built.", "torchbake.extension-")) and value:
             rows.append((key.removeprefix("torchbake."), value))

@@ -49,7 +49,7 @@ def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *
               overrides: Mapping[str, object] = {}):  # noqa: B006 - read-only
     """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
     resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
-                                     override_source=f"matrix cell {cell.id}", variant=cell.variant)
+                                     override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True)
     settings = resolved.settings()
     if cell.variant == "release":
         return plan_release(settings, no_cache=no_cache)

@@ -119,9 +119,14 @@ def probe(client: DockerClient, image: str, extension_module: str) -> dict:
     for line in result.output.splitlines():
         if line.startswith(MARK):
             return json.loads(line[len(MARK):])
+    if "executable file not found" in result.output:
+        raise VerificationError(
+            f"{image} has no `python` on its PATH, so there is nothing to verify: it is not an image with a Python"
+            " environment (torchbake's images have /opt/venv/bin/python). Verify an image `invoke build` made."
+        )
     raise VerificationError(
         f"Could not run the checks in {image}: `python` in the image did not answer"
-        f" (exit {result.returncode}).\n{result.output.strip()[-1500:]}"
+        f" (exit {result.returncode}). Its last output:\n{result.output.strip()[-1500:]}"
     )
 
 

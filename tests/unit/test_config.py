@@ -193,4 +193,16 @@ def test_valid_inputs_are_accepted(tmp_path):
 
 def test_shipped_profiles_load(tmp_path):
     for profile in sorted(config.CONFIG_DIR.glob("*.toml")):
-        config.resolve([profile], {}).settings()
+        config.resolve([profile], {}, matrix_ok=profile.name == "nightly.toml").settings()
+
+
+def test_a_matrix_table_outside_build_all_is_an_error():
+    with pytest.raises(ConfigurationError, match=r"nightly.toml has a \[matrix\] table, which only build-all reads: run"
+                                                 r" `invoke build-all --config .*nightly.toml`"):
+        config.resolve([config.CONFIG_DIR / "nightly.toml"], {})
+
+
+def test_a_byte_order_mark_is_harmless(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[python]\nversion = \"3.10\"\n")
+    assert config.resolve([path], {}).settings().python.version == "3.10"

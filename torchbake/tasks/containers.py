@@ -48,6 +48,9 @@ def run_container(c, image="", name=None, shm_size=None, privileged=False, env=N
     cli = {"run.name": name, "run.shm_size": shm_size, "run.privileged": True if privileged else None,
            "run.workdir": workdir, "run.device_profile": device_profile, "build.docker": docker}
     settings = resolve_config(config, cli).settings()
+    if command is not None and not command.strip():
+        raise ConfigurationError("--command is empty; give the command to run, e.g. --command 'python -V',"
+                                 " or leave --command out for an interactive shell.")
     stdin = standard_input_kind()
     interactive = stdin == "terminal" and sys.stdout.isatty()
     if not interactive and not command and stdin != "data":
