@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from invoke import Exit, Task
+from invoke.parser import Argument
+from invoke.parser.parser import ParseMachine
 from rich.console import Console
 
 from . import config, output, writable
@@ -29,10 +31,18 @@ class FlagTask(Task):
     one that was chosen on purpose.
     """
 
-    def __init__(self, *args: Any, names: Mapping[str, Iterable[str]] | None = None, **kwargs: Any):
+    def __init__(self, *args: Any, names: Mapping[str, Iterable[str]] | None = None,
+                 optional_positional: Iterable[str] = (), **kwargs: Any):
         self.extra_names = {k: list(v) for k, v in (names or {}).items()}
+        self.optional_positional = set(optional_positional)
         kwargs.setdefault("auto_shortflags", False)
         super().__init__(*args, **kwargs)
+
+    def get_arguments(self, *args: Any, **kwargs: Any) -> list[Argument]:
+        arguments = super().get_arguments(*args, **kwargs)
+        for argument in arguments:
+            argument.optional_positional = argument.name in self.optional_positional  # type: ignore[attr-defined]
+        return arguments
 
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
@@ -41,6 +51,18 @@ class FlagTask(Task):
         extra = [n for n in self.extra_names.get(name, []) if n.replace("_", "-") != main]
         opts["names"] = list(opts["names"]) + extra
         return opts
+
+
+def _complete_context(parser: ParseMachine, original=ParseMachine.complete_context) -> None:
+    """invoke's positional arguments are all required; one a FlagTask marks optional
+    (``optional_positional=[...]``, e.g. run-container's IMAGE) is "" when left out."""
+    for argument in (parser.context.positional_args if parser.context else []):
+        if getattr(argument, "optional_positional", False) and argument.value is None:
+            argument.set_value("")
+    original(parser)
+
+
+ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
 
 
 def console() -> Console:

@@ -6,13 +6,16 @@ cache (downloads, wheelhouses, sources, logs, manifests), context folders and th
 from __future__ import annotations
 
 import os
+import re
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import container_ids, image_ids
+from .helpers import container_ids, docker, image_ids
 
 CPU = ("--config", "configs/cpu.toml")
 B = "BASE"  # replaced by the session's base image
@@ -157,11 +160,51 @@ CASES = [
     ("stop-unknown", ["stop-container", "torchbake-test-no-such-container"], {},
      "No container named 'torchbake-test-no-such-container'."),
     ("stop-time", ["stop-container", "x", "--time", "-1"], {}, "--time -1: expected a number of seconds, 0 or more."),
+    # where torchbake writes: report files, the cache and log folders, a prepared --build-dir
+    ("report-in-proc", ["build-all", "--report", "/proc/r.json"], {}, "--report /proc/r.json: /proc holds no ordinary files"),
+    ("junit-is-a-folder", ["build-all", "--junit", "USER_DIR"], {}, "--junit USER_DIR is a folder; name a file in it"),
+    ("report-under-a-file", ["build-all", "--report", "BAD_KEY/sub/r.json"], {},
+     "--report BAD_KEY/sub/r.json: BAD_KEY is a file, so no folder can be made there"),
+    ("report-read-only", ["build-all", "--report", "RO_DIR/r.json"], {},
+     "--report RO_DIR/r.json cannot be written: Read-only file system"),
+    ("report-with-plan", ["build-all", "--plan", "--report", "r.json"], {},
+     "--report and --junit write the results of a run; --plan runs nothing."),
+    ("cache-is-a-file", ["build", "--release"], {"TORCHBAKE_PATHS_CACHE_DIR": "BAD_KEY"},
+     "paths.cache_dir BAD_KEY (set by [paths] cache_dir in a --config file or TORCHBAKE_PATHS_CACHE_DIR) is a file,"
+     " not a folder. Point TORCHBAKE_PATHS_CACHE_DIR at a folder you can write"),
+    ("cache-read-only-plan", ["build-all", "--plan"], {"TORCHBAKE_PATHS_CACHE_DIR": "RO_DIR/cache"},
+     "paths.cache_dir RO_DIR/cache (set by [paths] cache_dir in a --config file or TORCHBAKE_PATHS_CACHE_DIR) is not writable"),
+    ("log-read-only", ["build", "--release"], {"TORCHBAKE_PATHS_LOG_DIR": "RO_DIR"},
+     "paths.log_dir RO_DIR (set by [paths] log_dir in a --config file or TORCHBAKE_PATHS_LOG_DIR) cannot be written:"
+     " Read-only file system"),
+    ("log-under-a-file-dry-run", ["build", "--release", "--dry-run"], {"TORCHBAKE_PATHS_LOG_DIR": "BAD_KEY/logs"},
+     "cannot be made: BAD_KEY is a file, not a folder"),
+    ("prepared-dir-user-files", ["build", *CPU, "--base-img", B, "--build-dir", "PREPARED_DIR"], {},
+     "--build-dir PREPARED_DIR was prepared by torchbake, but now also holds files it did not write: NOTES.md,"
+     " wheelhouse/mine.txt."),
+    # options without effect
+    ("slim-on-release", ["build", "--release", "--slim"], {}, "--slim has no effect on a release image"),
+    ("musa-tag-on-release", ["build", "--release", "--torch-musa-tag", "v1"], {},
+     "--torch-musa-tag has no effect on a release image"),
+    ("wheel-on-dev", ["build", "--torch-whl-url", "torch==2.13.0"], {}, "--torch-whl-url has no effect on a dev image"),
+    ("matrix-outside-build-all", ["build", "--config", "configs/nightly.toml"], {},
+     "configs/nightly.toml has a [matrix] table, which only build-all reads"),
+    ("command-empty", ["run-container", B, "--command", ""], {}, "--command is empty; give the command to run"),
+    # containers torchbake did not create
+    ("foreign-container", ["run-container", B, "--name", "FOREIGN", "--command", "true"], {},
+     "Container 'FOREIGN' was not created by torchbake (it has no torchbake.container label), so run-container"
+     " leaves it alone. Pass another name, e.g. --name FOREIGN-torchbake"),
+    ("foreign-container-replace", ["run-container", B, "--name", "FOREIGN", "--replace", "--command", "true"], {},
+     "Container 'FOREIGN' was not created by torchbake"),
+    # text from outside, printed as it is
+    ("markup-in-a-path", ["build", "--config", "/no/[red]such[/].toml"], {}, "Config file /no/[red]such[/].toml does not exist."),
+    ("markup-in-a-value", ["show-config"], {"TORCHBAKE_IMAGE_NAME": "[bold]x"}, "image.name = '[bold]x' (from environment"),
+    ("verify-no-python", ["verify", B], {}, "has no `python` on its PATH, so there is nothing to verify"),
 ]
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
+def files(tmp_path_factory, base_image):
     folder = tmp_path_factory.mktemp("bad-inputs")
     user_dir = folder / "my-files"
     user_dir.mkdir()
@@ -175,12 +218,25 @@ def files(tmp_path_factory):
         "BAD_PROFILE": '[accelerator]\nprofile = "tpu"\n',
         "NOT_PEM": "hello\n",
     }
-    paths = {"USER_DIR": str(user_dir), "EMPTY_DIR": str(folder / "empty")}
+    prepared = user_dir / "prepared"  # a context torchbake prepared, and the user's files put in it since
+    (prepared / "wheelhouse").mkdir(parents=True)
+    (prepared / ".torchbake-context.json").write_text('{"files": ["Dockerfile", "wheelhouse/requirements.txt"]}')
+    for name in ("Dockerfile", "wheelhouse/requirements.txt", "NOTES.md", "wheelhouse/mine.txt"):
+        (prepared / name).write_text("x")
+    read_only = folder / "read-only"
+    read_only.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(read_only)], check=True)
+    foreign = f"torchbake-test-foreign-{uuid.uuid4().hex[:8]}"
+    docker("create", "--name", foreign, base_image, "true")
+    paths = {"USER_DIR": str(user_dir), "EMPTY_DIR": str(folder / "empty"), "PREPARED_DIR": str(prepared),
+             "RO_DIR": str(read_only), "FOREIGN": foreign}
     for key, text in written.items():
         path = folder / f"{key.lower()}.toml"
         path.write_text(text)
         paths[key] = str(path)
-    return paths
+    yield paths
+    docker("rm", "--force", foreign, check=False)
+    subprocess.run(["umount", str(read_only)], check=False)
 
 
 def snapshot(cache_dir: Path, user_dir: Path) -> dict:
@@ -197,6 +253,37 @@ def warm(base_image, tb_env):
     catalogue runs, so that what a case changes is its own doing."""
     result = run_invoke("build", *CPU, "--base-img", base_image, "--python", "3.10", env=tb_env)
     assert "whose OS Python is 3.11" in result.stderr
+
+
+def task_flags() -> dict[str, set[str]]:
+    """Every flag each task accepts, from the task collection itself."""
+    import tasks as task_module
+
+    accepted = {}
+    for name in task_module.ns.task_names:
+        arguments = task_module.ns[name].get_arguments()
+        accepted[name] = {("-" if len(n) == 1 else "--") + n.replace("_", "-") for a in arguments for n in a.names}
+        accepted[name] |= {"--help", "--config"}
+    return accepted
+
+
+def unknown_hinted_flags(task: str, message: str) -> list[str]:
+    """Flags a message suggests that the task meant does not accept: a `invoke TASK …` hint is
+    checked against TASK, a bare --flag against the task that printed it. Other tools' commands in
+    backticks (`docker …`, `pip …`) are theirs."""
+    accepted, wrong = task_flags(), []
+    for hint in re.findall(r"`([^`]*)`", message):
+        words = hint.split()
+        if words[:1] == ["invoke"] and len(words) > 1:
+            wrong += [f"{words[1]} {w}" for w in words[2:] if w.startswith("--") and w.split("=")[0] not in accepted[words[1]]]
+    for flag in re.findall(r"(?<![\w/.=-])(--[a-z][a-z0-9-]*)", re.sub(r"`[^`]*`", "", message)):
+        if flag not in accepted[task] and flag not in OTHER_TOOLS_FLAGS:
+            wrong.append(f"{task} {flag}")
+    return wrong
+
+
+# Flags of other tools that messages explain (docker's and pip's, named as theirs).
+OTHER_TOOLS_FLAGS = {"--no-build-isolation", "--gpus", "--privileged", "--device", "--shm-size", "--network"}
 
 
 def test_the_catalogue_has_at_least_40_cases_across_every_task():
@@ -223,3 +310,4 @@ def test_bad_input_fails_before_any_work(args, env, message, base_image, tb_env,
     assert "+ /usr/bin/docker build" not in output
     assert snapshot(cache_dir, Path(files["USER_DIR"])) == before
     assert not os.path.exists(files["EMPTY_DIR"])
+    assert unknown_hinted_flags(args[0], output) == []

@@ -5,9 +5,11 @@ configs, and the dev-fixture base + dev cells), incremental re-runs, --keep-goin
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
+import tarfile
 import time
 import xml.etree.ElementTree as ElementTree
 
@@ -15,7 +17,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker
+from .helpers import docker, make_wheel
 
 CELLS = ["cpu-release-py311", "cpulean-release-py311", "fixture-base-py311", "fixture-dev-py311"]
 
@@ -155,3 +157,56 @@ def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
         assert cell["digest"] in pulled.stdout
     finally:
         docker("image", "rm", "--force", f"{repo}@{cell['digest']}", check=False)
+
+
+def _flat(text: str) -> str:
+    """Text without table borders and line breaks, for finding a wrapped cell in a rendered table."""
+    return re.sub(r"[\s│┃┆]+", "", text)
+
+
+def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(nightly, tb_env, tmp_path):
+    """A RUN step that fails (the engine's "[/bin/sh -c …]" text must stay plain text), a context
+    that cannot be prepared, and an image that fails verification, beside one good cell: the
+    summary, the JSON and the JUnit report list all four, each failure with its first error line."""
+    folder, _lean, write = nightly
+    kit = tmp_path / "kit"
+    (kit / "bad_kit").mkdir(parents=True)
+    (kit / "bad_kit" / "install.sh").write_text("echo '[red]installer[/] [bold failing'\nexit 3\n")
+    with tarfile.open(tmp_path / "bad_kit.tar.gz", "w:gz") as tar:
+        tar.add(kit / "bad_kit", arcname="bad_kit")
+    extension = make_wheel(tmp_path, "torchbake-fixture-vendor", "1.0", [], {"vendor_ext/__init__.py": ""})
+    release = '[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\n[build]\nvariant = "release"\n'
+    profiles = {
+        "runfail": release + f'[toolkits]\nmusa_toolkits_url = "{tmp_path / "bad_kit.tar.gz"}"\n',
+        "prepfail": release.replace('[build]', 'extra = ["torchbake-no-such-package==1.0"]\n[build]'),
+        "verifyfail": release.replace('[build]', f'extension = "{extension}"\nextension_module = "not_there"\n[build]'),
+    }
+    for name, text in profiles.items():
+        (folder / f"{name}.toml").write_text(text)
+    matrix = write(extra_profiles=[str(folder / f"{name}.toml") for name in profiles],
+                   extra_excludes=[f"{name}-{variant}-*" for name in profiles for variant in ("base", "dev")])
+    report, junit = tmp_path / "missing" / "sub" / "r.json", tmp_path / "r.xml"  # the parent is made up front
+    result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--only", "*fail-*",
+                        "--keep-going", "--report", str(report), "--junit", str(junit), env=tb_env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output[-4000:]
+    assert "Traceback" not in output and "MarkupError" not in output
+    assert "[red]installer[/] [bold failing" in output  # the installer's own text, as it printed it
+    cells = {c["id"]: c for c in json.loads(report.read_text())["cells"]}
+    assert sorted(cells) == ["cpu-release-py311", "prepfail-release-py311", "runfail-release-py311",
+                             "verifyfail-release-py311"]
+    assert cells["cpu-release-py311"]["status"] in ("built", "unchanged", "retagged")
+    failures = {c: cells[c]["error"] for c in cells if c != "cpu-release-py311"}
+    assert all(cells[c]["status"] == "failed" for c in failures)
+    assert "torchbake-no-such-package" in failures["prepfail-release-py311"]
+    assert "[/bin/sh -c" in failures["runfail-release-py311"] or "exit code: 3" in failures["runfail-release-py311"]
+    assert "not_there" in failures["verifyfail-release-py311"]
+    suite = ElementTree.parse(junit).getroot()
+    assert suite.get("tests") == "4" and suite.get("failures") == "3"
+    messages = {case.get("name"): case.find("failure").get("message")
+                for case in suite.iter("testcase") if case.find("failure") is not None}
+    assert messages == failures  # the same first error line, exactly, in both reports
+    summary = _flat(result.stdout[result.stdout.rindex("build-all"):])
+    for cell_id, error in failures.items():
+        assert _flat(cell_id) in summary and _flat(error) in summary, (cell_id, error)
+    assert "3 of 4 cells did not build" in result.stderr

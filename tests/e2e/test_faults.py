@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import io
+import json
 import os
 import signal
 import subprocess
@@ -222,12 +223,16 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
         matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
                           f'name = "{repository}"\ntag = "{{variant}}"\n'
                           f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
-        run = Run(["build-all", "--config", str(matrix)], {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)})
+        report = tmp_path / "report.json"
+        run = Run(["build-all", "--config", str(matrix), "--report", str(report)], {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)})
         run.wait_for("kit: installing")
         code, seconds = run.interrupt(signal.SIGTERM)
     print(f"SIGTERM during build-all: ended in {seconds:.2f} s")
     assert code == 143, run.output[-3000:]
     assert seconds < 20
+    # the night's report is written, the cell marked interrupted (not "failed … exit status")
+    assert [(c["id"], c["status"]) for c in json.loads(report.read_text())["cells"]] == [("sleepy-release-py311", "interrupted")]
+    assert "failed " not in run.output
     assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
     assert docker("images", "-q", repository).stdout.strip() == ""
     downloads_are_complete_and_verified(cache)

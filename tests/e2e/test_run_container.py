@@ -80,6 +80,18 @@ def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_wo
     assert container_ids() == before  # --rm: nothing left behind
 
 
+@pytest.mark.parametrize("folder", ["a,b", 'say "hi"', "with space", "k=v,x=y", "données-日本", "a,\"b\" c=d é"])
+def test_mounts_of_host_paths_with_commas_quotes_spaces_and_unicode(base_image, tb_env, tmp_path, folder):
+    """Docker reads --mount as CSV: torchbake quotes the fields, so any host path mounts."""
+    host = tmp_path / folder
+    host.mkdir()
+    (host / "mark.txt").write_text("mounted\n")
+    result = run_invoke("run-container", base_image, "--rm", "--mount", f"{host}:/data/in,side:ro",
+                        "--command", "cat '/data/in,side/mark.txt'", env=tb_env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "mounted\n"
+
+
 def test_exit_status_of_the_command_is_the_tasks(image, tb_env):
     result = run_invoke("run-container", image, "--rm", "--command", "echo bye; exit 7", env=tb_env)
     assert result.returncode == 7

@@ -34,10 +34,10 @@ RUN_HELP = {
 }
 
 
-@task(klass=FlagTask, help=RUN_HELP, positional=["image"], iterable=["env", "mount", "config"],
+@task(klass=FlagTask, help=RUN_HELP, positional=["image"], optional_positional=["image"], iterable=["env", "mount", "config"],
       names={"shm_size": ["shm_size"], "device_profile": ["device_profile"], "dry_run": ["dry_run"]})
 @reports_errors
-def run_container(c, image="", name=None, shm_size=None, privileged=False, env=None, mount=None, workdir=None,
+def run_container(c, image=None, name=None, shm_size=None, privileged=False, env=None, mount=None, workdir=None,
                   device_profile=None, rm=False, command=None, replace=False, dry_run=False, config=None,
                   docker=None):
     """Open a shell (or run --command) in a container of IMAGE, created once and reused.
