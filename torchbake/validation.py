@@ -181,7 +181,8 @@ def git_repository(value: str) -> None:
         return
     if "@" in value.split("://", 1)[-1].split("/", 1)[0] and value.startswith(("http://", "https://")):
         raise ValueError(
-            "expected a repository URL without credentials in it; put credentials in --git-credential-file"
+            "expected a repository URL without credentials in it (URLs land in logs and labels); give them to git"
+            " instead: a credential file ([dev] git_credential_file, `invoke build -c FILE`) or your git credential helper"
         )
     if not (value.startswith(("http://", "https://", "ssh://", "git://", "file://"))
             or re.fullmatch(r"[\w.-]+@[\w.-]+:[\w./~-]+", value)):

@@ -141,7 +141,7 @@ CASES = [
     ("credential-file", ["build", "--config", "configs/musa.toml", "-c", "/no/such/credentials"], {},
      "dev.git_credential_file = '/no/such/credentials' (from command line) is invalid: no such file; expected a git credential file"),
     ("repo-with-credentials", ["build-base"], {"TORCHBAKE_SOURCES_PYTORCH_REPO": "https://user:pw@example.invalid/pytorch.git"},
-     "expected a repository URL without credentials in it; put credentials in --git-credential-file"),
+     "expected a repository URL without credentials in it (URLs land in logs and labels); give them to git instead"),
     # flags of build-all, run-container, stop-container, the docker client
     ("docker-client", ["build", *CPU, "--docker", "/no/such/docker"], {},
      "Docker client '/no/such/docker' (build.docker / --docker) was not found"),
