@@ -44,3 +44,30 @@ def test_the_lint_catches_what_it_should():
                  "GIT_SSL_NO_VERIFY=1 git clone", "curl -fsSLk URL", "curl -k URL", "ctx.check_hostname = False",
                  "requests.get(url, verify=False)", "ssl._create_unverified_context()"):
         assert TLS_OFF.search(line), line
+
+
+INVOKE_HINT = re.compile(r"`invoke ([a-z][a-z-]*)([^`]*)`")
+
+
+def _task_flags() -> dict[str, set[str]]:
+    sys.path.insert(0, str(PROJECT_ROOT))
+    import tasks
+
+    return {name: {("-" if len(n) == 1 else "--") + n.replace("_", "-") for a in tasks.ns[name].get_arguments() for n in a.names}
+            | {"--help"} for name in tasks.ns.task_names}
+
+
+def test_every_invoke_command_a_message_or_the_readme_suggests_is_accepted():
+    """`invoke TASK --flag …` in any message (and in the README, configs and scripts) names a task
+    that exists and flags it accepts: hints are commands that work where they are printed."""
+    accepted = _task_flags()
+    wrong = []
+    for path in [*PROJECT_ROOT.glob("torchbake/**/*.py"), PROJECT_ROOT / "README.md", *PROJECT_ROOT.glob("configs/*.toml")]:
+        for task, rest in INVOKE_HINT.findall(path.read_text()):
+            if task not in accepted:
+                wrong.append(f"{path.name}: invoke {task} (no such task)")
+                continue
+            for flag in re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", rest):
+                if flag.split("=")[0] not in accepted[task]:
+                    wrong.append(f"{path.name}: invoke {task} {flag}")
+    assert wrong == []
