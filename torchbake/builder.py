@@ -28,7 +28,7 @@ from .output import console as output_console, styled
 from . import __version__, base_os, command, diskspace, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
-from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
+from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .manifest import BuildRecord
 from .errors import BaseImagePending, ConfigurationError, EngineError
@@ -245,9 +245,12 @@ def _base_image(plan: Plan, client: DockerClient, console: Console, make: bool) 
         base = client.inspect_image(plan.base_image)
         if base is None:
             python = f" --python {plan.python_version}" if plan.python_version else ""
+            name, _, tag = plan.base_image.rpartition(":")
+            make = (f"Make it with `invoke build-base --name {name} --tag {tag}{python}` (with the same --config files)"
+                    if name and "@" not in plan.base_image and "/" not in tag else "Make one with `invoke build-base`")
             raise ConfigurationError(
-                f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. Make it with"
-                f" `invoke build-base{python}` (with the same --config files), or name another with --base-img."
+                f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. {make},"
+                " or name another with --base-img."
             )
         return base
     if not make:
@@ -361,14 +364,16 @@ def _built(state: Path | None) -> dict[str, list[str]]:
 
 
 def record_built(state: Path, digest: str, image_id: str) -> None:
-    """Remember that torchbake built ``image_id`` from inputs ``digest`` (atomic rewrite)."""
-    data = _built(state)
-    ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
-    data[digest] = ids[-5:]
-    state.parent.mkdir(parents=True, exist_ok=True)
-    tmp = state.with_name(f"{state.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, state)
+    """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``: the most
+    recently used ids are kept, so an image still in use is never forgotten. The read-modify-write
+    holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
+    with file_lock(state.with_name(state.name + ".lock")):
+        data = _built(state)
+        ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
+        data[digest] = ids[-5:]
+        tmp = state.with_name(f"{state.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+        os.replace(tmp, state)
 
 
 def built_images_file(plan: Plan) -> Path:
@@ -413,6 +418,7 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
         reason = ("its input hash matches the image's" if status == "unchanged"
                   else f"same inputs as {image_id[:19]}, re-tagged")
         console.print(styled((plan.image, "bold"), f" {status}: {reason}"))
+        record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)

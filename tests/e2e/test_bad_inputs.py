@@ -5,6 +5,7 @@ cache (downloads, wheelhouses, sources, logs, manifests), context folders and th
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -60,7 +61,7 @@ CASES = [
      "bootstrap.mirror = 'deb.debian.org' (from environment TORCHBAKE_BOOTSTRAP_MIRROR) is invalid: expected an http(s)://"),
     ("dev-base-missing", ["build", "--python", "3.9"], {},
      "Base image 'torchbake/pytorch-cpu:base-py3.9' (--base-img) does not exist on this engine. Make it with"
-     " `invoke build-base --python 3.9`"),
+     " `invoke build-base --name torchbake/pytorch-cpu --tag base-py3.9 --python 3.9`"),
     ("not-a-torchbake-base", ["build", "--name", "a/b", "--base-img", B], {}, "is not a torchbake base image"),
     ("verify-no-image", ["verify", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
     ("show-build-no-image", ["show-build", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
@@ -261,7 +262,7 @@ def task_flags() -> dict[str, set[str]]:
 
     accepted = {}
     for name in task_module.ns.task_names:
-        arguments = task_module.ns[name].get_arguments()
+        arguments = copy.deepcopy(task_module.ns[name]).get_arguments()  # invoke pops help texts as it reads them
         accepted[name] = {("-" if len(n) == 1 else "--") + n.replace("_", "-") for a in arguments for n in a.names}
         accepted[name] |= {"--help", "--config"}
     return accepted
@@ -280,6 +281,17 @@ def unknown_hinted_flags(task: str, message: str) -> list[str]:
         if flag not in accepted[task] and flag not in OTHER_TOOLS_FLAGS:
             wrong.append(f"{task} {flag}")
     return wrong
+
+
+def runnable_hints(message: str) -> list[list[str]]:
+    """`invoke build …`, `invoke build-base …` and `invoke bootstrap-os …` hints without placeholders
+    (FILE, URL): each can be run as a --dry-run."""
+    hints = []
+    for hint in re.findall(r"`invoke ((?:build|build-base|bootstrap-os) [^`]*|build-base|build)`", message):
+        words = hint.split()
+        if not any(w.isupper() or w.startswith(("$", "<")) or w in ("…", "...") for w in words):
+            hints.append(words)
+    return hints
 
 
 # Flags of other tools that messages explain (docker's and pip's, named as theirs).
@@ -311,3 +323,6 @@ def test_bad_input_fails_before_any_work(args, env, message, base_image, tb_env,
     assert snapshot(cache_dir, Path(files["USER_DIR"])) == before
     assert not os.path.exists(files["EMPTY_DIR"])
     assert unknown_hinted_flags(args[0], output) == []
+    for hint in runnable_hints(output):  # a hint is a command that works: run it (as a plan, which changes nothing)
+        tried = run_invoke(*hint, "--dry-run", env={**tb_env, **{k: fill(v) for k, v in env.items()}})
+        assert tried.returncode == 0, f"hint {' '.join(hint)} failed:\n{tried.stdout[-1000:]}{tried.stderr[-1000:]}"

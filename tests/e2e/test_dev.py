@@ -134,7 +134,7 @@ def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_p
         (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", dev_base[0],
           "-c", str(credentials), "--torch-musa-tag", "no-such-ref"], "has no tag or branch 'no-such-ref' (sources.extension_tag)"),
         (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", "torchbake-test/debian:none"],
-         "does not exist on this engine. Make one with `invoke build-base`"),
+         "does not exist on this engine. Make it with `invoke build-base --name torchbake-test/debian --tag none`"),
     ]
     images, containers = image_ids(), container_ids()
     failures = []

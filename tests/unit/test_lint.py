@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -53,7 +54,7 @@ def _task_flags() -> dict[str, set[str]]:
     sys.path.insert(0, str(PROJECT_ROOT))
     import tasks
 
-    return {name: {("-" if len(n) == 1 else "--") + n.replace("_", "-") for a in tasks.ns[name].get_arguments() for n in a.names}
+    return {name: {("-" if len(n) == 1 else "--") + n.replace("_", "-") for a in copy.deepcopy(tasks.ns[name]).get_arguments() for n in a.names}
             | {"--help"} for name in tasks.ns.task_names}
 
 
