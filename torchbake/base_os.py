@@ -134,17 +134,23 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
         raise ConfigurationError("debootstrap needs root: run this as root (or with sudo).")
 
 
-def bootstrap_commands(spec: OsImageSpec, binary: str, rootfs: str = "<rootfs>",
-                       tarball: str = "<rootfs.tar>") -> tuple[list[str], list[str]]:
-    """The debootstrap and the docker import command lines (import labels say how it was made)."""
-    rootfs_cmd = ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
+def import_changes(spec: OsImageSpec) -> list[str]:
+    """The Dockerfile instructions the import applies: PATH, a shell, and labels saying how it was made."""
     labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant,
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
-    import_cmd = [binary, "import", "--change", f"ENV PATH={DEFAULT_PATH}", "--change", 'CMD ["/bin/bash"]']
-    for key, value in labels.items():
-        import_cmd += ["--change", f'LABEL {LABEL_PREFIX}{key}="{value}"']
-    import_cmd += ["--message", f"torchbake bootstrap-os {spec.suite}", tarball, spec.name]
-    return rootfs_cmd, import_cmd
+    return [f"ENV PATH={DEFAULT_PATH}", 'CMD ["/bin/bash"]',
+            *(f'LABEL {LABEL_PREFIX}{key}="{value}"' for key, value in labels.items())]
+
+
+def bootstrap_commands(spec: OsImageSpec, binary: str, rootfs: str = "<rootfs>",
+                       tarball: str = "<rootfs.tar>") -> tuple[list[str], list[str]]:
+    """The debootstrap command line, and the `docker import` one that does what torchbake does
+    through the Engine API (shown, so a user can do it by hand)."""
+    rootfs_cmd = ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
+    import_cmd = [binary, "import"]
+    for change in import_changes(spec):
+        import_cmd += ["--change", change]
+    return rootfs_cmd, import_cmd + [tarball, spec.name]
 
 
 def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, say: Callable[[str], None],
@@ -174,8 +180,8 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
                                      " mirror answers, or name a reachable one with --mirror URL ([bootstrap] mirror).")
             _trim(rootfs)
             command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
-            result = command.run(import_cmd, capture=True)
-            image_id = result.output.strip().splitlines()[-1]
+            command.show_command(import_cmd)
+            image_id = client.import_image(tarball, spec.name, import_changes(spec))
         finally:
             remove_rootfs(work)
     say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
@@ -250,12 +256,12 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
     if suite and python and release and release.python != python:
         raise python_mismatch(python, reference, release, flag)
     say(f"{reference} ({flag}) is not on this engine; trying `docker pull {reference}`")
-    pulled = client.call("pull", reference, check=False)
-    if pulled.returncode == 0:
+    registry_said = client.pull(reference)
+    if not registry_said:
         found = client.inspect_image(reference)
         if found is not None:
             return found
-    registry_said = (pulled.output.strip().splitlines() or ["no answer"])[-1]
+        registry_said = "the pull gave no image"
     if not suite:
         raise ConfigurationError(
             f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"

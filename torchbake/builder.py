@@ -345,7 +345,7 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
         info = client.inspect_image(image_id)
         if info and _input_hash_of(info) == digest:
             if apply:
-                client.call("tag", image_id, image)
+                client.tag(image_id, image)
             return "retagged", image_id
     return None
 
@@ -595,7 +595,5 @@ def _verify_candidate(image: str, client: DockerClient, candidate: str, console:
         console.print(f"The new image failed verification. It is kept as {candidate} for inspection;"
                       f" {image} was not changed.", style="red")
         raise
-    result = client.call("tag", candidate, image, check=False)
-    client.call("image", "rm", candidate, check=False)
-    if result.returncode != 0:
-        raise EngineError(f"Tagging {candidate} as {image} failed: {result.output.strip()}")
+    client.tag(candidate, image)
+    client.remove_image(candidate)  # the candidate tag only: the image keeps its real tag

@@ -55,6 +55,11 @@ def format_command(args: Sequence[str], env: Mapping[str, str] | None = None) ->
     return " ".join(prefix + [shlex.quote(str(a)) for a in args])
 
 
+def show_command(args: Sequence[str], env: Mapping[str, str] | None = None, stream: IO[str] | None = None) -> None:
+    """Print ``+ <command>`` where command output goes (what a user could paste to do the same)."""
+    print(f"+ {format_command(args, env)}", file=stream or default_stream.get() or sys.stdout, flush=True)
+
+
 def resolve_binary(name: str, *, hint: str = "", error: type[FatalError] = CommandError) -> str:
     path = shutil.which(name)
     if path is None:
@@ -97,7 +102,7 @@ def run(
     argv = _argv(args, error)
     out = stream or default_stream.get() or sys.stdout
     if echo:
-        print(f"+ {format_command(argv, env)}", file=out, flush=True)
+        show_command(argv, env, out)
     full_env = {**os.environ, **extra_env.get(), **(env or {})}
     try:
         if capture and log_file is None:

@@ -10,13 +10,13 @@ prints and a real run executes.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -392,21 +392,24 @@ def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Ses
 def run_session(client: DockerClient, session: Session, *, forward_stdin: bool) -> int:
     """Run the steps; the exit status is the shell's or the command's."""
     for argv in session.setup:
-        client.call(*argv[1:], echo=True, error=ContainerError)
+        command.show_command(argv)
+        if argv[1] == "rm":
+            client.remove_container(argv[-1], force=True)
+        elif argv[1] == "start":
+            client.start_container(argv[-1])
+        else:  # creating the session's container: the exact command --dry-run shows
+            client.cli(*argv[1:], error=ContainerError)
     return command.run_attached(session.attached, forward_stdin=forward_stdin)
 
 
 def list_containers(client: DockerClient) -> list[dict[str, str]]:
     """Containers torchbake created: name, image, status, device profile, /dev/shm, created."""
-    output = client.call("ps", "--all", "--no-trunc", "--filter", f"label={CONTAINER_LABEL}=true",
-                         "--format", "{{json .}}").output
     rows = []
-    for line in filter(None, output.splitlines()):
-        entry = json.loads(line)
-        labels = dict(part.split("=", 1) for part in entry.get("Labels", "").split(",") if "=" in part)
-        rows.append({"name": entry.get("Names", ""), "image": labels.get(IMAGE_LABEL, entry.get("Image", "")),
-                     "status": entry.get("Status", ""), "profile": labels.get(PROFILE_LABEL, ""),
-                     "created": entry.get("CreatedAt", "").rsplit(" +", 1)[0]})
+    for entry in client.containers(f"{CONTAINER_LABEL}=true"):
+        labels = entry.get("Labels") or {}
+        created = datetime.fromtimestamp(int(entry.get("Created") or 0)).strftime("%Y-%m-%d %H:%M:%S")
+        rows.append({"name": (entry.get("Names") or ["/"])[0].lstrip("/"), "image": labels.get(IMAGE_LABEL, entry.get("Image", "")),
+                     "status": entry.get("Status", ""), "profile": labels.get(PROFILE_LABEL, ""), "created": created})
     return sorted(rows, key=lambda row: row["name"])
 
 
@@ -424,12 +427,12 @@ def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: in
         )
     state = (existing.get("State") or {}).get("Status", "")
     if state in ("running", "paused", "restarting"):
-        client.call("stop", "--time", str(timeout), name, echo=True, timeout=timeout + 60, error=ContainerError)
+        client.stop_container(name, timeout)
         say(f"Stopped {name}.")
     else:
         say(f"{name} was not running ({state}).")
     if remove:
-        client.call("rm", name, echo=True, error=ContainerError)
+        client.remove_container(name)
         say(f"Removed {name}.")
 
 

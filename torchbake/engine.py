@@ -8,19 +8,22 @@ that and says what to install or which binary to pass with ``--docker``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import http.client
+import hashlib
 import json
 import os
 import re
 import shutil
-import socket
-import urllib.parse
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import docker
+import docker.context
+import requests
 
 from . import command
 from .errors import BuildError, CommandError, EngineError, FatalError
@@ -89,17 +92,14 @@ class DockerClient:
         argv.append(str(context))
         return argv, env
 
-    # -- engine calls ----------------------------------------------------------------------
-    def call(self, *args: str, timeout: float = 0, check: bool = True,
-             echo: bool = False, error: type[FatalError] = EngineError) -> command.CommandResult:
-        """One engine call through the CLI, bounded by ``timeout`` (0: the client's)."""
+    def cli(self, *args: str, timeout: float = 0, echo: bool = False,
+            error: type[FatalError] = EngineError) -> command.CommandResult:
+        """The CLI, for what it alone does (creating the container of an interactive session with
+        the exact flags --dry-run prints), bounded by ``timeout`` (0: the client's)."""
         timeout = timeout or self.timeout
         try:
-            return command.run(
-                [self.binary, *args], capture=True, check=check, error=error,
-                timeout=timeout, echo=echo,
-                failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.",
-            )
+            return command.run([self.binary, *args], capture=True, error=error, timeout=timeout, echo=echo,
+                               failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.")
         except FatalError as exc:
             if "did not finish within" in str(exc):
                 raise EngineError(
@@ -108,61 +108,42 @@ class DockerClient:
                 ) from exc
             raise
 
+    # -- engine calls: the Engine API through the docker SDK ---------------------------------
+    @property
+    def api(self) -> docker.APIClient:
+        """The SDK's client for this engine: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY``
+        / ``DOCKER_CERT_PATH``, ssh) when set, else the docker context (``DOCKER_CONTEXT``, or
+        the current one), as the CLI finds it; made once per client."""
+        key = (self.binary, self.timeout, tuple(sorted((k, v) for k, v in self.environ.items() if k.startswith("DOCKER_"))))
+        if key not in _API_CLIENTS:
+            with engine_errors("connect", self.timeout):
+                _API_CLIENTS[key] = _sdk_client(self.environ, self.timeout).api
+        return _API_CLIENTS[key]
+
     def check_engine(self) -> str:
         """The engine's version; a clear error if none answers (asked once per client and host)."""
-        key = (self.binary, os.environ.get("DOCKER_HOST", ""), os.environ.get("DOCKER_CONTEXT", ""))
-        if key not in _ENGINE_VERSIONS:
-            _ENGINE_VERSIONS[key] = self._ask_engine()
-        return _ENGINE_VERSIONS[key]
-
-    def _ask_engine(self) -> str:
-        fast = _socket_get("/version", self.timeout)
-        if fast is not None and fast[0] == 200:
-            return json.loads(fast[1]).get("Version", "")
-        result = self.call("version", "--format", "{{.Server.Version}}", check=False)
-        if result.returncode != 0 or not result.output.strip():
-            where = os.environ.get("DOCKER_HOST", "the default socket (/var/run/docker.sock)")
-            raise EngineError(
-                f"No Docker engine answers at {where} (client {self.binary}).\n"
-                f"{result.output.strip()}\n"
-                "Start one: on Debian as root, scripts/ensure-engine.sh installs docker.io and"
-                " starts dockerd; elsewhere start the docker service or set DOCKER_HOST."
-            )
-        return result.output.strip().splitlines()[-1]
+        with engine_errors("version", self.timeout):
+            return str(self.api.version().get("Version", ""))
 
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
-        fast = _socket_get(f"/images/{urllib.parse.quote(reference, safe='')}/json", self.timeout)
-        if fast is not None:
-            status, body = fast
-            if status == 200:
-                return json.loads(body)
-            if status == 404:
+        with engine_errors(f"image inspect {reference}", self.timeout):
+            try:
+                return self.api.inspect_image(reference)
+            except docker.errors.NotFound:
                 return None
-        result = self.call("image", "inspect", reference, check=False)
-        if result.returncode != 0:
-            if "No such image" in result.output or "no such image" in result.output.lower():
-                return None
-            raise EngineError(f"docker image inspect {reference} failed:\n{result.output.strip()}")
-        return json.loads(result.output)[0]
 
     def inspect_container(self, name: str) -> dict[str, Any] | None:
-        """The container's ``docker container inspect`` record, or None if there is none."""
-        fast = _socket_get(f"/containers/{urllib.parse.quote(name, safe='')}/json", self.timeout)
-        if fast is not None and fast[0] in (200, 404):
-            return json.loads(fast[1]) if fast[0] == 200 else None
-        result = self.call("container", "inspect", name, check=False)
-        if result.returncode != 0:
-            if "no such" in result.output.lower():
+        """The container's inspect record, or None if there is none."""
+        with engine_errors(f"container inspect {name}", self.timeout):
+            try:
+                return self.api.inspect_container(name)
+            except docker.errors.NotFound:
                 return None
-            raise EngineError(f"docker container inspect {name} failed:\n{result.output.strip()}")
-        return json.loads(result.output)[0]
 
     def engine_info(self) -> dict[str, Any]:
         """``docker info`` as the Engine API gives it (NCPU, MemTotal, Runtimes, ...)."""
-        fast = _socket_get("/info", self.timeout)
-        if fast is not None and fast[0] == 200:
-            return json.loads(fast[1])
-        return json.loads(self.call("info", "--format", "{{json .}}").output)
+        with engine_errors("info", self.timeout):
+            return self.api.info()
 
     def image_labels(self, reference: str) -> dict[str, str]:
         info = self.inspect_image(reference)
@@ -170,44 +151,194 @@ class DockerClient:
             raise EngineError(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do.")
         return dict((info.get("Config") or {}).get("Labels") or {})
 
-    def remove_image(self, reference: str) -> None:
-        self.call("image", "rm", "--force", reference, check=False)
+    def tag(self, source: str, target: str) -> None:
+        repository, tag = split_reference(target)
+        with engine_errors(f"tag {source} {target}", self.timeout):
+            self.api.tag(source, repository, tag)
+
+    def remove_image(self, reference: str) -> bool:
+        """Remove the image (or the tag); False when there was none."""
+        with engine_errors(f"image rm {reference}", self.timeout):
+            try:
+                self.api.remove_image(reference, force=True)
+                return True
+            except docker.errors.NotFound:
+                return False
+
+    def pull(self, reference: str) -> str:
+        """Pull ``reference``; "" when it is here now, else what the registry said."""
+        repository, tag = split_reference(reference)
+        with engine_errors(f"pull {reference}", self.timeout):
+            try:
+                for event in self.api.pull(repository, tag=tag or None, stream=True, decode=True):
+                    if event.get("error"):
+                        return str(event["error"])
+            except docker.errors.APIError as exc:
+                return str(exc.explanation or exc)
+        return ""
+
+    def import_image(self, tarball: Path, reference: str, changes: Sequence[str]) -> str:
+        """``docker import``: a root file system tarball as ``reference``; returns the image id."""
+        repository, tag = split_reference(reference)
+        with engine_errors(f"import {reference}", max(self.timeout, 600)):
+            output = self.api.import_image_from_file(str(tarball), repository=repository, tag=tag or None,
+                                                     changes=list(changes))
+        for line in reversed(str(output).splitlines()):
+            try:
+                status = json.loads(line).get("status", "")
+            except ValueError:
+                continue
+            if status.startswith("sha256:"):
+                return status
+        info = self.inspect_image(reference)
+        if info is None:
+            raise EngineError(f"Importing {reference} gave no image: {str(output)[-500:]}")
+        return info["Id"]
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
                     network: str | None = "none", timeout: float = 600) -> command.CommandResult:
         """Run a throwaway container and collect its output (the container is always removed)."""
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
-        args = ["run", "--rm", "--name", name, "--label", "torchbake.probe=true"]
-        if network:
-            args += ["--network", network]
-        if entrypoint is not None:
-            args += ["--entrypoint", entrypoint]
-        args += [image, *argv]
+        shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
+        with engine_errors(f"run {image}", self.timeout):
+            created = self.api.create_container(
+                image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None, name=name,
+                labels={"torchbake.probe": "true"},
+                host_config=self.api.create_host_config(network_mode=network) if network else None)
         try:
-            return self.call(*args, timeout=timeout, check=False)
-        except BaseException:  # interrupted or timed out: the client is gone, the container may not be
-            self.call("rm", "--force", name, check=False, timeout=30)
-            raise
+            with engine_errors(f"run {image}", timeout):
+                try:
+                    self.api.start(created["Id"])
+                except docker.errors.APIError as exc:  # e.g. the entrypoint is not in the image
+                    return command.CommandResult(shown, 127, str(exc.explanation or exc))
+                code = int(self.api.wait(created["Id"], timeout=timeout).get("StatusCode", 1))
+                output = self.api.logs(created["Id"], stdout=True, stderr=True).decode(errors="replace")
+            return command.CommandResult(shown, code, output)
+        finally:  # interrupted or timed out too: the probe container never outlives this call
+            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                self.api.remove_container(created["Id"], force=True)
+
+    def containers(self, label: str) -> list[dict[str, Any]]:
+        """Every container (running or not) that has ``label`` (``key=value``)."""
+        with engine_errors("ps", self.timeout):
+            return self.api.containers(all=True, filters={"label": label})
+
+    def stop_container(self, name: str, timeout: int) -> None:
+        with engine_errors(f"stop {name}", timeout + self.timeout):
+            self.api.stop(name, timeout=timeout)
+
+    def remove_container(self, name: str, *, force: bool = False) -> None:
+        with engine_errors(f"rm {name}", self.timeout):
+            self.api.remove_container(name, force=force)
+
+    def start_container(self, name: str) -> None:
+        with engine_errors(f"start {name}", self.timeout):
+            self.api.start(name)
+
+    def push(self, reference: str, log_file: Path | None = None) -> str:
+        """Push ``reference`` with the user's docker credentials; its progress goes to the log (and
+        a bar on a terminal). Returns the registry digest."""
+        repository, tag = split_reference(reference)
+        digest, layers = "", {}
+        with engine_errors(f"push {reference}", 3600), contextlib.ExitStack() as stack:
+            log = stack.enter_context(log_file.open("a")) if log_file else None
+            for event in self.api.push(repository, tag=tag or None, stream=True, decode=True):
+                if log is not None:
+                    log.write(json.dumps(event) + "\n")
+                if event.get("error"):
+                    raise EngineError(f"Pushing {reference} failed: {event['error']}")
+                layers[event.get("id", "")] = event.get("status", "")
+                digest = (event.get("aux") or {}).get("Digest", digest)
+        return digest
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
-        """``docker build``: no time limit (a PyTorch build takes hours), but one that prints
-        nothing for ``stall_timeout`` seconds is stopped (an engine that stopped answering)."""
+        """``docker build`` (the CLI: the SDK has no BuildKit): no time limit (a PyTorch build
+        takes hours), but one that prints nothing for ``stall_timeout`` seconds is stopped (an
+        engine that stopped answering)."""
         command.run(
             argv, env=dict(env), log_file=log_file, error=BuildError, idle_timeout=self.stall_timeout,
             failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
         )
 
 
-_ENGINE_VERSIONS: dict[tuple[str, str, str], str] = {}
+_API_CLIENTS: dict[tuple, docker.APIClient] = {}
+
+
+def _sdk_client(environ: Mapping[str, str], timeout: float) -> docker.DockerClient:
+    """The engine the CLI would talk to: DOCKER_HOST first, else the docker context
+    (DOCKER_CONTEXT, else the config's current one), else the default socket."""
+    if environ.get("DOCKER_HOST"):
+        return docker.DockerClient(timeout=int(timeout), version="auto",
+                                   **docker.utils.kwargs_from_env(environment=dict(environ)))
+    name = environ.get("DOCKER_CONTEXT") or _current_context(environ)
+    if name in ("", "default"):
+        return docker.DockerClient(base_url=f"unix://{LOCAL_SOCKET}", timeout=int(timeout), version="auto")
+    context = docker.context.ContextAPI.get_context(name)
+    if context is not None and context.Host:  # the SDK finds contexts only beside an existing config.json
+        return docker.DockerClient(base_url=context.Host, tls=context.TLSConfig or False, timeout=int(timeout),
+                                   version="auto")
+    return docker.DockerClient(base_url=_context_host(name, environ), timeout=int(timeout), version="auto")
+
+
+def _config_dir(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+
+
+def _context_host(name: str, environ: Mapping[str, str]) -> str:
+    """The engine address a docker context names, read from the CLI's context store."""
+    meta = _config_dir(environ) / "contexts" / "meta" / hashlib.sha256(name.encode()).hexdigest() / "meta.json"
+    try:
+        return json.loads(meta.read_text())["Endpoints"]["docker"]["Host"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EngineError(f"Docker context {name!r} (DOCKER_CONTEXT or the current context) does not exist in"
+                          f" {_config_dir(environ)}; `docker context ls` lists those that do.") from None
+
+
+def where_engine(environ: Mapping[str, str]) -> str:
+    if environ.get("DOCKER_HOST"):
+        return environ["DOCKER_HOST"]
+    context = environ.get("DOCKER_CONTEXT") or _current_context()
+    return f"docker context {context!r}" if context not in ("", "default") else f"the default socket ({LOCAL_SOCKET})"
+
+
+@contextlib.contextmanager
+def engine_errors(what: str, timeout: float):
+    """The SDK's typed failures as torchbake errors: a timeout, no engine, or the engine's refusal."""
+    try:
+        yield
+    except requests.exceptions.Timeout as exc:
+        raise EngineError(f"The Docker engine did not answer `docker {what}` within {timeout:g} s. Check that dockerd"
+                          " is running (scripts/ensure-engine.sh starts one).") from exc
+    except docker.errors.NotFound:
+        raise
+    except docker.errors.APIError as exc:
+        raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise EngineError(
+            f"No Docker engine answers at {where_engine(os.environ)}: {exc}\n"
+            "Start one: on Debian as root, scripts/ensure-engine.sh installs docker.io and"
+            " starts dockerd; elsewhere start the docker service or set DOCKER_HOST."
+        ) from exc
+
+
+def split_reference(reference: str) -> tuple[str, str]:
+    """("repo", "tag") of NAME[:TAG] (a port in the registry part is not a tag)."""
+    if "@" in reference:
+        return reference, ""
+    name, sep, tag = reference.rpartition(":")
+    if sep and "/" not in tag:
+        return name, tag
+    return reference, ""
+
+
 LOCAL_SOCKET = "/var/run/docker.sock"
 
 
-def _current_context() -> str:
-    config = os.path.join(os.environ.get("DOCKER_CONFIG", os.path.expanduser("~/.docker")), "config.json")
+def _current_context(environ: Mapping[str, str] | None = None) -> str:
     try:
-        with open(config) as handle:
-            return json.load(handle).get("currentContext", "")
-    except (OSError, ValueError):
+        return json.loads((_config_dir(os.environ if environ is None else environ) / "config.json").read_text()).get(
+            "currentContext", "")
+    except (OSError, ValueError, AttributeError):
         return ""
 
 
@@ -219,22 +350,6 @@ def engine_is_local() -> bool:
     return os.path.exists(LOCAL_SOCKET) and _current_context() in ("", "default")
 
 
-def _socket_get(path: str, timeout: float) -> tuple[int, bytes] | None:
-    """A read-only Engine API call straight over the local socket (a few ms, where the CLI takes
-    tens), used only when the engine is the local default one; None means "ask the CLI"."""
-    if not engine_is_local():
-        return None
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout)
-            sock.connect(LOCAL_SOCKET)
-            connection = http.client.HTTPConnection("localhost")
-            connection.sock = sock
-            connection.request("GET", path)
-            response = connection.getresponse()
-            return response.status, response.read()
-    except (OSError, http.client.HTTPException):
-        return None
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
 
 

@@ -24,7 +24,7 @@ from rich.table import Table
 from . import command, config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
-from .errors import BaseImagePending, EngineError, FatalError
+from .errors import BaseImagePending, FatalError
 from .matrix import Cell
 from .plan import plan_base, plan_dev, plan_release
 
@@ -216,9 +216,9 @@ class MatrixRun:
                 stream.close()
 
     def _push(self, cell: Cell) -> str:
-        result = self.client.call("push", cell.image, timeout=3600, check=False)
-        if result.returncode != 0:
-            raise EngineError(f"Pushing {cell.image} failed:\n{result.output.strip()[-1000:]}")
+        digest = self.client.push(cell.image, Path(self.results[cell.id].log) if self.results[cell.id].log else None)
+        if digest:
+            return digest
         info = self.client.inspect_image(cell.image) or {}
         repo = cell.image.rsplit(":", 1)[0]
         return next((d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if d.startswith(repo + "@")), "")

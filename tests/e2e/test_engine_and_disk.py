@@ -4,6 +4,7 @@ an engine that stops answering mid-run is a clear error within the configured ti
 from __future__ import annotations
 
 import http.client
+import os
 import socket
 import subprocess
 import threading
@@ -130,3 +131,76 @@ def test_an_engine_that_stops_answering_is_an_error_not_a_hang(cpu_image, tmp_pa
             assert "did not answer" in result.stderr and "within 3 s" in result.stderr, result.stderr
             assert "Traceback" not in result.stderr
             assert seconds < 30, (args, seconds)
+
+
+@contextmanager
+def second_socket(folder: Path):
+    """Another socket path to the real engine (a byte relay that counts its connections)."""
+    path = folder / "second-docker.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    connections: list[socket.socket] = []
+    opened: list[socket.socket] = []
+
+    def pipe(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while chunk := source.recv(65536):
+                target.sendall(chunk)
+        except OSError:
+            pass
+        finally:
+            for end in (source, target):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def accept() -> None:
+        nonlocal opened
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            connections.append(conn)
+            upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            opened += [conn, upstream]
+            upstream.connect(REAL_SOCKET)
+            threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
+            threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield path, connections
+    finally:
+        server.close()
+        for end in opened:
+            end.close()
+
+
+def test_the_engine_is_found_as_the_cli_finds_it(base_image, tmp_path):
+    """The default socket; a unix:// DOCKER_HOST naming a second socket path; a docker context
+    naming it: each reaches the engine (the relay sees the calls where it should)."""
+    with second_socket(tmp_path) as (path, connections):
+        plain = run_invoke("show-build", base_image, env={"DOCKER_CONFIG": str(tmp_path / "cfg")})
+        assert plain.returncode == 0, plain.stderr
+        assert connections == []  # the default socket, not the relay
+
+        host = run_invoke("show-build", base_image, env={"DOCKER_HOST": f"unix://{path}"})
+        assert host.returncode == 0, host.stderr
+        assert len(connections) >= 1
+        seen = len(connections)
+
+        config = {"DOCKER_CONFIG": str(tmp_path / "cfg")}
+        created = subprocess.run(["/usr/bin/docker", "context", "create", "torchbake-second",
+                                  "--docker", f"host=unix://{path}"], env={**os.environ, **config},
+                                 capture_output=True, text=True)
+        assert created.returncode == 0, created.stderr
+        by_context = run_invoke("show-build", base_image, env={**config, "DOCKER_CONTEXT": "torchbake-second"})
+        assert by_context.returncode == 0, by_context.stderr
+        assert len(connections) > seen
+        assert base_image in by_context.stdout
+
+        current = run_invoke("show-build", base_image, env=config | {"DOCKER_CONTEXT": "no-such-context"})
+        assert current.returncode == 4 and "Traceback" not in current.stderr, current.stderr
