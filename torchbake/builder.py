@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -23,13 +22,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .output import console as output_console, styled
+from .output import console as output_console, human_size, styled
 
 from . import __version__, base_os, command, diskspace, sources
 from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
                       prepare_release_context, tree_sha256)
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
+from .files import write_atomically
 from .manifest import BuildRecord
 from .errors import BaseImagePending, ConfigurationError, EngineError
 from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
@@ -229,10 +229,7 @@ def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path
     result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
     values = parse_os_release(result.output) if result.returncode == 0 else {}
     if values and remember:
-        record.parent.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(f"{record.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(json.dumps(values))
-        os.replace(tmp, record)
+        write_atomically(record, json.dumps(values))
     return values
 
 
@@ -371,9 +368,7 @@ def record_built(state: Path, digest: str, image_id: str) -> None:
         data = _built(state)
         ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
         data[digest] = ids[-5:]
-        tmp = state.with_name(f"{state.name}.{uuid.uuid4().hex}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, state)
+        write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
 
 
 def built_images_file(plan: Plan) -> Path:
@@ -515,7 +510,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")
     console.print(styled((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
-                         f"{result.size_bytes / 1e9:.2f} GB in {result.seconds:.0f} s (log: {log_file})"))
+                         f"{human_size(result.size_bytes)} in {result.seconds:.0f} s (log: {log_file})"))
     return result
 
 
@@ -583,8 +578,8 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     if plan.verify:
         _verify_candidate(image, client, tag, console)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
-    console.print(styled(("Sizes:", "bold"), f" dev {plan.image} {dev_size / 1e9:.2f} GB, slim {image}"
-                         f" {slim_size / 1e9:.2f} GB ({100 * slim_size / max(dev_size, 1):.0f}%)"))
+    console.print(styled(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
+                         f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)"))
 
 
 def _verify_candidate(image: str, client: DockerClient, candidate: str, console: Console) -> None:

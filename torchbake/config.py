@@ -346,7 +346,8 @@ def schema() -> dict[str, Any]:
     return _flatten(load_toml(DEFAULTS_FILE), {}, str(DEFAULTS_FILE))
 
 
-def _suggest(word: str, choices: Iterable[str]) -> str:
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """" Did you mean 'x'?" for the closest choice, or ""; every unknown name is answered this way."""
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
 
@@ -368,7 +369,7 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
             continue
         if known and section not in sections:
             raise ConfigurationError(
-                f"{source}: unknown section [{section}].{_suggest(section, sections)}"
+                f"{source}: unknown section [{section}].{did_you_mean(section, sections)}"
                 f" Known sections: {', '.join(sorted(sections))}."
             )
         if not isinstance(table, dict):
@@ -384,7 +385,7 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
             if known and name not in known:
                 section_keys = [k.split(".", 1)[1] for k in known if k.startswith(section + ".")]
                 raise ConfigurationError(
-                    f"{source}: unknown option {name!r}.{_suggest(key, section_keys)}"
+                    f"{source}: unknown option {name!r}.{did_you_mean(key, section_keys)}"
                     f" Options in [{section}]: {', '.join(section_keys)}."
                 )
             if known:
@@ -459,7 +460,7 @@ def environment_layer(environ: Mapping[str, str], known: Mapping[str, Any]) -> d
             if var in RESERVED_ENV:
                 continue
             raise ConfigurationError(
-                f"Unknown environment variable {var}.{_suggest(var, list(by_var) + list(RESERVED_ENV))}"
+                f"Unknown environment variable {var}.{did_you_mean(var, list(by_var) + list(RESERVED_ENV))}"
                 " Options are set as TORCHBAKE_<SECTION>_<KEY>, e.g. TORCHBAKE_PYTHON_VERSION=3.11."
             )
         layer[key] = (_parse_env_value(key, text, known[key], var), f"environment {var}")

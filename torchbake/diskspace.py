@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .downloads import DownloadCache, split_fragment
 from .errors import DiskSpaceError
+from .output import human_size
 from .validation import byte_size, is_url
 
 UNPACK_FACTOR = 3
@@ -83,22 +84,15 @@ def check(needs: list[Need], margin: str) -> None:
         total = sum(n.bytes for n in group)
         free = free_bytes(group[0].folder)
         if total + keep > free:
-            parts = "; ".join(f"{n.role} {_size(n.bytes)} ({n.detail})" for n in group)
-            problems.append(f"  {group[0].folder}: needs about {_size(total)} ({parts}) + {_size(keep)} kept free"
-                            f" (build.min_free_space), has {_size(free)} free")
+            parts = "; ".join(f"{n.role} {human_size(n.bytes)} ({n.detail})" for n in group)
+            problems.append(f"  {group[0].folder}: needs about {human_size(total)} ({parts}) + {human_size(keep)} kept free"
+                            f" (build.min_free_space), has {human_size(free)} free")
     if problems:
         raise DiskSpaceError(
             "Not enough free disk space for this build (checked before any download):\n" + "\n".join(problems)
             + "\nFree some space (docker builder prune, docker image prune), point paths.cache_dir"
             " (TORCHBAKE_PATHS_CACHE_DIR) at a larger disk, or lower build.min_free_space."
         )
-
-
-def _size(count: int) -> str:
-    for unit, factor in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if count >= factor:
-            return f"{count / factor:.1f} {unit}"
-    return f"{count} B"
 
 
 def build_needs(*, locations: Mapping[str, str], cache: DownloadCache, cache_dir: Path,
@@ -108,5 +102,5 @@ def build_needs(*, locations: Mapping[str, str], cache: DownloadCache, cache_dir
     needs = [Need(cache_dir, "downloads", to_fetch, "inputs not cached yet")]
     if docker_root:
         needs.append(Need(Path(docker_root), "image layers", known * UNPACK_FACTOR,
-                          f"about {UNPACK_FACTOR}x the {_size(known)} of inputs"))
+                          f"about {UNPACK_FACTOR}x the {human_size(known)} of inputs"))
     return needs

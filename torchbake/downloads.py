@@ -33,6 +33,7 @@ from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, Time
                            TransferSpeedColumn)
 
 from .errors import ConfigurationError, DownloadError
+from .files import write_atomically
 from .validation import is_url
 
 CHUNK = 1024 * 1024
@@ -87,10 +88,7 @@ def trust_bundle(ca_bundle: str, cache_root: Path) -> Path | None:
     content = (system.read_bytes() if system else b"").rstrip(b"\n") + b"\n" + user
     target = cache_root / "trust" / f"ca-bundle-{hashlib.sha256(content).hexdigest()[:16]}.pem"
     if not target.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, target)
+        write_atomically(target, content)
     return target
 
 
@@ -162,9 +160,7 @@ def _stamp(path: Path) -> str:
 
 def write_record(path: Path, record: Path, digest: str) -> None:
     """Remember ``path``'s digest with its size and mtime (written atomically)."""
-    tmp = record.with_name(record.name + f".{os.getpid()}.tmp")
-    tmp.write_text(f"{digest} {_stamp(path)}\n")
-    os.replace(tmp, record)
+    write_atomically(record, f"{digest} {_stamp(path)}\n")
 
 
 def recorded_digest(path: Path, record: Path) -> str:

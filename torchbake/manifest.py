@@ -9,7 +9,6 @@ with the image; the manifest stays on the machine that built it).
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .files import write_atomically
 
 
 @dataclass
@@ -57,11 +57,7 @@ class BuildRecord:
             "log": str(self.log_file),
             **self.facts,
         }
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, self.path)
-        return self.path
+        return write_atomically(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
 
 
 def manifest_path(log_file: Path) -> Path:

@@ -52,13 +52,10 @@ def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Pat
     """Every cell, in build order (a cell after the cells it depends on)."""
     unknown = set(matrix) - MATRIX_KEYS
     if unknown:
-        import difflib
-
         word = sorted(unknown)[0]
-        close = difflib.get_close_matches(word, sorted(MATRIX_KEYS), n=1)
         raise ConfigurationError(
-            f"{source}: unknown [matrix] key {word!r}." + (f" Did you mean {close[0]!r}?" if close else "")
-            + f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
+            f"{source}: unknown [matrix] key {word!r}.{configuration.did_you_mean(word, sorted(MATRIX_KEYS))}"
+            f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
         )
     pythons = list(matrix.get("pythons", []))
     variants = list(matrix.get("variants", VARIANTS))

@@ -19,6 +19,14 @@ def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     return Console(file=file, stderr=stderr, markup=False, highlight=False, soft_wrap=True, width=width)
 
 
+def human_size(count: int) -> str:
+    """Bytes for people: 1.1 GB, 312.0 MB, 12 B (decimal units, as docker prints sizes)."""
+    for unit, factor in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= factor:
+            return f"{count / factor:.1f} {unit}" if unit != "GB" else f"{count / factor:.2f} GB"
+    return f"{count} B"
+
+
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
     ever parsed for markup."""

@@ -18,12 +18,13 @@ from xml.etree import ElementTree
 
 from rich.console import Console
 
-from .output import console as output_console, styled
+from .output import console as output_console, human_size, styled
 from rich.table import Table
 
 from . import command, config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
+from .files import write_atomically
 from .errors import BaseImagePending, FatalError
 from .matrix import Cell
 from .plan import plan_base, plan_dev, plan_release
@@ -231,21 +232,15 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
         table.add_column(column, overflow="fold")
     for r in results.values():
         table.add_row(r.id, r.image, r.status, r.error or r.reason, f"{r.seconds:.0f}s",
-                      f"{r.size_bytes / 1e9:.2f} GB" if r.size_bytes else "",
+                      human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:
     data = {"started": started.isoformat(timespec="seconds"), "finished": datetime.now().isoformat(timespec="seconds"),
             "cells": [asdict(r) for r in results.values()]}
-    _write_atomically(path, (json.dumps(data, indent=2) + "\n").encode())
+    write_atomically(path, json.dumps(data, indent=2) + "\n")
 
 
 def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
@@ -264,7 +259,7 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
             ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
     buffer = io.BytesIO()
     ElementTree.ElementTree(suite).write(buffer, encoding="utf-8", xml_declaration=True)
-    _write_atomically(path, buffer.getvalue())
+    write_atomically(path, buffer.getvalue())
 
 
 def exit_status(results: Mapping[str, CellResult]) -> int:

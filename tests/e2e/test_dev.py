@@ -160,7 +160,7 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
     try:
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-5000:]
-        assert re.search(rf"Sizes: dev {re.escape(name)} [\d.]+ GB, slim {re.escape(slim)} [\d.]+ GB", output.replace("\n", " "))
+        assert re.search(rf"Sizes: dev {re.escape(name)} [\d.]+ [kMG]?B, slim {re.escape(slim)} [\d.]+ [kMG]?B", output.replace("\n", " "))
         probe = docker("run", "--rm", slim, "bash", "-c",
                        "command -v gcc cc g++ || echo no-compiler; ls /home; python -c 'import torch, torchbake_fixture_ext as e;"
                        " print(e.plus_one(torch.ones(1)).item())'").stdout
