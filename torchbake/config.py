@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from . import derived, validation
 from .errors import ConfigurationError
 
@@ -538,7 +540,7 @@ def build_settings(values: Mapping[str, Any]) -> Settings:
                 value = tuple(value)
             kwargs[f.name] = value
         sections[section] = kwargs
-    cache_dir = Path(sections["paths"]["cache_dir"]).expanduser()
+    cache_dir = Path(sections["paths"]["cache_dir"] or platformdirs.user_cache_dir("torchbake")).expanduser()
     log_dir = sections["paths"]["log_dir"]
     sections["paths"] = PathOptions(
         cache_dir=cache_dir, log_dir=Path(log_dir).expanduser() if log_dir else cache_dir / "logs"

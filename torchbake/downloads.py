@@ -14,7 +14,6 @@ request where the server allows it and starting over where it does not; 4xx answ
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import http.client
 import os
@@ -29,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import filelock
 from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                            TransferSpeedColumn)
 
@@ -142,15 +142,11 @@ def split_fragment(location: str) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def file_lock(path: Path):
-    """An exclusive lock on ``path`` (created if missing) shared by every torchbake process on
-    this host, e.g. two builds filling the same cache."""
+    """An exclusive lock on ``path`` (created if missing) shared by every torchbake process and
+    thread on this host, e.g. two builds filling the same cache."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with filelock.FileLock(path):  # a lock per thread too: two workers of one build-all exclude each other
+        yield
 
 
 def _stamp(path: Path) -> str:
