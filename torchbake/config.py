@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
+import tomli_w
 
 from . import derived, validation
 from .errors import ConfigurationError
@@ -551,6 +552,15 @@ def build_settings(values: Mapping[str, Any]) -> Settings:
     }
     checksums = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("checksums.")}
     return Settings(**built, checksums=checksums)
+
+
+def to_toml(resolved: ResolvedConfig) -> str:
+    """The resolved configuration as a TOML file that --config reads back to the same settings."""
+    tables: dict[str, dict[str, Any]] = {}
+    for key, value in resolved.values.items():
+        section, name = key.split(".", 1)
+        tables.setdefault(section, {})[name] = value
+    return "# torchbake show-config --format toml: every option, as resolved\n" + tomli_w.dumps(tables)
 
 
 def describe(resolved: ResolvedConfig) -> list[tuple[str, str, str]]:

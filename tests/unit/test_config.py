@@ -206,3 +206,14 @@ def test_a_byte_order_mark_is_harmless(tmp_path):
     path = tmp_path / "bom.toml"
     path.write_bytes(b"\xef\xbb\xbf[python]\nversion = \"3.10\"\n")
     assert config.resolve([path], {}).settings().python.version == "3.10"
+
+
+@pytest.mark.parametrize("files", [(), ("musa.toml",), ("cpu.toml",)])
+def test_show_config_toml_reads_back_to_the_same_settings(tmp_path, files):
+    resolved = config.resolve([config.CONFIG_DIR / f for f in files], {"TORCHBAKE_WHEELS_EXTRA": "numpy,pillow"},
+                              {"python.version": "3.10"})
+    written = tmp_path / "resolved.toml"
+    written.write_text(config.to_toml(resolved))
+    again = config.resolve([written], {})
+    assert again.settings() == resolved.settings()
+    assert config.to_toml(again) == config.to_toml(resolved)

@@ -75,14 +75,20 @@ def show_build(c, image, docker=None, config=None):
     "config": "TOML config file layered over the defaults; repeatable",
     "variant": "Show the values derived for this kind of build: base (build-base), dev or release (build --release);"
                " default [build] variant",
+    "format": "table (default: each value and where it came from) or toml (a file --config reads back to the same settings)",
 })
 @reports_errors
-def show_config(c, config=None, variant=None):
+def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - the flag's name
     """Print the resolved configuration and where each value came from ("derived from …" for
     names, tags and FROM images nobody set)."""
     if variant not in (None, "base", "dev", "release"):
         raise ConfigurationError(f"--variant {variant!r}: expected base, dev or release.")
+    if format not in ("table", "toml"):
+        raise ConfigurationError(f"--format {format!r}: expected table or toml.")
     resolved = resolve_config(config, {}, variant=variant)
+    if format == "toml":
+        print(configuration.to_toml(resolved), end="")
+        return
     table = Table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")
