@@ -18,7 +18,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import command, validation
@@ -137,7 +137,7 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
 def import_changes(spec: OsImageSpec) -> list[str]:
     """The Dockerfile instructions the import applies: PATH, a shell, and labels saying how it was made."""
     labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant,
-              "date": datetime.now(timezone.utc).strftime("%Y-%m-%d")}
+              "date": datetime.now(UTC).strftime("%Y-%m-%d")}
     return [f"ENV PATH={DEFAULT_PATH}", 'CMD ["/bin/bash"]',
             *(f'LABEL {LABEL_PREFIX}{key}="{value}"' for key, value in labels.items())]
 

@@ -17,23 +17,38 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
 
-from .output import console as output_console, human_size, styled
-
 from . import __version__, base_os, command, diskspace, sources
-from .context import (PreparedContext, choose_context_dir, load_prepared, prepare_base_context, prepare_dev_context,
-                      prepare_release_context, tree_sha256)
+from .context import (
+    PreparedContext,
+    choose_context_dir,
+    load_prepared,
+    prepare_base_context,
+    prepare_dev_context,
+    prepare_release_context,
+    tree_sha256,
+)
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
+from .errors import BaseImagePending, ConfigurationError, EngineError
 from .files import write_atomically
 from .manifest import BuildRecord
-from .errors import BaseImagePending, ConfigurationError, EngineError
-from .plan import (COMMON_DIR, BasePlan, DevPlan, ReleasePlan, check_os_python, default_max_jobs, describe_plan,
-                   parse_os_release)
+from .output import console as output_console
+from .output import human_size, styled
+from .plan import (
+    COMMON_DIR,
+    BasePlan,
+    DevPlan,
+    ReleasePlan,
+    check_os_python,
+    default_max_jobs,
+    describe_plan,
+    parse_os_release,
+)
 from .validation import is_location
 from .verify import Expectations, verify_image
 
@@ -143,7 +158,7 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
     labels = {
         "org.opencontainers.image.title": plan.image.rsplit(":", 1)[0],
         "org.opencontainers.image.version": plan.image.rsplit(":", 1)[1],
-        "org.opencontainers.image.created": (datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        "org.opencontainers.image.created": (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                                              if facts else "<build time>"),
         "org.opencontainers.image.base.name": plan.base_image,
         "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",

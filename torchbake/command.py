@@ -159,10 +159,8 @@ _RUNNING_LOCK = threading.Lock()
 def _signal_group(proc: subprocess.Popen, signum: int) -> None:
     """Signal the command and everything it started (streamed commands get a process group of
     their own, so that a shell's children stop with it and stop holding its output open)."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def terminate_all() -> int:

@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
-from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
-                           TransferSpeedColumn)
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from .errors import ConfigurationError, DownloadError
 from .files import write_atomically

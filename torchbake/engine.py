@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import docker
 import docker.context
 import requests
+
+import docker
 
 from . import command
 from .errors import BuildError, CommandError, EngineError, FatalError

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,8 @@ class BuildRecord:
             "profile": self.profile,
             "status": status,
             "error": error,
-            "started": datetime.fromtimestamp(self.started, timezone.utc).isoformat(timespec="seconds"),
-            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "started": datetime.fromtimestamp(self.started, UTC).isoformat(timespec="seconds"),
+            "finished": datetime.now(UTC).isoformat(timespec="seconds"),
             "seconds": {**self.phases, "total": round(time.time() - self.started, 2)},
             "log": str(self.log_file),
             **self.facts,

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import config as configuration
-from .derived import fill as _fill, template_fields
+from .derived import fill as _fill
+from .derived import template_fields
 from .errors import ConfigurationError
 
 VARIANTS = ("base", "dev", "release")
@@ -48,67 +49,94 @@ def load_matrix(path: Path) -> dict[str, Any]:
     return matrix  # the file's other tables are options for every cell, checked by torchbake.config
 
 
+@dataclass(frozen=True)
+class _Matrix:
+    """The [matrix] table, checked."""
+
+    pythons: list[str]
+    variants: list[str]
+    profiles: list[str]
+    registry: str
+    name: str
+    tag: str
+    options: Mapping[str, Mapping[str, Any]]
+    excludes: list[str]
+    source: str
+
+    @classmethod
+    def read(cls, matrix: Mapping[str, Any], source: str) -> _Matrix:
+        unknown = set(matrix) - MATRIX_KEYS
+        if unknown:
+            word = sorted(unknown)[0]
+            raise ConfigurationError(
+                f"{source}: unknown [matrix] key {word!r}.{configuration.did_you_mean(word, sorted(MATRIX_KEYS))}"
+                f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
+            )
+        table = cls(pythons=list(matrix.get("pythons", [])), variants=list(matrix.get("variants", VARIANTS)),
+                    profiles=list(matrix.get("profiles", ["cpu"])), registry=matrix.get("registry", ""),
+                    name=matrix.get("name", "{registry}torchbake/{profile}"), tag=matrix.get("tag", "{variant}-py{py}"),
+                    options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source)
+        if not table.pythons:
+            raise ConfigurationError(f"{source}: [matrix] pythons is empty; list the Python versions to build,"
+                                     ' e.g. ["3.10", "3.11"].')
+        for variant in table.variants:
+            if variant not in VARIANTS:
+                raise ConfigurationError(f"{source}: variant {variant!r} is not one of {', '.join(VARIANTS)}.")
+        for option_variant in table.options:
+            if option_variant not in VARIANTS and option_variant != "all":
+                raise ConfigurationError(f"{source}: [matrix.options.{option_variant}] must be one of all,"
+                                         f" {', '.join(VARIANTS)}.")
+        return table
+
+    def excluded(self, cell_id: str) -> bool:
+        return any(fnmatch.fnmatch(cell_id, pattern) for pattern in self.excludes)
+
+    def reference(self, values: Mapping[str, str]) -> tuple[str, str]:
+        return (_fill(self.name, values, f"{self.source} [matrix] name"),
+                _fill(self.tag, values, f"{self.source} [matrix] tag"))
+
+    def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any]) -> Cell:
+        values = _values(python, variant, profile, self.registry)
+        name, tag = self.reference(values)
+        values["name"] = name
+        overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python,
+                                     "build.variant": "release" if variant == "release" else "dev"}
+        for scope in ("all", variant):
+            for key, template in self.options.get(scope, {}).items():
+                if key not in known:
+                    raise ConfigurationError(f"{self.source}: [matrix.options.{scope}] has unknown option {key!r}.")
+                value = _fill(template, values, f"{self.source} [matrix.options.{scope}] {key}")
+                if value not in ("", []):  # empty = "not set": the profile's value stays
+                    overrides[key] = value
+        depends: tuple[str, ...] = ()
+        base_id = f"{profile}-base-py{values['py']}"
+        if variant == "dev" and "base" in self.variants and not self.excluded(base_id):
+            depends = (base_id,)
+            overrides.setdefault("image.base", ":".join(self.reference({**values, "variant": "base"})))
+        return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
+                    image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
+
+
+def _profile_file(entry: str, config_dir: Path, source: str) -> tuple[str, Path]:
+    """A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem)."""
+    is_path = "/" in entry or entry.endswith(".toml")
+    path = Path(entry).expanduser() if is_path else config_dir / f"{entry}.toml"
+    if not path.is_file():
+        raise ConfigurationError(f"{source}: profile {entry!r} has no {path}.")
+    return (path.stem if is_path else entry), path
+
+
 def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path = configuration.CONFIG_DIR) -> list[Cell]:
     """Every cell, in build order (a cell after the cells it depends on)."""
-    unknown = set(matrix) - MATRIX_KEYS
-    if unknown:
-        word = sorted(unknown)[0]
-        raise ConfigurationError(
-            f"{source}: unknown [matrix] key {word!r}.{configuration.did_you_mean(word, sorted(MATRIX_KEYS))}"
-            f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
-        )
-    pythons = list(matrix.get("pythons", []))
-    variants = list(matrix.get("variants", VARIANTS))
-    profiles = list(matrix.get("profiles", ["cpu"]))
-    registry = matrix.get("registry", "")
-    name_t = matrix.get("name", "{registry}torchbake/{profile}")
-    tag_t = matrix.get("tag", "{variant}-py{py}")
-    options = matrix.get("options", {})
-    excludes = list(matrix.get("exclude", []))
-    if not pythons:
-        raise ConfigurationError(f"{source}: [matrix] pythons is empty; list the Python versions to build, e.g. [\"3.10\", \"3.11\"].")
-    for variant in variants:
-        if variant not in VARIANTS:
-            raise ConfigurationError(f"{source}: variant {variant!r} is not one of {', '.join(VARIANTS)}.")
-    for option_variant in options:
-        if option_variant not in VARIANTS and option_variant != "all":
-            raise ConfigurationError(f"{source}: [matrix.options.{option_variant}] must be one of all, {', '.join(VARIANTS)}.")
+    table = _Matrix.read(matrix, source)
     known = configuration.schema()
     cells: list[Cell] = []
-    for profile_entry in profiles:
-        # A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem).
-        is_path = "/" in profile_entry or profile_entry.endswith(".toml")
-        profile_file = Path(profile_entry).expanduser() if is_path else config_dir / f"{profile_entry}.toml"
-        profile = profile_file.stem if is_path else profile_entry
-        if not profile_file.is_file():
-            raise ConfigurationError(f"{source}: profile {profile_entry!r} has no {profile_file}.")
-        for python in pythons:
-            for variant in sorted(variants, key=VARIANTS.index):
-                values = _values(python, variant, profile, registry)
-                cell_id = f"{profile}-{variant}-py{values['py']}"
-                if any(fnmatch.fnmatch(cell_id, pattern) for pattern in excludes):
-                    continue
-                name = _fill(name_t, values, f"{source} [matrix] name")
-                tag = _fill(tag_t, values, f"{source} [matrix] tag")
-                values["name"] = name
-                overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python,
-                                             "build.variant": "release" if variant == "release" else "dev"}
-                for scope in ("all", variant):
-                    for key, template in options.get(scope, {}).items():
-                        if key not in known:
-                            raise ConfigurationError(f"{source}: [matrix.options.{scope}] has unknown option {key!r}.")
-                        value = _fill(template, values, f"{source} [matrix.options.{scope}] {key}")
-                        if value not in ("", []):  # empty = "not set": the profile's value stays
-                            overrides[key] = value
-                depends: tuple[str, ...] = ()
-                if variant == "dev":
-                    base_id = f"{profile}-base-py{values['py']}"
-                    if "base" in variants and not any(fnmatch.fnmatch(base_id, p) for p in excludes):
-                        depends = (base_id,)
-                        base_values = {**values, "variant": "base"}
-                        overrides.setdefault("image.base", f"{_fill(name_t, base_values, 'name')}:{_fill(tag_t, base_values, 'tag')}")
-                cells.append(Cell(id=cell_id, profile=profile, variant=variant, python=python, image=f"{name}:{tag}",
-                                  config_files=(str(profile_file),), overrides=overrides, depends_on=depends))
+    for entry in table.profiles:
+        profile, profile_file = _profile_file(entry, config_dir, source)
+        for python in table.pythons:
+            for variant in sorted(table.variants, key=VARIANTS.index):
+                if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):
+                    cells.append(table.cell(profile, profile_file, python, variant, known))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigurationError(f"{source}: two cells share an id; check [matrix] profiles and pythons for repeats.")

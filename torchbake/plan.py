@@ -14,9 +14,9 @@ from typing import TypeVar
 
 from . import base_os
 from .config import PROJECT_ROOT, Settings, env_var_name
-from .sources import SourceSpec
 from .downloads import require_pinned
 from .errors import ConfigurationError, MissingValuesError
+from .sources import SourceSpec
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 COMMON_DIR = DOCKER_DIR / "common"
@@ -81,6 +81,22 @@ class ReleasePlan(PlanCommon):
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
+
+    @property
+    def dockerfile_env(self) -> dict[str, str]:
+        return self.image_env
+
+    def base_image_text(self) -> str:
+        return _os_base_text(self)
+
+    def input_rows(self) -> list[tuple[str, object]]:
+        return [*_python_rows(self), *self.wheel_sources.items(), *(("extra", r) for r in self.extra_requirements)]
+
+    def context_lines(self) -> list[tuple[str, str]]:
+        return [("constraints.txt", "pins of torch" + (" and the extension" if "extension" in self.wheel_sources else "")),
+                ("wheelhouse/", f"the wheels above and their dependencies for cp{self.python_version.replace('.', '')},"
+                                " with requirements.txt"),
+                _toolkit_context(self), _python_context(self)]
 
 
 def _pinned(plan: PlanT) -> PlanT:
@@ -201,72 +217,39 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 
 def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> str:
-    """The plan of any variant as text, for --dry-run."""
+    """The plan of any variant as text, for --dry-run: each plan gives its own rows."""
     from .command import format_command
 
+    rows = [("base image", plan.base_image_text()), *plan.input_rows(),
+            *getattr(plan, "toolkits", {}).items(), *(("ENV", f"{k}={v}") for k, v in plan.dockerfile_env.items())]
     lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", "", "Inputs:"]
-
-    def row(label: str, value: object) -> None:
-        lines.append(f"  {label:<15} {value}")
-
-    if plan.variant == "dev":
-        row("base image", plan.base_image)
-    else:
-        how = base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))
-        row("base image", f"{plan.base_image} (if not on the engine: {how})")
-    if plan.variant == "dev":
-        row("python", plan.python_version or "the base image's")
-        row("MAX_JOBS", plan.max_jobs or "from the engine's cores and memory (3 GiB a job)")
-        if plan.extension:
-            row("extension", f"{plan.extension.repo} at {plan.extension.tag}")
-        if plan.git_credential_file:
-            row("credentials", f"{plan.git_credential_file} (BuildKit secret git_credentials)")
-        for item in plan.extensions:
-            row("then", f"{item} (--no-build-isolation)")
-        row("vision", f"{plan.vision_root}/vision at {plan.vision.tag}" if plan.vision else "the base image's /home/vision")
-        if plan.slim:
-            row("slim", f"also {plan.image}-slim FROM {plan.runtime_base or 'the base image’s OS image'},"
-                        f" with {' '.join(plan.runtime_paths) or 'no extra folders'}")
-    else:
-        row("python", f"{plan.python_version} (provider {plan.python_provider})")
-        if plan.python_source:
-            row("python tarball", plan.python_source)
-    if plan.variant == "base":
-        for spec in plan.sources:
-            row(spec.name, f"{spec.repo} at {spec.tag}")
-        row("source root", plan.source_root or "(none: shallow clones into the source cache)")
-        for requirement in plan.requirements:
-            row("requirement", requirement)
-    if plan.variant == "release":
-        for role, location in plan.wheel_sources.items():
-            row(role, location)
-        for requirement in plan.extra_requirements:
-            row("extra", requirement)
-    for key, location in getattr(plan, "toolkits", {}).items():
-        row(key, location)
-    for key, value in (plan.build_env if plan.variant == "dev" else plan.image_env).items():
-        row("ENV", f"{key}={value}")
+    lines += [f"  {label:<15} {value}" for label, value in rows]
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
     lines.append("  Dockerfile       from " + os.path.relpath(plan.dockerfile_template))
     lines.append("  common/          " + ", ".join(sorted(p.name for p in COMMON_DIR.iterdir())))
-    if plan.variant == "release":
-        lines.append("  constraints.txt  pins of torch" + (" and the extension" if "extension" in plan.wheel_sources else ""))
-        lines.append(f"  wheelhouse/      the wheels above and their dependencies for cp{plan.python_version.replace('.', '')}, with requirements.txt")
-    if plan.variant == "base":
-        lines.append(f"  wheelhouse/      the requirements above for cp{plan.python_version.replace('.', '')}")
-        lines.append("  sources/         " + ", ".join(s.name for s in plan.sources)
-                     + (" (hard links, .git left out)" if not plan.keep_git else " (hard links, with .git)"))
-    if plan.variant == "dev":
-        lines.append("  wheelhouse/      wheels of the requirement-style extensions")
-        lines.append("  extensions.txt   " + (", ".join(plan.extensions) if plan.extensions else "(none)"))
-        lines.append("  sources/         " + ("vision" if plan.vision else "(empty)"))
-    if plan.variant != "base":
-        lines.append("  toolkits/        " + (", ".join(plan.toolkits) if plan.toolkits else "(none)"))
-    if plan.variant != "dev":
-        lines.append("  python/          " + ("the CPython tarball" if plan.python_source else "(empty: OS Python)"))
+    lines += [f"  {name:<16} {text}" for name, text in plan.context_lines()]
     lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env), ""]
     lines.append("Verify afterwards: " + ("yes" if plan.verify else "no (--no-verify)"))
     return "\n".join(lines)
+
+
+def _os_base_text(plan) -> str:
+    """A FROM image that is an OS image, with what happens when the engine lacks it."""
+    how = base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))
+    return f"{plan.base_image} (if not on the engine: {how})"
+
+
+def _python_rows(plan) -> list[tuple[str, object]]:
+    rows: list[tuple[str, object]] = [("python", f"{plan.python_version} (provider {plan.python_provider})")]
+    return rows + ([("python tarball", plan.python_source)] if plan.python_source else [])
+
+
+def _python_context(plan) -> tuple[str, str]:
+    return "python/", "the CPython tarball" if plan.python_source else "(empty: OS Python)"
+
+
+def _toolkit_context(plan) -> tuple[str, str]:
+    return "toolkits/", ", ".join(plan.toolkits) if plan.toolkits else "(none)"
 
 
 def _template(settings: Settings, variant: str) -> Path:
@@ -308,6 +291,24 @@ class BasePlan(PlanCommon):
     video_gid: int
     user: str
     image_env: dict[str, str]
+
+    @property
+    def dockerfile_env(self) -> dict[str, str]:
+        return self.image_env
+
+    def base_image_text(self) -> str:
+        return _os_base_text(self)
+
+    def input_rows(self) -> list[tuple[str, object]]:
+        return [*_python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),
+                ("source root", self.source_root or "(none: shallow clones into the source cache)"),
+                *(("requirement", r) for r in self.requirements)]
+
+    def context_lines(self) -> list[tuple[str, str]]:
+        return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}"),
+                ("sources/", ", ".join(s.name for s in self.sources)
+                 + (" (hard links, .git left out)" if not self.keep_git else " (hard links, with .git)")),
+                _python_context(self)]
 
 
 def _common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
@@ -395,6 +396,34 @@ class DevPlan(PlanCommon):
     cuda_arch_list: str
     rocm_arch: str
     keep_git: bool
+
+    @property
+    def dockerfile_env(self) -> dict[str, str]:
+        return self.build_env
+
+    def base_image_text(self) -> str:
+        return self.base_image
+
+    def input_rows(self) -> list[tuple[str, object]]:
+        rows: list[tuple[str, object]] = [
+            ("python", self.python_version or "the base image's"),
+            ("MAX_JOBS", self.max_jobs or "from the engine's cores and memory (3 GiB a job)")]
+        if self.extension:
+            rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
+        if self.git_credential_file:
+            rows.append(("credentials", f"{self.git_credential_file} (BuildKit secret git_credentials)"))
+        rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
+        rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
+                     else "the base image's /home/vision"))
+        if self.slim:
+            rows.append(("slim", f"also {self.image}-slim FROM {self.runtime_base or 'the base image’s OS image'},"
+                                 f" with {' '.join(self.runtime_paths) or 'no extra folders'}"))
+        return rows
+
+    def context_lines(self) -> list[tuple[str, str]]:
+        return [("wheelhouse/", "wheels of the requirement-style extensions"),
+                ("extensions.txt", ", ".join(self.extensions) if self.extensions else "(none)"),
+                ("sources/", "vision" if self.vision else "(empty)"), _toolkit_context(self)]
 
 
 def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,

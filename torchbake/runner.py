@@ -17,16 +17,17 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from rich.console import Console
-
-from .output import console as output_console, human_size, styled
 from rich.table import Table
 
-from . import command, config as configuration
+from . import command
+from . import config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
-from .files import write_atomically
 from .errors import BaseImagePending, FatalError
+from .files import write_atomically
 from .matrix import Cell
+from .output import console as output_console
+from .output import human_size, styled
 from .plan import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")

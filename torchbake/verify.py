@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from rich.console import Console
-
-from .output import console as output_console, styled
 from rich.table import Table
 
 from .engine import DockerClient
 from .errors import VerificationError
+from .output import console as output_console
+from .output import styled
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "

@@ -8,7 +8,6 @@ import uuid
 import pytest
 
 from tests.conftest import run_invoke
-
 from tests.support import git_server
 
 from .fixture_repos import make_repos

@@ -11,10 +11,9 @@ import pytest
 
 from tests.conftest import run_invoke
 
+from .conftest import CANARY
 from .fixture_repos import write_extension
 from .helpers import DOCKER, container_ids, docker, image_ids, labels
-
-from .conftest import CANARY
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
@@ -151,10 +151,8 @@ def second_socket(folder: Path):
             pass
         finally:
             for end in (source, target):
-                try:
+                with suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def accept() -> None:
         nonlocal opened

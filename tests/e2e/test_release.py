@@ -11,8 +11,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import (container_ids, docker, http_server, image_ids, labels, layer_file_names, make_wheel,
-                      sha256_of)
+from .helpers import container_ids, docker, http_server, image_ids, labels, layer_file_names, make_wheel, sha256_of
 
 
 def test_cpu_release_image_builds_and_verifies(cpu_image):

@@ -10,7 +10,14 @@ import pytest
 from torchbake import validation
 from torchbake.config import resolve
 from torchbake.containers import (
-    HostDevices, Mount, RunRequest, default_name, device_arguments, format_size, parse_env, plan_session,
+    HostDevices,
+    Mount,
+    RunRequest,
+    default_name,
+    device_arguments,
+    format_size,
+    parse_env,
+    plan_session,
     shm_bytes,
 )
 from torchbake.errors import ConfigurationError, ContainerError

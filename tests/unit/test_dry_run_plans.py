@@ -18,6 +18,10 @@ CASES = {
     "musa-build-dev": ("build", "--config", "configs/musa.toml", *TOOLKITS),
     "cuda-build-base": ("build-base", "--config", "configs/cuda.toml"),
     "cuda-build-dev": ("build", "--config", "configs/cuda.toml"),
+    "cpu-build-release": ("build", "--release"),
+    "musa-build-release": ("build", "--config", "configs/musa.toml", "--release", *TOOLKITS, "--torch-whl-url",
+                           "https://vendor.invalid/torch-2.0.0-cp310-cp310-linux_x86_64.whl", "--torch-musa-whl-url",
+                           "https://vendor.invalid/torch_musa-1.5.1-cp310-cp310-linux_x86_64.whl"),
 }
 
 

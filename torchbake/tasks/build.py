@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from ..builder import build_image, dry_run as show_plan
+from ..builder import build_image
+from ..builder import dry_run as show_plan
 from ..cli import FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..plan import plan_base, plan_dev, plan_release

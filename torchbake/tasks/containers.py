@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 
 from invoke import Collection, Exit, task
-from .. import output
 from rich.table import Table
 
-from ..command import default_stream, format_command
-from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
 from .. import containers as running
+from .. import output
+from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..command import default_stream, format_command
 from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
 from ..manifest import recent_builds

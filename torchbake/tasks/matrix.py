@@ -12,11 +12,11 @@ from rich.text import Text
 from .. import config as configuration
 from ..cli import FlagTask, check_folders, console, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
-from ..plan import how_to_set, ways_to_set
-from ..writable import check_output_file
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
-from .build import TRUST_HELP, trust_overrides
+from ..plan import how_to_set, ways_to_set
 from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
+from ..writable import check_output_file
+from .build import TRUST_HELP, trust_overrides
 
 HELP = {
     "config": "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell (e.g. vendor URLs); repeatable",
@@ -55,15 +55,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
               force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None,
               require_hashes=False, ca_bundle=None):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
-    if keep_going and fail_fast:
-        raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
-    if jobs < 1:
-        raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
-    if emit_matrix not in (None, "github"):
-        raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
-    if (plan or emit_matrix) and (report or junit):
-        raise ConfigurationError(f"--report and --junit write the results of a run; {'--plan' if plan else '--emit-matrix'}"
-                                 " runs nothing. Leave them out, or run without it.")
+    _check_flags(keep_going=keep_going, fail_fast=fail_fast, jobs=jobs, emit_matrix=emit_matrix, plan=plan,
+                 reports=bool(report or junit), no_cache=no_cache, force=force)
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     cells, files = _cells(list(config or []), only, skip, None if emit_matrix else shard)
     out = console()
@@ -73,8 +66,6 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
-    if no_cache and not force:
-        raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
     trust = {k: v for k, v in trust_overrides(require_hashes, ca_bundle).items() if v is not None}
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
@@ -89,21 +80,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     client = docker_client(settings, choice=docker)
     client.check_engine()
     if plan:
-        table = Table(title="build-all plan")
-        for column in ("#", "cell", "image", "action", "why"):
-            table.add_column(column, overflow="fold")
-        for index, cell in enumerate(cells, 1):
-            if cell.id in needs:
-                action, why = "needs values", "\n".join(
-                    f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in ways_to_set(key, matrix=True))}"
-                    for key in needs[cell.id])
-            else:
-                action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
-            table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))  # plain text, never markup
-        out.print(table)
-        if needs:
-            out.print(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
-                      " before any work and name each.")
+        _print_plan(out, cells, plans, needs, client, force=force)
         return
     run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
                     log_dir=settings.paths.log_dir)
@@ -120,6 +97,41 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
+
+
+def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: str | None, plan: bool, reports: bool,
+                 no_cache: bool, force: bool) -> None:
+    """Flags that contradict each other or have no effect, before anything is read."""
+    if keep_going and fail_fast:
+        raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
+    if jobs < 1:
+        raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
+    if emit_matrix not in (None, "github"):
+        raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
+    if (plan or emit_matrix) and reports:
+        raise ConfigurationError(f"--report and --junit write the results of a run; {'--plan' if plan else '--emit-matrix'}"
+                                 " runs nothing. Leave them out, or run without it.")
+    if no_cache and not force:
+        raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
+
+
+def _print_plan(out, cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
+    """The ordered plan: what a run would do with each cell and why, or the values it still needs."""
+    table = Table(title="build-all plan")
+    for column in ("#", "cell", "image", "action", "why"):
+        table.add_column(column, overflow="fold")
+    for index, cell in enumerate(cells, 1):
+        if cell.id in needs:
+            action, why = "needs values", "\n".join(
+                f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in ways_to_set(key, matrix=True))}"
+                for key in needs[cell.id])
+        else:
+            action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
+        table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
+    out.print(table)
+    if needs:
+        out.print(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
+                  " before any work and name each.")
 
 
 def missing_in_matrix(cells: list[Cell], needs: dict[str, list[str]]) -> ConfigurationError:
