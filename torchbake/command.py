@@ -17,17 +17,23 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from plumbum import local
+from plumbum.commands.processes import BY_TYPE, ProcessLineTimedOut, ProcessTimedOut, iter_lines
 
 from .errors import CommandError, FatalError
 
 # Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
 # others) somewhere quieter; its per-build log gets everything either way.
 default_stream: contextvars.ContextVar[IO[str] | None] = contextvars.ContextVar("default_stream", default=None)
+# Seconds a streamed command may print nothing before it is stopped, for commands that ask for
+# the stall limit (idle_timeout=STALL): the task's [build] stall_timeout, set by the CLI layer.
+stall_timeout: contextvars.ContextVar[float] = contextvars.ContextVar("stall_timeout", default=3600.0)
+STALL = -1.0  # idle_timeout value meaning "the task's stall limit"
 # Variables every command of the current task gets (e.g. the --ca-bundle for pip and git).
 extra_env: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("extra_env", default={})  # noqa: B039
 
@@ -97,35 +103,27 @@ def run(
     - ``capture``: collect output (stdout and stderr together) and return it, printing nothing.
     - ``log_file``: stream output live to ``stream`` (stdout by default) and append it to the file.
     - ``check``: raise ``error`` on a non-zero exit, with the tail of the output and the hint.
-    - ``idle_timeout`` (streamed commands): stop the command when it prints nothing for that long.
+    - ``idle_timeout``: stop the command when it prints nothing for that long (``STALL``: the
+      task's stall limit, [build] stall_timeout); a captured command is then read line by line too.
     """
     argv = _argv(args, error)
+    if idle_timeout == STALL:
+        idle_timeout = stall_timeout.get()
     out = stream or default_stream.get() or sys.stdout
     if echo:
         show_command(argv, env, out)
     full_env = {**os.environ, **extra_env.get(), **(env or {})}
     try:
-        if capture and log_file is None:
-            proc = subprocess.run(
-                argv,
-                env=full_env,
-                cwd=cwd,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                errors="replace",
-                timeout=timeout,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-            output, returncode = proc.stdout, proc.returncode
+        if capture and log_file is None and not idle_timeout:
+            output, returncode = _captured(argv, full_env, cwd, timeout)
         else:
-            output, returncode = _stream(argv, full_env, cwd, log_file, out, capture, timeout, idle_timeout)
-    except _Stalled as exc:
+            shown = None if capture and log_file is None else out  # captured: read, not printed
+            output, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
+    except ProcessLineTimedOut as exc:
         raise error(
             f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
         ) from exc
-    except subprocess.TimeoutExpired as exc:
+    except (subprocess.TimeoutExpired, ProcessTimedOut) as exc:
         raise error(
             f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
         ) from exc
@@ -174,17 +172,32 @@ def terminate_all() -> int:
     return len(running)
 
 
-class _Stalled(Exception):
-    """A streamed command printed nothing for its idle timeout."""
+def _popen(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None) -> subprocess.Popen:
+    """The command started through plumbum, output (stdout and stderr together) piped, in a
+    process group of its own so that what it starts stops with it."""
+    return local[argv[0]][argv[1:]].popen(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           env=env, cwd=cwd, start_new_session=True)
 
 
-def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float, stalled: threading.Event) -> None:
-    while proc.poll() is None:
-        if time.monotonic() - last_output[0] > idle_timeout:
-            stalled.set()
-            _signal_group(proc, signal.SIGTERM)
-            return
-        time.sleep(min(1.0, idle_timeout / 4))
+def _stop(proc: subprocess.Popen) -> None:
+    """End the command and its process group: SIGTERM, then SIGKILL after 10 s."""
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+
+
+def _captured(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None,
+              timeout: float | None) -> tuple[str, int]:
+    proc = _popen(argv, env, cwd)
+    try:
+        data, _ = proc.communicate(timeout=timeout)
+    except BaseException:  # timed out or interrupted: nothing it started outlives it
+        _stop(proc)
+        raise
+    return data.decode(errors="replace"), proc.returncode
 
 
 def _stream(
@@ -192,53 +205,40 @@ def _stream(
     env: dict[str, str],
     cwd: str | os.PathLike[str] | None,
     log_file: Path | None,
-    out: IO[str],
+    out: IO[str] | None,
     keep: bool,
     timeout: float | None,
     idle_timeout: float | None = None,
 ) -> tuple[str, int]:
     kept: list[str] = []
-    last_output = [time.monotonic()]
-    stalled = threading.Event()
-    log = None
-    if log_file is not None:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        log = log_file.open("a", encoding="utf-8")
-        log.write(f"+ {format_command(argv)}\n")
-    try:
-        with subprocess.Popen(
-            argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True,
-        ) as proc:
-            with _RUNNING_LOCK:
-                _RUNNING.add(proc)
-            if idle_timeout:
-                threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, stalled), daemon=True).start()
-            try:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    last_output[0] = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        log = None
+        if log_file is not None:
+            log_file.parent.mkdir(parents=True, exist_ok=True)
+            log = stack.enter_context(log_file.open("a", encoding="utf-8"))
+            log.write(f"+ {format_command(argv)}\n")
+        proc = _popen(argv, env, cwd)
+        with _RUNNING_LOCK:
+            _RUNNING.add(proc)
+        try:
+            # plumbum's iter_lines: a line at a time (decoded, trailing whitespace cut), ProcessTimedOut
+            # after ``timeout``, ProcessLineTimedOut after ``idle_timeout`` without a line
+            for _, text in iter_lines(proc, retcode=None, timeout=timeout, line_timeout=idle_timeout or None,
+                                      mode=BY_TYPE):
+                line = text + "\n"
+                if out is not None:
                     out.write(line)
                     out.flush()
-                    if log is not None:
-                        log.write(line)
-                    kept.append(line)
-                    if not keep and len(kept) > 200:
-                        del kept[:100]
-                returncode = proc.wait(timeout=timeout)
-                if stalled.is_set():
-                    raise _Stalled()
-            except BaseException:
-                _signal_group(proc, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    _signal_group(proc, signal.SIGKILL)
-                raise
-            finally:
-                with _RUNNING_LOCK:
-                    _RUNNING.discard(proc)
-    finally:
-        if log is not None:
-            log.close()
+                if log is not None:
+                    log.write(line)
+                kept.append(line)
+                if not keep and len(kept) > 200:
+                    del kept[:100]
+            returncode = proc.wait()
+        except BaseException:  # stalled, timed out or interrupted: the whole process group stops
+            _stop(proc)
+            raise
+        finally:
+            with _RUNNING_LOCK:
+                _RUNNING.discard(proc)
     return "".join(kept), returncode

@@ -93,7 +93,7 @@ def check_reachable(spec: SourceSpec, credential_file: str = "") -> str:
     result = command.run(
         ["git", *credential_args(credential_file), "ls-remote", "--exit-code", spec.repo,
          f"refs/tags/{spec.tag}^{{}}", f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}"],
-        capture=True, check=False, echo=False, timeout=60, env={"GIT_TERMINAL_PROMPT": "0"},
+        capture=True, check=False, echo=False, timeout=60, idle_timeout=command.STALL, env={"GIT_TERMINAL_PROMPT": "0"},
     )
     if result.returncode == 2:
         raise ConfigurationError(f"{spec.repo} has no tag or branch {spec.tag!r} (sources.{spec.name}_tag).")
@@ -130,7 +130,7 @@ def clone_into_cache(cache_root: Path, spec: SourceSpec, log_file: Path | None) 
     command.run(
         ["git", "clone", "--depth", "1", "--branch", spec.tag, "--recurse-submodules", "--shallow-submodules",
          "--jobs", "4", spec.repo, str(partial)],
-        log_file=log_file, error=CommandError,
+        log_file=log_file, error=CommandError, idle_timeout=command.STALL,
         failure_hint=f"Cloning {spec.name} at {spec.tag} failed; nothing was kept in the cache.",
     )
     commit = _git("rev-parse", "HEAD", cwd=partial).output.strip()

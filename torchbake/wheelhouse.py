@@ -72,7 +72,7 @@ def resolve(
 def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options: WheelOptions,
                   log_file: Path | None) -> command.CommandResult:
     return command.run(
-        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir,
+        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir, idle_timeout=command.STALL,
         failure_hint=(
             f"pip could not resolve these wheels for Python {python_version} on"
             f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
 
 import pytest
 
+from torchbake import command
 from torchbake.command import format_command, run
 from torchbake.errors import BuildError, CommandError
 
@@ -53,3 +55,32 @@ def test_a_streamed_command_that_goes_silent_is_stopped(tmp_path):
     assert time.monotonic() - started < 10
     assert "printed nothing for 1 s and was stopped" in str(error.value)
     assert "working" in (tmp_path / "log").read_text()
+
+
+def test_git_and_pip_style_captured_commands_get_the_tasks_stall_limit(tmp_path):
+    """idle_timeout=STALL: the [build] stall_timeout the task set (git ls-remote, pip download)."""
+    token = command.stall_timeout.set(1.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(CommandError, match="printed nothing for 1 s and was stopped"):
+            run(["sh", "-c", "sleep 30"], capture=True, echo=False, idle_timeout=command.STALL)
+        assert time.monotonic() - started < 10
+        assert run(["sh", "-c", "echo fine"], capture=True, echo=False, idle_timeout=command.STALL).output == "fine\n"
+    finally:
+        command.stall_timeout.reset(token)
+
+
+def test_a_stopped_command_takes_its_children_with_it(tmp_path):
+    marker = tmp_path / "child.pid"
+    with pytest.raises(CommandError):
+        run(["sh", "-c", f"sleep 60 & echo $! > {marker}; echo started; wait"], log_file=tmp_path / "log",
+            idle_timeout=1, stream=io.StringIO())
+    child = int(marker.read_text())
+    time.sleep(0.5)
+    status = Path(f"/proc/{child}/status")
+    assert not status.exists() or "zombie" in status.read_text().lower()  # gone, or dead and waiting to be reaped
+
+
+def test_bytes_that_are_not_utf8_are_replaced_not_fatal():
+    result = run(["sh", "-c", "printf 'caf\\351\\n'"], capture=True, echo=False)
+    assert result.output == "caf\ufffd\n"
