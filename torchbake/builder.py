@@ -17,12 +17,12 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 
-from . import __version__, base_os, command, diskspace, sources
+from . import base_os, command, diskspace, sources
 from .context import (
     PreparedContext,
     choose_context_dir,
@@ -49,12 +49,11 @@ from .plan import (
     describe_plan,
     parse_os_release,
 )
-from .validation import is_location
 from .verify import Expectations, verify_image
 
 Plan = ReleasePlan | BasePlan | DevPlan
 CONTEXT_PLACEHOLDER = Path("<context>")
-PENDING = "<computed after preparing the context>"
+
 SUPPORTED_OS = ("debian", "ubuntu")  # apt-based: docker/ubuntu/ serves both
 
 
@@ -83,36 +82,10 @@ class Preflight:
 
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
-    args = _variant_build_args(plan, facts)
+    args = plan.build_args(facts)
     trust = plan.settings.downloads
     if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
         args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
-    return args
-
-
-def _variant_build_args(plan: Plan, facts: Preflight | None) -> dict[str, str]:
-    if isinstance(plan, DevPlan):
-        labels = facts.base_labels if facts else {}
-        return {
-            "BASE_IMAGE": plan.base_image,
-            "RUNTIME_BASE": plan.runtime_base or labels.get("org.opencontainers.image.base.name", "<the base image's OS image>"),
-            "RUNTIME_PATHS": " ".join(plan.runtime_paths),
-            "PYTHON_PROVIDER": labels.get("torchbake.python-provider", "os"),
-            "RENDER_GID": str(plan.settings.image.render_gid),
-            "MAX_JOBS": str(plan.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
-            "CCACHE_MAXSIZE": plan.ccache_size,
-            "EXTENSION_REPO": plan.extension.repo if plan.extension else "",
-            "EXTENSION_REF": plan.extension.tag if plan.extension else "",
-            "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if plan.extension else "",
-        }
-    args = {
-        "BASE_IMAGE": plan.base_image,
-        "PYTHON_VERSION": plan.python_version,
-        "PYTHON_PROVIDER": plan.python_provider,
-        "RENDER_GID": str(plan.render_gid),
-    }
-    if isinstance(plan, BasePlan):
-        args.update({"VIDEO_GID": str(plan.video_gid), "USER_NAME": plan.user})
     return args
 
 
@@ -120,33 +93,20 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
     """The input hash: everything declared that decides the image (Dockerfile, scripts, build
     args, base image id, every input's digest, source commits), known before any context is
     prepared. "" when an input's digest is known only after downloading it."""
-    digests: dict[str, str] = {}
-
-
     settings = plan.settings
     material: dict[str, object] = {
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
         "base_image_id": facts.base_id,
         "dockerfile": plan.dockerfile_template.read_text(),
-        "env": plan.build_env if isinstance(plan, DevPlan) else plan.image_env,
+        "env": plan.dockerfile_env,
         "common": tree_sha256(COMMON_DIR),
         "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
                           settings.wheels.find_links],
         "sources": facts.source_commits,
     }
-    for key, location in getattr(plan, "toolkits", {}).items():
-        digests[f"toolkits.{key}"] = cache.known_digest(location)
-    if isinstance(plan, ReleasePlan):
-        for role, source in plan.wheel_sources.items():  # a requirement is hashed as written
-            digests[f"wheels.{role}"] = cache.known_digest(source) if is_location(source) else source
-        material["extra"] = plan.extra_requirements
-    if isinstance(plan, (ReleasePlan, BasePlan)) and plan.python_source:
-        digests["python"] = cache.known_digest(plan.python_source)
-    if isinstance(plan, BasePlan):
-        material.update(requirements=plan.requirements, keep_git=plan.keep_git)
-    if isinstance(plan, DevPlan):
-        material.update(extensions=plan.extensions, keep_git=plan.keep_git, runtime_env=plan.runtime_env)
+    variant_material, digests = plan.hash_inputs(cache)
+    material.update(variant_material)
     if any(value == "" for value in digests.values()):
         return ""
     material["inputs"] = digests
@@ -154,57 +114,14 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
 
 
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
-    python = plan.python_version if not isinstance(plan, DevPlan) else (facts.python_version if facts else "")
-    labels = {
-        "org.opencontainers.image.title": plan.image.rsplit(":", 1)[0],
-        "org.opencontainers.image.version": plan.image.rsplit(":", 1)[1],
-        "org.opencontainers.image.created": (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                                             if facts else "<build time>"),
-        "org.opencontainers.image.base.name": plan.base_image,
-        "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
-        "torchbake.version": __version__,
-        "torchbake.variant": plan.variant,
-        "torchbake.profile": plan.profile,
-        "torchbake.python": python or "<from the base image>",
-        "torchbake.input-hash": digest or PENDING,
-        "torchbake.inputs": json.dumps(prepared.inputs, sort_keys=True) if prepared else PENDING,
-    }
-    if isinstance(plan, ReleasePlan):
-        labels.update({
-            "torchbake.torch-version": prepared.torch_version if prepared else PENDING,
-            "torchbake.extension": prepared.extension if prepared else PENDING,
-        })
-    if isinstance(plan, BasePlan):
-        labels["torchbake.python-provider"] = plan.python_provider
-        for spec in plan.sources:
-            tree = prepared.sources.get(spec.name, {}) if prepared else {}
-            labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
-            labels[f"torchbake.source.{spec.name}.tag"] = spec.tag
-            labels[f"torchbake.source.{spec.name}.commit"] = tree.get("commit", PENDING)
-    if isinstance(plan, DevPlan):
-        if plan.extension:
-            labels["torchbake.extension-repo"] = plan.extension.repo
-            labels["torchbake.extension-ref"] = plan.extension.tag
-            labels["torchbake.extension-commit"] = facts.extension_commit if facts else "<resolved with git ls-remote>"
-        if facts:
-            labels.update({k: v for k, v in facts.base_labels.items()
-                           if k.startswith("torchbake.source.") or k == "torchbake.python-provider"})
-        if prepared and "vision" in prepared.sources:
-            labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
-    if not isinstance(plan, BasePlan):
-        labels.update({
-            "torchbake.extension-module": plan.extension_module,
-            "torchbake.cuda-arch-list": plan.cuda_arch_list,
-            "torchbake.rocm-arch": plan.rocm_arch,
-        })
+    labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
+              **plan.labels(prepared, facts)}
     return {k: v for k, v in labels.items() if v}
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, Path]]:
     """BuildKit secrets: present only while the steps that use them run, never in a layer."""
-    found = []
-    if isinstance(plan, DevPlan) and plan.git_credential_file:
-        found.append(("git_credentials", Path(plan.git_credential_file)))
+    found = plan.secrets()
     bundle = trust_bundle(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)
     if bundle is not None:
         found.append(("ca_bundle", bundle))
@@ -227,7 +144,7 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
-        network=plan.settings.build.network, target=_target(plan),
+        network=plan.settings.build.network, target=plan.target,
     )
     text = describe_plan(plan, argv, env)
     console.print(text, markup=False, highlight=False, soft_wrap=True)
@@ -496,7 +413,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
-            no_cache=plan.no_cache, network=settings.build.network, target=_target(plan),
+            no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:
@@ -571,10 +488,6 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
                                          labels={k: v for k, v in labels.items() if v}, iidfile=iidfile)
         client.build(argv, env, log_file)
         return iidfile.read_text().strip()
-
-
-def _target(plan: Plan) -> str | None:
-    return "dev" if isinstance(plan, DevPlan) else None
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,

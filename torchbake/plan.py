@@ -7,16 +7,19 @@ downloaded or built here. :func:`describe_plan` renders it for ``--dry-run``.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
-from . import base_os
+from . import __version__, base_os
 from .config import PROJECT_ROOT, Settings, env_var_name
 from .downloads import require_pinned
 from .errors import ConfigurationError, MissingValuesError
 from .sources import SourceSpec
+from .validation import is_location
 
 DOCKER_DIR = PROJECT_ROOT / "docker"
 COMMON_DIR = DOCKER_DIR / "common"
@@ -51,6 +54,32 @@ class PlanCommon:
     no_cache: bool = False
     settings: Settings = field(repr=False)
 
+    target: ClassVar[str | None] = None  # the Dockerfile stage to build (None: the last)
+
+    def common_labels(self, facts, digest: str, inputs: dict[str, str] | None) -> dict[str, str]:
+        """The labels every image gets; ``facts`` is the preflight (None in a dry run)."""
+        return {
+            "org.opencontainers.image.title": self.image.rsplit(":", 1)[0],
+            "org.opencontainers.image.version": self.image.rsplit(":", 1)[1],
+            "org.opencontainers.image.created": (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                                                 if facts else "<build time>"),
+            "org.opencontainers.image.base.name": self.base_image,
+            "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
+            "torchbake.version": __version__,
+            "torchbake.variant": self.variant,
+            "torchbake.profile": self.profile,
+            "torchbake.python": self.image_python(facts) or "<from the base image>",
+            "torchbake.input-hash": digest or PENDING,
+            "torchbake.inputs": json.dumps(inputs, sort_keys=True) if inputs is not None else PENDING,
+        }
+
+    def image_python(self, facts) -> str:
+        return self.python_version
+
+    def secrets(self) -> list[tuple[str, Path]]:
+        """BuildKit secrets of this variant (the CA bundle is every variant's)."""
+        return []
+
     def given_inputs(self) -> dict[str, str]:
         """Option → location of every input the user gave by URL, path or requirement (what
         --require-hashes, the disk-space check and the manifest look at)."""
@@ -62,6 +91,25 @@ class PlanCommon:
 
 
 PlanT = TypeVar("PlanT", bound=PlanCommon)
+PENDING = "<computed after preparing the context>"
+
+
+def _accelerator_labels(plan) -> dict[str, str]:
+    return {"torchbake.extension-module": plan.extension_module, "torchbake.cuda-arch-list": plan.cuda_arch_list,
+            "torchbake.rocm-arch": plan.rocm_arch}
+
+
+def _os_build_args(plan) -> dict[str, str]:
+    return {"BASE_IMAGE": plan.base_image, "PYTHON_VERSION": plan.python_version,
+            "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid)}
+
+
+def _hash_common(plan, cache) -> dict[str, str]:
+    """Digests of the inputs every variant may have: toolkits and a CPython tarball."""
+    digests = {f"toolkits.{key}": cache.known_digest(location) for key, location in getattr(plan, "toolkits", {}).items()}
+    if getattr(plan, "python_source", ""):
+        digests["python"] = cache.known_digest(plan.python_source)
+    return digests
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,6 +133,20 @@ class ReleasePlan(PlanCommon):
     @property
     def dockerfile_env(self) -> dict[str, str]:
         return self.image_env
+
+    def build_args(self, facts) -> dict[str, str]:
+        return _os_build_args(self)
+
+    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
+        """(material, input digests) of the input hash beyond what every variant has; a wheel
+        given as a requirement is hashed as written."""
+        digests = {f"wheels.{role}": cache.known_digest(source) if is_location(source) else source
+                   for role, source in self.wheel_sources.items()}
+        return {"extra": self.extra_requirements}, {**_hash_common(self, cache), **digests}
+
+    def labels(self, prepared, facts) -> dict[str, str]:
+        return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
+                "torchbake.extension": prepared.extension if prepared else PENDING, **_accelerator_labels(self)}
 
     def base_image_text(self) -> str:
         return _os_base_text(self)
@@ -296,6 +358,21 @@ class BasePlan(PlanCommon):
     def dockerfile_env(self) -> dict[str, str]:
         return self.image_env
 
+    def build_args(self, facts) -> dict[str, str]:
+        return {**_os_build_args(self), "VIDEO_GID": str(self.video_gid), "USER_NAME": self.user}
+
+    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
+        return {"requirements": self.requirements, "keep_git": self.keep_git}, _hash_common(self, cache)
+
+    def labels(self, prepared, facts) -> dict[str, str]:
+        labels = {"torchbake.python-provider": self.python_provider}
+        for spec in self.sources:
+            tree = prepared.sources.get(spec.name, {}) if prepared else {}
+            labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
+            labels[f"torchbake.source.{spec.name}.tag"] = spec.tag
+            labels[f"torchbake.source.{spec.name}.commit"] = tree.get("commit", PENDING)
+        return labels
+
     def base_image_text(self) -> str:
         return _os_base_text(self)
 
@@ -397,9 +474,49 @@ class DevPlan(PlanCommon):
     rocm_arch: str
     keep_git: bool
 
+    target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
+
     @property
     def dockerfile_env(self) -> dict[str, str]:
         return self.build_env
+
+    def image_python(self, facts) -> str:
+        return facts.python_version if facts else ""  # the base image's
+
+    def secrets(self) -> list[tuple[str, Path]]:
+        return [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else []
+
+    def build_args(self, facts) -> dict[str, str]:
+        labels = facts.base_labels if facts else {}
+        return {
+            "BASE_IMAGE": self.base_image,
+            "RUNTIME_BASE": self.runtime_base or labels.get("org.opencontainers.image.base.name", "<the base image's OS image>"),
+            "RUNTIME_PATHS": " ".join(self.runtime_paths),
+            "PYTHON_PROVIDER": labels.get("torchbake.python-provider", "os"),
+            "RENDER_GID": str(self.settings.image.render_gid),
+            "MAX_JOBS": str(self.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
+            "CCACHE_MAXSIZE": self.ccache_size,
+            "EXTENSION_REPO": self.extension.repo if self.extension else "",
+            "EXTENSION_REF": self.extension.tag if self.extension else "",
+            "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if self.extension else "",
+        }
+
+    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
+        return ({"extensions": self.extensions, "keep_git": self.keep_git, "runtime_env": self.runtime_env},
+                _hash_common(self, cache))
+
+    def labels(self, prepared, facts) -> dict[str, str]:
+        labels = {}
+        if self.extension:
+            labels["torchbake.extension-repo"] = self.extension.repo
+            labels["torchbake.extension-ref"] = self.extension.tag
+            labels["torchbake.extension-commit"] = facts.extension_commit if facts else "<resolved with git ls-remote>"
+        if facts:  # what the base image's sources were, carried forward
+            labels.update({k: v for k, v in facts.base_labels.items()
+                           if k.startswith("torchbake.source.") or k == "torchbake.python-provider"})
+        if prepared and "vision" in prepared.sources:
+            labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
+        return {**labels, **_accelerator_labels(self)}
 
     def base_image_text(self) -> str:
         return self.base_image
