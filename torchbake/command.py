@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from plumbum import local
-from plumbum.commands.processes import BY_TYPE, ProcessLineTimedOut, ProcessTimedOut, iter_lines
-
 from .errors import CommandError, FatalError
+from .lazy import LazyModule
+
+plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
+processes = LazyModule("plumbum.commands.processes")
 
 # Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
 # others) somewhere quieter; its per-build log gets everything either way.
@@ -119,11 +120,11 @@ def run(
         else:
             shown = None if capture and log_file is None else out  # captured: read, not printed
             output, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
-    except ProcessLineTimedOut as exc:
+    except processes.ProcessLineTimedOut as exc:
         raise error(
             f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
         ) from exc
-    except (subprocess.TimeoutExpired, ProcessTimedOut) as exc:
+    except (subprocess.TimeoutExpired, processes.ProcessTimedOut) as exc:
         raise error(
             f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
         ) from exc
@@ -175,7 +176,7 @@ def terminate_all() -> int:
 def _popen(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None) -> subprocess.Popen:
     """The command started through plumbum, output (stdout and stderr together) piped, in a
     process group of its own so that what it starts stops with it."""
-    return local[argv[0]][argv[1:]].popen(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    return plumbum.local[argv[0]][argv[1:]].popen(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                            env=env, cwd=cwd, start_new_session=True)
 
 
@@ -223,8 +224,8 @@ def _stream(
         try:
             # plumbum's iter_lines: a line at a time (decoded, trailing whitespace cut), ProcessTimedOut
             # after ``timeout``, ProcessLineTimedOut after ``idle_timeout`` without a line
-            for _, text in iter_lines(proc, retcode=None, timeout=timeout, line_timeout=idle_timeout or None,
-                                      mode=BY_TYPE):
+            for _, text in processes.iter_lines(proc, retcode=None, timeout=timeout,
+                                                line_timeout=idle_timeout or None, mode=processes.BY_TYPE):
                 line = text + "\n"
                 if out is not None:
                     out.write(line)

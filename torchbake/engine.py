@@ -19,15 +19,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import docker.context
-import requests
-
-import docker
+from typing import TYPE_CHECKING, Any
 
 from . import command
 from .errors import BuildError, CommandError, EngineError, FatalError
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    import docker
+    import requests
+else:  # the SDK is imported at the first engine call, not when the tasks are listed
+    docker = LazyModule("docker", "docker.context", "docker.errors")
+    requests = LazyModule("requests")
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped

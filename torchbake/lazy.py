@@ -1,0 +1,24 @@
+"""Modules imported on first use: the docker SDK and plumbum cost tens of milliseconds that
+`invoke --list` and `invoke --help` never need."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+
+class LazyModule:
+    """Stands for module ``names[0]``; the first attribute read imports it (and ``names[1:]``,
+    its submodules that the package does not import itself)."""
+
+    def __init__(self, *names: str):
+        self._names = names
+        self._module: ModuleType | None = None
+
+    def __getattr__(self, attribute: str) -> Any:
+        if self._module is None:
+            for name in reversed(self._names):
+                module = importlib.import_module(name)
+            self._module = module
+        return getattr(self._module, attribute)
