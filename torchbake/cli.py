@@ -22,6 +22,13 @@ from . import command, config, output, writable
 from .engine import DockerClient, detect_client
 from .errors import FatalError
 
+# Help of the flags every task has, written once.
+COMMON_HELP = {
+    "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
+    "docker": "Docker client binary for builds and terminals ([build] docker; default auto: the first that can build"
+              " with BuildKit)",
+}
+
 
 class FlagTask(Task):
     """A task whose flags may carry extra spellings: ``names={"python": ["v", "python_version"]}``.

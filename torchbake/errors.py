@@ -1,7 +1,7 @@
 """The one place torchbake's failures are defined.
 
 Every failure the user can cause or fix is a ``FatalError`` subclass with its own exit code.
-Library code raises them; only the CLI layer (``torchbake.cli.run_task``) catches them, prints
+Library code raises them; only the CLI layer (``torchbake.cli.reports_errors``) catches them, prints
 the message (never a traceback) and exits with the code.
 """
 

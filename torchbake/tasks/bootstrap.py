@@ -5,19 +5,18 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from ..base_os import OsImageSpec, bootstrap_os_image
-from ..cli import FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
 
 
 @task(
     klass=FlagTask,
     help={
+        **COMMON_HELP,
         "suite": "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)",
         "name": "Image to create (default torchbake/debian:<suite>)",
         "mirror": "Package mirror URL. [bootstrap] mirror, default debootstrap's own for the suite",
         "variant": "debootstrap variant: minbase or buildd. [bootstrap] variant, default minbase",
         "force": "Rebuild even if the image exists",
-        "docker": "Docker client binary (default: auto)",
-        "config": "TOML config file (for paths.cache_dir, build.docker); repeatable",
         "dry_run": "Print the commands and touch nothing",
     },
     iterable=["config"],

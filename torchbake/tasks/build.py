@@ -6,7 +6,7 @@ from invoke import Collection, task
 
 from ..builder import build_image
 from ..builder import dry_run as show_plan
-from ..cli import FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..plan import plan_base, plan_dev, plan_release
 
@@ -23,6 +23,7 @@ def trust_overrides(require_hashes: bool, ca_bundle: str | None) -> dict:
 
 
 HELP = {
+    **COMMON_HELP,
     "name": "Image name (build.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
     "tag": "Image tag (build.sh -t/--tag). [image] tag, default from [naming] (dev-py3.11; release: 2.13.0-py3.11), or latest with --name",
     "base_img": "Image to build FROM (build.sh -b/--base_img). [image] base, default: release the OS image of the Python"
@@ -37,7 +38,6 @@ HELP = {
     "release": "Build a release image from wheels instead of a dev image from source (build.sh -r/--release)",
     "build_dir": "Prepare the build context in this folder and keep it (DOCKER_BUILD_DIR); default a temporary folder",
     "no_prepare": "Reuse the context already prepared in --build-dir (build.sh --no_prepare)",
-    "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
     "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
     "no_verify": "Skip `verify` after the build",
     "torch_musa_tag": "Git ref of the vendor extension to build (dev; build.sh --torch_musa_tag). [sources] extension_tag",
@@ -45,7 +45,6 @@ HELP = {
     "keep_git": "Keep .git folders of source trees in the image",
     "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
-    "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
 }
@@ -137,6 +136,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
 
 
 BASE_HELP = {
+    **COMMON_HELP,
     "name": "Image name of the base image (build_base.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
     "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default from [naming]: base-py<python>, or latest with --name",
     "sys": "OS image to start FROM, e.g. debian:trixie (build_base.sh -s/--sys). [base] sys, default the OS image of"

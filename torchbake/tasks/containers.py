@@ -9,13 +9,14 @@ from rich.table import Table
 
 from .. import containers as running
 from .. import output
-from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, console, docker_client, reports_errors, resolve_config
 from ..command import default_stream, format_command
 from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
 from ..manifest import recent_builds
 
 RUN_HELP = {
+    **COMMON_HELP,
     "image": "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile);"
              " default the image of this host's most recent successful build",
     "name": "Container name; reused if it exists (started if stopped). [run] name, default <repository>-<tag>",
@@ -29,8 +30,6 @@ RUN_HELP = {
     "command": "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's",
     "replace": "Remove a container of this name that torchbake created (other image or settings) and create it again",
     "dry_run": "Print the docker commands and create nothing",
-    "config": "TOML config file layered over the defaults; repeatable",
-    "docker": "Docker client binary (default: auto)",
 }
 
 
@@ -102,8 +101,7 @@ def most_recent_image(client, log_dir) -> str:
     )
 
 
-@task(klass=FlagTask, help={"docker": "Docker client binary (default: auto)",
-                            "config": "TOML config file layered over the defaults; repeatable"}, iterable=["config"])
+@task(klass=FlagTask, help=COMMON_HELP, iterable=["config"])
 @reports_errors
 def containers(c, docker=None, config=None):
     """List the containers torchbake created: name, image, status, device profile."""
@@ -124,6 +122,7 @@ def containers(c, docker=None, config=None):
 
 
 @task(klass=FlagTask, positional=["name"], iterable=["config"], help={
+    **COMMON_HELP,
     "name": "Container to stop (one torchbake created; `invoke containers` lists them)",
     "rm": "Also remove it",
     "time": "Seconds to wait for it to stop before it is killed (default 10)",

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from .. import config as configuration
 from .. import validation
-from ..cli import FlagTask, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, console, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..manifest import describe, find_manifest
 from ..verify import Expectations, verify_image
@@ -17,13 +17,12 @@ from ..verify import Expectations, verify_image
 @task(
     klass=FlagTask,
     help={
+        **COMMON_HELP,
         "image": "Image to verify, NAME:TAG or id",
         "python": "Expected Python X.Y (default: the image's torchbake.python label)",
         "torch_version": "Expected torch version (default: the torchbake.torch-version label)",
         "extension_module": "Extension module that must import (default: the torchbake.extension-module label)",
         "cuda_arch_list": "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list label)",
-        "docker": "Docker client binary (default: auto)",
-        "config": "TOML config file (for build.docker); repeatable",
     },
     positional=["image"],
     iterable=["config"],
@@ -49,9 +48,8 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
 
 
 @task(klass=FlagTask, positional=["image"], iterable=["config"], help={
+    **COMMON_HELP,
     "image": "Image to describe, NAME:TAG or id",
-    "docker": "Docker client binary (default: auto)",
-    "config": "TOML config file (for paths.log_dir, where manifests are kept); repeatable",
 })
 @reports_errors
 def show_build(c, image, docker=None, config=None):
@@ -72,7 +70,7 @@ def show_build(c, image, docker=None, config=None):
 
 
 @task(klass=FlagTask, iterable=["config"], help={
-    "config": "TOML config file layered over the defaults; repeatable",
+    "config": COMMON_HELP["config"],
     "variant": "Show the values derived for this kind of build: base (build-base), dev or release (build --release);"
                " default [build] variant",
     "format": "table (default: each value and where it came from) or toml (a file --config reads back to the same settings)",

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
-from ..cli import FlagTask, check_folders, console, docker_client, reports_errors
+from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..plan import how_to_set, ways_to_set
@@ -19,6 +19,7 @@ from ..writable import check_output_file
 from .build import TRUST_HELP, trust_overrides
 
 HELP = {
+    **COMMON_HELP,
     "config": "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell (e.g. vendor URLs); repeatable",
     "only": "Build only cells whose id matches this glob (e.g. 'musa-*-py310'); repeatable; their dependencies come along",
     "skip": "Leave out cells whose id matches this glob; repeatable",
@@ -33,7 +34,6 @@ HELP = {
     "plan": "Print the ordered plan (build, skip, re-tag, and why) and touch nothing",
     "shard": "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together",
     "emit_matrix": "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)",
-    "docker": "Docker client binary (default: auto)",
     **TRUST_HELP,
 }
 
