@@ -23,7 +23,7 @@ from . import command
 from . import config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
-from .errors import BaseImagePending, FatalError
+from .errors import BaseImagePending, FatalError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
 from .output import console as output_console
@@ -206,7 +206,9 @@ class MatrixRun:
                 self.results[cell.id].reason = "the run was interrupted"
                 return
             text = str(exc)
-            error = first_error_line(log.read_text(errors="replace")) if log.exists() else ""
+            # a failed step's own error line from the log; a failed verification's is its message
+            from_log = log.exists() and not isinstance(exc, VerificationError)
+            error = first_error_line(log.read_text(errors="replace")) if from_log else ""
             self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
                          log=str(log), error=error or text.splitlines()[0])
         except Exception as exc:  # a bug must not take the other cells down with it
