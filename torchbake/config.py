@@ -38,14 +38,20 @@ LEGACY_ENV = {
 }
 
 
+def checked_by(check: Callable[[Any], object]) -> Any:
+    """A field whose values ``check`` validates (raising ValueError with what is accepted): each
+    option's check is declared beside it."""
+    return field(metadata={"check": check})
+
+
 @dataclass(frozen=True, kw_only=True)
 class ImageOptions:
-    name: str
-    tag: str
-    base: str
-    docker_file: str
-    render_gid: int
-    env: Mapping[str, str]
+    name: str = checked_by(validation.image_name)
+    tag: str = checked_by(lambda v: v and validation.image_tag(v))
+    base: str = checked_by(validation.image_reference)
+    docker_file: str = checked_by(validation.location)
+    render_gid: int = checked_by(validation.gid)
+    env: Mapping[str, str] = checked_by(validation.env_names)
 
     @property
     def reference(self) -> str:
@@ -54,28 +60,29 @@ class ImageOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class NamingOptions:
-    name: str
-    base_tag: str
-    dev_tag: str
-    release_tag: str
+    name: str = checked_by(lambda v: _check_template(v, "name"))
+    base_tag: str = checked_by(lambda v: _check_template(v, "base_tag"))
+    dev_tag: str = checked_by(lambda v: _check_template(v, "dev_tag"))
+    release_tag: str = checked_by(lambda v: _check_template(v, "release_tag"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class PythonOptions:
-    version: str
-    provider: str
-    standalone_url: str
+    version: str = checked_by(validation.python_version)
+    provider: str = checked_by(validation.one_of(validation.PYTHON_PROVIDERS))
+    standalone_url: str = checked_by(lambda v: validation.location(v.replace("{python}", "3.11")))
 
 
 @dataclass(frozen=True, kw_only=True)
 class WheelOptions:
-    torch: str
-    default_torch: Mapping[str, str]
-    extension: str
+    torch: str = checked_by(validation.wheel_source)
+    default_torch: Mapping[str, str] = checked_by(lambda v: [
+        (validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source)) for profile, source in v.items()])
+    extension: str = checked_by(validation.wheel_source)
     extension_module: str
-    torchvision: str
-    torchaudio: str
-    extra: tuple[str, ...]
+    torchvision: str = checked_by(validation.wheel_source)
+    torchaudio: str = checked_by(validation.wheel_source)
+    extra: tuple[str, ...] = checked_by(lambda v: [validation.requirement(r) for r in v])
     platforms: tuple[str, ...]
     index_url: str
     extra_index_urls: tuple[str, ...]
@@ -84,10 +91,11 @@ class WheelOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class ToolkitOptions:
-    musa_toolkits_url: str
-    mudnn_url: str
-    mccl_url: str
-    required: tuple[str, ...]
+    musa_toolkits_url: str = checked_by(validation.location)
+    mudnn_url: str = checked_by(validation.location)
+    mccl_url: str = checked_by(validation.location)
+    required: tuple[str, ...] = checked_by(lambda v: [
+        validation.one_of(("musa_toolkits_url", "mudnn_url", "mccl_url"))(r) for r in v])
 
     def given(self) -> dict[str, str]:
         """Toolkit key → location, for those set, in install order."""
@@ -103,87 +111,87 @@ class ToolkitOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class AcceleratorOptions:
-    profile: str
-    torch_cuda_arch_list: str
-    pytorch_rocm_arch: str
+    profile: str = checked_by(validation.one_of(validation.PROFILES))
+    torch_cuda_arch_list: str = checked_by(validation.cuda_arch_list)
+    pytorch_rocm_arch: str = checked_by(validation.rocm_arch)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
-    variant: str
+    variant: str = checked_by(validation.one_of(validation.VARIANTS))
     dir: str
-    docker: str
+    docker: str = checked_by(validation.docker_binary)
     verify: bool
-    network: str
-    engine_timeout: int
-    stall_timeout: int
-    min_free_space: str
+    network: str = checked_by(validation.one_of_or_empty(("default", "host", "none"), "Docker's default"))
+    engine_timeout: int = checked_by(lambda v: validation.bounded(v, 1, 86400, "seconds"))
+    stall_timeout: int = checked_by(lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"))
+    min_free_space: str = checked_by(validation.byte_size)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BootstrapOptions:
     auto: bool
-    mirror: str
-    variant: str
+    mirror: str = checked_by(lambda v: v and validation.mirror_url(v))
+    variant: str = checked_by(validation.one_of(("minbase", "buildd")))
 
 
 @dataclass(frozen=True, kw_only=True)
 class SourceOptions:
-    root: str
-    vision_root: str
-    pytorch_repo: str
-    pytorch_tag: str
-    vision_repo: str
-    vision_tag: str
-    audio_repo: str
-    audio_tag: str
-    extension_repo: str
-    extension_tag: str
+    root: str = checked_by(validation.existing_folder)
+    vision_root: str = checked_by(validation.existing_folder)
+    pytorch_repo: str = checked_by(validation.git_repository)
+    pytorch_tag: str = checked_by(validation.git_ref)
+    vision_repo: str = checked_by(validation.git_repository)
+    vision_tag: str = checked_by(validation.git_ref)
+    audio_repo: str = checked_by(validation.git_repository)
+    audio_tag: str = checked_by(validation.git_ref)
+    extension_repo: str = checked_by(validation.git_repository)
+    extension_tag: str = checked_by(validation.git_ref)
     keep_git: bool
 
 
 @dataclass(frozen=True, kw_only=True)
 class BaseOptions:
-    sys: str
-    user: str
-    video_gid: int
-    requirements: tuple[str, ...]
+    sys: str = checked_by(validation.image_reference)
+    user: str = checked_by(validation.user_name)
+    video_gid: int = checked_by(validation.gid)
+    requirements: tuple[str, ...] = checked_by(lambda v: [validation.requirement(r) for r in v])
 
 
 @dataclass(frozen=True, kw_only=True)
 class DevOptions:
-    max_jobs: int
-    build_env: Mapping[str, str]
-    extensions: tuple[str, ...]
-    git_credential_file: str
-    ccache_size: str
+    max_jobs: int = checked_by(validation.job_count)
+    build_env: Mapping[str, str] = checked_by(validation.env_names)
+    extensions: tuple[str, ...] = checked_by(lambda v: [validation.extension_source(e) for e in v])
+    git_credential_file: str = checked_by(validation.credential_file)
+    ccache_size: str = checked_by(validation.size)
     slim: bool
-    runtime_base: str
-    runtime_paths: tuple[str, ...]
+    runtime_base: str = checked_by(validation.image_reference)
+    runtime_paths: tuple[str, ...] = checked_by(lambda v: [validation.absolute_path(p) for p in v])
 
 
 @dataclass(frozen=True, kw_only=True)
 class DownloadOptions:
-    retries: int
-    retry_max_time: int
-    retry_backoff: float
-    timeout: int
+    retries: int = checked_by(lambda v: validation.bounded(v, 0, 100, "retries"))
+    retry_max_time: int = checked_by(lambda v: validation.bounded(v, 1, 86400, "seconds"))
+    retry_backoff: float = checked_by(lambda v: validation.bounded(v, 0, 600, "seconds"))
+    timeout: int = checked_by(lambda v: validation.bounded(v, 1, 3600, "seconds"))
     require_hashes: bool
-    ca_bundle: str
+    ca_bundle: str = checked_by(validation.ca_bundle)
     ca_bundle_in_image: bool
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
-    name: str
-    shm_size: str
+    name: str = checked_by(validation.container_name)
+    shm_size: str = checked_by(lambda v: v == "auto" or validation.byte_size(v))
     privileged: bool
-    env: Mapping[str, str]
-    mounts: tuple[str, ...]
-    workdir: str
-    device_profile: str
-    shell: str
-    network: str
+    env: Mapping[str, str] = checked_by(validation.env_names)
+    mounts: tuple[str, ...] = checked_by(lambda v: [validation.mount_spec(m) for m in v])
+    workdir: str = checked_by(lambda v: v and validation.absolute_path(v))
+    device_profile: str = checked_by(validation.one_of_or_empty(validation.PROFILES, "the image's profile"))
+    shell: str = checked_by(validation.absolute_path)
+    network: str = checked_by(lambda v: v and validation.container_name(v))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,76 +236,12 @@ SECTION_TYPES: dict[str, type] = {
     "paths": PathOptions,
 }
 
-VALIDATORS: dict[str, Callable[[Any], None]] = {
-    "image.name": validation.image_name,
-    "image.tag": lambda v: v and validation.image_tag(v),
-    "image.base": validation.image_reference,
-    "image.docker_file": validation.location,
-    "image.render_gid": validation.gid,
-    "image.env": validation.env_names,
-    **{f"naming.{key}": (lambda v, key=key: _check_template(v, key)) for key in ("name", "base_tag", "dev_tag", "release_tag")},
-    "python.version": validation.python_version,
-    "python.provider": validation.one_of(validation.PYTHON_PROVIDERS),
-    "python.standalone_url": lambda v: validation.location(v.replace("{python}", "3.11")),
-    "wheels.torch": validation.wheel_source,
-    "wheels.default_torch": lambda v: [(validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source))
-                                       for profile, source in v.items()],
-    "wheels.extension": validation.wheel_source,
-    "wheels.torchvision": validation.wheel_source,
-    "wheels.torchaudio": validation.wheel_source,
-    "wheels.extra": lambda v: [validation.requirement(r) for r in v],
-    "toolkits.musa_toolkits_url": validation.location,
-    "toolkits.mudnn_url": validation.location,
-    "toolkits.mccl_url": validation.location,
-    "toolkits.required": lambda v: [
-        validation.one_of(tuple(ToolkitOptions.__dataclass_fields__)[:3])(r) for r in v
-    ],
-    "accelerator.profile": validation.one_of(validation.PROFILES),
-    "accelerator.torch_cuda_arch_list": validation.cuda_arch_list,
-    "accelerator.pytorch_rocm_arch": validation.rocm_arch,
-    "build.variant": validation.one_of(validation.VARIANTS),
-    "build.docker": validation.docker_binary,
-    "build.network": validation.one_of_or_empty(("default", "host", "none"), "Docker's default"),
-    "build.engine_timeout": lambda v: validation.bounded(v, 1, 86400, "seconds"),
-    "build.stall_timeout": lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"),
-    "build.min_free_space": validation.byte_size,
-    "bootstrap.mirror": lambda v: v and validation.mirror_url(v),
-    "bootstrap.variant": validation.one_of(("minbase", "buildd")),
-    "sources.root": validation.existing_folder,
-    "sources.vision_root": validation.existing_folder,
-    "sources.pytorch_repo": validation.git_repository,
-    "sources.vision_repo": validation.git_repository,
-    "sources.audio_repo": validation.git_repository,
-    "sources.extension_repo": validation.git_repository,
-    "sources.pytorch_tag": validation.git_ref,
-    "sources.vision_tag": validation.git_ref,
-    "sources.audio_tag": validation.git_ref,
-    "sources.extension_tag": validation.git_ref,
-    "base.sys": validation.image_reference,
-    "base.user": validation.user_name,
-    "base.video_gid": validation.gid,
-    "base.requirements": lambda v: [validation.requirement(r) for r in v],
-    "dev.max_jobs": validation.job_count,
-    "dev.build_env": validation.env_names,
-    "dev.extensions": lambda v: [validation.extension_source(e) for e in v],
-    "dev.git_credential_file": validation.credential_file,
-    "dev.ccache_size": validation.size,
-    "dev.runtime_base": validation.image_reference,
-    "dev.runtime_paths": lambda v: [validation.absolute_path(p) for p in v],
-    "downloads.retries": lambda v: validation.bounded(v, 0, 100, "retries"),
-    "downloads.retry_max_time": lambda v: validation.bounded(v, 1, 86400, "seconds"),
-    "downloads.retry_backoff": lambda v: validation.bounded(v, 0, 600, "seconds"),
-    "downloads.timeout": lambda v: validation.bounded(v, 1, 3600, "seconds"),
-    "downloads.ca_bundle": validation.ca_bundle,
-    "run.name": validation.container_name,
-    "run.shm_size": lambda v: v == "auto" or validation.byte_size(v),
-    "run.env": validation.env_names,
-    "run.mounts": lambda v: [validation.mount_spec(m) for m in v],
-    "run.workdir": lambda v: v and validation.absolute_path(v),
-    "run.device_profile": validation.one_of_or_empty(validation.PROFILES, "the image's profile"),
-    "run.shell": validation.absolute_path,
-    "run.network": lambda v: v and validation.container_name(v),
-}
+def validators() -> dict[str, Callable[[Any], None]]:
+    """``section.key`` → the check beside that option's field."""
+    return {f"{section}.{f.name}": f.metadata["check"] for section, cls in SECTION_TYPES.items()
+            for f in dataclasses.fields(cls) if "check" in f.metadata}
+
+
 
 
 def _check_template(template: str, key: str) -> None:
@@ -514,7 +458,7 @@ def resolve(
 
 
 def _validate(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-    for key, check in VALIDATORS.items():
+    for key, check in validators().items():
         try:
             check(values[key])
         except ValueError as exc:
