@@ -23,13 +23,11 @@ from pathlib import Path
 from rich.console import Console
 
 from . import base_os, command, diskspace, sources
+from .config import COMMON_DIR
 from .context import (
     PreparedContext,
     choose_context_dir,
     load_prepared,
-    prepare_base_context,
-    prepare_dev_context,
-    prepare_release_context,
     tree_sha256,
 )
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
@@ -40,7 +38,6 @@ from .manifest import BuildRecord
 from .output import console as output_console
 from .output import human_size, styled
 from .plan import (
-    COMMON_DIR,
     BasePlan,
     DevPlan,
     ReleasePlan,
@@ -244,23 +241,6 @@ def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: di
                      max_jobs=max_jobs, source_commits=commits)
 
 
-def _prepare(plan: Plan, facts: Preflight, cache: DownloadCache, folder: Path, temporary: bool,
-             log_file: Path) -> PreparedContext:
-    settings = plan.settings
-    if isinstance(plan, ReleasePlan):
-        return prepare_release_context(plan, cache, folder, temporary=temporary, log_file=log_file)
-    if isinstance(plan, BasePlan):
-        trees = sources.resolve(list(plan.sources), plan.source_root, settings.paths.cache_dir / "sources", log_file)
-        return prepare_base_context(plan, cache, folder, trees, temporary=temporary, log_file=log_file)
-    vision = None
-    if plan.vision is not None:
-        vision = sources.find_in_root(plan.vision_root, plan.vision)
-        if vision is None:
-            raise ConfigurationError(f"sources.vision_root {plan.vision_root} has no vision/ clone.")
-    return prepare_dev_context(plan, cache, folder, vision, facts.python_version, temporary=temporary,
-                               log_file=log_file)
-
-
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
                    apply: bool = True) -> tuple[str, str] | None:
     """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when an
@@ -401,7 +381,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     try:
         if prepared is None:
             console.print(f"Preparing the build context in {folder}")
-            prepared = _prepare(plan, facts, cache, folder, temporary, log_file)
+            prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
         record.facts.update({

@@ -25,6 +25,14 @@ from .errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "configs"
+DOCKER_DIR = PROJECT_ROOT / "docker"  # Dockerfile templates (docker/<os>/) and in-image scripts (docker/common/)
+COMMON_DIR = DOCKER_DIR / "common"
+# Toolkit key → (flag, the install script its tarball carries).
+TOOLKITS = {
+    "musa_toolkits_url": ("--musa-toolkits-url", "install.sh"),
+    "mudnn_url": ("--mudnn-url", "install_mudnn.sh"),
+    "mccl_url": ("--mccl-url", "install.sh"),
+}
 DEFAULTS_FILE = CONFIG_DIR / "defaults.toml"
 ENV_PREFIX = "TORCHBAKE_"
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user

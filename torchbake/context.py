@@ -23,11 +23,15 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import wheelhouse
+from .config import COMMON_DIR, TOOLKITS
 from .downloads import Artifact, DownloadCache, file_sha256, link_or_copy
 from .errors import ConfigurationError, DownloadError
-from .plan import COMMON_DIR, TOOLKITS, BasePlan, DevPlan, ReleasePlan
+
+if TYPE_CHECKING:
+    from .plan import BasePlan, DevPlan, ReleasePlan
 from .sources import SourceTree, link_tree
 from .validation import is_location
 

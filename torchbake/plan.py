@@ -14,22 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from . import __version__, base_os
-from .config import PROJECT_ROOT, Settings, env_var_name
+from . import __version__, base_os, context, sources
+from .config import COMMON_DIR, DOCKER_DIR, TOOLKITS, Settings, env_var_name
 from .downloads import require_pinned
 from .errors import ConfigurationError, MissingValuesError
-from .sources import SourceSpec
 from .validation import is_location
-
-DOCKER_DIR = PROJECT_ROOT / "docker"
-COMMON_DIR = DOCKER_DIR / "common"
-
-# Toolkit key → (flag, the install script its tarball carries).
-TOOLKITS = {
-    "musa_toolkits_url": ("--musa-toolkits-url", "install.sh"),
-    "mudnn_url": ("--mudnn-url", "install_mudnn.sh"),
-    "mccl_url": ("--mccl-url", "install.sh"),
-}
 
 # Option → the flag that sets it, for messages that tell the user what to pass.
 FLAGS = {
@@ -143,6 +132,10 @@ class ReleasePlan(PlanCommon):
         digests = {f"wheels.{role}": cache.known_digest(source) if is_location(source) else source
                    for role, source in self.wheel_sources.items()}
         return {"extra": self.extra_requirements}, {**_hash_common(self, cache), **digests}
+
+    def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
+        """The context: wheels resolved for the image's Python, toolkits, constraints."""
+        return context.prepare_release_context(self, cache, folder, temporary=temporary, log_file=log_file)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
@@ -345,7 +338,7 @@ class BasePlan(PlanCommon):
     python_version: str
     python_provider: str
     python_source: str
-    sources: tuple[SourceSpec, ...]
+    sources: tuple[sources.SourceSpec, ...]
     source_root: str
     keep_git: bool
     requirements: tuple[str, ...]
@@ -363,6 +356,11 @@ class BasePlan(PlanCommon):
 
     def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
         return {"requirements": self.requirements, "keep_git": self.keep_git}, _hash_common(self, cache)
+
+    def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
+        """The context: the three source trees (found or cloned), the wheelhouse."""
+        trees = sources.resolve(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources", log_file)
+        return context.prepare_base_context(self, cache, folder, trees, temporary=temporary, log_file=log_file)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {"torchbake.python-provider": self.python_provider}
@@ -437,7 +435,7 @@ def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool
         python_version=python.version,
         python_provider=python.provider,
         python_source=_python_source(settings),
-        sources=tuple(SourceSpec(n, getattr(src, f"{n}_repo"), getattr(src, f"{n}_tag")) for n in SOURCE_NAMES),
+        sources=tuple(sources.SourceSpec(n, getattr(src, f"{n}_repo"), getattr(src, f"{n}_tag")) for n in SOURCE_NAMES),
         source_root=src.root,
         keep_git=src.keep_git,
         requirements=settings.base.requirements,
@@ -457,11 +455,11 @@ class DevPlan(PlanCommon):
     dockerfile_template: Path
     python_version: str  # "" = the base image's
     toolkits: dict[str, str]
-    extension: SourceSpec | None
+    extension: sources.SourceSpec | None
     extension_module: str
     extensions: tuple[str, ...]
     git_credential_file: str
-    vision: SourceSpec | None  # a vision clone from sources.vision_root, or None (the base's)
+    vision: sources.SourceSpec | None  # a vision clone from sources.vision_root, or None (the base's)
     vision_root: str
     build_env: dict[str, str]
     max_jobs: int  # 0 = from the engine
@@ -504,6 +502,20 @@ class DevPlan(PlanCommon):
     def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
         return ({"extensions": self.extensions, "keep_git": self.keep_git, "runtime_env": self.runtime_env},
                 _hash_common(self, cache))
+
+    def vision_tree(self) -> sources.SourceTree | None:
+        """The vision clone of sources.vision_root (None: the base image's /home/vision)."""
+        if self.vision is None:
+            return None
+        tree = sources.find_in_root(self.vision_root, self.vision)
+        if tree is None:
+            raise ConfigurationError(f"sources.vision_root {self.vision_root} has no vision/ clone.")
+        return tree
+
+    def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
+        """The context: toolkits, the requirement-style extensions' wheels, a vision clone."""
+        return context.prepare_dev_context(self, cache, folder, self.vision_tree(), facts.python_version,
+                                           temporary=temporary, log_file=log_file)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {}
@@ -555,8 +567,8 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
             missing.append(Missing("sources.extension_repo", f"[wheels] extension_module ="
                                    f" {settings.wheels.extension_module!r} names an extension to build"))
     _raise_missing(missing)
-    extension = SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
-    vision = SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
+    extension = sources.SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
+    vision = sources.SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
     return _pinned(DevPlan(
         **_common_fields(settings, reuse_context, no_cache),
         base_image=settings.image.base,
