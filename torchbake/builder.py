@@ -16,13 +16,13 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console
 
-from . import base_os, command, diskspace, sources
+from . import command, diskspace
 from .config import COMMON_DIR
 from .context import (
     PreparedContext,
@@ -32,26 +32,16 @@ from .context import (
 )
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import BaseImagePending, ConfigurationError, EngineError
+from .errors import EngineError
 from .files import write_atomically
 from .manifest import BuildRecord
 from .output import console as output_console
 from .output import human_size, styled
-from .plan import (
-    BasePlan,
-    DevPlan,
-    ReleasePlan,
-    check_os_python,
-    default_max_jobs,
-    describe_plan,
-    parse_os_release,
-)
+from .plan import describe_plan
+from .variants import DevPlan, Plan, Preflight
 from .verify import Expectations, verify_image
 
-Plan = ReleasePlan | BasePlan | DevPlan
 CONTEXT_PLACEHOLDER = Path("<context>")
-
-SUPPORTED_OS = ("debian", "ubuntu")  # apt-based: docker/ubuntu/ serves both
 
 
 @dataclass(frozen=True)
@@ -64,18 +54,6 @@ class BuildResult:
     seconds: float
     status: str = "built"  # built | unchanged (skipped) | retagged
     reason: str = ""
-
-
-@dataclass(frozen=True)
-class Preflight:
-    """What the engine and the remotes said before any slow work."""
-
-    base_id: str
-    base_labels: dict[str, str] = field(default_factory=dict)
-    python_version: str = ""
-    extension_commit: str = ""
-    max_jobs: int = 1
-    source_commits: dict[str, str] = field(default_factory=dict)  # tree name → commit
 
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
@@ -148,97 +126,13 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
     return text
 
 
-def _os_release(client: DockerClient, image: str, image_id: str, cache_dir: Path, *,
-                remember: bool = True) -> dict[str, str]:
-    """The image's /etc/os-release, read once per image id (an id never changes content) when
-    ``remember``."""
-    record = cache_dir / "os-release" / f"{image_id.replace(':', '-')}.json"
-    if record.is_file():
-        return json.loads(record.read_text())
-    result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
-    values = parse_os_release(result.output) if result.returncode == 0 else {}
-    if values and remember:
-        write_atomically(record, json.dumps(values))
-    return values
-
-
-def _base_image(plan: Plan, client: DockerClient, console: Console, make: bool) -> dict:
-    """The FROM image's inspect record. A missing OS image is pulled or bootstrapped when
-    ``make`` (else :class:`BaseImagePending` says what a build would do); a missing dev base is an
-    error naming the build-base command that makes it."""
-    flag = "--sys" if isinstance(plan, BasePlan) else "--base-img"
-    if isinstance(plan, DevPlan):
-        base = client.inspect_image(plan.base_image)
-        if base is None:
-            python = f" --python {plan.python_version}" if plan.python_version else ""
-            name, _, tag = plan.base_image.rpartition(":")
-            make = (f"Make it with `invoke build-base --name {name} --tag {tag}{python}` (with the same --config files)"
-                    if name and "@" not in plan.base_image and "/" not in tag else "Make one with `invoke build-base`")
-            raise ConfigurationError(
-                f"Base image {plan.base_image!r} ({flag}) does not exist on this engine. {make},"
-                " or name another with --base-img."
-            )
-        return base
-    if not make:
-        base = client.inspect_image(plan.base_image)
-        if base is None:
-            raise BaseImagePending(f"{plan.base_image} is not on the engine yet; it will be"
-                                   f" {base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))}")
-        return base
-    python = plan.python_version if plan.python_provider == "os" else ""
-    return base_os.ensure_os_image(plan.base_image, flag, client, base_os.OnDemand.from_settings(plan.settings),
-                                   lambda text: console.print(text, markup=False), python=python)
-
-
 def preflight(plan: Plan, client: DockerClient, console: Console | None = None, *, writes: bool = True) -> Preflight:
-    """Checks against the engine and the remotes before any slow work. With ``writes``, a missing
-    FROM image is made and facts are remembered in the cache; without, nothing is changed."""
+    """Checks against the engine and the remotes before any slow work (each variant's own). With
+    ``writes``, a missing FROM image is made and facts are remembered in the cache; without,
+    nothing is changed."""
     client.check_engine()
-    commits: dict[str, str] = {}
-    if isinstance(plan, BasePlan):  # source trees: checked (and remotes asked) before any slow work
-        found, missing = sources.locate(list(plan.sources), plan.source_root, plan.settings.paths.cache_dir / "sources")
-        commits = {**{t.spec.name: t.commit for t in found}, **missing}
-    base = _base_image(plan, client, console or output_console(), writes)
-    labels = dict((base.get("Config") or {}).get("Labels") or {})
-    if isinstance(plan, DevPlan):
-        return _dev_preflight(plan, client, base["Id"], labels)
-    os_release = _os_release(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir, remember=writes)
-    if isinstance(plan, BasePlan) and os_release.get("ID") not in SUPPORTED_OS:
-        raise ConfigurationError(
-            f"--sys {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"
-            f" (docker/ubuntu/) support {', '.join(SUPPORTED_OS)}."
-        )
-    check_os_python(plan, os_release)
-    return Preflight(base_id=base["Id"], base_labels=labels, python_version=plan.python_version,
-                     source_commits=commits)
-
-
-def _dev_preflight(plan: DevPlan, client: DockerClient, base_id: str, labels: dict[str, str]) -> Preflight:
-    if labels.get("torchbake.variant") != "base":
-        raise ConfigurationError(
-            f"--base-img {plan.base_image} is not a torchbake base image (its torchbake.variant label is"
-            f" {labels.get('torchbake.variant', 'missing')!r}). Make one with `invoke build-base`."
-        )
-    python = labels.get("torchbake.python", "")
-    if plan.python_version and python and plan.python_version != python:
-        raise ConfigurationError(
-            f"Python {plan.python_version} was requested, but the base image {plan.base_image} has Python"
-            f" {python}. A dev image uses its base image's Python: leave out --python, or build a base"
-            f" with `invoke build-base --python {plan.python_version}`."
-        )
-    commit = sources.check_reachable(plan.extension, plan.git_credential_file) if plan.extension else ""
-    max_jobs = plan.max_jobs
-    if not max_jobs:
-        info = client.engine_info()
-        max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
-    commits = {}
-    if plan.vision is not None:
-        vision = sources.find_in_root(plan.vision_root, plan.vision)
-        if vision is None:
-            raise ConfigurationError(f"sources.vision_root {plan.vision_root} has no vision/ clone.")
-        commits["vision"] = vision.commit
-    return Preflight(base_id=base_id, base_labels=labels, python_version=python, extension_commit=commit,
-                     max_jobs=max_jobs, source_commits=commits)
+    out = console or output_console()
+    return plan.preflight(client, lambda text: out.print(text, markup=False), writes=writes)
 
 
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
@@ -367,11 +261,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
         "inputs": [{"option": option, "location": location, "sha256": cache.known_digest(location)}
                    for option, location in plan.given_inputs().items()],
     })
-    for spec in getattr(plan, "sources", ()):
-        record.facts["sources"][spec.name] = {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
-    if isinstance(plan, DevPlan) and plan.extension:
-        record.facts["sources"]["extension"] = {"repo": plan.extension.repo, "ref": plan.extension.tag,
-                                                "commit": facts.extension_commit}
+    record.facts["sources"].update(plan.source_records(facts))
     if user_context is not None:
         (folder, prepared), temporary = user_context, False
     else:
@@ -399,7 +289,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
         try:
             client.build(argv, env, log_file)
             image_id = iidfile.read_text().strip()
-            if isinstance(plan, DevPlan):
+            if plan.versions_known_after_build:
                 image_id = _label_built_versions(client, tag, log_file)
             record.facts["candidate_id"] = image_id
             record.phase("build")
@@ -410,7 +300,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
             if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
                 client.remove_image(tag)
             raise
-        if isinstance(plan, DevPlan) and plan.slim:
+        if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, console)
     finally:
         iidfile.unlink(missing_ok=True)

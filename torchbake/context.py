@@ -31,7 +31,7 @@ from .downloads import Artifact, DownloadCache, file_sha256, link_or_copy
 from .errors import ConfigurationError, DownloadError
 
 if TYPE_CHECKING:
-    from .plan import BasePlan, DevPlan, ReleasePlan
+    from .variants import BasePlan, DevPlan, ReleasePlan
 from .sources import SourceTree, link_tree
 from .validation import is_location
 

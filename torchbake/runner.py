@@ -28,7 +28,7 @@ from .files import write_atomically
 from .matrix import Cell
 from .output import console as output_console
 from .output import human_size, styled
-from .plan import plan_base, plan_dev, plan_release
+from .variants import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
 

@@ -6,7 +6,8 @@ import pytest
 
 from torchbake import config
 from torchbake.errors import ConfigurationError, MissingValuesError
-from torchbake.plan import check_os_python, parse_os_release, plan_release
+from torchbake.variants import plan_release
+from torchbake.variants.common import check_os_python, parse_os_release
 
 
 def settings(*files, **overrides):

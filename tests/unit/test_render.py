@@ -8,7 +8,7 @@ from torchbake import config, wheelhouse
 from torchbake.builder import build_args
 from torchbake.context import render_dockerfile
 from torchbake.engine import DockerClient
-from torchbake.plan import plan_release
+from torchbake.variants import plan_release
 
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
 

@@ -8,7 +8,7 @@ from ..builder import build_image
 from ..builder import dry_run as show_plan
 from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
-from ..plan import plan_base, plan_dev, plan_release
+from ..variants import plan_base, plan_dev, plan_release
 
 BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or fail). [bootstrap] auto"
 

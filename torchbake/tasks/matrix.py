@@ -13,8 +13,8 @@ from .. import config as configuration
 from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
-from ..plan import how_to_set, ways_to_set
 from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
+from ..variants import how_to_set, ways_to_set
 from ..writable import check_output_file
 from .build import TRUST_HELP, trust_overrides
 

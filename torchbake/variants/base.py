@@ -1,0 +1,131 @@
+"""Base images for dev builds (build_base.sh): compilers, a Python environment with PyTorch's
+build requirements, and the PyTorch, torchvision and torchaudio source trees at pinned tags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import context, sources
+from ..config import Settings
+from .common import (
+    PENDING,
+    SUPPORTED_OS,
+    Missing,
+    PlanCommon,
+    build_env_of,
+    check_common,
+    common_fields,
+    hash_common,
+    missing_python_source,
+    os_base_text,
+    os_build_args,
+    os_preflight,
+    pinned,
+    python_context,
+    python_rows,
+    python_source_of,
+    raise_missing,
+    template_of,
+)
+
+SOURCE_NAMES = ("pytorch", "vision", "audio")
+
+
+@dataclass(frozen=True, kw_only=True)
+class BasePlan(PlanCommon):
+    """``invoke build-base``: OS + build tools + Python + the three source trees."""
+
+    variant = "base"
+    from_flag = "--sys"
+    base_image: str  # the OS image (--sys)
+    dockerfile_template: Path
+    python_version: str
+    python_provider: str
+    python_source: str
+    sources: tuple[sources.SourceSpec, ...]
+    source_root: str
+    keep_git: bool
+    requirements: tuple[str, ...]
+    render_gid: int
+    video_gid: int
+    user: str
+    image_env: dict[str, str]
+
+    @property
+    def dockerfile_env(self) -> dict[str, str]:
+        return self.image_env
+
+    def build_args(self, facts) -> dict[str, str]:
+        return {**os_build_args(self), "VIDEO_GID": str(self.video_gid), "USER_NAME": self.user}
+
+    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
+        return {"requirements": self.requirements, "keep_git": self.keep_git}, hash_common(self, cache)
+
+    def source_records(self, facts) -> dict[str, dict[str, str]]:
+        return {spec.name: {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
+                for spec in self.sources}
+
+    def preflight(self, client, say, *, writes: bool):
+        """The source trees first (found, or their remotes asked: no slow work), then the OS FROM
+        image (made if missing), which must be Debian or Ubuntu with the requested Python."""
+        found, missing = sources.locate(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources")
+        commits = {**{t.spec.name: t.commit for t in found}, **missing}
+        return os_preflight(self, client, say, writes=writes, source_commits=commits, supported=SUPPORTED_OS)
+
+    def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
+        """The context: the three source trees (found or cloned), the wheelhouse."""
+        trees = sources.resolve(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources", log_file)
+        return context.prepare_base_context(self, cache, folder, trees, temporary=temporary, log_file=log_file)
+
+    def labels(self, prepared, facts) -> dict[str, str]:
+        labels = {"torchbake.python-provider": self.python_provider}
+        for spec in self.sources:
+            tree = prepared.sources.get(spec.name, {}) if prepared else {}
+            labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
+            labels[f"torchbake.source.{spec.name}.tag"] = spec.tag
+            labels[f"torchbake.source.{spec.name}.commit"] = tree.get("commit", PENDING)
+        return labels
+
+    def base_image_text(self) -> str:
+        return os_base_text(self)
+
+    def input_rows(self) -> list[tuple[str, object]]:
+        return [*python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),
+                ("source root", self.source_root or "(none: shallow clones into the source cache)"),
+                *(("requirement", r) for r in self.requirements)]
+
+    def context_lines(self) -> list[tuple[str, str]]:
+        return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}"),
+                ("sources/", ", ".join(s.name for s in self.sources)
+                 + (" (hard links, .git left out)" if not self.keep_git else " (hard links, with .git)")),
+                python_context(self)]
+
+
+def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
+    missing = check_common(settings, reuse_context)
+    python = settings.python
+    src = settings.sources
+    if not settings.base.sys:
+        missing.append(Missing("base.sys", f"build-base starts FROM an OS image, and no OS image torchbake knows"
+                                           f" ships Python {python.version}"))
+    missing += [Missing(f"sources.{name}_repo", f"build-base clones {name}")
+                for name in SOURCE_NAMES if not getattr(src, f"{name}_repo")]
+    missing += missing_python_source(settings)
+    raise_missing(missing)
+    return pinned(BasePlan(
+        **common_fields(settings, reuse_context, no_cache),
+        base_image=settings.base.sys,
+        dockerfile_template=template_of(settings, "base"),
+        python_version=python.version,
+        python_provider=python.provider,
+        python_source=python_source_of(settings),
+        sources=tuple(sources.SourceSpec(n, getattr(src, f"{n}_repo"), getattr(src, f"{n}_tag")) for n in SOURCE_NAMES),
+        source_root=src.root,
+        keep_git=src.keep_git,
+        requirements=settings.base.requirements,
+        render_gid=settings.image.render_gid,
+        video_gid=settings.base.video_gid,
+        user=settings.base.user,
+        image_env=build_env_of(settings),
+    ))

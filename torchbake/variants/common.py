@@ -1,0 +1,308 @@
+"""What every variant's plan has, and what the variants share.
+
+A plan is what one build will do, decided up front from the settings: every value it needs is
+checked (all missing ones named at once) before anything is downloaded or built. Each variant
+(``release``, ``base``, ``dev``: one module each) knows its own build args, input-hash material,
+labels, secrets, context, preflight and dry-run rows; the builder calls those methods.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+from .. import __version__, base_os
+from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
+from ..downloads import require_pinned
+from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
+from ..files import write_atomically
+
+# Option → the flag that sets it, for messages that tell the user what to pass.
+FLAGS = {
+    "image.name": "--name",
+    "image.base": "--base-img",
+    "wheels.torch": "--torch-whl-url",
+    "wheels.extension": "--torch-musa-whl-url",
+    "base.sys": "--sys",
+    **{f"toolkits.{k}": flag for k, (flag, _) in TOOLKITS.items()},
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanCommon:
+    """What every plan has: the image, the profile, where its context goes, and the run's flags."""
+
+    image: str  # name:tag
+    profile: str
+    build_dir: str  # "" = temporary
+    reuse_context: bool
+    verify: bool
+    no_cache: bool = False
+    settings: Settings = field(repr=False)
+
+    target: ClassVar[str | None] = None  # the Dockerfile stage to build (None: the last)
+    from_flag: ClassVar[str] = "--base-img"  # the flag that names the FROM image
+    # torch and the extension are built, so their versions are labelled after the build
+    versions_known_after_build: ClassVar[bool] = False
+
+    slim: ClassVar[bool] = False  # also build the slim runtime image (dev builds that ask for it)
+
+    def source_records(self, facts) -> dict[str, dict[str, str]]:
+        """What the build manifest records of the sources this variant uses."""
+        return {}
+
+    def common_labels(self, facts, digest: str, inputs: dict[str, str] | None) -> dict[str, str]:
+        """The labels every image gets; ``facts`` is the preflight (None in a dry run)."""
+        return {
+            "org.opencontainers.image.title": self.image.rsplit(":", 1)[0],
+            "org.opencontainers.image.version": self.image.rsplit(":", 1)[1],
+            "org.opencontainers.image.created": (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                                                 if facts else "<build time>"),
+            "org.opencontainers.image.base.name": self.base_image,
+            "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
+            "torchbake.version": __version__,
+            "torchbake.variant": self.variant,
+            "torchbake.profile": self.profile,
+            "torchbake.python": self.image_python(facts) or "<from the base image>",
+            "torchbake.input-hash": digest or PENDING,
+            "torchbake.inputs": json.dumps(inputs, sort_keys=True) if inputs is not None else PENDING,
+        }
+
+    def image_python(self, facts) -> str:
+        return self.python_version
+
+    def secrets(self) -> list[tuple[str, Path]]:
+        """BuildKit secrets of this variant (the CA bundle is every variant's)."""
+        return []
+
+    def given_inputs(self) -> dict[str, str]:
+        """Option → location of every input the user gave by URL, path or requirement (what
+        --require-hashes, the disk-space check and the manifest look at)."""
+        given = {f"toolkits.{key}": location for key, location in getattr(self, "toolkits", {}).items()}
+        given.update({f"wheels.{role}": location for role, location in getattr(self, "wheel_sources", {}).items()})
+        if getattr(self, "python_source", ""):
+            given["python.standalone_url"] = self.python_source
+        return given
+
+
+PlanT = TypeVar("PlanT", bound=PlanCommon)
+
+
+PENDING = "<computed after preparing the context>"
+
+
+def accelerator_labels(plan) -> dict[str, str]:
+    return {"torchbake.extension-module": plan.extension_module, "torchbake.cuda-arch-list": plan.cuda_arch_list,
+            "torchbake.rocm-arch": plan.rocm_arch}
+
+
+def os_build_args(plan) -> dict[str, str]:
+    return {"BASE_IMAGE": plan.base_image, "PYTHON_VERSION": plan.python_version,
+            "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid)}
+
+
+def hash_common(plan, cache) -> dict[str, str]:
+    """Digests of the inputs every variant may have: toolkits and a CPython tarball."""
+    digests = {f"toolkits.{key}": cache.known_digest(location) for key, location in getattr(plan, "toolkits", {}).items()}
+    if getattr(plan, "python_source", ""):
+        digests["python"] = cache.known_digest(plan.python_source)
+    return digests
+
+
+def pinned(plan: PlanT) -> PlanT:
+    """The plan, once --require-hashes (if set) found a sha256 for each of its URL inputs."""
+    if plan.settings.downloads.require_hashes:
+        require_pinned(plan.given_inputs(), plan.settings.checksums)
+    return plan
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A value a build needs that nobody set."""
+
+    key: str  # section.key
+    why: str
+
+
+def ways_to_set(key: str, *, matrix: bool = False) -> list[str]:
+    """Where the user sets ``key``: the flag of ``invoke build`` (or, for build-all, the matrix
+    option template), a --config file, or the environment."""
+    section, name = key.split(".", 1)
+    ways = [f"[{section}] {name} = ... in a --config file", env_var_name(key)]
+    if matrix and section == "wheels":
+        ways.insert(0, f'[matrix.options.release] "{key}" (a template: {{cp}} is cp310 for Python 3.10)')
+    elif not matrix and key in FLAGS:
+        ways.insert(0, FLAGS[key])
+    return ways
+
+
+def how_to_set(key: str, *, matrix: bool = False) -> str:
+    ways = ways_to_set(key, matrix=matrix)
+    return ", ".join(ways[:-1]) + f" or {ways[-1]}"
+
+
+def missing_error(missing: list[Missing]) -> MissingValuesError:
+    lines = [f"  {m.key}: {m.why}. Set it with {how_to_set(m.key)}." for m in missing]
+    head = (f"{missing[0].key} is not set" if len(missing) == 1
+            else f"{len(missing)} values this build needs are not set")
+    return MissingValuesError(head + ":\n" + "\n".join(lines), missing=[(m.key, m.why) for m in missing])
+
+
+def raise_missing(missing: list[Missing]) -> None:
+    if missing:
+        raise missing_error(missing)
+
+
+def missing_toolkits(settings: Settings) -> list[Missing]:
+    return [Missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
+            for key in settings.toolkits.required if not settings.toolkits.urls()[key]]
+
+
+def check_os_python(plan, os_release: dict[str, str]) -> None:
+    """Fail before any slow work when provider "os" cannot give the requested Python."""
+    if plan.python_provider != "os":
+        return
+    release = base_os.release_of(os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
+    if release is None or release.python == plan.python_version:
+        return
+    raise base_os.python_mismatch(plan.python_version, plan.base_image, release, plan.from_flag)
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    values = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip().strip('"')
+    return values
+
+
+def os_base_text(plan) -> str:
+    """A FROM image that is an OS image, with what happens when the engine lacks it."""
+    how = base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))
+    return f"{plan.base_image} (if not on the engine: {how})"
+
+
+def python_rows(plan) -> list[tuple[str, object]]:
+    rows: list[tuple[str, object]] = [("python", f"{plan.python_version} (provider {plan.python_provider})")]
+    return rows + ([("python tarball", plan.python_source)] if plan.python_source else [])
+
+
+def python_context(plan) -> tuple[str, str]:
+    return "python/", "the CPython tarball" if plan.python_source else "(empty: OS Python)"
+
+
+def toolkit_context(plan) -> tuple[str, str]:
+    return "toolkits/", ", ".join(plan.toolkits) if plan.toolkits else "(none)"
+
+
+def template_of(settings: Settings, variant: str) -> Path:
+    path = Path(settings.image.docker_file) if settings.image.docker_file else DOCKER_DIR / "ubuntu" / f"dockerfile.{variant}"
+    if not path.is_file():
+        raise ConfigurationError(f"Dockerfile {path} (--docker-file) does not exist.")
+    return path
+
+
+def build_env_of(settings: Settings, *extra: dict[str, str]) -> dict[str, str]:
+    env = dict(settings.image.env)
+    for table in extra:
+        env.update(table)
+    if settings.accelerator.torch_cuda_arch_list:
+        env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
+    if settings.accelerator.pytorch_rocm_arch:
+        env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
+    return env
+
+
+def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
+    """Fields every plan has, from the settings and the run's flags."""
+    return {"image": settings.image.reference, "profile": settings.accelerator.profile,
+            "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
+            "no_cache": no_cache, "settings": settings}
+
+
+def python_source_of(settings: Settings) -> str:
+    """The CPython tarball of provider "standalone" ("" for the OS Python)."""
+    python = settings.python
+    if python.provider != "standalone":
+        return ""
+    return python.standalone_url.replace("{python}", python.version)
+
+
+def missing_python_source(settings: Settings) -> list[Missing]:
+    if settings.python.provider == "standalone" and not settings.python.standalone_url:
+        return [Missing("python.standalone_url", 'python.provider = "standalone" needs a CPython tarball')]
+    return []
+
+
+def check_common(settings: Settings, reuse_context: bool) -> list[Missing]:
+    """Checks every plan makes; returns the values that are missing (the caller adds its own)."""
+    if reuse_context and not settings.build.dir:
+        raise ConfigurationError(
+            "--no-prepare reuses a context prepared earlier, so it needs --build-dir (or DOCKER_BUILD_DIR)"
+            " naming that folder."
+        )
+    return [] if settings.image.name else [Missing("image.name", "every build needs an image name")]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the engine and the remotes said before any slow work."""
+
+    base_id: str
+    base_labels: dict[str, str] = field(default_factory=dict)
+    python_version: str = ""
+    extension_commit: str = ""
+    max_jobs: int = 1
+    source_commits: dict[str, str] = field(default_factory=dict)  # tree name → commit
+
+
+SUPPORTED_OS = ("debian", "ubuntu")  # apt-based: docker/ubuntu/ serves both
+
+
+def os_release_of(client, image: str, image_id: str, cache_dir: Path, *,
+                remember: bool = True) -> dict[str, str]:
+    """The image's /etc/os-release, read once per image id (an id never changes content) when
+    ``remember``."""
+    record = cache_dir / "os-release" / f"{image_id.replace(':', '-')}.json"
+    if record.is_file():
+        return json.loads(record.read_text())
+    result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
+    values = parse_os_release(result.output) if result.returncode == 0 else {}
+    if values and remember:
+        write_atomically(record, json.dumps(values))
+    return values
+
+
+def os_base_image(plan, client, say, *, writes: bool) -> dict:
+    """The inspect record of an OS FROM image (release and base builds). A missing one is pulled
+    or made with debootstrap when ``writes``; otherwise :class:`BaseImagePending` says what a
+    build would do."""
+    on_demand = base_os.OnDemand.from_settings(plan.settings)
+    if not writes:
+        base = client.inspect_image(plan.base_image)
+        if base is None:
+            raise BaseImagePending(f"{plan.base_image} is not on the engine yet; it will be"
+                                   f" {base_os.how_missing_is_made(plan.base_image, on_demand)}")
+        return base
+    python = plan.python_version if plan.python_provider == "os" else ""
+    return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, say, python=python)
+
+
+def os_preflight(plan, client, say, *, writes: bool, source_commits: dict[str, str] | None = None,
+                 supported: tuple[str, ...] = ()) -> Preflight:
+    """Release and base builds: the OS FROM image (made if missing), its OS (one of ``supported``
+    when given) and that its Python is the requested one."""
+    base = os_base_image(plan, client, say, writes=writes)
+    os_release = os_release_of(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir, remember=writes)
+    if supported and os_release.get("ID") not in supported:
+        raise ConfigurationError(
+            f"{plan.from_flag} {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"
+            f" (docker/ubuntu/) support {', '.join(supported)}."
+        )
+    check_os_python(plan, os_release)
+    return Preflight(base_id=base["Id"], base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
+                     python_version=plan.python_version, source_commits=source_commits or {})

@@ -1,0 +1,222 @@
+"""Dev images (build.sh without --release): PyTorch, the vendor extension and torchvision built
+from source FROM a base image, with ccache; optionally a slim runtime image beside it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import context, sources
+from ..config import Settings
+from ..errors import ConfigurationError
+from .common import (
+    Missing,
+    PlanCommon,
+    Preflight,
+    accelerator_labels,
+    build_env_of,
+    check_common,
+    common_fields,
+    hash_common,
+    missing_toolkits,
+    pinned,
+    raise_missing,
+    template_of,
+    toolkit_context,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevPlan(PlanCommon):
+    """``invoke build`` without ``--release``: torch and the extension from source."""
+
+    variant = "dev"
+    base_image: str  # a torchbake base image
+    dockerfile_template: Path
+    python_version: str  # "" = the base image's
+    toolkits: dict[str, str]
+    extension: sources.SourceSpec | None
+    extension_module: str
+    extensions: tuple[str, ...]
+    git_credential_file: str
+    vision: sources.SourceSpec | None  # a vision clone from sources.vision_root, or None (the base's)
+    vision_root: str
+    build_env: dict[str, str]
+    max_jobs: int  # 0 = from the engine
+    ccache_size: str
+    slim: bool
+    runtime_base: str  # "" = the OS image of the base image
+    runtime_paths: tuple[str, ...]
+    runtime_env: dict[str, str]
+    cuda_arch_list: str
+    rocm_arch: str
+    keep_git: bool
+
+    target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
+
+    @property
+    def dockerfile_env(self) -> dict[str, str]:
+        return self.build_env
+
+    def image_python(self, facts) -> str:
+        return facts.python_version if facts else ""  # the base image's
+
+    def secrets(self) -> list[tuple[str, Path]]:
+        return [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else []
+
+    def build_args(self, facts) -> dict[str, str]:
+        labels = facts.base_labels if facts else {}
+        return {
+            "BASE_IMAGE": self.base_image,
+            "RUNTIME_BASE": self.runtime_base or labels.get("org.opencontainers.image.base.name", "<the base image's OS image>"),
+            "RUNTIME_PATHS": " ".join(self.runtime_paths),
+            "PYTHON_PROVIDER": labels.get("torchbake.python-provider", "os"),
+            "RENDER_GID": str(self.settings.image.render_gid),
+            "MAX_JOBS": str(self.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
+            "CCACHE_MAXSIZE": self.ccache_size,
+            "EXTENSION_REPO": self.extension.repo if self.extension else "",
+            "EXTENSION_REF": self.extension.tag if self.extension else "",
+            "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if self.extension else "",
+        }
+
+    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
+        return ({"extensions": self.extensions, "keep_git": self.keep_git, "runtime_env": self.runtime_env},
+                hash_common(self, cache))
+
+    def vision_tree(self) -> sources.SourceTree | None:
+        """The vision clone of sources.vision_root (None: the base image's /home/vision)."""
+        if self.vision is None:
+            return None
+        tree = sources.find_in_root(self.vision_root, self.vision)
+        if tree is None:
+            raise ConfigurationError(f"sources.vision_root {self.vision_root} has no vision/ clone.")
+        return tree
+
+    versions_known_after_build = True
+
+    def source_records(self, facts) -> dict[str, dict[str, str]]:
+        commits = {name: {"commit": commit} for name, commit in facts.source_commits.items()}
+        if self.extension:
+            commits["extension"] = {"repo": self.extension.repo, "ref": self.extension.tag,
+                                    "commit": facts.extension_commit}
+        return commits
+
+    def preflight(self, client, say, *, writes: bool) -> Preflight:
+        """The base image exists and is a torchbake base with the requested Python; the extension's
+        tag resolves on its remote; MAX_JOBS from the engine; the vision clone (if any) is there."""
+        base = client.inspect_image(self.base_image)
+        if base is None:
+            python = f" --python {self.python_version}" if self.python_version else ""
+            name, _, tag = self.base_image.rpartition(":")
+            make = (f"Make it with `invoke build-base --name {name} --tag {tag}{python}` (with the same --config files)"
+                    if name and "@" not in self.base_image and "/" not in tag else "Make one with `invoke build-base`")
+            raise ConfigurationError(f"Base image {self.base_image!r} ({self.from_flag}) does not exist on this engine."
+                                     f" {make}, or name another with --base-img.")
+        labels = dict((base.get("Config") or {}).get("Labels") or {})
+        if labels.get("torchbake.variant") != "base":
+            raise ConfigurationError(
+                f"--base-img {self.base_image} is not a torchbake base image (its torchbake.variant label is"
+                f" {labels.get('torchbake.variant', 'missing')!r}). Make one with `invoke build-base`."
+            )
+        python = labels.get("torchbake.python", "")
+        if self.python_version and python and self.python_version != python:
+            raise ConfigurationError(
+                f"Python {self.python_version} was requested, but the base image {self.base_image} has Python"
+                f" {python}. A dev image uses its base image's Python: leave out --python, or build a base"
+                f" with `invoke build-base --python {self.python_version}`."
+            )
+        commit = sources.check_reachable(self.extension, self.git_credential_file) if self.extension else ""
+        max_jobs = self.max_jobs
+        if not max_jobs:
+            info = client.engine_info()
+            max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
+        vision = self.vision_tree()
+        return Preflight(base_id=base["Id"], base_labels=labels, python_version=python, extension_commit=commit,
+                         max_jobs=max_jobs, source_commits={"vision": vision.commit} if vision else {})
+
+    def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
+        """The context: toolkits, the requirement-style extensions' wheels, a vision clone."""
+        return context.prepare_dev_context(self, cache, folder, self.vision_tree(), facts.python_version,
+                                           temporary=temporary, log_file=log_file)
+
+    def labels(self, prepared, facts) -> dict[str, str]:
+        labels = {}
+        if self.extension:
+            labels["torchbake.extension-repo"] = self.extension.repo
+            labels["torchbake.extension-ref"] = self.extension.tag
+            labels["torchbake.extension-commit"] = facts.extension_commit if facts else "<resolved with git ls-remote>"
+        if facts:  # what the base image's sources were, carried forward
+            labels.update({k: v for k, v in facts.base_labels.items()
+                           if k.startswith("torchbake.source.") or k == "torchbake.python-provider"})
+        if prepared and "vision" in prepared.sources:
+            labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
+        return {**labels, **accelerator_labels(self)}
+
+    def base_image_text(self) -> str:
+        return self.base_image
+
+    def input_rows(self) -> list[tuple[str, object]]:
+        rows: list[tuple[str, object]] = [
+            ("python", self.python_version or "the base image's"),
+            ("MAX_JOBS", self.max_jobs or "from the engine's cores and memory (3 GiB a job)")]
+        if self.extension:
+            rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
+        if self.git_credential_file:
+            rows.append(("credentials", f"{self.git_credential_file} (BuildKit secret git_credentials)"))
+        rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
+        rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
+                     else "the base image's /home/vision"))
+        if self.slim:
+            rows.append(("slim", f"also {self.image}-slim FROM {self.runtime_base or 'the base image’s OS image'},"
+                                 f" with {' '.join(self.runtime_paths) or 'no extra folders'}"))
+        return rows
+
+    def context_lines(self) -> list[tuple[str, str]]:
+        return [("wheelhouse/", "wheels of the requirement-style extensions"),
+                ("extensions.txt", ", ".join(self.extensions) if self.extensions else "(none)"),
+                ("sources/", "vision" if self.vision else "(empty)"), toolkit_context(self)]
+
+
+def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+             no_cache: bool = False) -> DevPlan:
+    missing = check_common(settings, reuse_context)
+    if not settings.image.base:
+        missing.append(Missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`"))
+    src = settings.sources
+    if not reuse_context:
+        missing += missing_toolkits(settings)
+        if settings.wheels.extension_module and not src.extension_repo:
+            missing.append(Missing("sources.extension_repo", f"[wheels] extension_module ="
+                                   f" {settings.wheels.extension_module!r} names an extension to build"))
+    raise_missing(missing)
+    extension = sources.SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
+    vision = sources.SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
+    return pinned(DevPlan(
+        **common_fields(settings, reuse_context, no_cache),
+        base_image=settings.image.base,
+        dockerfile_template=template_of(settings, "dev"),
+        python_version=settings.python.version if python_given else "",
+        toolkits=settings.toolkits.given(),
+        extension=extension,
+        extension_module=settings.wheels.extension_module,
+        extensions=settings.dev.extensions,
+        git_credential_file=str(Path(settings.dev.git_credential_file).expanduser().resolve()) if settings.dev.git_credential_file else "",
+        vision=vision,
+        vision_root=src.vision_root,
+        build_env=build_env_of(settings, dict(settings.dev.build_env)),
+        max_jobs=settings.dev.max_jobs,
+        ccache_size=settings.dev.ccache_size,
+        slim=settings.dev.slim,
+        runtime_base=settings.dev.runtime_base,
+        runtime_paths=settings.dev.runtime_paths,
+        runtime_env=build_env_of(settings),
+        cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
+        rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        keep_git=src.keep_git,
+    ))
+
+
+def default_max_jobs(cpus: int, memory_bytes: int) -> int:
+    """Source builds die of OOM long before they run out of cores: one job per 3 GiB."""
+    by_memory = memory_bytes // (3 * 1024**3)
+    return max(1, min(cpus, by_memory))
