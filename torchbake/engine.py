@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -239,11 +239,13 @@ class DockerClient:
         with engine_errors(f"start {name}", self.timeout):
             self.api.start(name)
 
-    def push(self, reference: str, log_file: Path | None = None) -> str:
-        """Push ``reference`` with the user's docker credentials; its progress goes to the log (and
-        a bar on a terminal). Returns the registry digest."""
+    def push(self, reference: str, log_file: Path | None = None,
+             progress: Callable[[int, int], None] | None = None) -> str:
+        """Push ``reference`` with the user's docker credentials; every event goes to the log, and
+        ``progress(bytes sent, bytes to send)`` hears of each layer's progress. Returns the
+        registry digest."""
         repository, tag = split_reference(reference)
-        digest, layers = "", {}
+        digest, sent, totals = "", {}, {}
         with engine_errors(f"push {reference}", 3600), contextlib.ExitStack() as stack:
             log = stack.enter_context(log_file.open("a")) if log_file else None
             for event in self.api.push(repository, tag=tag or None, stream=True, decode=True):
@@ -251,7 +253,13 @@ class DockerClient:
                     log.write(json.dumps(event) + "\n")
                 if event.get("error"):
                     raise EngineError(f"Pushing {reference} failed: {event['error']}")
-                layers[event.get("id", "")] = event.get("status", "")
+                detail, layer = event.get("progressDetail") or {}, event.get("id", "")
+                if detail.get("total"):
+                    sent[layer], totals[layer] = int(detail.get("current", 0)), int(detail["total"])
+                elif event.get("status") in ("Pushed", "Layer already exists", "Mounted from") and layer in totals:
+                    sent[layer] = totals[layer]
+                if progress is not None and totals:
+                    progress(sum(sent.values()), sum(totals.values()))
                 digest = (event.get("aux") or {}).get("Digest", digest)
         return digest
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from . import command
@@ -220,7 +221,13 @@ class MatrixRun:
                 stream.close()
 
     def _push(self, cell: Cell) -> str:
-        digest = self.client.push(cell.image, Path(self.results[cell.id].log) if self.results[cell.id].log else None)
+        """Push the cell's image (a progress bar on a terminal, every event in its log)."""
+        log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
+        with Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                      TransferSpeedColumn(), console=self.console, disable=not self.console.is_terminal,
+                      transient=True) as bar:
+            task = bar.add_task(f"push {cell.image}", total=None)
+            digest = self.client.push(cell.image, log, lambda done, total: bar.update(task, completed=done, total=total))
         if digest:
             return digest
         info = self.client.inspect_image(cell.image) or {}

@@ -1,0 +1,76 @@
+"""Engine calls through the docker SDK, with a fake low-level client: typed errors become
+torchbake's, a push reports progress and its digest."""
+
+from __future__ import annotations
+
+import docker.errors
+import pytest
+import requests
+
+from torchbake.engine import DockerClient, split_reference
+from torchbake.errors import EngineError
+
+
+class FakeAPI:
+    def __init__(self, **answers):
+        self.answers = answers
+
+    def __getattr__(self, name):
+        answer = self.answers[name]
+
+        def call(*args, **kwargs):
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer(*args, **kwargs) if callable(answer) else answer
+
+        return call
+
+
+def client_with(api: FakeAPI) -> DockerClient:
+    class Client(DockerClient):
+        @property
+        def api(self):
+            return api
+
+    return Client(binary="/usr/bin/docker", version="20.10.24", build_mode="buildkit-env", timeout=3)
+
+
+def test_not_found_is_none_and_other_failures_are_engine_errors():
+    response = requests.Response()
+    response.status_code = 404
+    client = client_with(FakeAPI(inspect_image=docker.errors.NotFound("no such image", response=response)))
+    assert client.inspect_image("x:1") is None
+    slow = client_with(FakeAPI(inspect_image=requests.exceptions.ReadTimeout("read timed out")))
+    with pytest.raises(EngineError, match=r"did not answer `docker image inspect x:1` within 3 s"):
+        slow.inspect_image("x:1")
+    refused = client_with(FakeAPI(tag=docker.errors.APIError("500 Server Error", explanation="no space left")))
+    with pytest.raises(EngineError, match="`docker tag a b:c` failed: no space left"):
+        refused.tag("a", "b:c")
+
+
+def test_push_reports_progress_and_its_digest(tmp_path):
+    events = [
+        {"status": "Preparing", "id": "l1"},
+        {"status": "Pushing", "id": "l1", "progressDetail": {"current": 50, "total": 100}},
+        {"status": "Pushing", "id": "l2", "progressDetail": {"current": 10, "total": 300}},
+        {"status": "Pushed", "id": "l1"},
+        {"status": "Layer already exists", "id": "l2"},
+        {"status": "tag: digest: sha256:abc size: 528", "aux": {"Digest": "sha256:abc", "Size": 528}},
+    ]
+    seen = []
+    client = client_with(FakeAPI(push=lambda *a, **k: iter(events)))
+    digest = client.push("reg:5000/team/img:tag", tmp_path / "log", lambda done, total: seen.append((done, total)))
+    assert digest == "sha256:abc"
+    assert seen[0] == (50, 100) and seen[-1] == (400, 400)
+    assert (tmp_path / "log").read_text().count("\n") == len(events)
+    failing = client_with(FakeAPI(push=lambda *a, **k: iter([{"error": "denied: requested access is refused"}])))
+    with pytest.raises(EngineError, match="Pushing img:1 failed: denied"):
+        failing.push("img:1")
+
+
+@pytest.mark.parametrize(("reference", "parts"), [
+    ("img", ("img", "")), ("img:1", ("img", "1")), ("reg:5000/team/img", ("reg:5000/team/img", "")),
+    ("reg:5000/team/img:t", ("reg:5000/team/img", "t")), ("img@sha256:" + "a" * 64, ("img@sha256:" + "a" * 64, "")),
+])
+def test_references_split_into_repository_and_tag(reference, parts):
+    assert split_reference(reference) == parts
