@@ -15,6 +15,7 @@ from .common import (
     Missing,
     PlanCommon,
     accelerator_labels,
+    build_env_of,
     check_common,
     common_fields,
     hash_common,
@@ -101,11 +102,6 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
     missing += missing_python_source(settings)
     raise_missing(missing)
     template = template_of(settings, "release")
-    env = dict(image.env)
-    if settings.accelerator.torch_cuda_arch_list:
-        env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
-    if settings.accelerator.pytorch_rocm_arch:
-        env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
     return pinned(ReleasePlan(
@@ -118,7 +114,7 @@ def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: b
         wheel_sources={role: loc for role, loc in sources.items() if loc},
         extra_requirements=wheels.extra,
         toolkits=settings.toolkits.given(),
-        image_env=env,
+        image_env=build_env_of(settings),
         render_gid=image.render_gid,
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
