@@ -24,6 +24,7 @@ from . import __version__, command, validation
 from .config import Settings
 from .engine import DockerClient, engine_is_local
 from .errors import ConfigurationError, ContainerError
+from .manifest import recent_builds
 
 CONTAINER_LABEL = "torchbake.container"
 PROFILE_LABEL = "torchbake.device-profile"
@@ -400,6 +401,21 @@ def run_session(client: DockerClient, session: Session, *, forward_stdin: bool) 
         else:  # creating the session's container: the exact command --dry-run shows
             client.cli(*argv[1:], error=ContainerError)
     return command.run_attached(session.attached, forward_stdin=forward_stdin)
+
+
+def most_recent_image(client: DockerClient, log_dir: Path) -> str:
+    """The image of the newest successful build recorded on this host that the engine still has."""
+    builds = recent_builds(log_dir)
+    if builds:
+        client.check_engine()
+    for document in builds:
+        if client.inspect_image(document["image"]) is not None:
+            return document["image"]
+    gone = f" (the {len(builds)} recorded are no longer on the engine)" if builds else ""
+    raise ConfigurationError(
+        f"No IMAGE given, and this host has no successful build to run{gone}. Build one with"
+        " `invoke build --release`, or name an image: `invoke run-container IMAGE`."
+    )
 
 
 def list_containers(client: DockerClient) -> list[dict[str, str]]:

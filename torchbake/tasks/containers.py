@@ -13,7 +13,6 @@ from ..cli import COMMON_HELP, FlagTask, console, docker_client, reports_errors,
 from ..command import default_stream, format_command
 from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
-from ..manifest import recent_builds
 
 RUN_HELP = {
     **COMMON_HELP,
@@ -60,7 +59,7 @@ def run_container(c, image=None, name=None, shm_size=None, privileged=False, env
     notes = output.console(stderr=True)
     client = docker_client(settings, for_build=False)
     if not image:
-        image = most_recent_image(client, settings.paths.log_dir)
+        image = running.most_recent_image(client, settings.paths.log_dir)
         notes.print(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.",
                     markup=False)
     explicit = {key.split(".", 1)[1] for key, value in cli.items() if value is not None} | ({"mounts"} if mount else set())
@@ -84,21 +83,6 @@ def run_container(c, image=None, name=None, shm_size=None, privileged=False, env
         if not interactive:
             notes.print(f"torchbake: the command exited with status {status} in container {session.name}.")
         raise Exit(code=status)
-
-
-def most_recent_image(client, log_dir) -> str:
-    """The image of the newest successful build recorded on this host that the engine still has."""
-    builds = recent_builds(log_dir)
-    if builds:
-        client.check_engine()
-    for document in builds:
-        if client.inspect_image(document["image"]) is not None:
-            return document["image"]
-    gone = f" (the {len(builds)} recorded are no longer on the engine)" if builds else ""
-    raise ConfigurationError(
-        f"No IMAGE given, and this host has no successful build to run{gone}. Build one with"
-        " `invoke build --release`, or name an image: `invoke run-container IMAGE`."
-    )
 
 
 @task(klass=FlagTask, help=COMMON_HELP, iterable=["config"])
