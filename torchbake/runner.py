@@ -237,7 +237,7 @@ class MatrixRun:
 
 def summary_table(results: Mapping[str, CellResult]) -> Table:
     table = Table(title="build-all")
-    table.add_column("cell", no_wrap=True)
+    table.add_column("cell", no_wrap=True, min_width=max((len(r.id) for r in results.values()), default=4))
     for column in ("image", "status", "reason", "time", "size", "digest"):
         table.add_column(column, overflow="fold")
     for r in results.values():
@@ -245,6 +245,12 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
                       human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
+
+
+def failure_lines(results: Mapping[str, CellResult]) -> list[str]:
+    """One line per cell that did not build: its status, id and first error line, with its log."""
+    return [f"{r.status} {r.id}: {r.error or r.reason}" + (f" (log: {r.log})" if r.log else "")
+            for r in results.values() if r.status in FAILED_STATES or r.status == "not run"]
 
 
 def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:

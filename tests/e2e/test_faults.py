@@ -75,9 +75,12 @@ class Run:
     def __init__(self, args: list[str], env: dict[str, str]):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
         full_env.update(env, PYTHONUNBUFFERED="1")
+        # A job started in the background by a shell without job control inherits SIGINT ignored, and
+        # Python then keeps ignoring it: give the run the default disposition a terminal user has.
         self.process = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=ROOT,
                                         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        stdin=subprocess.DEVNULL)
+                                        stdin=subprocess.DEVNULL,
+                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -148,7 +151,8 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
     image = f"{repository}:1"
     docker("tag", base_image, image)  # "the image that existed before"
     before = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
-    kit = toolkit_tarball("#!/bin/bash\necho 'kit: installing'\nsleep 15\necho 'kit: done'\n")
+    # unique to this run, so no earlier run's layer cache can serve the installer's step
+    kit = toolkit_tarball(f"#!/bin/bash\necho 'kit: installing'\nsleep 15\necho 'kit: done'\n# {run_id}\n")
     with slow_server({"kit.tar.gz": kit}) as (url, requests, asked):
         args = ["build", "--config", "configs/cpu.toml", "--name", repository, "--tag", "1", "--base-img", base_image,
                 "--musa-toolkits-url", f"{url}/kit.tar.gz"]

@@ -13,7 +13,7 @@ from .. import config as configuration
 from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
-from ..runner import MatrixRun, cell_plan, exit_status, predict, summary_table, write_json, write_junit
+from ..runner import MatrixRun, cell_plan, exit_status, failure_lines, predict, summary_table, write_json, write_junit
 from ..variants import how_to_set, ways_to_set
 from ..writable import check_output_file
 from .build import TRUST_HELP, trust_overrides
@@ -92,6 +92,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         if "--junit" in outputs:
             write_junit(outputs["--junit"], run.results)
     out.print(summary_table(results))
+    for line in failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
+        out.print(line)
     status = exit_status(results)
     if status:
         failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
