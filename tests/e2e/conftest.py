@@ -3,6 +3,10 @@ scripts/test.sh (what CI runs) starts one first."""
 
 from __future__ import annotations
 
+import shutil
+import socket
+import subprocess
+import time
 import uuid
 
 import pytest
@@ -98,3 +102,27 @@ def dev_config(repos, tmp_path_factory):
     credentials = folder / "git-credentials"
     credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
     return config, credentials
+
+
+@pytest.fixture
+def registry(tmp_path):
+    """A real local registry (Debian's docker-registry) on 127.0.0.1 for this test."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "registry.yml"
+    config.write_text(
+        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: " + str(tmp_path / "data") +
+        f"\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
+    process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"127.0.0.1:{port}"
+    process.terminate()
+    process.wait(timeout=10)

@@ -137,6 +137,25 @@ def test_build_release_then_run_container_as_typed(scratch, tb_env):
             docker("image", "rm", DEFAULT_RELEASE, check=False)
 
 
+def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_image, tb_env, run_id):
+    """A FROM image a registry has is pulled, not bootstrapped (the build then runs as usual)."""
+    remote = f"{registry}/team/os:{run_id}"
+    docker("tag", base_image, remote)
+    docker("push", remote)
+    docker("image", "rm", remote)
+    name = f"torchbake-test/pulled:{run_id}"
+    try:
+        result = run_invoke("build", "--release", "--base-img", remote, "--name", name.split(":")[0], "--tag", run_id,
+                            env=tb_env)
+        output = result.stdout + result.stderr
+        assert result.returncode == 0, output[-3000:]
+        assert f"{remote} (--base-img) is not on this engine; trying `docker pull {remote}`" in output
+        assert "debootstrap" not in output
+        assert image_exists(remote) and f"Built {name}" in output
+    finally:
+        docker("image", "rm", "--force", name, remote, check=False)
+
+
 NIGHTLY_CELLS = [f"musa-{variant}-py{py}" for py in ("38", "39", "310") for variant in ("base", "dev", "release")]
 VENDOR_VALUES = ("toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url", "wheels.torch",
                  "wheels.extension")

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import socket
-import subprocess
 import tarfile
 import time
 import xml.etree.ElementTree as ElementTree
@@ -116,29 +113,6 @@ def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env):
     assert all(by_id[c]["status"] in ("unchanged", "built", "retagged") for c in CELLS)
     assert "1 of 5 cells did not build: broken-release-py311" in result.stderr
     assert ElementTree.parse(folder / "r4.xml").getroot().get("failures") == "1"
-
-
-@pytest.fixture
-def registry(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = tmp_path / "registry.yml"
-    config.write_text(
-        "version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: " + str(tmp_path / "data") +
-        f"\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
-    )
-    process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(50):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"127.0.0.1:{port}"
-    process.terminate()
-    process.wait(timeout=10)
 
 
 def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
