@@ -1,9 +1,12 @@
-"""Every host subprocess goes through :func:`run`.
+"""Every host subprocess goes through :func:`run` (or :func:`run_attached` for a terminal).
 
-It prints ``+ <command>`` (quoted exactly as a shell would need it), resolves the binary first
-(a missing tool is a clear error, not a ``FileNotFoundError``), can stream output live while
-saving it to a log file, and turns a non-zero exit into the given ``FatalError`` subclass.
-Arguments are always a list, passed to the program directly: no shell is ever involved.
+Commands are started through plumbum (``local[...]``, ``iter_lines`` with its overall and
+per-line timeouts); this layer adds what plumbum does not do: it prints ``+ <command>`` (quoted
+exactly as a shell would need it), resolves the binary first (a missing tool is a clear error,
+not a ``FileNotFoundError``), tees the output live into a per-build log, stops the command's
+whole process group on a stall, a timeout or Ctrl-C / SIGTERM, and turns a non-zero exit into
+the given ``FatalError`` subclass. Arguments are always a list, passed to the program directly:
+no shell is ever involved.
 """
 
 from __future__ import annotations
@@ -145,7 +148,7 @@ def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool 
     interactive shell or a command whose output is the result; return its exit status. The
     ``+ command`` echo goes to the default stream (stderr for run-container), never stdout."""
     argv = _argv(args, error)
-    print(f"+ {format_command(argv)}", file=default_stream.get() or sys.stdout, flush=True)
+    show_command(argv)
     sys.stdout.flush()
     stdin = None if forward_stdin else subprocess.DEVNULL
     return subprocess.run(argv, stdin=stdin, check=False).returncode
