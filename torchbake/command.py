@@ -1,7 +1,7 @@
 """Every host subprocess goes through :func:`run` (or :func:`run_attached` for a terminal).
 
-Commands are started through plumbum (``local[...]``, ``iter_lines`` with its overall and
-per-line timeouts); this layer adds what plumbum does not do: it prints ``+ <command>`` (quoted
+Commands are started through plumbum (``local[...].popen``); this layer adds what plumbum does
+not do: it prints ``+ <command>`` (quoted
 exactly as a shell would need it), resolves the binary first (a missing tool is a clear error,
 not a ``FileNotFoundError``), tees the output live into a per-build log, stops the command's
 whole process group on a stall, a timeout or Ctrl-C / SIGTERM, and turns a non-zero exit into
@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,6 @@ from .errors import CommandError, FatalError
 from .lazy import LazyModule
 
 plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
-processes = LazyModule("plumbum.commands.processes")
 
 # Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
 # others) somewhere quieter; its per-build log gets everything either way.
@@ -123,11 +123,11 @@ def run(
         else:
             shown = None if capture and log_file is None else out  # captured: read, not printed
             output, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
-    except processes.ProcessLineTimedOut as exc:
+    except Stalled as exc:
         raise error(
             f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
         ) from exc
-    except (subprocess.TimeoutExpired, processes.ProcessTimedOut) as exc:
+    except subprocess.TimeoutExpired as exc:
         raise error(
             f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
         ) from exc
@@ -193,6 +193,20 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+class Stalled(Exception):
+    """A streamed command printed nothing for its idle timeout."""
+
+
+def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float, stalled: threading.Event) -> None:
+    """Stop the command when it has printed nothing for ``idle_timeout`` seconds."""
+    while proc.poll() is None:
+        if time.monotonic() - last_output[0] > idle_timeout:
+            stalled.set()
+            _signal_group(proc, signal.SIGTERM)
+            return
+        time.sleep(min(1.0, idle_timeout / 4))
+
+
 def _captured(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None,
               timeout: float | None) -> tuple[str, int]:
     proc = _popen(argv, env, cwd)
@@ -224,12 +238,15 @@ def _stream(
         proc = _popen(argv, env, cwd)
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
+        last_output = [time.monotonic()]
+        stalled = threading.Event()
+        if idle_timeout:
+            threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, stalled), daemon=True).start()
         try:
-            # plumbum's iter_lines: a line at a time (decoded, trailing whitespace cut), ProcessTimedOut
-            # after ``timeout``, ProcessLineTimedOut after ``idle_timeout`` without a line
-            for _, text in processes.iter_lines(proc, retcode=None, timeout=timeout,
-                                                line_timeout=idle_timeout or None, mode=processes.BY_TYPE):
-                line = text + "\n"
+            assert proc.stdout is not None
+            for raw in proc.stdout:
+                last_output[0] = time.monotonic()
+                line = raw.decode(errors="replace")
                 if out is not None:
                     out.write(line)
                     out.flush()
@@ -238,7 +255,9 @@ def _stream(
                 kept.append(line)
                 if not keep and len(kept) > 200:
                     del kept[:100]
-            returncode = proc.wait()
+            returncode = proc.wait(timeout=timeout)
+            if stalled.is_set():
+                raise Stalled()
         except BaseException:  # stalled, timed out or interrupted: the whole process group stops
             _stop(proc)
             raise
