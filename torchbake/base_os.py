@@ -157,8 +157,8 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
                        *, dry_run: bool = False) -> str:
     """Create the image; returns its id. An existing image is kept unless ``force``."""
     check_spec(spec)
-    rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary)
     if dry_run:
+        rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary)
         say(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
             f"  {command.format_command(import_cmd)}")
         return ""
@@ -177,7 +177,8 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             command.run(rootfs_cmd, error=CommandError,
                         failure_hint=f"debootstrap could not make {spec.suite} from"
                                      f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that the"
-                                     " mirror answers, or name a reachable one with --mirror URL ([bootstrap] mirror).")
+                                     " mirror answers, or name a reachable one: [bootstrap] mirror in a --config file,"
+                                     " TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os --mirror URL`.")
             _trim(rootfs)
             command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
             command.show_command(import_cmd)

@@ -182,18 +182,25 @@ def built_images_file(plan: Plan) -> Path:
     return plan.settings.paths.cache_dir / "built-images.json"
 
 
-def trusting(body):
-    """Run ``body(plan, ...)`` with host commands (pip, git) trusting the plan's --ca-bundle."""
+def in_plan_environment(body):
+    """Run ``body(plan, ...)`` with host commands (pip, git) trusting the plan's --ca-bundle and
+    stopped after the plan's [build] stall_timeout of silence. Set here, in the thread that runs
+    the plan (a build-all worker too), since context variables do not cross into new threads."""
 
     @functools.wraps(body)
     def wrapper(plan, *args, **kwargs):
-        with command.environment(trust_environment(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)):
-            return body(plan, *args, **kwargs)
+        settings = plan.settings
+        token = command.stall_timeout.set(settings.build.stall_timeout)
+        try:
+            with command.environment(trust_environment(settings.downloads.ca_bundle, settings.paths.cache_dir)):
+                return body(plan, *args, **kwargs)
+        finally:
+            command.stall_timeout.reset(token)
 
     return wrapper
 
 
-@trusting
+@in_plan_environment
 def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True, make_base: bool = True,
            console: Console | None = None) -> tuple[Preflight, str, tuple[str, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
@@ -206,7 +213,7 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     return facts, digest, found
 
 
-@trusting
+@in_plan_environment
 def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
                 log_file: Path | None = None) -> BuildResult:
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""

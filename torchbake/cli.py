@@ -18,7 +18,7 @@ from invoke.parser import Argument
 from invoke.parser.parser import ParseMachine
 from rich.console import Console
 
-from . import command, config, output, writable
+from . import config, output, writable
 from .engine import DockerClient, detect_client
 from .errors import FatalError
 
@@ -126,6 +126,5 @@ def check_folders(settings: config.Settings, *, create: bool) -> None:
 def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
     timeouts of ``[build]``."""
-    command.stall_timeout.set(settings.build.stall_timeout)  # git and pip get the stall limit builds have
     return detect_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
                          timeout=settings.build.engine_timeout, stall_timeout=settings.build.stall_timeout)

@@ -1,12 +1,11 @@
 """Every host subprocess goes through :func:`run` (or :func:`run_attached` for a terminal).
 
 Commands are started through plumbum (``local[...].popen``); this layer adds what plumbum does
-not do: it prints ``+ <command>`` (quoted
-exactly as a shell would need it), resolves the binary first (a missing tool is a clear error,
-not a ``FileNotFoundError``), tees the output live into a per-build log, stops the command's
-whole process group on a stall, a timeout or Ctrl-C / SIGTERM, and turns a non-zero exit into
-the given ``FatalError`` subclass. Arguments are always a list, passed to the program directly:
-no shell is ever involved.
+not do: it prints ``+ <command>`` (quoted exactly as a shell would need it), resolves the binary
+first (a missing tool is a clear error, not a ``FileNotFoundError``), tees the output live into a
+per-build log, stops the command's whole process group on a stall, a timeout or Ctrl-C /
+SIGTERM, and turns a non-zero exit into the given ``FatalError`` subclass. Arguments are always a
+list, passed to the program directly: no shell is ever involved.
 """
 
 from __future__ import annotations
@@ -123,7 +122,7 @@ def run(
         else:
             shown = None if capture and log_file is None else out  # captured: read, not printed
             output, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
-    except Stalled as exc:
+    except _Stalled as exc:
         raise error(
             f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
         ) from exc
@@ -179,8 +178,9 @@ def terminate_all() -> int:
 def _popen(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None) -> subprocess.Popen:
     """The command started through plumbum, output (stdout and stderr together) piped, in a
     process group of its own so that what it starts stops with it."""
-    return plumbum.local[argv[0]][argv[1:]].popen(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                           env=env, cwd=cwd, start_new_session=True)
+    command = plumbum.local[argv[0]][argv[1:]]
+    return command.popen(stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                         start_new_session=True)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -193,18 +193,24 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-class Stalled(Exception):
+class _Stalled(Exception):
     """A streamed command printed nothing for its idle timeout."""
 
 
-def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float, stalled: threading.Event) -> None:
-    """Stop the command when it has printed nothing for ``idle_timeout`` seconds."""
+def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float | None, deadline: float | None,
+           stopped: list[str]) -> None:
+    """Stop the command when it has printed nothing for ``idle_timeout`` seconds ("stalled") or
+    runs past ``deadline`` ("timeout"), and say which in ``stopped``."""
+    step = min(1.0, *(t / 4 for t in (idle_timeout, deadline and deadline - time.monotonic()) if t))
     while proc.poll() is None:
-        if time.monotonic() - last_output[0] > idle_timeout:
-            stalled.set()
+        now = time.monotonic()
+        reason = ("stalled" if idle_timeout and now - last_output[0] > idle_timeout
+                  else "timeout" if deadline and now > deadline else "")
+        if reason:
+            stopped.append(reason)
             _signal_group(proc, signal.SIGTERM)
             return
-        time.sleep(min(1.0, idle_timeout / 4))
+        time.sleep(step)
 
 
 def _captured(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None,
@@ -238,10 +244,10 @@ def _stream(
         proc = _popen(argv, env, cwd)
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
-        last_output = [time.monotonic()]
-        stalled = threading.Event()
-        if idle_timeout:
-            threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, stalled), daemon=True).start()
+        last_output, stopped = [time.monotonic()], []
+        if idle_timeout or timeout:
+            deadline = time.monotonic() + timeout if timeout else None
+            threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, deadline, stopped), daemon=True).start()
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
@@ -255,9 +261,11 @@ def _stream(
                 kept.append(line)
                 if not keep and len(kept) > 200:
                     del kept[:100]
-            returncode = proc.wait(timeout=timeout)
-            if stalled.is_set():
-                raise Stalled()
+            returncode = proc.wait()
+            if "stalled" in stopped:
+                raise _Stalled()
+            if "timeout" in stopped:
+                raise subprocess.TimeoutExpired(argv, timeout or 0)
         except BaseException:  # stalled, timed out or interrupted: the whole process group stops
             _stop(proc)
             raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -244,6 +245,7 @@ SECTION_TYPES: dict[str, type] = {
     "paths": PathOptions,
 }
 
+@functools.cache
 def validators() -> dict[str, Callable[[Any], None]]:
     """``section.key`` → the check beside that option's field."""
     return {f"{section}.{f.name}": f.metadata["check"] for section, cls in SECTION_TYPES.items()

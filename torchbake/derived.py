@@ -98,19 +98,16 @@ def apply(values: MutableMapping[str, Any], sources: MutableMapping[str, str], v
     if not values["wheels.torch"] and values["wheels.default_torch"].get(profile):
         _set(values, sources, "wheels.torch", values["wheels.default_torch"][profile],
              f"[wheels] default_torch.{profile}")
-    if not values["base.sys"]:
-        image, why = _os_image(values)
-        if image:
-            _set(values, sources, "base.sys", image, why)
+    os_image, why = _os_image(values)
+    if not values["base.sys"] and os_image:
+        _set(values, sources, "base.sys", os_image, why)
     if not values["image.base"]:
         if variant == "dev":
             name, tag = image_reference(values, "base")
             _set(values, sources, "image.base", f"{name}:{tag}", "[naming]: the image build-base makes for"
                                                                  f" profile {profile}, Python {values['python.version']}")
-        elif variant == "release":
-            image, why = _os_image(values)
-            if image:
-                _set(values, sources, "image.base", image, why)
+        elif variant == "release" and os_image:
+            _set(values, sources, "image.base", os_image, why)
     if not values["image.name"]:
         name, tag = image_reference(values, variant)
         _set(values, sources, "image.name", name, "[naming] name")

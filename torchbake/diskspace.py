@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .downloads import DownloadCache, split_fragment
 from .errors import DiskSpaceError
+from .files import nearest_existing
 from .output import human_size
 from .validation import byte_size, is_url
 
@@ -61,15 +62,8 @@ def _remote_size(url: str, timeout: float) -> int:
         return 0  # unknown here; the download itself reports what went wrong
 
 
-def _existing(folder: Path) -> Path:
-    """The folder, or its nearest ancestor that exists (a cache not created yet)."""
-    while not folder.exists():
-        folder = folder.parent
-    return folder
-
-
 def free_bytes(folder: Path) -> int:
-    stats = os.statvfs(_existing(folder))
+    stats = os.statvfs(nearest_existing(folder))
     return stats.f_bavail * stats.f_frsize
 
 
@@ -78,7 +72,7 @@ def check(needs: list[Need], margin: str) -> None:
     keep = byte_size(margin)
     by_device: dict[int, list[Need]] = {}
     for need in needs:
-        by_device.setdefault(os.stat(_existing(need.folder)).st_dev, []).append(need)
+        by_device.setdefault(os.stat(nearest_existing(need.folder)).st_dev, []).append(need)
     problems = []
     for group in by_device.values():
         total = sum(n.bytes for n in group)

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import filelock
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 from .errors import ConfigurationError, DownloadError
 from .files import write_atomically
+from .output import transfer_progress
 from .validation import is_url
 
 CHUNK = 1024 * 1024
@@ -285,7 +285,7 @@ class DownloadCache:
         policy = self.policy
         context = policy.ssl_context() if url.startswith("https://") else None
         started, tries, wait = time.monotonic(), 0, policy.retry_backoff
-        with _progress(self.show_progress) as progress:
+        with transfer_progress(enabled=self.show_progress) as progress:
             task = progress.add_task(file_name_of(url), total=None)
             while True:
                 tries += 1
@@ -363,13 +363,6 @@ def _check(location: str, digest: str, expected: str, what: str) -> None:
             f"sha256 mismatch for {location}{what}:\n  expected {expected}\n  got      {digest}\n"
             "The file was not cached. Fix the digest in [checksums] / the #sha256= fragment, or the URL."
         )
-
-
-def _progress(enabled: bool) -> Progress:
-    return Progress(
-        TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(), disable=not enabled, transient=False,
-    )
 
 
 def link_or_copy(source: Path, target: Path) -> None:

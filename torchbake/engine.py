@@ -96,13 +96,12 @@ class DockerClient:
         argv.append(str(context))
         return argv, env
 
-    def cli(self, *args: str, timeout: float = 0, echo: bool = False,
-            error: type[FatalError] = EngineError) -> command.CommandResult:
+    def cli(self, *args: str, timeout: float = 0, error: type[FatalError] = EngineError) -> command.CommandResult:
         """The CLI, for what it alone does (creating the container of an interactive session with
         the exact flags --dry-run prints), bounded by ``timeout`` (0: the client's)."""
         timeout = timeout or self.timeout
         try:
-            return command.run([self.binary, *args], capture=True, error=error, timeout=timeout, echo=echo,
+            return command.run([self.binary, *args], capture=True, error=error, timeout=timeout, echo=False,
                                failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.")
         except FatalError as exc:
             if "did not finish within" in str(exc):
@@ -118,14 +117,14 @@ class DockerClient:
         """The SDK's client for this engine: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY``
         / ``DOCKER_CERT_PATH``, ssh) when set, else the docker context (``DOCKER_CONTEXT``, or
         the current one), as the CLI finds it; made once per client."""
-        key = (self.binary, self.timeout, tuple(sorted((k, v) for k, v in self.environ.items() if k.startswith("DOCKER_"))))
+        key = (self.timeout, tuple(sorted((k, v) for k, v in self.environ.items() if k.startswith("DOCKER_"))))
         if key not in _API_CLIENTS:
             with engine_errors("connect", self.timeout):
                 _API_CLIENTS[key] = _sdk_client(self.environ, self.timeout).api
         return _API_CLIENTS[key]
 
     def check_engine(self) -> str:
-        """The engine's version; a clear error if none answers (asked once per client and host)."""
+        """The engine's version; a clear error if none answers."""
         with engine_errors("version", self.timeout):
             return str(self.api.version().get("Version", ""))
 

@@ -1,5 +1,6 @@
-"""Writing files so that no reader ever sees half of one: the content goes to a temporary name
-beside the target (unique per process and thread), then is renamed over it."""
+"""Small file-system helpers every module shares: atomic writes (the content goes to a temporary
+name beside the target, unique per process and thread, then is renamed over it, so no reader
+ever sees half a file) and the nearest folder that exists of a path not made yet."""
 
 from __future__ import annotations
 
@@ -17,4 +18,11 @@ def write_atomically(path: Path, data: bytes | str) -> Path:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    return path
+
+
+def nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest ancestor that exists (a cache or report folder not made yet)."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
     return path

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,33 +64,29 @@ def manifest_path(log_file: Path) -> Path:
     return log_file.with_name(log_file.stem + ".manifest.json")
 
 
-def find_manifest(log_dir: Path, image_id: str) -> tuple[Path, dict[str, Any]] | None:
-    """The newest manifest in ``log_dir`` of the build that made ``image_id``."""
+def _manifests(log_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every readable manifest in ``log_dir``, newest first (a manifest is written as its build ends)."""
     if not log_dir.is_dir():
-        return None
+        return
     for path in sorted(log_dir.glob("*.manifest.json"), key=lambda p: p.stat().st_mtime, reverse=True):
         try:
             document = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
-        if image_id and image_id in (document.get("image_id"), document.get("candidate_id")):
-            return path, document
-    return None
+        if isinstance(document, dict):
+            yield path, document
+
+
+def find_manifest(log_dir: Path, image_id: str) -> tuple[Path, dict[str, Any]] | None:
+    """The newest manifest in ``log_dir`` of the build that made ``image_id``."""
+    return next(((path, document) for path, document in _manifests(log_dir)
+                 if image_id and image_id in (document.get("image_id"), document.get("candidate_id"))), None)
 
 
 def recent_builds(log_dir: Path) -> list[dict[str, Any]]:
     """The manifests of this host's successful builds, newest first."""
-    if not log_dir.is_dir():
-        return []
-    found = []
-    for path in log_dir.glob("*.manifest.json"):
-        try:
-            document = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(document, dict) and document.get("status") == "built" and document.get("image"):
-            found.append(document)
-    return sorted(found, key=lambda d: str(d.get("finished", "")), reverse=True)
+    return [document for _, document in _manifests(log_dir)
+            if document.get("status") == "built" and document.get("image")]
 
 
 def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[str, Any]] | None) -> list[tuple[str, str]]:

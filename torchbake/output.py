@@ -9,6 +9,7 @@ import sys
 from typing import IO
 
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.text import Text
 
 
@@ -17,6 +18,14 @@ def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     stream = file or (sys.stderr if stderr else sys.stdout)
     width = None if file is None and stream.isatty() else 160
     return Console(file=file, stderr=stderr, markup=False, highlight=False, soft_wrap=True, width=width)
+
+
+def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:
+    """The bar of every transfer (downloads, pushes): what moves (never read as markup), bytes,
+    speed and time left; drawn only when ``enabled`` (a terminal)."""
+    return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), TimeRemainingColumn(), console=console, disable=not enabled,
+                    transient=transient)
 
 
 def human_size(count: int) -> str:

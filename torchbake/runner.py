@@ -17,7 +17,6 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from . import command
@@ -28,7 +27,7 @@ from .errors import BaseImagePending, FatalError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
 from .output import console as output_console
-from .output import human_size, styled
+from .output import human_size, styled, transfer_progress
 from .variants import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
@@ -223,9 +222,7 @@ class MatrixRun:
     def _push(self, cell: Cell) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in its log)."""
         log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
-        with Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
-                      TransferSpeedColumn(), console=self.console, disable=not self.console.is_terminal,
-                      transient=True) as bar:
+        with transfer_progress(enabled=self.console.is_terminal, console=self.console, transient=True) as bar:
             task = bar.add_task(f"push {cell.image}", total=None)
             digest = self.client.push(cell.image, log, lambda done, total: bar.update(task, completed=done, total=total))
         if digest:

@@ -14,14 +14,9 @@ from pathlib import Path
 
 from .config import env_var_name
 from .errors import ConfigurationError
+from .files import nearest_existing
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
-
-
-def _nearest_existing(path: Path) -> Path:
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
 
 
 def check_folder(path: Path, key: str, *, create: bool) -> None:
@@ -32,7 +27,7 @@ def check_folder(path: Path, key: str, *, create: bool) -> None:
     fix = f"Point {env_var_name(key)} at a folder you can write, e.g. {env_var_name(key)}=$HOME/.cache/torchbake."
     if path.exists() and not path.is_dir():
         raise ConfigurationError(f"{where} is a file, not a folder. {fix}")
-    existing = _nearest_existing(path)
+    existing = nearest_existing(path)
     if not existing.is_dir():
         raise ConfigurationError(f"{where} cannot be made: {existing} is a file, not a folder. {fix}")
     if not create:
@@ -57,7 +52,7 @@ def check_output_file(text: str, flag: str) -> Path:
                                  f" you can write, e.g. {example}.")
     if path.is_dir():
         raise ConfigurationError(f"{flag} {text} is a folder; name a file in it, e.g. {flag} {path / 'report'}.")
-    existing = _nearest_existing(path.parent)
+    existing = nearest_existing(path.parent)
     if not existing.is_dir():
         raise ConfigurationError(f"{flag} {text}: {existing} is a file, so no folder can be made there; e.g. {example}.")
     try:
