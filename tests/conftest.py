@@ -21,11 +21,11 @@ def clean_env(monkeypatch):
 
 
 def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, root: Path = ROOT,
-               timeout: float = 1800) -> subprocess.CompletedProcess[str]:
-    """Run `invoke ARGS` as a user would, collecting output."""
+               timeout: float = 1800, input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `invoke ARGS` as a user would, collecting output (``input``: piped to its standard input)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
     full_env.update(env or {})
     return subprocess.run(
         [*INVOKE, "--search-root", str(root), *args], cwd=cwd, env=full_env, capture_output=True,
-        text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+        text=True, timeout=timeout, **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
     )

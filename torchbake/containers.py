@@ -10,19 +10,20 @@ prints and a real run executes.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import __version__, command, validation
 from .config import Settings
-from .engine import DockerClient, engine_is_local
+from .devices import DeviceAccess, HostDevices, device_access
+from .engine import DockerClient
 from .errors import ConfigurationError, ContainerError
 from .manifest import recent_builds
 
@@ -106,77 +107,6 @@ def default_name(image: str) -> str:
     return f"{repository.rsplit('/', 1)[-1]}-{suffix}"
 
 
-# -- device profiles -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HostDevices:
-    """What the engine's host offers the device profiles."""
-
-    runtimes: tuple[str, ...]
-    local: bool  # the engine runs here, so its /dev can be looked at
-    nodes: Mapping[str, int] = field(default_factory=dict)  # device path → group id
-
-    @classmethod
-    def probe(cls, info: Mapping[str, Any], dev: Path = Path("/dev")) -> HostDevices:
-        local = engine_is_local()
-        nodes: dict[str, int] = {}
-        if local:
-            patterns = ("kfd", "dri", "dri/renderD*", "nvidiactl", "nvidia[0-9]*", "mtgpu*")
-            for pattern in patterns:
-                for path in sorted(dev.glob(pattern)):
-                    nodes[str(path)] = path.stat().st_gid
-        return cls(tuple(sorted((info.get("Runtimes") or {}).keys())), local, nodes)
-
-    def has(self, *prefixes: str) -> bool:
-        return any(node.startswith(prefixes) for node in self.nodes)
-
-
-def device_arguments(profile: str, host: HostDevices) -> tuple[str, ...]:
-    """The ``docker run`` arguments a device profile needs, or a ContainerError if the host lacks
-    what the profile needs (so nothing is created)."""
-    if profile == "cpu":
-        return ()
-    if profile == "cuda":
-        if "nvidia" not in host.runtimes and not (host.local and shutil.which("nvidia-container-runtime-hook")):
-            raise ContainerError(
-                "The cuda device profile needs the NVIDIA Container Toolkit on the engine's host, and"
-                f" this engine has none (runtimes: {', '.join(host.runtimes) or 'none'}; no"
-                " nvidia-container-runtime-hook). Install nvidia-container-toolkit and restart dockerd,"
-                " or pass --device-profile cpu to run without GPUs."
-            )
-        if host.local and not host.has("/dev/nvidiactl"):
-            raise ContainerError(
-                "The cuda device profile needs an NVIDIA driver: /dev/nvidiactl does not exist on this host."
-                " Check `nvidia-smi`, or pass --device-profile cpu to run without GPUs."
-            )
-        return ("--gpus", "all")
-    if profile == "rocm":
-        if not host.local:
-            return ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video", "--group-add", "render")
-        missing = [node for node in ("/dev/kfd", "/dev/dri") if node not in host.nodes]
-        if missing:
-            raise ContainerError(
-                f"The rocm device profile needs {' and '.join(missing)} on this host, which "
-                f"{'do' if len(missing) > 1 else 'does'} not exist (the amdgpu driver with ROCm support"
-                " makes them). Pass --device-profile cpu to run without GPUs."
-            )
-        groups = sorted({gid for node, gid in host.nodes.items() if node == "/dev/kfd" or node.startswith("/dev/dri/renderD")})
-        args = ["--device", "/dev/kfd", "--device", "/dev/dri", "--security-opt", "seccomp=unconfined"]
-        for gid in groups:
-            args += ["--group-add", str(gid)]
-        return tuple(args)
-    if profile == "musa":
-        if host.local and "mthreads" not in host.runtimes and not host.has("/dev/mtgpu", "/dev/dri"):
-            raise ContainerError(
-                "The musa device profile needs a Moore Threads GPU: this host has no /dev/mtgpu* or /dev/dri"
-                f" devices and the engine no mthreads runtime (runtimes: {', '.join(host.runtimes) or 'none'})."
-                " Install the MUSA driver and mt-container-toolkit, or pass --device-profile cpu."
-            )
-        return ("--privileged", "--env", "MTHREADS_VISIBLE_DEVICES=all")
-    raise ConfigurationError(f"Unknown device profile {profile!r}; expected one of: {', '.join(validation.PROFILES)}.")
-
-
 # -- the request and its plan ----------------------------------------------------------------------
 
 
@@ -222,15 +152,98 @@ class RunRequest:
 
 
 @dataclass(frozen=True)
-class Session:
-    """The docker commands that give the user their shell or run their command, in order; the
-    last one is attached to the user's terminal or standard streams."""
+class ContainerSpec:
+    """How the session's container is created. The same values give the ``docker run`` flags
+    (what --dry-run prints, and a terminal session runs) and the Engine API's create call."""
 
+    image: str
+    name: str
+    shell: str
+    labels: Mapping[str, str]
+    shm: int
+    privileged: bool
+    devices: DeviceAccess
+    env: Mapping[str, str]
+    mounts: tuple[Mount, ...]
+    workdir: str
+    network: str
+
+    def flags(self) -> list[str]:
+        flags = ["--name", self.name, "--hostname", self.hostname]
+        for key, value in self.labels.items():
+            flags += ["--label", f"{key}={value}"]
+        flags += ["--shm-size", format_size(self.shm)]
+        flags += ["--privileged"] if self.privileged and not self.devices.privileged else []
+        flags += self.devices.flags()
+        for key, value in self.env.items():
+            flags += ["--env", f"{key}={value}"]
+        for mount in self.mounts:
+            flags += ["--mount", mount.argument()]
+        flags += ["--workdir", self.workdir] if self.workdir else []
+        flags += ["--network", self.network] if self.network else []
+        return flags
+
+    @property
+    def hostname(self) -> str:
+        return self.name.replace("_", "-").replace(".", "-")[:63]
+
+    def create_options(self) -> dict[str, Any]:
+        """Keyword arguments of the SDK's ``create_container``, with ``host_config`` those of its
+        ``create_host_config``."""
+        host = {**self.devices.host_config(), "shm_size": self.shm, "network_mode": self.network or None,
+                "privileged": self.privileged or self.devices.privileged,
+                "mounts": [{"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.read_only}
+                           for m in self.mounts] or None}
+        return {"name": self.name, "hostname": self.hostname, "labels": dict(self.labels), "entrypoint": [self.shell],
+                "environment": {**self.devices.env, **self.env} or None, "working_dir": self.workdir or None,
+                "host_config": host}
+
+
+@dataclass(frozen=True)
+class Session:
+    """What run-container does, in order: remove the container being replaced, start a stopped
+    one or create one, then run the shell or command in it; or, ``throwaway``, run one container
+    for the command that is removed when it ends. ``setup`` and ``attached`` are the same steps as
+    docker commands (printed by --dry-run; the attached one runs as such for a terminal)."""
+
+    binary: str
     name: str
     profile: str
     notes: tuple[str, ...]
-    setup: tuple[tuple[str, ...], ...]
-    attached: tuple[str, ...]
+    container: ContainerSpec
+    shell_args: tuple[str, ...]
+    interactive: bool
+    forward_stdin: bool
+    throwaway: bool = False
+    replace: bool = False
+    start: bool = False
+    create: bool = False
+    exec_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    exec_workdir: str = ""
+
+    @property
+    def stream_flags(self) -> tuple[str, ...]:
+        return ("--interactive", "--tty") if self.interactive else ("--interactive",) if self.forward_stdin else ()
+
+    @property
+    def setup(self) -> tuple[tuple[str, ...], ...]:
+        steps = [(self.binary, "rm", "--force", self.name)] if self.replace else []
+        steps += [(self.binary, "start", self.name)] if self.start else []
+        if self.create:
+            steps.append((self.binary, "run", "--detach", "--interactive", "--tty", *self.container.flags(),
+                          "--entrypoint", self.container.shell, self.container.image))
+        return tuple(steps)
+
+    @property
+    def attached(self) -> tuple[str, ...]:
+        if self.throwaway:
+            return (self.binary, "run", "--rm", *self.stream_flags, *self.container.flags(), "--entrypoint",
+                    self.container.shell, self.container.image, *self.shell_args[1:])
+        exec_flags = list(self.stream_flags)
+        for key, value in self.exec_env.items():
+            exec_flags += ["--env", f"{key}={value}"]
+        exec_flags += ["--workdir", self.exec_workdir] if self.exec_workdir else []
+        return (self.binary, "exec", *exec_flags, self.name, *self.shell_args)
 
 
 def shm_bytes(request: RunRequest, memory: int) -> int:
@@ -241,14 +254,17 @@ def shm_bytes(request: RunRequest, memory: int) -> int:
 
 
 def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, profile: str,
-                 device_args: Sequence[str], shm: int, existing: Mapping[str, Any] | None) -> Session:
+                 devices: DeviceAccess, shm: int, existing: Mapping[str, Any] | None) -> Session:
     """The steps for this request given what exists (a pure function: --dry-run prints it)."""
-    notes: list[str] = []
-    setup: list[tuple[str, ...]] = []
+    labels = {CONTAINER_LABEL: "true", IMAGE_LABEL: request.image, PROFILE_LABEL: profile,
+              "torchbake.version": __version__}
+    container = ContainerSpec(image=request.image, name=name, shell=request.shell, labels=labels, shm=shm,
+                              privileged=request.privileged, devices=devices, env=request.env, mounts=request.mounts,
+                              workdir=request.workdir, network=request.network)
     shell_args = (request.shell, "-c", request.command) if request.command else (request.shell,)
-    stream_flags = ("--interactive", "--tty") if request.interactive else (
-        ("--interactive",) if request.forward_stdin else ())
-    create = _create_flags(request, name=name, profile=profile, device_args=device_args, shm=shm)
+    session = Session(binary, name, profile, (), container, shell_args, request.interactive, request.forward_stdin,
+                      exec_env=request.env, exec_workdir=request.workdir)
+    notes: list[str] = []
     if request.remove:
         if existing is not None:
             raise ContainerError(
@@ -256,10 +272,9 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
                 " Pass another --name, or leave --name out."
             )
         notes.append(f"Running a throwaway container {name} from {request.image} ({_describe(profile, shm)}).")
-        attached = (binary, "run", "--rm", *stream_flags, *create, "--entrypoint", request.shell, request.image,
-                    *shell_args[1:])
-        return Session(name, profile, tuple(notes), (), attached)
+        return dataclasses.replace(session, notes=tuple(notes), throwaway=True)
 
+    steps: dict[str, bool] = {}
     if existing is not None:
         state = (existing.get("State") or {}).get("Status", "")
         if (existing.get("Config", {}).get("Labels") or {}).get(CONTAINER_LABEL) != "true":
@@ -274,14 +289,14 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
             if not request.replace:
                 raise ContainerError(f"{problem}\n{REPLACE_HINT}")
             notes.append(f"Replacing container {name} ({state}): {problem or 'asked with --replace'}.")
-            setup.append((binary, "rm", "--force", name))
+            steps["replace"] = True
             existing = None
         elif state == "running":
             notes.append(f"Opening a shell in running container {name}." if not request.command
                          else f"Running the command in running container {name}.")
         elif state in ("exited", "created"):
             notes.append(f"Starting stopped container {name}.")
-            setup.append((binary, "start", name))
+            steps["start"] = True
         elif state == "paused":
             raise ContainerError(f"Container {name!r} is paused. Resume it with `docker unpause {name}`, or {REPLACE_HINT[0].lower()}{REPLACE_HINT[1:]}")
         else:
@@ -290,40 +305,12 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
             )
     if existing is None:
         notes.append(f"Creating container {name} from {request.image} ({_describe(profile, shm)}).")
-        setup.append((binary, "run", "--detach", "--interactive", "--tty", *create, "--entrypoint", request.shell,
-                      request.image))
-    exec_flags: list[str] = list(stream_flags)
-    for key, value in request.env.items():
-        exec_flags += ["--env", f"{key}={value}"]
-    if request.workdir:
-        exec_flags += ["--workdir", request.workdir]
-    attached = (binary, "exec", *exec_flags, name, *shell_args)
-    return Session(name, profile, tuple(notes), tuple(setup), attached)
+        steps["create"] = True
+    return dataclasses.replace(session, notes=tuple(notes), **steps)
 
 
 def _describe(profile: str, shm: int) -> str:
     return f"device profile {profile}, /dev/shm {format_size(shm)}"
-
-
-def _create_flags(request: RunRequest, *, name: str, profile: str, device_args: Sequence[str], shm: int) -> list[str]:
-    flags = ["--name", name, "--hostname", name.replace("_", "-").replace(".", "-")[:63]]
-    labels = {CONTAINER_LABEL: "true", IMAGE_LABEL: request.image, PROFILE_LABEL: profile,
-              "torchbake.version": __version__}
-    for key, value in labels.items():
-        flags += ["--label", f"{key}={value}"]
-    flags += ["--shm-size", format_size(shm)]
-    if request.privileged and "--privileged" not in device_args:
-        flags.append("--privileged")
-    flags += device_args
-    for key, value in request.env.items():
-        flags += ["--env", f"{key}={value}"]
-    for mount in request.mounts:
-        flags += ["--mount", mount.argument()]
-    if request.workdir:
-        flags += ["--workdir", request.workdir]
-    if request.network:
-        flags += ["--network", request.network]
-    return flags
 
 
 def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id: str, profile: str, shm: int) -> str:
@@ -381,26 +368,36 @@ def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Ses
         warn(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
-    device_args = device_arguments(profile, HostDevices.probe(info))
+    devices = device_access(profile, HostDevices.probe(info))
     name = request.name or default_name(request.image)
     if request.remove and not request.name:
         name = f"{name}-{secrets.token_hex(3)}"
     existing = client.inspect_container(name)
     return plan_session(request, binary=client.binary, image_id=image["Id"], name=name, profile=profile,
-                        device_args=device_args, shm=shm, existing=existing)
+                        devices=devices, shm=shm, existing=existing)
 
 
-def run_session(client: DockerClient, session: Session, *, forward_stdin: bool) -> int:
-    """Run the steps; the exit status is the shell's or the command's."""
+def run_session(client: DockerClient, session: Session) -> int:
+    """Do the steps; the exit status is the shell's or the command's. Everything goes through the
+    Engine API except a terminal session, which is the ``docker exec -it`` / ``run -it`` shown."""
     for argv in session.setup:
         command.show_command(argv)
-        if argv[1] == "rm":
-            client.remove_container(argv[-1], force=True)
-        elif argv[1] == "start":
-            client.start_container(argv[-1])
-        else:  # creating the session's container: the exact command --dry-run shows
-            client.cli(*argv[1:], error=ContainerError)
-    return command.run_attached(session.attached, forward_stdin=forward_stdin)
+    if session.replace:
+        client.remove_container(session.name, force=True)
+    if session.start:
+        client.start_container(session.name)
+    if session.create:  # kept running by its shell on a terminal of its own, as `docker run -dit`
+        client.start_container(client.create_container(session.container.image, tty=True, stdin_open=True,
+                                                       detach=True, **session.container.create_options()))
+    if session.interactive:
+        return command.run_attached(session.attached)
+    command.show_command(session.attached)
+    if session.throwaway:
+        created = client.create_container(session.container.image, command=list(session.shell_args[1:]),
+                                          stdin_open=session.forward_stdin, **session.container.create_options())
+        return client.run_streams(created, stdin=session.forward_stdin)
+    return client.exec_streams(session.name, session.shell_args, env=session.exec_env, workdir=session.exec_workdir,
+                               stdin=session.forward_stdin)
 
 
 def most_recent_image(client: DockerClient, log_dir: Path) -> str:

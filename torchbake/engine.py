@@ -1,9 +1,10 @@
-"""The Docker client and engine: finding a client that can do BuildKit, and every engine call.
+"""The Docker engine, through the docker SDK's Engine API client: every engine call but a
+BuildKit build or a terminal session (those are the CLI's, :mod:`torchbake.docker_cli`).
 
-Two kinds of client can build with BuildKit: one with the buildx plugin (``docker buildx build
---load``), and the pre-23 client, whose ``docker build`` uses the engine's built-in BuildKit when
-``DOCKER_BUILDKIT=1`` is set. Newer clients without buildx refuse BuildKit; torchbake detects
-that and says what to install or which binary to pass with ``--docker``.
+The engine is found as the CLI finds it: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY`` /
+``DOCKER_CERT_PATH``, ssh), else the docker context (``DOCKER_CONTEXT``, or the current one),
+else the default socket. Failures are the SDK's typed exceptions, turned into torchbake errors
+by :func:`engine_errors`.
 """
 
 from __future__ import annotations
@@ -13,103 +14,36 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
-import shutil
+import socket
+import sys
+import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import command
-from .errors import BuildError, CommandError, EngineError, FatalError
+from .docker_cli import STALL_TIMEOUT, DockerCLI, find_client
+from .errors import EngineError
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
     import docker
     import requests
 else:  # the SDK is imported at the first engine call, not when the tasks are listed
-    docker = LazyModule("docker", "docker.context", "docker.errors")
+    docker = LazyModule("docker", "docker.context", "docker.errors", "docker.utils.socket")
     requests = LazyModule("requests")
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
-STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
-FALLBACK_CLIENTS = ("/usr/bin/docker",)
-# Docker's predefined proxy build args: passed by name only (the client reads the values from its
-# environment, so credentials in a proxy URL stay out of our logs), and kept out of the image's
-# history by Docker. Other variables are never passed implicitly.
-PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
-                    "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
-INSTALL_HINT = (
-    "Install the buildx plugin (Debian/Ubuntu: apt-get install docker-buildx), or use a client"
-    " older than 23.0 (Debian's docker.io provides /usr/bin/docker) and pass it with --docker."
-)
 
 
 @dataclass(frozen=True)
-class DockerClient:
-    binary: str
-    version: str
-    build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
-    environ: Mapping[str, str] = field(default_factory=dict)
+class DockerClient(DockerCLI):
+    """The CLI torchbake builds with, and the engine it talks to."""
+
     timeout: float = ENGINE_TIMEOUT  # seconds any engine call but a build may take ([build] engine_timeout)
-    stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
-
-    # -- commands --------------------------------------------------------------------------
-    def build_command(
-        self,
-        *,
-        context: Path,
-        dockerfile: Path,
-        tag: str,
-        build_args: Mapping[str, str] = {},  # noqa: B006 - read-only
-        labels: Mapping[str, str] = {},  # noqa: B006
-        secrets: Sequence[tuple[str, Path]] = (),
-        iidfile: Path | None = None,
-        target: str | None = None,
-        no_cache: bool = False,
-        network: str = "",
-    ) -> tuple[list[str], dict[str, str]]:
-        """The exact ``docker build`` argument list and the variables it needs."""
-        if self.build_mode == "buildx":
-            argv, env = [self.binary, "buildx", "build", "--load"], {}
-        else:
-            argv, env = [self.binary, "build"], {"DOCKER_BUILDKIT": "1"}
-        argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
-        if target:
-            argv += ["--target", target]
-        if no_cache:
-            argv.append("--no-cache")
-        if network:
-            argv += ["--network", network]
-        for key, value in build_args.items():
-            argv += ["--build-arg", f"{key}={value}"]
-        for key in PROXY_BUILD_ARGS:
-            if self.environ.get(key):
-                argv += ["--build-arg", key]
-        for key, value in labels.items():
-            argv += ["--label", f"{key}={value}"]
-        for secret_id, path in secrets:
-            argv += ["--secret", f"id={secret_id},src={path}"]
-        if iidfile is not None:
-            argv += ["--iidfile", str(iidfile)]
-        argv.append(str(context))
-        return argv, env
-
-    def cli(self, *args: str, timeout: float = 0, error: type[FatalError] = EngineError) -> command.CommandResult:
-        """The CLI, for what it alone does (creating the container of an interactive session with
-        the exact flags --dry-run prints), bounded by ``timeout`` (0: the client's)."""
-        timeout = timeout or self.timeout
-        try:
-            return command.run([self.binary, *args], capture=True, error=error, timeout=timeout, echo=False,
-                               failure_hint="Is the engine still running? scripts/ensure-engine.sh starts one.")
-        except FatalError as exc:
-            if "did not finish within" in str(exc):
-                raise EngineError(
-                    f"The Docker engine did not answer `docker {' '.join(args[:2])}` within"
-                    f" {timeout:g} s. Check that dockerd is running (scripts/ensure-engine.sh)."
-                ) from exc
-            raise
 
     # -- engine calls: the Engine API through the docker SDK ---------------------------------
     @property
@@ -155,9 +89,8 @@ class DockerClient:
         return dict((info.get("Config") or {}).get("Labels") or {})
 
     def tag(self, source: str, target: str) -> None:
-        repository, tag = split_reference(target)
         with engine_errors(f"tag {source} {target}", self.timeout):
-            self.api.tag(source, repository, tag)
+            self.api.tag(source, *docker.utils.parse_repository_tag(target))
 
     def remove_image(self, reference: str) -> bool:
         """Remove the image (or the tag); False when there was none."""
@@ -170,10 +103,9 @@ class DockerClient:
 
     def pull(self, reference: str) -> str:
         """Pull ``reference``; "" when it is here now, else what the registry said."""
-        repository, tag = split_reference(reference)
         with engine_errors(f"pull {reference}", self.timeout):
             try:
-                for event in self.api.pull(repository, tag=tag or None, stream=True, decode=True):
+                for event in self.api.pull(reference, stream=True, decode=True):
                     if event.get("error"):
                         return str(event["error"])
             except docker.errors.APIError as exc:
@@ -182,20 +114,12 @@ class DockerClient:
 
     def import_image(self, tarball: Path, reference: str, changes: Sequence[str]) -> str:
         """``docker import``: a root file system tarball as ``reference``; returns the image id."""
-        repository, tag = split_reference(reference)
+        repository, tag = docker.utils.parse_repository_tag(reference)
         with engine_errors(f"import {reference}", max(self.timeout, 600)):
-            output = self.api.import_image_from_file(str(tarball), repository=repository, tag=tag or None,
-                                                     changes=list(changes))
-        for line in reversed(str(output).splitlines()):
-            try:
-                status = json.loads(line).get("status", "")
-            except ValueError:
-                continue
-            if status.startswith("sha256:"):
-                return status
+            self.api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=list(changes))
         info = self.inspect_image(reference)
         if info is None:
-            raise EngineError(f"Importing {reference} gave no image: {str(output)[-500:]}")
+            raise EngineError(f"Importing {reference} gave no image; `docker import` it by hand to see why.")
         return info["Id"]
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
@@ -221,6 +145,41 @@ class DockerClient:
             with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
                 self.api.remove_container(created["Id"], force=True)
 
+    def create_container(self, image: str, *, host_config: Mapping[str, Any], **options: Any) -> str:
+        """Create a container (the SDK's ``create_container`` and ``create_host_config`` options)."""
+        with engine_errors(f"create {options.get('name') or image}", self.timeout):
+            return self.api.create_container(image, host_config=self.api.create_host_config(**host_config),
+                                             **options)["Id"]
+
+    def run_streams(self, container: str, *, stdin: bool) -> int:
+        """Attach to a created container, start it and relay the standard streams until it ends;
+        its exit status. It is removed afterwards, whatever happens (``docker run --rm``)."""
+        try:
+            with engine_errors(f"start {container[:12]}", self.timeout):
+                params = {"stdin": int(stdin), "stdout": 1, "stderr": 1, "stream": 1}
+                attached = self.api.attach_socket(container, params=params)
+                self.api.start(container)
+            _relay(attached, stdin)
+            with engine_errors(f"wait {container[:12]}", self.timeout):
+                return int(self.api.wait(container, timeout=None).get("StatusCode", 1))
+        finally:
+            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+                self.api.remove_container(container, force=True)
+
+    def exec_streams(self, container: str, argv: Sequence[str], *, env: Mapping[str, str], workdir: str,
+                     stdin: bool) -> int:
+        """Run ``argv`` in a running container, relaying the standard streams; its exit status."""
+        with engine_errors(f"exec {container}", self.timeout):
+            exec_id = self.api.exec_create(container, list(argv), stdin=stdin, environment=dict(env) or None,
+                                           workdir=workdir or None)["Id"]
+            _relay(self.api.exec_start(exec_id, socket=True), stdin)
+            for _ in range(100):  # the stream ends a moment before the engine records the exit
+                result = self.api.exec_inspect(exec_id)
+                if not result.get("Running"):
+                    break
+                time.sleep(0.05)
+        return int(result.get("ExitCode") or 0)
+
     def containers(self, label: str) -> list[dict[str, Any]]:
         """Every container (running or not) that has ``label`` (``key=value``)."""
         with engine_errors("ps", self.timeout):
@@ -243,11 +202,10 @@ class DockerClient:
         """Push ``reference`` with the user's docker credentials; every event goes to the log, and
         ``progress(bytes sent, bytes to send)`` hears of each layer's progress. Returns the
         registry digest."""
-        repository, tag = split_reference(reference)
         digest, sent, totals = "", {}, {}
         with engine_errors(f"push {reference}", 3600), contextlib.ExitStack() as stack:
             log = stack.enter_context(log_file.open("a")) if log_file else None
-            for event in self.api.push(repository, tag=tag or None, stream=True, decode=True):
+            for event in self.api.push(reference, stream=True, decode=True):
                 if log is not None:
                     log.write(json.dumps(event) + "\n")
                 if event.get("error"):
@@ -262,14 +220,28 @@ class DockerClient:
                 digest = (event.get("aux") or {}).get("Digest", digest)
         return digest
 
-    def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
-        """``docker build`` (the CLI: the SDK has no BuildKit): no time limit (a PyTorch build
-        takes hours), but one that prints nothing for ``stall_timeout`` seconds is stopped (an
-        engine that stopped answering)."""
-        command.run(
-            argv, env=dict(env), log_file=log_file, error=BuildError, idle_timeout=self.stall_timeout,
-            failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
-        )
+
+def _relay(attached: Any, stdin: bool) -> None:
+    """Copy this process's standard input into an attached container stream (then close its
+    writing half, so the command sees end of file), and the container's stdout and stderr frames
+    to ours, until the container closes the stream."""
+    raw = getattr(attached, "_sock", attached)
+    raw.settimeout(None)  # a command may be quiet for as long as it likes
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            while data := os.read(sys.stdin.fileno(), 65536):
+                raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+
+    if stdin:
+        threading.Thread(target=feed, daemon=True).start()
+    targets = {1: sys.stdout, 2: sys.stderr}
+    for stream, data in docker.utils.socket.frames_iter(attached, tty=False):
+        target = targets.get(stream, sys.stdout)
+        target.flush()
+        target.buffer.write(data)
+        target.buffer.flush()
 
 
 _API_CLIENTS: dict[tuple, docker.APIClient] = {}
@@ -332,16 +304,6 @@ def engine_errors(what: str, timeout: float):
         ) from exc
 
 
-def split_reference(reference: str) -> tuple[str, str]:
-    """("repo", "tag") of NAME[:TAG] (a port in the registry part is not a tag)."""
-    if "@" in reference:
-        return reference, ""
-    name, sep, tag = reference.rpartition(":")
-    if sep and "/" not in tag:
-        return name, tag
-    return reference, ""
-
-
 LOCAL_SOCKET = "/var/run/docker.sock"
 
 
@@ -361,75 +323,8 @@ def engine_is_local() -> bool:
     return os.path.exists(LOCAL_SOCKET) and _current_context() in ("", "default")
 
 
-_VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
-
-
-def probe_client(binary: str, environ: Mapping[str, str] | None = None, *,
-                 for_build: bool = True) -> DockerClient | str:
-    """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
-    client that cannot build is still usable for running containers)."""
-    try:
-        result = command.run([binary, "--version"], capture=True, check=False, echo=False, timeout=20)
-    except CommandError as exc:
-        return str(exc)
-    match = _VERSION_RE.search(result.output)
-    if result.returncode != 0 or not match:
-        return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
-    version = ".".join(g or "0" for g in match.groups())
-    if not for_build:
-        return DockerClient(binary=binary, version=version, build_mode="none", environ=environ or {})
-    buildx = command.run([binary, "buildx", "version"], capture=True, check=False, echo=False, timeout=20)
-    if buildx.returncode == 0:
-        return DockerClient(binary=binary, version=version, build_mode="buildx", environ=environ or {})
-    if int(match.group(1)) < 23:
-        return DockerClient(binary=binary, version=version, build_mode="buildkit-env", environ=environ or {})
-    return f"client {version} has no buildx plugin, so it cannot build with BuildKit"
-
-
-def candidate_clients(path_env: str) -> list[str]:
-    """Every ``docker`` executable on PATH, in order, then the known fallbacks."""
-    found: list[str] = []
-    for folder in path_env.split(os.pathsep):
-        candidate = os.path.join(folder or ".", "docker")
-        real = os.path.realpath(candidate)
-        if os.access(candidate, os.X_OK) and os.path.isfile(candidate) and real not in map(os.path.realpath, found):
-            found.append(candidate)
-    for fallback in FALLBACK_CLIENTS:
-        if os.access(fallback, os.X_OK) and os.path.realpath(fallback) not in map(os.path.realpath, found):
-            found.append(fallback)
-    return found
-
-
 def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True,
                   timeout: float = ENGINE_TIMEOUT, stall_timeout: float = STALL_TIMEOUT) -> DockerClient:
-    client = _detect_client(choice, environ, for_build=for_build)
-    return dataclasses.replace(client, timeout=timeout, stall_timeout=stall_timeout)
-
-
-def _detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerClient:
-    """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
-    ``for_build``, the first that answers at all)."""
-    if choice != "auto":
-        binary = choice if os.sep in choice else (shutil.which(choice) or choice)
-        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-            raise EngineError(
-                f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
-                " Pass a name on PATH or a path, or 'auto'."
-            )
-        probed = probe_client(binary, environ, for_build=for_build)
-        if isinstance(probed, str):
-            raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
-        return probed
-    reasons = []
-    for binary in candidate_clients(environ.get("PATH", os.defpath)):
-        probed = probe_client(binary, environ, for_build=for_build)
-        if isinstance(probed, DockerClient):
-            return probed
-        reasons.append(f"  {binary}: {probed}")
-    if not reasons:
-        raise EngineError(
-            "No docker client was found on PATH. Install one (Debian: apt-get install docker.io;"
-            " or run scripts/ensure-engine.sh as root)."
-        )
-    raise EngineError("No docker client that can build with BuildKit was found:\n" + "\n".join(reasons)
-                      + f"\n{INSTALL_HINT}")
+    """The docker CLI ``choice`` names (:func:`docker_cli.find_client`), with its engine."""
+    found = find_client(choice, environ, for_build=for_build)
+    return DockerClient(**{**dataclasses.asdict(found), "timeout": timeout, "stall_timeout": stall_timeout})

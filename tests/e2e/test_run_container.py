@@ -99,6 +99,21 @@ def test_exit_status_of_the_command_is_the_tasks(image, tb_env):
     assert "the command exited with status 7" in result.stderr
 
 
+def test_piped_input_reaches_the_command_and_output_keeps_its_streams(base_image, tb_env, container_name):
+    """Without a terminal the session runs through the Engine API: standard input is forwarded
+    (and closed at its end), stdout and stderr stay apart, and the exit status is the command's,
+    in a throwaway container and in a named one alike."""
+    data = "".join(f"line {i}\n" for i in range(5000))  # more than one socket buffer
+    for flags in (["--rm"], ["--name", container_name("stdin")]):
+        result = run_invoke("run-container", base_image, *flags, "--command", "wc -l; echo oops >&2; exit 3",
+                            input=data, env=tb_env)
+        assert result.returncode == 3, result.stderr
+        assert result.stdout == "5000\n"
+        assert "oops" in result.stderr and "oops" not in result.stdout
+    quiet = run_invoke("run-container", base_image, "--rm", "--command", "sleep 2; echo done", env=tb_env)
+    assert quiet.returncode == 0 and quiet.stdout == "done\n", quiet.stderr
+
+
 def test_default_shm_is_large_and_small_ones_warn(image, tb_env):
     result = run_invoke("run-container", image, "--rm", "--command", "df --output=size -B1 /dev/shm | tail -1",
                         env=tb_env)

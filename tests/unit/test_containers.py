@@ -10,16 +10,15 @@ import pytest
 from torchbake import validation
 from torchbake.config import resolve
 from torchbake.containers import (
-    HostDevices,
     Mount,
     RunRequest,
     default_name,
-    device_arguments,
     format_size,
     parse_env,
     plan_session,
     shm_bytes,
 )
+from torchbake.devices import DeviceAccess, HostDevices, device_access
 from torchbake.errors import ConfigurationError, ContainerError
 
 IMAGE = "torchbake/pytorch-cpu:2.13.0-py3.11"
@@ -40,9 +39,9 @@ def request(**fields) -> RunRequest:
     return RunRequest.from_settings(settings, fields.pop("image", IMAGE), **extra, **{**base, **fields})
 
 
-def plan(req: RunRequest, existing=None, device_args=(), profile="cpu", shm=8 * GIB):
+def plan(req: RunRequest, existing=None, devices=DeviceAccess(), profile="cpu", shm=8 * GIB):
     return plan_session(req, binary="docker", image_id=IMAGE_ID, name="box", profile=profile,
-                        device_args=device_args, shm=shm, existing=existing)
+                        devices=devices, shm=shm, existing=existing)
 
 
 def existing(status="running", image=IMAGE_ID, ours=True, shm=8 * GIB, created_from=IMAGE, **labels):
@@ -126,14 +125,14 @@ def host(runtimes=("runc",), local=True, **nodes):
 
 
 def test_device_profiles_give_their_docker_arguments():
-    assert device_arguments("cpu", host()) == ()
-    assert device_arguments("cuda", host(("nvidia", "runc"), nvidiactl=0)) == ("--gpus", "all")
-    assert device_arguments("rocm", host(kfd=110, dri=0, dri__renderD128=109)) == (
+    assert device_access("cpu", host()).flags() == ()
+    assert device_access("cuda", host(("nvidia", "runc"), nvidiactl=0)).flags() == ("--gpus", "all")
+    assert device_access("rocm", host(kfd=110, dri=0, dri__renderD128=109)).flags() == (
         "--device", "/dev/kfd", "--device", "/dev/dri", "--security-opt", "seccomp=unconfined",
         "--group-add", "109", "--group-add", "110")
-    assert device_arguments("musa", host(dri=0)) == ("--privileged", "--env", "MTHREADS_VISIBLE_DEVICES=all")
+    assert device_access("musa", host(dri=0)).flags() == ("--privileged", "--env", "MTHREADS_VISIBLE_DEVICES=all")
     # An engine elsewhere (DOCKER_HOST): its /dev cannot be seen from here.
-    assert device_arguments("rocm", host(local=False))[:4] == ("--device", "/dev/kfd", "--device", "/dev/dri")
+    assert device_access("rocm", host(local=False)).flags()[:4] == ("--device", "/dev/kfd", "--device", "/dev/dri")
 
 
 @pytest.mark.parametrize(("profile", "devices", "message"), [
@@ -145,7 +144,7 @@ def test_device_profiles_give_their_docker_arguments():
 ])
 def test_missing_host_support_is_an_error_before_anything_is_created(profile, devices, message):
     with pytest.raises(ContainerError) as error:
-        device_arguments(profile, devices)
+        device_access(profile, devices)
     assert message in str(error.value)
     assert "--device-profile cpu" in str(error.value)
 
@@ -165,7 +164,7 @@ def test_new_container_is_created_then_entered(tmp_path):
 
 
 def test_throwaway_container_runs_the_command_and_is_removed():
-    session = plan(request(command="python -V", remove=True), device_args=("--gpus", "all"), profile="cuda")
+    session = plan(request(command="python -V", remove=True), devices=DeviceAccess(gpus=True), profile="cuda")
     assert session.setup == ()
     assert session.attached == (
         "docker", "run", "--rm", "--name", "box", "--hostname", "box", *LABELS[:5], "torchbake.device-profile=cuda",

@@ -7,7 +7,7 @@ import docker.errors
 import pytest
 import requests
 
-from torchbake.engine import DockerClient, split_reference
+from torchbake.engine import DockerClient
 from torchbake.errors import EngineError
 
 
@@ -66,11 +66,3 @@ def test_push_reports_progress_and_its_digest(tmp_path):
     failing = client_with(FakeAPI(push=lambda *a, **k: iter([{"error": "denied: requested access is refused"}])))
     with pytest.raises(EngineError, match="Pushing img:1 failed: denied"):
         failing.push("img:1")
-
-
-@pytest.mark.parametrize(("reference", "parts"), [
-    ("img", ("img", "")), ("img:1", ("img", "1")), ("reg:5000/team/img", ("reg:5000/team/img", "")),
-    ("reg:5000/team/img:t", ("reg:5000/team/img", "t")), ("img@sha256:" + "a" * 64, ("img@sha256:" + "a" * 64, "")),
-])
-def test_references_split_into_repository_and_tag(reference, parts):
-    assert split_reference(reference) == parts

@@ -25,7 +25,7 @@ def fake_docker(folder, version: str, buildx: bool):
 
 
 def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
     path = os.pathsep.join([str(tmp_path / "new"), str(tmp_path / "old")])
@@ -37,14 +37,14 @@ def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, mo
 
 
 def test_prefers_buildx_when_present(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     fake_docker(tmp_path / "a", "28.2.2", buildx=True)
     client = detect_client("auto", {"PATH": str(tmp_path / "a")})
     assert client.build_mode == "buildx"
 
 
 def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     with pytest.raises(EngineError) as info:
         detect_client("auto", {"PATH": str(tmp_path / "new")})
@@ -63,7 +63,7 @@ def test_explicit_client_is_checked(tmp_path):
 
 
 def test_no_client_at_all(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.engine.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     with pytest.raises(EngineError, match="No docker client was found on PATH"):
         detect_client("auto", {"PATH": str(tmp_path)})
 

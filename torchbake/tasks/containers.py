@@ -76,7 +76,7 @@ def run_container(c, image=None, name=None, shm_size=None, privileged=False, env
             for argv in (*session.setup, session.attached):
                 print(format_command(argv))
             return
-        status = run_session(client, session, forward_stdin=request.forward_stdin)
+        status = run_session(client, session)
     finally:
         default_stream.reset(token)
     if status != 0:

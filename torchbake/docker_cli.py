@@ -1,0 +1,147 @@
+"""The docker command-line client, for what only it does: BuildKit builds (the SDK has none,
+docker/docker-py#2230) and interactive terminals.
+
+Two kinds of client can build with BuildKit: one with the buildx plugin (``docker buildx build
+--load``), and the pre-23 client, whose ``docker build`` uses the engine's built-in BuildKit when
+``DOCKER_BUILDKIT=1`` is set. Newer clients without buildx refuse BuildKit; torchbake detects
+that and says what to install or which binary to pass with ``--docker``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import command
+from .errors import BuildError, CommandError, EngineError
+
+STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
+FALLBACK_CLIENTS = ("/usr/bin/docker",)
+# Docker's predefined proxy build args: passed by name only (the client reads the values from its
+# environment, so credentials in a proxy URL stay out of our logs), and kept out of the image's
+# history by Docker. Other variables are never passed implicitly.
+PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
+                    "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
+INSTALL_HINT = (
+    "Install the buildx plugin (Debian/Ubuntu: apt-get install docker-buildx), or use a client"
+    " older than 23.0 (Debian's docker.io provides /usr/bin/docker) and pass it with --docker."
+)
+
+
+@dataclass(frozen=True)
+class DockerCLI:
+    binary: str
+    version: str
+    build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
+
+    def build_command(
+        self,
+        *,
+        context: Path,
+        dockerfile: Path,
+        tag: str,
+        build_args: Mapping[str, str] = {},  # noqa: B006 - read-only
+        labels: Mapping[str, str] = {},  # noqa: B006
+        secrets: Sequence[tuple[str, Path]] = (),
+        iidfile: Path | None = None,
+        target: str | None = None,
+        no_cache: bool = False,
+        network: str = "",
+    ) -> tuple[list[str], dict[str, str]]:
+        """The exact ``docker build`` argument list and the variables it needs."""
+        if self.build_mode == "buildx":
+            argv, env = [self.binary, "buildx", "build", "--load"], {}
+        else:
+            argv, env = [self.binary, "build"], {"DOCKER_BUILDKIT": "1"}
+        argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
+        argv += ["--target", target] if target else []
+        argv += ["--no-cache"] if no_cache else []
+        argv += ["--network", network] if network else []
+        for key, value in build_args.items():
+            argv += ["--build-arg", f"{key}={value}"]
+        argv += [arg for key in PROXY_BUILD_ARGS if self.environ.get(key) for arg in ("--build-arg", key)]
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
+        for secret_id, path in secrets:
+            argv += ["--secret", f"id={secret_id},src={path}"]
+        argv += ["--iidfile", str(iidfile)] if iidfile is not None else []
+        argv.append(str(context))
+        return argv, env
+
+    def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
+        """Run a build: no time limit (a PyTorch build takes hours), but one that prints nothing
+        for ``stall_timeout`` seconds is stopped (an engine that stopped answering)."""
+        command.run(
+            argv, env=dict(env), log_file=log_file, error=BuildError, idle_timeout=self.stall_timeout,
+            failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
+        )
+
+
+_VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
+
+
+def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_build: bool = True) -> DockerCLI | str:
+    """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
+    client that cannot build is still usable for running containers)."""
+    try:
+        result = command.run([binary, "--version"], capture=True, check=False, echo=False, timeout=20)
+    except CommandError as exc:
+        return str(exc)
+    match = _VERSION_RE.search(result.output)
+    if result.returncode != 0 or not match:
+        return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
+    version = ".".join(g or "0" for g in match.groups())
+    client = DockerCLI(binary=binary, version=version, build_mode="none", environ=environ or {})
+    if not for_build:
+        return client
+    if command.run([binary, "buildx", "version"], capture=True, check=False, echo=False, timeout=20).returncode == 0:
+        return DockerCLI(binary, version, "buildx", client.environ)
+    if int(match.group(1)) < 23:
+        return DockerCLI(binary, version, "buildkit-env", client.environ)
+    return f"client {version} has no buildx plugin, so it cannot build with BuildKit"
+
+
+def candidate_clients(path_env: str) -> list[str]:
+    """Every ``docker`` executable on PATH, in order, then the known fallbacks."""
+    found: list[str] = []
+    for candidate in [os.path.join(folder or ".", "docker") for folder in path_env.split(os.pathsep)] + list(
+            FALLBACK_CLIENTS):
+        if (os.access(candidate, os.X_OK) and os.path.isfile(candidate)
+                and os.path.realpath(candidate) not in map(os.path.realpath, found)):
+            found.append(candidate)
+    return found
+
+
+def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerCLI:
+    """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
+    ``for_build``, the first that answers at all)."""
+    if choice != "auto":
+        binary = choice if os.sep in choice else (shutil.which(choice) or choice)
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            raise EngineError(
+                f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
+                " Pass a name on PATH or a path, or 'auto'."
+            )
+        probed = probe_client(binary, environ, for_build=for_build)
+        if isinstance(probed, str):
+            raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
+        return probed
+    reasons = []
+    for binary in candidate_clients(environ.get("PATH", os.defpath)):
+        probed = probe_client(binary, environ, for_build=for_build)
+        if isinstance(probed, DockerCLI):
+            return probed
+        reasons.append(f"  {binary}: {probed}")
+    if not reasons:
+        raise EngineError(
+            "No docker client was found on PATH. Install one (Debian: apt-get install docker.io;"
+            " or run scripts/ensure-engine.sh as root)."
+        )
+    raise EngineError("No docker client that can build with BuildKit was found:\n" + "\n".join(reasons)
+                      + f"\n{INSTALL_HINT}")
