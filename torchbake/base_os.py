@@ -16,12 +16,11 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import command, validation
+from . import command, output, validation
 from .downloads import file_lock
 from .engine import DockerClient
 from .errors import CommandError, ConfigurationError
@@ -153,13 +152,12 @@ def bootstrap_commands(spec: OsImageSpec, binary: str, rootfs: str = "<rootfs>",
     return rootfs_cmd, import_cmd + [tarball, spec.name]
 
 
-def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, say: Callable[[str], None],
-                       *, dry_run: bool = False) -> str:
+def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, *, dry_run: bool = False) -> str:
     """Create the image; returns its id. An existing image is kept unless ``force``."""
     check_spec(spec)
     if dry_run:
         rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary)
-        say(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
+        output.channel().say(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
             f"  {command.format_command(import_cmd)}")
         return ""
     client.check_engine()
@@ -167,7 +165,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
     with file_lock(work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.name) + ".lock")):
         existing = client.inspect_image(spec.name)
         if existing is not None and not spec.force:
-            say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
+            output.channel().say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
             return existing["Id"]
         work_root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
@@ -185,7 +183,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             image_id = client.import_image(tarball, spec.name, import_changes(spec))
         finally:
             remove_rootfs(work)
-    say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
+    output.channel().say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
     return image_id
 
 
@@ -244,7 +242,7 @@ def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
 
 
 def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: OnDemand,
-                    say: Callable[[str], None], *, python: str = "") -> dict:
+                    *, python: str = "") -> dict:
     """The FROM image's inspect record, pulling or bootstrapping it when it is missing.
 
     Checks first (no slow work): that a Debian/Ubuntu reference names a suite debootstrap
@@ -256,7 +254,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
     release = release_of_reference(reference)
     if suite and python and release and release.python != python:
         raise python_mismatch(python, reference, release, flag)
-    say(f"{reference} ({flag}) is not on this engine; trying `docker pull {reference}`")
+    output.channel().say(f"{reference} ({flag}) is not on this engine; trying `docker pull {reference}`")
     registry_said = client.pull(reference)
     if not registry_said:
         found = client.inspect_image(reference)
@@ -277,8 +275,8 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
             f" ({registry_said}); making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto"
             f" = false). Make it with `invoke bootstrap-os --suite {suite} --name {reference}`."
         )
-    say(f"Making {reference} with debootstrap ({suite}); it is kept for later builds")
-    bootstrap_os_image(spec, client, on_demand.work_root, say)
+    output.channel().say(f"Making {reference} with debootstrap ({suite}); it is kept for later builds")
+    bootstrap_os_image(spec, client, on_demand.work_root)
     made = client.inspect_image(reference)
     if made is None:
         raise CommandError(f"{reference} was imported but the engine does not list it; see `docker images`.")

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rich.console import Console
-
-from . import command, diskspace
+from . import command, diskspace, output
 from .config import COMMON_DIR
 from .context import (
     PreparedContext,
@@ -35,8 +33,7 @@ from .engine import DockerClient, engine_is_local
 from .errors import EngineError
 from .files import write_atomically
 from .manifest import BuildRecord
-from .output import console as output_console
-from .output import human_size, styled
+from .output import human_size
 from .plan import describe_plan
 from .variants import DevPlan, Plan, Preflight
 from .verify import Expectations, verify_image
@@ -112,7 +109,7 @@ def candidate_tag(image: str) -> str:
     return f"{image.rsplit(':', 1)[0]}:torchbake-candidate-{uuid.uuid4().hex[:8]}"
 
 
-def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
+def dry_run(plan: Plan, client: DockerClient) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
     context are shown as placeholders). Touches nothing."""
     argv, env = client.build_command(
@@ -122,17 +119,16 @@ def dry_run(plan: Plan, client: DockerClient, console: Console) -> str:
         network=plan.settings.build.network, target=plan.target,
     )
     text = describe_plan(plan, argv, env)
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    output.channel().say(text)
     return text
 
 
-def preflight(plan: Plan, client: DockerClient, console: Console | None = None, *, writes: bool = True) -> Preflight:
+def preflight(plan: Plan, client: DockerClient, *, writes: bool = True) -> Preflight:
     """Checks against the engine and the remotes before any slow work (each variant's own). With
     ``writes``, a missing FROM image is made and facts are remembered in the cache; without,
     nothing is changed."""
     client.check_engine()
-    out = console or output_console()
-    return plan.preflight(client, lambda text: out.print(text, markup=False), writes=writes)
+    return plan.preflight(client, writes=writes)
 
 
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
@@ -202,30 +198,31 @@ def in_plan_environment(body):
 
 @in_plan_environment
 def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True, make_base: bool = True,
-           console: Console | None = None) -> tuple[Preflight, str, tuple[str, str] | None]:
+           ) -> tuple[Preflight, str, tuple[str, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
-    facts = preflight(plan, client, console, writes=make_base and apply)
+    facts = preflight(plan, client, writes=make_base and apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
     return facts, digest, found
 
 
 @in_plan_environment
-def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unchanged: bool = False,
+def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = False,
                 log_file: Path | None = None) -> BuildResult:
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
-    facts, digest, found = assess(plan, client, look=skip_unchanged, console=console)
+    facts, digest, found = assess(plan, client, look=skip_unchanged)
+    say = output.channel().say
     cache = DownloadCache.for_settings(settings)
     if found:
         status, image_id = found
         reason = ("its input hash matches the image's" if status == "unchanged"
                   else f"same inputs as {image_id[:19]}, re-tagged")
-        console.print(styled((plan.image, "bold"), f" {status}: {reason}"))
+        say((plan.image, "bold"), f" {status}: {reason}")
         record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
@@ -235,9 +232,9 @@ def build_image(plan: Plan, client: DockerClient, console: Console, *, skip_unch
     log_file = log_file or log_path(settings.paths.log_dir, plan.image)
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
     record.phase("preflight")
-    console.print(styled((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})"))
+    say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
     try:
-        result = _build(plan, client, console, cache, facts, digest, log_file, record, started, skip_unchanged,
+        result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
                         user_context)
     except BaseException as exc:
         record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
@@ -258,7 +255,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
     return None
 
 
-def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCache, facts: Preflight, digest: str,
+def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Preflight, digest: str,
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
            user_context: tuple[Path, PreparedContext | None] | None) -> BuildResult:
     settings = plan.settings
@@ -277,7 +274,7 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
     try:
         if prepared is None:
-            console.print(f"Preparing the build context in {folder}")
+            output.channel().say(f"Preparing the build context in {folder}")
             prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
@@ -301,14 +298,14 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
             record.facts["candidate_id"] = image_id
             record.phase("build")
             if plan.verify:
-                _verify_candidate(plan.image, client, tag, console)
+                _verify_candidate(plan.image, client, tag)
                 record.phase("verify")
         except KeyboardInterrupt:
             if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
                 client.remove_image(tag)
             raise
         if plan.slim:
-            _build_slim(plan, client, folder, facts, prepared, digest, log_file, console)
+            _build_slim(plan, client, folder, facts, prepared, digest, log_file)
     finally:
         iidfile.unlink(missing_ok=True)
         if temporary:
@@ -318,8 +315,8 @@ def _build(plan: Plan, client: DockerClient, console: Console, cache: DownloadCa
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")
-    console.print(styled((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
-                         f"{human_size(result.size_bytes)} in {result.seconds:.0f} s (log: {log_file})"))
+    output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
+                         f"{human_size(result.size_bytes)} in {result.seconds:.0f} s (log: {log_file})")
     return result
 
 
@@ -368,7 +365,7 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,
-                digest: str, log_file: Path, console: Console) -> None:
+                digest: str, log_file: Path) -> None:
     """The runtime stage of the same Dockerfile (the dev stages come from the layer cache)."""
     image = f"{plan.image}-slim"
     tag = candidate_tag(image) if plan.verify else image
@@ -381,19 +378,19 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)
     if plan.verify:
-        _verify_candidate(image, client, tag, console)
+        _verify_candidate(image, client, tag)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
-    console.print(styled(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
-                         f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)"))
+    output.channel().say(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
+                         f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)")
 
 
-def _verify_candidate(image: str, client: DockerClient, candidate: str, console: Console) -> None:
+def _verify_candidate(image: str, client: DockerClient, candidate: str) -> None:
     labels = client.image_labels(candidate)
     try:
-        verify_image(client, candidate, Expectations.from_labels(labels), console)
+        verify_image(client, candidate, Expectations.from_labels(labels))
     except Exception:
-        console.print(f"The new image failed verification. It is kept as {candidate} for inspection;"
-                      f" {image} was not changed.", style="red")
+        output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
+                              f" {image} was not changed.", "red"))
         raise
     client.tag(candidate, image)
     client.remove_image(candidate)  # the candidate tag only: the image keeps its real tag

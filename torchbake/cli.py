@@ -16,9 +16,8 @@ from typing import Any
 from invoke import Exit, Task
 from invoke.parser import Argument
 from invoke.parser.parser import ParseMachine
-from rich.console import Console
 
-from . import config, output, writable
+from . import config, writable
 from .engine import DockerClient, detect_client
 from .errors import FatalError
 
@@ -70,11 +69,6 @@ def _complete_context(parser: ParseMachine, original=ParseMachine.complete_conte
 
 
 ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
-
-
-def console() -> Console:
-    """Terminal output (see torchbake.output: plain text, never markup)."""
-    return output.console()
 
 
 class Terminated(KeyboardInterrupt):

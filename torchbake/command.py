@@ -23,16 +23,13 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
+from . import output
 from .errors import CommandError, FatalError
 from .lazy import LazyModule
 
 plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
 
-# Where command output goes when no stream is given: stdout, or (for a matrix cell built beside
-# others) somewhere quieter; its per-build log gets everything either way.
-default_stream: contextvars.ContextVar[IO[str] | None] = contextvars.ContextVar("default_stream", default=None)
 # Seconds a streamed command may print nothing before it is stopped, for commands that ask for
 # the stall limit (idle_timeout=STALL): the task's [build] stall_timeout, set by the CLI layer.
 stall_timeout: contextvars.ContextVar[float] = contextvars.ContextVar("stall_timeout", default=3600.0)
@@ -64,9 +61,9 @@ def format_command(args: Sequence[str], env: Mapping[str, str] | None = None) ->
     return " ".join(prefix + [shlex.quote(str(a)) for a in args])
 
 
-def show_command(args: Sequence[str], env: Mapping[str, str] | None = None, stream: IO[str] | None = None) -> None:
+def show_command(args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
     """Print ``+ <command>`` where command output goes (what a user could paste to do the same)."""
-    print(f"+ {format_command(args, env)}", file=stream or default_stream.get() or sys.stdout, flush=True)
+    output.channel().command_line(f"+ {format_command(args, env)}")
 
 
 def resolve_binary(name: str, *, hint: str = "", error: type[FatalError] = CommandError) -> str:
@@ -98,13 +95,12 @@ def run(
     failure_hint: str = "",
     timeout: float | None = None,
     echo: bool = True,
-    stream: IO[str] | None = None,
     idle_timeout: float | None = None,
 ) -> CommandResult:
     """Run ``args``; ``env`` holds variables added to the current environment.
 
     - ``capture``: collect output (stdout and stderr together) and return it, printing nothing.
-    - ``log_file``: stream output live to ``stream`` (stdout by default) and append it to the file.
+    - ``log_file``: print output live (through the current output channel) and append it to the file.
     - ``check``: raise ``error`` on a non-zero exit, with the tail of the output and the hint.
     - ``idle_timeout``: stop the command when it prints nothing for that long (``STALL``: the
       task's stall limit, [build] stall_timeout); a captured command is then read line by line too.
@@ -112,16 +108,12 @@ def run(
     argv = _argv(args, error)
     if idle_timeout == STALL:
         idle_timeout = stall_timeout.get()
-    out = stream or default_stream.get() or sys.stdout
     if echo:
-        show_command(argv, env, out)
+        show_command(argv, env)
     full_env = {**os.environ, **extra_env.get(), **(env or {})}
+    shown = None if capture and log_file is None else output.channel()  # captured: read, not printed
     try:
-        if capture and log_file is None and not idle_timeout:
-            output, returncode = _captured(argv, full_env, cwd, timeout)
-        else:
-            shown = None if capture and log_file is None else out  # captured: read, not printed
-            output, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
+        text, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
     except _Stalled as exc:
         raise error(
             f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
@@ -130,9 +122,9 @@ def run(
         raise error(
             f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
         ) from exc
-    result = CommandResult(tuple(argv), returncode, output)
+    result = CommandResult(tuple(argv), returncode, text)
     if check and returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-15:])
+        tail = "\n".join(text.strip().splitlines()[-15:])
         where = f"\nFull output: {log_file}" if log_file else ""
         raise error(
             f"Command failed with exit status {returncode}: {format_command(argv)}\n"
@@ -213,23 +205,12 @@ def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float
         time.sleep(step)
 
 
-def _captured(argv: list[str], env: dict[str, str], cwd: str | os.PathLike[str] | None,
-              timeout: float | None) -> tuple[str, int]:
-    proc = _popen(argv, env, cwd)
-    try:
-        data, _ = proc.communicate(timeout=timeout)
-    except BaseException:  # timed out or interrupted: nothing it started outlives it
-        _stop(proc)
-        raise
-    return data.decode(errors="replace"), proc.returncode
-
-
 def _stream(
     argv: list[str],
     env: dict[str, str],
     cwd: str | os.PathLike[str] | None,
     log_file: Path | None,
-    out: IO[str] | None,
+    out: output.Channel | None,
     keep: bool,
     timeout: float | None,
     idle_timeout: float | None = None,
@@ -254,8 +235,7 @@ def _stream(
                 last_output[0] = time.monotonic()
                 line = raw.decode(errors="replace")
                 if out is not None:
-                    out.write(line)
-                    out.flush()
+                    out.command_line(line)
                 if log is not None:
                     log.write(line)
                 kept.append(line)

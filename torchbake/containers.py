@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__, command, validation
+from . import __version__, command, output, validation
 from .config import Settings
 from .devices import DeviceAccess, HostDevices, device_access
 from .engine import DockerClient
@@ -347,7 +347,7 @@ def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id
 # -- doing it --------------------------------------------------------------------------------------
 
 
-def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Session:
+def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     """Check everything against the engine and the host, then plan; nothing is created here."""
     client.check_engine()
     image = client.inspect_image(request.image)
@@ -362,10 +362,10 @@ def prepare_session(client: DockerClient, request: RunRequest, warn: Any) -> Ses
     shm = shm_bytes(request, int(info.get("MemTotal") or 0))
     memory = int(info.get("MemTotal") or 0)
     if shm < SHM_WARNING_BELOW:
-        warn(f"warning: --shm-size {request.shm_size} is under 1 GB. DataLoader workers pass batches"
+        output.channel().say(f"warning: --shm-size {request.shm_size} is under 1 GB. DataLoader workers pass batches"
              " through /dev/shm and fail with 'bus error' or 'No space left on device' when it fills.")
     elif memory and shm > memory:
-        warn(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
+        output.channel().say(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
     devices = device_access(profile, HostDevices.probe(info))
@@ -426,7 +426,7 @@ def list_containers(client: DockerClient) -> list[dict[str, str]]:
     return sorted(rows, key=lambda row: row["name"])
 
 
-def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: int, say: Any) -> None:
+def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: int) -> None:
     """Stop (and with ``remove``, remove) a container torchbake created."""
     client.check_engine()
     existing = client.inspect_container(name)
@@ -441,12 +441,12 @@ def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: in
     state = (existing.get("State") or {}).get("Status", "")
     if state in ("running", "paused", "restarting"):
         client.stop_container(name, timeout)
-        say(f"Stopped {name}.")
+        output.channel().say(f"Stopped {name}.")
     else:
-        say(f"{name} was not running ({state}).")
+        output.channel().say(f"{name} was not running ({state}).")
     if remove:
         client.remove_container(name)
-        say(f"Removed {name}.")
+        output.channel().say(f"Removed {name}.")
 
 
 def standard_input_kind(fd: int = 0) -> str:

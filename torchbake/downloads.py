@@ -30,6 +30,7 @@ from pathlib import Path
 
 import filelock
 
+from . import output
 from .errors import ConfigurationError, DownloadError
 from .files import write_atomically
 from .output import transfer_progress
@@ -265,7 +266,7 @@ class DownloadCache:
             digest = recorded_digest(target, record)
             if digest and (not expected or digest == expected):
                 return Artifact(location=url, path=target, sha256=digest)
-            print(f"Cached {target} changed since it was verified (or its digest differs); fetching it again.")
+            output.channel().say(f"Cached {target} changed since it was verified (or its digest differs); fetching it again.")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
         tmp = Path(tmp_name)
@@ -285,7 +286,7 @@ class DownloadCache:
         policy = self.policy
         context = policy.ssl_context() if url.startswith("https://") else None
         started, tries, wait = time.monotonic(), 0, policy.retry_backoff
-        with transfer_progress(enabled=self.show_progress) as progress:
+        with transfer_progress(enabled=self.show_progress, console=output.channel().console) as progress:
             task = progress.add_task(file_name_of(url), total=None)
             while True:
                 tries += 1
@@ -300,8 +301,8 @@ class DownloadCache:
                             f" in {elapsed:.0f} s; the last: {failure.status}. Check the URL and the server,"
                             " or raise downloads.retries / downloads.retry_max_time."
                         ) from None
-                    print(f"Download of {url} failed ({failure.status}); try {tries + 1} of"
-                          f" {policy.retries + 1} in {wait:g} s.", flush=True)
+                    output.channel().say(f"Download of {url} failed ({failure.status}); try {tries + 1} of"
+                                         f" {policy.retries + 1} in {wait:g} s.")
                     time.sleep(wait)
                     wait = min(wait * 2, 30.0)
 

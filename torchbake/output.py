@@ -1,12 +1,17 @@
-"""The one output channel. Every console torchbake prints through comes from :func:`console`:
-markup is off, so text from outside (engine and command output, error messages, paths, image
-names, user values) is always printed as it is; ``[/bin/sh -c …]`` is never read as a style.
-Styles are given explicitly, with :func:`styled`."""
+"""The one output channel. Everything torchbake prints goes through the current
+:class:`Channel` (:func:`channel`): its notes, tables and progress bars, the ``+ command`` echo
+and the commands' output. Its console has markup off, so text from outside (engine and command
+output, error messages, paths, image names, user values) is always printed as it is;
+``[/bin/sh -c …]`` is never read as a style. Styles are given explicitly, with :func:`styled`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
-from typing import IO
+import threading
+from typing import IO, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
@@ -18,6 +23,67 @@ def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     stream = file or (sys.stderr if stderr else sys.stdout)
     width = None if file is None and stream.isatty() else 160
     return Console(file=file, stderr=stderr, markup=False, highlight=False, soft_wrap=True, width=width)
+
+
+class Channel:
+    """Where a task, or one matrix cell, prints. Every write is whole lines under one lock that
+    all channels share, so cells built side by side never mix inside a line. A cell built beside
+    others gets a channel into its log with ``commands=False``: the commands' echo and output are
+    in that log already, written by the command layer."""
+
+    _lock = threading.RLock()
+
+    def __init__(self, console: Console, *, commands: bool = True):
+        self.console, self.commands = console, commands
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.console.is_terminal
+
+    def say(self, *parts: str | tuple[str, str]) -> None:
+        """A note: plain text, or styled parts as :func:`styled` takes them."""
+        self.show(styled(*parts))
+
+    def show(self, renderable: Any) -> None:
+        """A table or other rich renderable."""
+        with self._lock:
+            self.console.print(renderable)
+
+    def command_line(self, text: str) -> None:
+        """A ``+ command`` echo or a line of a command's output, as it is."""
+        if self.commands:
+            with self._lock:
+                self.console.file.write(text if text.endswith("\n") else text + "\n")
+                self.console.file.flush()
+
+    def progress(self, *, transient: bool = False) -> Progress:
+        """A transfer progress bar on this channel, drawn only on a terminal."""
+        return transfer_progress(enabled=self.is_terminal, console=self.console, transient=transient)
+
+
+_current: contextvars.ContextVar[Channel | None] = contextvars.ContextVar("channel", default=None)
+
+
+def channel() -> Channel:
+    """The current channel (standard output unless a task or a matrix cell chose another)."""
+    return _current.get() or Channel(console())
+
+
+@contextlib.contextmanager
+def channel_to(target: Channel):
+    """Print through ``target`` inside the block (in this thread or task)."""
+    token = _current.set(target)
+    try:
+        yield target
+    finally:
+        _current.reset(token)
+
+
+def result(text: str) -> None:
+    """The task's result on standard output, as it is (a TOML file, a CI matrix, commands)."""
+    with Channel._lock:
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:

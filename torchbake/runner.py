@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -16,18 +14,16 @@ from datetime import datetime
 from pathlib import Path
 from xml.etree import ElementTree
 
-from rich.console import Console
 from rich.table import Table
 
-from . import command
+from . import command, output
 from . import config as configuration
 from .builder import assess, build_image, log_path
 from .engine import DockerClient
 from .errors import BaseImagePending, FatalError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
-from .output import console as output_console
-from .output import human_size, styled, transfer_progress
+from .output import human_size, styled
 from .variants import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
@@ -86,20 +82,23 @@ def first_error_line(text: str) -> str:
 
 
 class MatrixRun:
-    def __init__(self, cells: list[Cell], plans: Mapping[str, object], client: DockerClient, console: Console, *,
+    def __init__(self, cells: list[Cell], plans: Mapping[str, object], client: DockerClient, channel: output.Channel, *,
                  jobs: int = 1, keep_going: bool = True, force: bool = False, push: bool = False,
                  log_dir: Path):
-        self.cells, self.plans, self.client, self.console = cells, plans, client, console
+        self.cells, self.plans, self.client, self.channel = cells, plans, client, channel
         self.jobs, self.keep_going, self.force, self.push = jobs, keep_going, force, push
         self.log_dir = log_dir
         self.results = {c.id: CellResult(id=c.id, image=c.image) for c in cells}
-        self.lock = threading.Lock()
         self.started = datetime.now()
         self.interrupted = False  # set by SIGINT/SIGTERM: a cell stopped by it is "interrupted", not "failed"
 
     def say(self, text: str) -> None:
-        with self.lock:
-            self.console.print(styled((f"{datetime.now():%H:%M:%S}", "dim"), " ", text))
+        self.channel.say((f"{datetime.now():%H:%M:%S}", "dim"), " ", text)
+
+    def cell_channel(self, log: io.TextIOBase) -> output.Channel:
+        """Where a cell's build prints: the run's own channel when cells are built one at a time;
+        beside others, only into the cell's log (the summary lines still come here)."""
+        return self.channel if self.jobs == 1 else output.Channel(output.console(file=log), commands=False)
 
     def _quick_check(self, cell: Cell) -> tuple[str, str, str] | None:
         """(status, image id, input hash) when the cell's image is already up to date (re-tagging
@@ -189,14 +188,10 @@ class MatrixRun:
         started = time.monotonic()
         log = log_path(self.log_dir, f"{cell.id}")
         self.say(f"started   {cell.id} → {cell.image} (log: {log})")
-        quiet = self.jobs > 1
-        token = command.default_stream.set(open(os.devnull, "w") if quiet else None)  # noqa: SIM115
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with log.open("a") as handle:
-                console = output_console(file=handle) if quiet else self.console
-                result = build_image(self.plans[cell.id], self.client, console, skip_unchanged=not self.force,
-                                     log_file=log)
+            with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
+                result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log)
             digest = self._push(cell) if self.push else ""
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id=result.image_id, digest=digest, log=str(log))
@@ -213,16 +208,11 @@ class MatrixRun:
                          log=str(log), error=error or text.splitlines()[0])
         except Exception as exc:  # a bug must not take the other cells down with it
             self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log))
-        finally:
-            stream = command.default_stream.get()
-            command.default_stream.reset(token)
-            if stream is not None:
-                stream.close()
 
     def _push(self, cell: Cell) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in its log)."""
         log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
-        with transfer_progress(enabled=self.console.is_terminal, console=self.console, transient=True) as bar:
+        with self.channel.progress(transient=True) as bar:
             task = bar.add_task(f"push {cell.image}", total=None)
             digest = self.client.push(cell.image, log, lambda done, total: bar.update(task, completed=done, total=total))
         if digest:

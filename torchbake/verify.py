@@ -12,12 +12,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rich.console import Console
 from rich.table import Table
 
+from . import output
 from .engine import DockerClient
 from .errors import VerificationError
-from .output import console as output_console
 from .output import styled
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -205,7 +204,7 @@ def _arch_check(facts: dict, arch_list: str) -> CheckResult:
                        f"missing {';'.join(missing)} in {compiled_text}" if missing else compiled_text)
 
 
-def render_table(image: str, checks: list[CheckResult], console: Console | None = None) -> None:
+def render_table(image: str, checks: list[CheckResult]) -> None:
     table = Table(title=f"verify {image}")
     table.add_column("check")
     table.add_column("result")
@@ -213,15 +212,14 @@ def render_table(image: str, checks: list[CheckResult], console: Console | None 
     style = {PASS: "green", FAIL: "bold red", SKIP: "yellow"}
     for check in checks:
         table.add_row(check.name, styled((check.status, style[check.status])), check.detail)
-    (console or output_console()).print(table)
+    output.channel().show(table)
 
 
-def verify_image(client: DockerClient, image: str, expected: Expectations,
-                 console: Console | None = None) -> list[CheckResult]:
+def verify_image(client: DockerClient, image: str, expected: Expectations) -> list[CheckResult]:
     """Run every check; print the table; raise ``VerificationError`` if any failed."""
     facts = probe(client, image, expected.extension_module)
     checks = evaluate(facts, expected)
-    render_table(image, checks, console)
+    render_table(image, checks)
     failed = [c.name for c in checks if c.status == FAIL]
     if failed:
         raise VerificationError(f"{image} failed verification: {', '.join(failed)}.")

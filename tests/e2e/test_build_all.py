@@ -9,6 +9,7 @@ import re
 import tarfile
 import time
 import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +66,15 @@ def test_matrix_builds_then_skips_then_rebuilds_only_what_changed(nightly, tb_en
     assert set(statuses(folder / "r1.json").values()) <= {"built", "unchanged", "retagged"}
     table = output[output.rindex("build-all"):]  # the summary table closes the run
     assert all(cell in table for cell in CELLS)
+    # Two cells built side by side: here only whole, timestamped lines (their builds are in their
+    # logs), then the table; no line of one cell inside a line of another.
+    progress = first.stdout[:first.stdout.rindex("build-all")].splitlines()
+    assert progress and all(re.fullmatch(r"\d\d:\d\d:\d\d (started|built|unchanged|retagged) +\S+ .*", line)
+                            for line in progress), progress
+    for line in progress:  # a cell's own lines went to its log
+        if " started " in line:
+            text = Path(line.rsplit("(log: ", 1)[1].rstrip(")")).read_text()
+            assert "Building " in text or " unchanged: " in text, text[:500]
     suite = ElementTree.parse(folder / "r1.xml").getroot()
     assert suite.get("tests") == "4" and suite.get("failures") == "0"
 

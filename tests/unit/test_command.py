@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from torchbake import command
-from torchbake.command import format_command, run
+from torchbake import command, output
+from torchbake.command import format_command
 from torchbake.errors import BuildError, CommandError
+
+
+def run(args, *, stream=None, **options):
+    """command.run, printing through a channel into ``stream`` when one is given."""
+    if stream is None:
+        return command.run(args, **options)
+    with output.channel_to(output.Channel(output.console(file=stream))):
+        return command.run(args, **options)
 
 
 def test_echoes_quoted_command_and_captures():
@@ -40,6 +48,32 @@ def test_missing_binary_and_timeout():
         run(["no-such-tool-xyz"])
     with pytest.raises(CommandError, match="did not finish within 0.2 s"):
         run(["sleep", "5"], capture=True, timeout=0.2)
+
+
+def test_lines_of_commands_and_notes_printed_side_by_side_never_mix(tmp_path):
+    """build-all --jobs N: cells print from their own threads, through their own channels, into
+    one terminal; each line arrives whole."""
+    import threading
+
+    shared = io.StringIO()
+
+    def cell(number: int) -> None:
+        with output.channel_to(output.Channel(output.console(file=shared))):
+            for _ in range(3):
+                run(["sh", "-c", f"for i in $(seq 200); do echo cell-{number}-line-$i-{'x' * 300}; done"],
+                    log_file=tmp_path / f"cell-{number}.log")
+                output.channel().say(("note", "bold"), f" from cell {number} " + "y" * 300)
+
+    threads = [threading.Thread(target=cell, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = shared.getvalue().splitlines()
+    assert len(lines) == 4 * 3 * (200 + 2)
+    for line in lines:
+        assert (line.startswith("+ /") and "cell-" in line or line.startswith("note from cell ")
+                or line.startswith("cell-") and line.endswith("x" * 300)), line[:120]
 
 
 def test_format_command_with_env():

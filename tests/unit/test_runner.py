@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from rich.console import Console
 
-from torchbake import runner
+from torchbake import output, runner
 from torchbake.builder import BuildResult
 from torchbake.errors import BuildError
 from torchbake.matrix import Cell
@@ -27,7 +27,7 @@ CELLS = [cell("a-base"), cell("a-dev", "a-base"), cell("b-release"), cell("c-rel
 def run_matrix(monkeypatch, tmp_path, failing: set[str], **options):
     order = []
 
-    def fake_build(plan, client, console, *, skip_unchanged, log_file):
+    def fake_build(plan, client, *, skip_unchanged, log_file):
         order.append(plan)
         log_file.write_text("step 1\nERROR: no matching distribution for x\n" if plan in failing else "ok\n")
         if plan in failing:
@@ -37,7 +37,7 @@ def run_matrix(monkeypatch, tmp_path, failing: set[str], **options):
 
     monkeypatch.setattr(runner, "build_image", fake_build)
     plans = {c.id: c.id for c in CELLS}
-    run = runner.MatrixRun(CELLS, plans, client=None, console=Console(file=io.StringIO()), log_dir=tmp_path, **options)
+    run = runner.MatrixRun(CELLS, plans, client=None, channel=output.Channel(Console(file=io.StringIO())), log_dir=tmp_path, **options)
     return run.run(), order
 
 
@@ -93,13 +93,13 @@ def test_a_dependent_of_a_rebuilt_cell_is_not_skipped(monkeypatch, tmp_path):
 
     built = []
 
-    def fake_build(plan, client, console, *, skip_unchanged, log_file):
+    def fake_build(plan, client, *, skip_unchanged, log_file):
         built.append(plan)
         return BuildResult(image=plan, image_id="sha256:" + "1" * 64, size_bytes=1, log_file=log_file,
                            input_hash="h", seconds=1.0)
 
     monkeypatch.setattr(runner, "build_image", fake_build)
-    run = runner.MatrixRun(CELLS, {c.id: c.id for c in CELLS}, client=Client(), console=Console(file=io.StringIO()),
+    run = runner.MatrixRun(CELLS, {c.id: c.id for c in CELLS}, client=Client(), channel=output.Channel(Console(file=io.StringIO())),
                            log_dir=tmp_path)
     results = run.run()
     assert built == ["a-base", "a-dev"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from invoke import Collection, task
 
 from ..base_os import OsImageSpec, bootstrap_os_image
-from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
 
 
 @task(
@@ -33,9 +33,7 @@ def bootstrap_os(c, suite="bookworm", name=None, mirror=None, variant=None, forc
                        variant=settings.bootstrap.variant, force=force)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
-    out = console()
-    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", lambda text: out.print(text, markup=False),
-                       dry_run=dry_run)
+    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=dry_run)
 
 
 ns = Collection(bootstrap_os)

@@ -6,7 +6,7 @@ from invoke import Collection, task
 
 from ..builder import build_image
 from ..builder import dry_run as show_plan
-from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors, resolve_config
+from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..variants import plan_base, plan_dev, plan_release
 
@@ -92,11 +92,10 @@ def _no_flags_without_effect(variant: str, given: dict) -> None:
 def _run(plan, settings, dry_run: bool) -> None:
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
-    out = console()
     if dry_run:
-        show_plan(plan, client, out)
+        show_plan(plan, client)
         return
-    build_image(plan, client, out)
+    build_image(plan, client)
 
 
 @task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])

@@ -9,8 +9,8 @@ from rich.table import Table
 
 from .. import containers as running
 from .. import output
-from ..cli import COMMON_HELP, FlagTask, console, docker_client, reports_errors, resolve_config
-from ..command import default_stream, format_command
+from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
+from ..command import format_command
 from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
 
@@ -56,33 +56,31 @@ def run_container(c, image=None, name=None, shm_size=None, privileged=False, env
             "Standard input is not a terminal, so there is no one to type into a shell: pass"
             ' --command "…" (its exit status becomes this task\'s), or run from a terminal.'
         )
-    notes = output.console(stderr=True)
+    # stdout is the command's alone: torchbake's notes and the docker commands it runs go to stderr
+    with output.channel_to(output.Channel(output.console(stderr=True))) as notes:
+        status, session = _run_session(settings, image, request_fields={
+            "extra_env": env or [], "extra_mounts": mount or [], "command": command or "", "remove": rm,
+            "replace": replace, "interactive": interactive, "forward_stdin": stdin != "none",
+            "explicit": frozenset({key.split(".", 1)[1] for key, value in cli.items() if value is not None}
+                                  | ({"mounts"} if mount else set()))}, dry_run=dry_run)
+        if status:
+            if not interactive:
+                notes.say(f"torchbake: the command exited with status {status} in container {session.name}.")
+            raise Exit(code=status)
+
+
+def _run_session(settings, image: str, *, request_fields: dict, dry_run: bool) -> tuple[int, running.Session]:
     client = docker_client(settings, for_build=False)
     if not image:
         image = running.most_recent_image(client, settings.paths.log_dir)
-        notes.print(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.",
-                    markup=False)
-    explicit = {key.split(".", 1)[1] for key, value in cli.items() if value is not None} | ({"mounts"} if mount else set())
-    request = RunRequest.from_settings(
-        settings, image, extra_env=env or [], extra_mounts=mount or [], command=command or "", remove=rm,
-        replace=replace, interactive=interactive, forward_stdin=stdin != "none", explicit=frozenset(explicit),
-    )
-    token = default_stream.set(sys.stderr)
-    try:
-        session = prepare_session(client, request, notes.print)
-        for note in session.notes:
-            notes.print(note)
-        if dry_run:
-            for argv in (*session.setup, session.attached):
-                print(format_command(argv))
-            return
-        status = run_session(client, session)
-    finally:
-        default_stream.reset(token)
-    if status != 0:
-        if not interactive:
-            notes.print(f"torchbake: the command exited with status {status} in container {session.name}.")
-        raise Exit(code=status)
+        output.channel().say(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.")
+    session = prepare_session(client, RunRequest.from_settings(settings, image, **request_fields))
+    for note in session.notes:
+        output.channel().say(note)
+    if dry_run:  # the commands, on stdout: a user can paste them
+        output.result("".join(format_command(argv) + "\n" for argv in (*session.setup, session.attached)))
+        return 0, session
+    return run_session(client, session), session
 
 
 @task(klass=FlagTask, help=COMMON_HELP, iterable=["config"])
@@ -93,16 +91,16 @@ def containers(c, docker=None, config=None):
     client = docker_client(settings, for_build=False)
     client.check_engine()
     rows = list_containers(client)
-    out = console()
+    out = output.channel()
     if not rows:
-        out.print("No containers created by torchbake. `invoke run-container IMAGE` makes one.")
+        out.say("No containers created by torchbake. `invoke run-container IMAGE` makes one.")
         return
     table = Table(title="containers created by torchbake")
     for column in ("name", "image", "status", "profile", "created"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(*(row[column] for column in ("name", "image", "status", "profile", "created")))
-    out.print(table)
+    out.show(table)
 
 
 @task(klass=FlagTask, positional=["name"], iterable=["config"], help={
@@ -120,6 +118,6 @@ def stop_container(c, name, rm=False, time=10, docker=None, config=None):
     if time < 0:
         raise ConfigurationError(f"--time {time}: expected a number of seconds, 0 or more.")
     client = docker_client(settings, for_build=False)
-    running.stop_container(client, name, remove=rm, timeout=time, say=console().print)
+    running.stop_container(client, name, remove=rm, timeout=time)
 
 ns = Collection(run_container, containers, stop_container)

@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
-from .. import validation
-from ..cli import COMMON_HELP, FlagTask, console, docker_client, reports_errors, resolve_config
+from .. import output, validation
+from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..manifest import describe, find_manifest
 from ..verify import Expectations, verify_image
@@ -44,7 +44,7 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
     labels = client.image_labels(image)
     expected = Expectations.from_labels(labels, python=python, torch=torch_version,
                                         extension_module=extension_module, cuda_arch_list=cuda_arch_list)
-    verify_image(client, image, expected, console())
+    verify_image(client, image, expected)
 
 
 @task(klass=FlagTask, positional=["image"], iterable=["config"], help={
@@ -66,7 +66,7 @@ def show_build(c, image, docker=None, config=None):
     table.add_column("value", overflow="fold")
     for what, value in describe(image, info, find_manifest(settings.paths.log_dir, info["Id"])):
         table.add_row(what, value)
-    console().print(table)
+    output.channel().show(table)
 
 
 @task(klass=FlagTask, iterable=["config"], help={
@@ -85,14 +85,14 @@ def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - t
         raise ConfigurationError(f"--format {format!r}: expected table or toml.")
     resolved = resolve_config(config, {}, variant=variant)
     if format == "toml":
-        print(configuration.to_toml(resolved), end="")
+        output.result(configuration.to_toml(resolved))
         return
     table = Table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")
     for row in configuration.describe(resolved):
         table.add_row(*(Text(cell) for cell in row))  # plain text: values and sources are never markup
-    console().print(table)
+    output.channel().show(table)
 
 
 ns = Collection(verify, show_build, show_config)

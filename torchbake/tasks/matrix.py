@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
-from ..cli import COMMON_HELP, FlagTask, check_folders, console, docker_client, reports_errors
+from .. import output
+from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..runner import MatrixRun, cell_plan, exit_status, failure_lines, predict, summary_table, write_json, write_junit
@@ -59,10 +60,9 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
                  reports=bool(report or junit), no_cache=no_cache, force=force)
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     cells, files = _cells(list(config or []), only, skip, None if emit_matrix else shard)
-    out = console()
     if emit_matrix:
         count = parse_shard(shard)[1] if shard else len(groups(cells))
-        print(github_matrix(cells, count))
+        output.result(github_matrix(cells, count) + "\n")
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
@@ -80,8 +80,9 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     client = docker_client(settings, choice=docker)
     client.check_engine()
     if plan:
-        _print_plan(out, cells, plans, needs, client, force=force)
+        _print_plan(cells, plans, needs, client, force=force)
         return
+    out = output.channel()
     run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
                     log_dir=settings.paths.log_dir)
     try:
@@ -91,9 +92,9 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
             write_json(outputs["--report"], run.results, run.started)
         if "--junit" in outputs:
             write_junit(outputs["--junit"], run.results)
-    out.print(summary_table(results))
+    out.show(summary_table(results))
     for line in failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
-        out.print(line)
+        out.say(line)
     status = exit_status(results)
     if status:
         failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
@@ -117,7 +118,7 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
 
 
-def _print_plan(out, cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
+def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
     """The ordered plan: what a run would do with each cell and why, or the values it still needs."""
     table = Table(title="build-all plan")
     for column in ("#", "cell", "image", "action", "why"):
@@ -130,9 +131,9 @@ def _print_plan(out, cells: list[Cell], plans: dict, needs: dict[str, list[str]]
         else:
             action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
         table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
-    out.print(table)
+    output.channel().show(table)
     if needs:
-        out.print(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
+        output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
                   " before any work and name each.")
 
 

@@ -66,12 +66,12 @@ class BasePlan(PlanCommon):
         return {spec.name: {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
                 for spec in self.sources}
 
-    def preflight(self, client, say, *, writes: bool):
+    def preflight(self, client, *, writes: bool):
         """The source trees first (found, or their remotes asked: no slow work), then the OS FROM
         image (made if missing), which must be Debian or Ubuntu with the requested Python."""
         found, missing = sources.locate(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources")
         commits = {**{t.spec.name: t.commit for t in found}, **missing}
-        return os_preflight(self, client, say, writes=writes, source_commits=commits, supported=SUPPORTED_OS)
+        return os_preflight(self, client, writes=writes, source_commits=commits, supported=SUPPORTED_OS)
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: the three source trees (found or cloned), the wheelhouse."""

@@ -277,7 +277,7 @@ def os_release_of(client, image: str, image_id: str, cache_dir: Path, *,
     return values
 
 
-def os_base_image(plan, client, say, *, writes: bool) -> dict:
+def os_base_image(plan, client, *, writes: bool) -> dict:
     """The inspect record of an OS FROM image (release and base builds). A missing one is pulled
     or made with debootstrap when ``writes``; otherwise :class:`BaseImagePending` says what a
     build would do."""
@@ -289,14 +289,14 @@ def os_base_image(plan, client, say, *, writes: bool) -> dict:
                                    f" {base_os.how_missing_is_made(plan.base_image, on_demand)}")
         return base
     python = plan.python_version if plan.python_provider == "os" else ""
-    return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, say, python=python)
+    return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, python=python)
 
 
-def os_preflight(plan, client, say, *, writes: bool, source_commits: dict[str, str] | None = None,
+def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] | None = None,
                  supported: tuple[str, ...] = ()) -> Preflight:
     """Release and base builds: the OS FROM image (made if missing), its OS (one of ``supported``
     when given) and that its Python is the requested one."""
-    base = os_base_image(plan, client, say, writes=writes)
+    base = os_base_image(plan, client, writes=writes)
     os_release = os_release_of(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir, remember=writes)
     if supported and os_release.get("ID") not in supported:
         raise ConfigurationError(

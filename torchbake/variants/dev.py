@@ -101,7 +101,7 @@ class DevPlan(PlanCommon):
                                     "commit": facts.extension_commit}
         return commits
 
-    def preflight(self, client, say, *, writes: bool) -> Preflight:
+    def preflight(self, client, *, writes: bool) -> Preflight:
         """The base image exists and is a torchbake base with the requested Python; the extension's
         tag resolves on its remote; MAX_JOBS from the engine; the vision clone (if any) is there."""
         base = client.inspect_image(self.base_image)

@@ -66,9 +66,9 @@ class ReleasePlan(PlanCommon):
                    for role, source in self.wheel_sources.items()}
         return {"extra": self.extra_requirements}, {**hash_common(self, cache), **digests}
 
-    def preflight(self, client, say, *, writes: bool):
+    def preflight(self, client, *, writes: bool):
         """The OS FROM image (pulled or bootstrapped if missing) ships the requested Python."""
-        return os_preflight(self, client, say, writes=writes)
+        return os_preflight(self, client, writes=writes)
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: wheels resolved for the image's Python, toolkits, constraints."""
