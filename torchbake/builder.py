@@ -385,9 +385,9 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
 
 
 def _verify_candidate(image: str, client: DockerClient, candidate: str) -> None:
-    labels = client.image_labels(candidate)
+    expected = Expectations.of_image(client, candidate)
     try:
-        verify_image(client, candidate, Expectations.from_labels(labels))
+        verify_image(client, candidate, expected)
     except Exception:
         output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
                               f" {image} was not changed.", "red"))

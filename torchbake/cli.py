@@ -6,6 +6,7 @@ Task modules only parse flags and call into the package; this module is the one 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import signal
@@ -18,7 +19,8 @@ from invoke.parser import Argument
 from invoke.parser.parser import ParseMachine
 
 from . import config, writable
-from .engine import DockerClient, detect_client
+from .docker_cli import find_client
+from .engine import DockerClient
 from .errors import FatalError
 
 # Help of the flags every task has, written once.
@@ -120,5 +122,6 @@ def check_folders(settings: config.Settings, *, create: bool) -> None:
 def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
     timeouts of ``[build]``."""
-    return detect_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
-                         timeout=settings.build.engine_timeout, stall_timeout=settings.build.stall_timeout)
+    found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build)
+    return DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
+                           "stall_timeout": settings.build.stall_timeout})

@@ -67,10 +67,8 @@ def show_command(args: Sequence[str], env: Mapping[str, str] | None = None) -> N
 
 
 def resolve_binary(name: str, *, hint: str = "", error: type[FatalError] = CommandError) -> str:
-    path = shutil.which(name)
-    if path is None:
-        message = f"{name!r} was not found on PATH."
-        raise error(f"{message} {hint}".strip())
+    if (path := shutil.which(name)) is None:
+        raise error(f"{name!r} was not found on PATH. {hint}".strip())
     return path
 
 
@@ -114,14 +112,10 @@ def run(
     shown = None if capture and log_file is None else output.channel()  # captured: read, not printed
     try:
         text, returncode = _stream(argv, full_env, cwd, log_file, shown, capture, timeout, idle_timeout)
-    except _Stalled as exc:
-        raise error(
-            f"{format_command(argv)} printed nothing for {idle_timeout:g} s and was stopped. {failure_hint}".strip()
-        ) from exc
-    except subprocess.TimeoutExpired as exc:
-        raise error(
-            f"{format_command(argv)} did not finish within {timeout:g} s. {failure_hint}".strip()
-        ) from exc
+    except _Stopped as exc:
+        why = (f"printed nothing for {idle_timeout:g} s and was stopped" if exc.args[0] == "stalled"
+               else f"did not finish within {timeout:g} s")
+        raise error(f"{format_command(argv)} {why}. {failure_hint}".strip()) from exc
     result = CommandResult(tuple(argv), returncode, text)
     if check and returncode != 0:
         tail = "\n".join(text.strip().splitlines()[-15:])
@@ -133,16 +127,13 @@ def run(
     return result
 
 
-def run_attached(args: Sequence[str | os.PathLike[str]], *, forward_stdin: bool = True,
-                 error: type[FatalError] = CommandError) -> int:
-    """Run ``args`` with the user's terminal (or standard streams) passed straight through, as an
-    interactive shell or a command whose output is the result; return its exit status. The
-    ``+ command`` echo goes to the default stream (stderr for run-container), never stdout."""
+def run_attached(args: Sequence[str | os.PathLike[str]], *, error: type[FatalError] = CommandError) -> int:
+    """Run ``args`` on the user's terminal (an interactive shell); return its exit status. The
+    ``+ command`` echo goes to the current channel (stderr for run-container)."""
     argv = _argv(args, error)
     show_command(argv)
     sys.stdout.flush()
-    stdin = None if forward_stdin else subprocess.DEVNULL
-    return subprocess.run(argv, stdin=stdin, check=False).returncode
+    return subprocess.run(argv, check=False).returncode
 
 
 _RUNNING: set[subprocess.Popen] = set()
@@ -185,8 +176,8 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-class _Stalled(Exception):
-    """A streamed command printed nothing for its idle timeout."""
+class _Stopped(Exception):
+    """A streamed command was stopped: "stalled" (silent for its idle timeout) or "timeout"."""
 
 
 def _watch(proc: subprocess.Popen, last_output: list[float], idle_timeout: float | None, deadline: float | None,
@@ -216,11 +207,10 @@ def _stream(
     idle_timeout: float | None = None,
 ) -> tuple[str, int]:
     kept: list[str] = []
-    with contextlib.ExitStack() as stack:
-        log = None
-        if log_file is not None:
-            log_file.parent.mkdir(parents=True, exist_ok=True)
-            log = stack.enter_context(log_file.open("a", encoding="utf-8"))
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+    with log_file.open("a", encoding="utf-8") if log_file else contextlib.nullcontext() as log:
+        if log is not None:
             log.write(f"+ {format_command(argv)}\n")
         proc = _popen(argv, env, cwd)
         with _RUNNING_LOCK:
@@ -242,10 +232,8 @@ def _stream(
                 if not keep and len(kept) > 200:
                     del kept[:100]
             returncode = proc.wait()
-            if "stalled" in stopped:
-                raise _Stalled()
-            if "timeout" in stopped:
-                raise subprocess.TimeoutExpired(argv, timeout or 0)
+            if stopped:
+                raise _Stopped(stopped[0])
         except BaseException:  # stalled, timed out or interrupted: the whole process group stops
             _stop(proc)
             raise

@@ -10,7 +10,6 @@ by :func:`engine_errors`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import command
-from .docker_cli import STALL_TIMEOUT, DockerCLI, find_client
+from .docker_cli import DockerCLI
 from .errors import EngineError
 from .lazy import LazyModule
 
@@ -37,6 +36,7 @@ else:  # the SDK is imported at the first engine call, not when the tasks are li
     requests = LazyModule("requests")
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
+_RAISE = object()  # DockerClient.call: a missing object is an error
 
 
 @dataclass(frozen=True)
@@ -57,49 +57,38 @@ class DockerClient(DockerCLI):
                 _API_CLIENTS[key] = _sdk_client(self.environ, self.timeout).api
         return _API_CLIENTS[key]
 
+    def call(self, what: str, method: str, *args: Any, missing: Any = _RAISE, limit: float = 0, **kwargs: Any) -> Any:
+        """``self.api.<method>(*args, **kwargs)``, failures as torchbake errors naming ``docker
+        <what>``, bounded by ``limit`` seconds (0: the engine timeout); ``missing`` is returned
+        when the engine has no such object (else that is an error too)."""
+        with engine_errors(what, limit or self.timeout):
+            try:
+                return getattr(self.api, method)(*args, **kwargs)
+            except docker.errors.NotFound:
+                if missing is _RAISE:
+                    raise
+                return missing
+
     def check_engine(self) -> str:
         """The engine's version; a clear error if none answers."""
-        with engine_errors("version", self.timeout):
-            return str(self.api.version().get("Version", ""))
+        return str(self.call("version", "version").get("Version", ""))
 
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
-        with engine_errors(f"image inspect {reference}", self.timeout):
-            try:
-                return self.api.inspect_image(reference)
-            except docker.errors.NotFound:
-                return None
+        return self.call(f"image inspect {reference}", "inspect_image", reference, missing=None)
 
     def inspect_container(self, name: str) -> dict[str, Any] | None:
-        """The container's inspect record, or None if there is none."""
-        with engine_errors(f"container inspect {name}", self.timeout):
-            try:
-                return self.api.inspect_container(name)
-            except docker.errors.NotFound:
-                return None
+        return self.call(f"container inspect {name}", "inspect_container", name, missing=None)
 
     def engine_info(self) -> dict[str, Any]:
         """``docker info`` as the Engine API gives it (NCPU, MemTotal, Runtimes, ...)."""
-        with engine_errors("info", self.timeout):
-            return self.api.info()
-
-    def image_labels(self, reference: str) -> dict[str, str]:
-        info = self.inspect_image(reference)
-        if info is None:
-            raise EngineError(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do.")
-        return dict((info.get("Config") or {}).get("Labels") or {})
+        return self.call("info", "info")
 
     def tag(self, source: str, target: str) -> None:
-        with engine_errors(f"tag {source} {target}", self.timeout):
-            self.api.tag(source, *docker.utils.parse_repository_tag(target))
+        self.call(f"tag {source} {target}", "tag", source, *docker.utils.parse_repository_tag(target))
 
     def remove_image(self, reference: str) -> bool:
         """Remove the image (or the tag); False when there was none."""
-        with engine_errors(f"image rm {reference}", self.timeout):
-            try:
-                self.api.remove_image(reference, force=True)
-                return True
-            except docker.errors.NotFound:
-                return False
+        return self.call(f"image rm {reference}", "remove_image", reference, force=True, missing=False) is not False
 
     def pull(self, reference: str) -> str:
         """Pull ``reference``; "" when it is here now, else what the registry said."""
@@ -127,23 +116,19 @@ class DockerClient(DockerCLI):
         """Run a throwaway container and collect its output (the container is always removed)."""
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
         shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
-        with engine_errors(f"run {image}", self.timeout):
-            created = self.api.create_container(
-                image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None, name=name,
-                labels={"torchbake.probe": "true"},
-                host_config=self.api.create_host_config(network_mode=network) if network else None)
+        created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
+                                        name=name, labels={"torchbake.probe": "true"}, host_config={"network_mode": network})
         try:
             with engine_errors(f"run {image}", timeout):
                 try:
-                    self.api.start(created["Id"])
+                    self.api.start(created)
                 except docker.errors.APIError as exc:  # e.g. the entrypoint is not in the image
                     return command.CommandResult(shown, 127, str(exc.explanation or exc))
-                code = int(self.api.wait(created["Id"], timeout=timeout).get("StatusCode", 1))
-                output = self.api.logs(created["Id"], stdout=True, stderr=True).decode(errors="replace")
+                code = int(self.api.wait(created, timeout=timeout).get("StatusCode", 1))
+                output = self.api.logs(created, stdout=True, stderr=True).decode(errors="replace")
             return command.CommandResult(shown, code, output)
         finally:  # interrupted or timed out too: the probe container never outlives this call
-            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-                self.api.remove_container(created["Id"], force=True)
+            self._discard(created)
 
     def create_container(self, image: str, *, host_config: Mapping[str, Any], **options: Any) -> str:
         """Create a container (the SDK's ``create_container`` and ``create_host_config`` options)."""
@@ -163,8 +148,12 @@ class DockerClient(DockerCLI):
             with engine_errors(f"wait {container[:12]}", self.timeout):
                 return int(self.api.wait(container, timeout=None).get("StatusCode", 1))
         finally:
-            with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
-                self.api.remove_container(container, force=True)
+            self._discard(container)
+
+    def _discard(self, container: str) -> None:
+        """Remove a container torchbake made for one run, quietly (it may be gone already)."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            self.api.remove_container(container, force=True)
 
     def exec_streams(self, container: str, argv: Sequence[str], *, env: Mapping[str, str], workdir: str,
                      stdin: bool) -> int:
@@ -182,20 +171,16 @@ class DockerClient(DockerCLI):
 
     def containers(self, label: str) -> list[dict[str, Any]]:
         """Every container (running or not) that has ``label`` (``key=value``)."""
-        with engine_errors("ps", self.timeout):
-            return self.api.containers(all=True, filters={"label": label})
+        return self.call("ps", "containers", all=True, filters={"label": label})
 
     def stop_container(self, name: str, timeout: int) -> None:
-        with engine_errors(f"stop {name}", timeout + self.timeout):
-            self.api.stop(name, timeout=timeout)
+        self.call(f"stop {name}", "stop", name, timeout=timeout, limit=timeout + self.timeout)
 
     def remove_container(self, name: str, *, force: bool = False) -> None:
-        with engine_errors(f"rm {name}", self.timeout):
-            self.api.remove_container(name, force=force)
+        self.call(f"rm {name}", "remove_container", name, force=force)
 
     def start_container(self, name: str) -> None:
-        with engine_errors(f"start {name}", self.timeout):
-            self.api.start(name)
+        self.call(f"start {name}", "start", name)
 
     def push(self, reference: str, log_file: Path | None = None,
              progress: Callable[[int, int], None] | None = None) -> str:
@@ -278,10 +263,11 @@ def _context_host(name: str, environ: Mapping[str, str]) -> str:
 
 
 def where_engine(environ: Mapping[str, str]) -> str:
+    """The engine's address, or the docker context that names it, as the CLI would choose."""
     if environ.get("DOCKER_HOST"):
         return environ["DOCKER_HOST"]
-    context = environ.get("DOCKER_CONTEXT") or _current_context()
-    return f"docker context {context!r}" if context not in ("", "default") else f"the default socket ({LOCAL_SOCKET})"
+    context = environ.get("DOCKER_CONTEXT") or _current_context(environ)
+    return f"docker context {context!r}" if context not in ("", "default") else f"unix://{LOCAL_SOCKET}"
 
 
 @contextlib.contextmanager
@@ -292,8 +278,6 @@ def engine_errors(what: str, timeout: float):
     except requests.exceptions.Timeout as exc:
         raise EngineError(f"The Docker engine did not answer `docker {what}` within {timeout:g} s. Check that dockerd"
                           " is running (scripts/ensure-engine.sh starts one).") from exc
-    except docker.errors.NotFound:
-        raise
     except docker.errors.APIError as exc:
         raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -307,24 +291,14 @@ def engine_errors(what: str, timeout: float):
 LOCAL_SOCKET = "/var/run/docker.sock"
 
 
-def _current_context(environ: Mapping[str, str] | None = None) -> str:
+def _current_context(environ: Mapping[str, str]) -> str:
     try:
-        return json.loads((_config_dir(os.environ if environ is None else environ) / "config.json").read_text()).get(
-            "currentContext", "")
+        return json.loads((_config_dir(environ) / "config.json").read_text()).get("currentContext", "")
     except (OSError, ValueError, AttributeError):
         return ""
 
 
 def engine_is_local() -> bool:
     """Whether the engine is the default one on this machine (so its /dev and socket are here)."""
-    host = os.environ.get("DOCKER_HOST", "")
-    if os.environ.get("DOCKER_CONTEXT") or (host and host != f"unix://{LOCAL_SOCKET}"):
-        return False
-    return os.path.exists(LOCAL_SOCKET) and _current_context() in ("", "default")
+    return where_engine(os.environ) == f"unix://{LOCAL_SOCKET}" and os.path.exists(LOCAL_SOCKET)
 
-
-def detect_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True,
-                  timeout: float = ENGINE_TIMEOUT, stall_timeout: float = STALL_TIMEOUT) -> DockerClient:
-    """The docker CLI ``choice`` names (:func:`docker_cli.find_client`), with its engine."""
-    found = find_client(choice, environ, for_build=for_build)
-    return DockerClient(**{**dataclasses.asdict(found), "timeout": timeout, "stall_timeout": stall_timeout})

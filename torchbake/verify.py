@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import output
 from .engine import DockerClient
-from .errors import VerificationError
+from .errors import EngineError, VerificationError
 from .output import styled
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -87,6 +87,14 @@ class Expectations:
     profile: str = "cpu"
     variant: str = "release"
     source_commits: tuple[tuple[str, str], ...] = ()  # (name, commit) from torchbake.source.* labels
+
+    @classmethod
+    def of_image(cls, client: DockerClient, image: str, **overrides: str | None) -> Expectations:
+        """What the image's torchbake labels promise; an image the engine lacks is an error."""
+        info = client.inspect_image(image)
+        if info is None:
+            raise EngineError(f"Image {image!r} does not exist on this engine. `docker images` lists those that do.")
+        return cls.from_labels((info.get("Config") or {}).get("Labels") or {}, **overrides)
 
     @classmethod
     def from_labels(cls, labels: Mapping[str, str], **overrides: str | None) -> Expectations:

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from torchbake.engine import detect_client
+from torchbake.docker_cli import find_client as detect_client
 from torchbake.errors import EngineError
 
 

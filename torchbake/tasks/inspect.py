@@ -41,9 +41,8 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
             raise ConfigurationError(f"{flag} {value!r} is invalid: {exc}.") from None
     client = docker_client(settings, for_build=False)
     client.check_engine()
-    labels = client.image_labels(image)
-    expected = Expectations.from_labels(labels, python=python, torch=torch_version,
-                                        extension_module=extension_module, cuda_arch_list=cuda_arch_list)
+    expected = Expectations.of_image(client, image, python=python, torch=torch_version,
+                                     extension_module=extension_module, cuda_arch_list=cuda_arch_list)
     verify_image(client, image, expected)
 
 
