@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from torchbake.docker_cli import find_client as detect_client
+from torchbake.docker_cli import find_client
 from torchbake.errors import EngineError
 
 
@@ -29,7 +29,7 @@ def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, mo
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
     path = os.pathsep.join([str(tmp_path / "new"), str(tmp_path / "old")])
-    client = detect_client("auto", {"PATH": path})
+    client = find_client("auto", {"PATH": path})
     assert client.binary == old
     assert client.build_mode == "buildkit-env"
     assert client.version == "20.10.24"
@@ -39,7 +39,7 @@ def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, mo
 def test_prefers_buildx_when_present(tmp_path, monkeypatch):
     monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     fake_docker(tmp_path / "a", "28.2.2", buildx=True)
-    client = detect_client("auto", {"PATH": str(tmp_path / "a")})
+    client = find_client("auto", {"PATH": str(tmp_path / "a")})
     assert client.build_mode == "buildx"
 
 
@@ -47,7 +47,7 @@ def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     with pytest.raises(EngineError) as info:
-        detect_client("auto", {"PATH": str(tmp_path / "new")})
+        find_client("auto", {"PATH": str(tmp_path / "new")})
     text = str(info.value)
     assert f"{new}: client 28.2.2 has no buildx plugin, so it cannot build with BuildKit" in text
     assert "apt-get install docker-buildx" in text
@@ -57,15 +57,15 @@ def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
 def test_explicit_client_is_checked(tmp_path):
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     with pytest.raises(EngineError, match="has no buildx plugin"):
-        detect_client(new, {})
+        find_client(new, {})
     with pytest.raises(EngineError, match="'/no/such/docker' .* was not found or is not executable"):
-        detect_client("/no/such/docker", {})
+        find_client("/no/such/docker", {})
 
 
 def test_no_client_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
     with pytest.raises(EngineError, match="No docker client was found on PATH"):
-        detect_client("auto", {"PATH": str(tmp_path)})
+        find_client("auto", {"PATH": str(tmp_path)})
 
 
 def test_proxy_variables_reach_the_build_by_name_only():
