@@ -11,13 +11,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import re
 import shutil
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from . import command, diskspace, output
@@ -30,7 +31,7 @@ from .context import (
 )
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import EngineError
+from .errors import ConfigurationError, EngineError
 from .files import write_atomically
 from .manifest import BuildRecord
 from .output import human_size
@@ -75,6 +76,7 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
         "common": tree_sha256(COMMON_DIR),
         "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
                           settings.wheels.find_links],
+        "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
         "sources": facts.source_commits,
     }
     variant_material, digests = plan.hash_inputs(cache)
@@ -88,7 +90,36 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
+    if facts is not None and digest:
+        labels["org.opencontainers.image.created"] = created_time(plan, digest)
     return {k: v for k, v in labels.items() if v}
+
+
+def source_date_epoch() -> datetime | None:
+    """``SOURCE_DATE_EPOCH`` (reproducible builds' convention), checked."""
+    value = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not value:
+        return None
+    if not value.isdigit():
+        raise ConfigurationError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970-01-01 UTC;"
+                                 " set it to e.g. the last commit's time (git log -1 --format=%ct) or unset it.")
+    return datetime.fromtimestamp(int(value), UTC)
+
+
+def created_time(plan: Plan, digest: str) -> str:
+    """The image's creation time: SOURCE_DATE_EPOCH when set, else when these inputs (this input
+    hash) were first built on this host. The same inputs so give the same image config, and a
+    rebuild whose layers all come from the cache gives the same image id."""
+    when = source_date_epoch()
+    if when is None:
+        state = plan.settings.paths.cache_dir / "first-built.json"
+        with file_lock(state.with_name(state.name + ".lock")):
+            times = _built(state)
+            if digest not in times:
+                times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
+        return times[digest]
+    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, Path]]:
@@ -147,6 +178,24 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
                 client.tag(image_id, image)
             return "retagged", image_id
     return None
+
+
+def remove_replaced(client: DockerClient, image_id: str, state: Path) -> None:
+    """Remove the image a build took the tag from, when torchbake built it (recorded in
+    ``state``) and no tag, container or child image uses it; a user's own image stays."""
+    info = client.inspect_image(image_id)
+    ours = any(image_id in ids for ids in _built(state).values())
+    if info is None or info.get("RepoTags") or not ours:
+        return
+    if client.containers_of(image_id):
+        output.channel().say(f"Kept the replaced image {image_id[:19]}: a container uses it.")
+        return
+    try:
+        client.remove_image(image_id, force=False)
+    except EngineError as exc:  # e.g. an image built FROM it
+        output.channel().say(f"Kept the replaced image {image_id[:19]}: {str(exc).splitlines()[0]}")
+        return
+    output.channel().say(f"Removed the replaced image {image_id[:19]} (no tag, container or image used it).")
 
 
 def _input_hash_of(info: dict) -> str:
@@ -215,6 +264,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
     started = time.monotonic()
     settings = plan.settings
+    source_date_epoch()  # a bad value is an error before any work
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
     cache = DownloadCache.for_settings(settings)
@@ -272,6 +322,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
     iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
+    replaced = (client.inspect_image(plan.image) or {}).get("Id", "")
     try:
         if prepared is None:
             output.channel().say(f"Preparing the build context in {folder}")
@@ -312,6 +363,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
     record_built(built_images_file(plan), digest, info.get("Id", image_id))
+    if replaced and replaced != info.get("Id"):
+        remove_replaced(client, replaced, built_images_file(plan))
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")

@@ -80,6 +80,9 @@ class PythonOptions:
     version: str = checked_by(validation.python_version)
     provider: str = checked_by(validation.one_of(validation.PYTHON_PROVIDERS))
     standalone_url: str = checked_by(lambda v: validation.location(v.replace("{python}", "3.11")))
+    installer: str = checked_by(validation.one_of(("uv", "pip")))
+    uv: str = checked_by(validation.exact_pin)
+    keep_uv: bool
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,11 +4,19 @@ Layout of a release context (every path is what the Dockerfile expects)::
 
     Dockerfile          the template plus the image's ENV from the configuration
     common/             docker/common/ (the in-image install scripts)
-    constraints.txt     exact pins of torch and the extension, copied into the image
-    wheelhouse/         resolved wheels + requirements.txt (bind-mounted, never in a layer)
+    constraints-torch.txt   torch's exact pin, active from the step after torch's
+    constraints.txt     exact pins of torch and the extension, the image's final constraints
+    wheelhouse/torch/   torch and its dependency closure, with requirements.txt (every wheel pinned)
+    wheelhouse/extension/   what the vendor extension adds
+    wheelhouse/companions/  what torchvision, torchaudio and [wheels] extra add
+    uv/                 the uv wheel the install steps use (and the image keeps), or empty
     toolkits/           vendor tarballs + toolkits.txt (bind-mounted)
     python/             a standalone CPython tarball, or empty
     .torchbake-context.json   what was prepared: inputs, digests, versions
+
+Every folder is bind-mounted for its one step, never copied into a layer; each step's cache key
+is only what it mounts, so torch's layer stays the same while the extension or a companion
+changes.
 
 Files come from the download cache as hard links where the file system allows.
 """
@@ -200,6 +208,32 @@ class _Staging:
             self.inputs[wheel.path.name] = file_sha256(wheel.path)
         return {w.name: w.version for w in resolved}
 
+    def wheel_groups(self, groups: dict[str, set[str]]) -> None:
+        """Move the resolved wheels into one wheelhouse/<group>/ folder each, with a
+        requirements.txt pinning every wheel of the group."""
+        house = self.path / "wheelhouse"
+        resolved = wheelhouse.wheels_in(house)
+        for group, names in groups.items():
+            (house / group).mkdir()
+            for wheel in resolved:
+                if wheel.name in names:
+                    wheel.path.rename(house / group / wheel.path.name)
+            (house / group / "requirements.txt").write_text(
+                "".join(f"{w.name}=={w.version}\n" for w in resolved if w.name in names))
+        (house / "requirements.txt").unlink(missing_ok=True)
+
+    def installer(self, python, python_version: str, options, cache_root: Path, log_file: Path | None) -> None:
+        """uv/: the pinned uv wheel, resolved like every other wheel, when builds install with
+        uv or the image keeps it ([python] installer, keep_uv); else empty."""
+        folder = self.path / "uv"
+        folder.mkdir(exist_ok=True)
+        (folder / ".keep").write_text("")
+        if python.installer == "uv" or python.keep_uv:
+            found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, options,
+                                       link_into=folder, log_file=log_file)
+            for wheel in found:
+                self.inputs[wheel.path.name] = file_sha256(wheel.path)
+
     def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:
         text = "".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(names))
         (self.path / "wheelhouse" / "requirements.txt").write_text(text)
@@ -239,7 +273,8 @@ def prepare_release_context(
 
     requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
                     for r, loc in plan.wheel_sources.items()] + list(plan.extra_requirements)
-    versions = stage.wheels(requirements, plan.python_version, plan.settings.wheels, cache.root, log_file)
+    options = plan.settings.wheels
+    versions = stage.wheels(requirements, plan.python_version, options, cache.root, log_file)
     pins: dict[str, str] = {}
     extension = ""
     for role, location in plan.wheel_sources.items():
@@ -249,12 +284,19 @@ def prepare_release_context(
         pins[name] = versions[name]
         if role == "extension":
             extension = f"{name}=={versions[name]}"
-    stage.requirements_file(list(pins) + [wheelhouse.requirement_name(r) for r in plan.extra_requirements], versions)
-    (stage.path / "constraints.txt").write_text(
-        "# Written by torchbake: the torch this image was built with stays installed.\n"
-        "# Active for every pip install through PIP_CONSTRAINT / PIP_BUILD_CONSTRAINT.\n"
-        + "".join(f"{name}=={version}\n" for name, version in pins.items())
-    )
+    resolved = wheelhouse.wheels_in(stage.path / "wheelhouse")
+    torch = wheelhouse.dependency_closure(resolved, ["torch"], plan.python_version, options.platforms)
+    added = set() if not extension else wheelhouse.dependency_closure(
+        resolved, [wheelhouse.requirement_name(plan.wheel_sources["extension"])], plan.python_version,
+        options.platforms) - torch
+    stage.wheel_groups({"torch": torch, "extension": added, "companions": {w.name for w in resolved} - torch - added})
+    for name, pinned in (("constraints-torch.txt", {"torch": pins["torch"]}), ("constraints.txt", pins)):
+        (stage.path / name).write_text(
+            "# Written by torchbake: the torch this image was built with stays installed.\n"
+            "# Active for every pip and uv install: PIP_CONSTRAINT, UV_CONSTRAINT and their build variants.\n"
+            + "".join(f"{project}=={version}\n" for project, version in pinned.items())
+        )
+    stage.installer(plan.settings.python, plan.python_version, options, cache.root, log_file)
     stage.toolkits(toolkit_artifacts)
     stage.python(python_artifact)
     return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, [],
@@ -281,7 +323,8 @@ def prepare_base_context(
     stage = _Staging(folder, temporary)
     python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
     versions = stage.wheels(list(plan.requirements), plan.python_version, plan.settings.wheels, cache.root, log_file)
-    stage.requirements_file([wheelhouse.requirement_name(r) for r in plan.requirements], versions)
+    stage.requirements_file(sorted(versions), versions)  # every wheel pinned: the install resolves nothing
+    stage.installer(plan.settings.python, plan.python_version, plan.settings.wheels, cache.root, log_file)
     stage.python(python_artifact)
     recorded = _link_sources(stage, trees, plan.keep_git)
     ignore = [] if plan.keep_git else ["**/.git"]

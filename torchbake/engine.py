@@ -86,9 +86,10 @@ class DockerClient(DockerCLI):
     def tag(self, source: str, target: str) -> None:
         self.call(f"tag {source} {target}", "tag", source, *docker.utils.parse_repository_tag(target))
 
-    def remove_image(self, reference: str) -> bool:
-        """Remove the image (or the tag); False when there was none."""
-        return self.call(f"image rm {reference}", "remove_image", reference, force=True, missing=False) is not False
+    def remove_image(self, reference: str, *, force: bool = True) -> bool:
+        """Remove the image (or the tag); False when there was none. Without ``force`` the engine
+        refuses an image a container or a child image uses."""
+        return self.call(f"image rm {reference}", "remove_image", reference, force=force, missing=False) is not False
 
     def pull(self, reference: str) -> str:
         """Pull ``reference``; "" when it is here now, else what the registry said."""
@@ -172,6 +173,10 @@ class DockerClient(DockerCLI):
     def containers(self, label: str) -> list[dict[str, Any]]:
         """Every container (running or not) that has ``label`` (``key=value``)."""
         return self.call("ps", "containers", all=True, filters={"label": label})
+
+    def containers_of(self, image_id: str) -> list[dict[str, Any]]:
+        """Every container (running or not) of the image or of an image built FROM it."""
+        return self.call("ps", "containers", all=True, filters={"ancestor": image_id})
 
     def stop_container(self, name: str, timeout: int) -> None:
         self.call(f"stop {name}", "stop", name, timeout=timeout, limit=timeout + self.timeout)

@@ -16,9 +16,10 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
     lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", "", "Inputs:"]
     lines += [f"  {label:<15} {value}" for label, value in rows]
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
-    lines.append("  Dockerfile       from " + os.path.relpath(plan.dockerfile_template))
-    lines.append("  common/          " + ", ".join(sorted(p.name for p in COMMON_DIR.iterdir())))
-    lines += [f"  {name:<16} {text}" for name, text in plan.context_lines()]
+    context = [("Dockerfile", "from " + os.path.relpath(plan.dockerfile_template)),
+               ("common/", ", ".join(sorted(p.name for p in COMMON_DIR.iterdir()))), *plan.context_lines()]
+    width = max(16, *(len(name) for name, _ in context))
+    lines += [f"  {name:<{width}} {text}" for name, text in context]
     lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env), ""]
     lines.append("Verify afterwards: " + ("yes" if plan.verify else "no (--no-verify)"))
     return "\n".join(lines)

@@ -115,6 +115,12 @@ def requirement(value: str) -> None:
     wheel_source(value)
 
 
+def exact_pin(value: str) -> None:
+    """``name==version``, e.g. uv==0.13.9 (a tool the build uses is never left to a resolver)."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*", value):
+        raise ValueError("expected an exact pin NAME==VERSION, e.g. uv==0.13.9")
+
+
 def _fragment(url: str) -> None:
     if "#" not in url:
         return

@@ -23,7 +23,7 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "
 
 PROBE_SCRIPT = r'''
-import json, os, subprocess, sys, tempfile, zipfile
+import json, os, shutil, subprocess, sys, tempfile, zipfile
 import glob
 out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0]}
 out["env"] = {k: os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")}
@@ -73,6 +73,11 @@ with zipfile.ZipFile(wheel, "w") as zf:
 attempt = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
                           "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
 out["constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("PIP_CONSTRAINT", "")]
+uv = shutil.which("uv")
+if uv:
+    attempt = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-index", "--python", sys.executable,
+                              "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
+    out["uv_constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("UV_CONSTRAINT", "")]
 print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
 
@@ -167,9 +172,15 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     pip_check()
     code, text, constraint = facts["constraint"]
     refused = code != 0 and "constraint" in text
-    add("torch pinned", refused,
-        f"pip refused torch==0.0.1 ({constraint})" if refused
-        else f"pip would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
+    detail = (f"pip refused torch==0.0.1 ({constraint})" if refused
+              else f"pip would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
+    if "uv_constraint" in facts:  # uv is in the image too: it must refuse as well
+        code, text, constraint = facts["uv_constraint"]
+        refused_by_uv = code != 0 and "torch" in text
+        refused = refused and refused_by_uv
+        detail += ("; uv refused it too" + (f" ({constraint})" if constraint else "") if refused_by_uv
+                   else f"; uv would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
+    add("torch pinned", refused, detail)
     if expected.variant == "dev":
         commits = dict(expected.source_commits)
         built = facts.get("built", {}).get("pytorch")

@@ -8,12 +8,15 @@ with ``--no-index``. Mirrors come from config; otherwise pip's own configuration
 
 from __future__ import annotations
 
+import email.parser
 import re
 import sys
-from collections.abc import Sequence
+import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from . import command
@@ -100,3 +103,39 @@ def requirement_name(spec: str) -> str:
         return str(canonicalize_name(parse_wheel_filename(last)[0]))
     match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", base)
     return str(canonicalize_name(match.group(1))) if match else base
+
+
+def requires(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist lines (read from its METADATA, not by unpacking it)."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(name for name in archive.namelist()
+                        if name.count("/") == 1 and name.endswith(".dist-info/METADATA"))
+        headers = email.parser.HeaderParser().parsestr(archive.read(metadata).decode(errors="replace"))
+    return headers.get_all("Requires-Dist") or []
+
+
+def dependency_closure(wheels: Sequence[Wheel], roots: Iterable[str], python_version: str,
+                       platforms: Sequence[str]) -> set[str]:
+    """``roots`` and everything they require, among ``wheels`` (one resolved set): their
+    Requires-Dist with markers evaluated for the image (its Python, Linux, its machine)."""
+    machine = next((m for p in platforms for m in ("x86_64", "aarch64", "ppc64le", "s390x") if p.endswith(m)), "x86_64")
+    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0",
+                   "implementation_name": "cpython", "platform_python_implementation": "CPython",
+                   "sys_platform": "linux", "os_name": "posix", "platform_system": "Linux",
+                   "platform_machine": machine, "extra": ""}
+    by_name = {wheel.name: wheel for wheel in wheels}
+    found: set[str] = set()
+    todo = [str(canonicalize_name(root)) for root in roots]
+    while todo:
+        name = todo.pop()
+        if name in found or name not in by_name:
+            continue
+        found.add(name)
+        for line in requires(by_name[name].path):
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is None or requirement.marker.evaluate(environment):
+                todo.append(str(canonicalize_name(requirement.name)))
+    return found

@@ -80,7 +80,7 @@ def test_build_args_of_the_cpu_profile():
     settings = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}).settings()
     assert build_args(plan_release(settings)) == {
         "BASE_IMAGE": "debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
-        "RENDER_GID": "0",
+        "RENDER_GID": "0", "INSTALLER": "uv", "KEEP_UV": "1",
     }
 
 

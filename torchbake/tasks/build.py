@@ -12,6 +12,9 @@ from ..variants import plan_base, plan_dev, plan_release
 
 BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or fail). [bootstrap] auto"
 
+FORCE_HELP = ("Build even when the image under NAME:TAG already has these inputs (the same input hash);"
+              " without it such a build prints 'unchanged' and does nothing")
+
 TRUST_HELP = {
     "require_hashes": "Fail unless every URL input carries a sha256 (#sha256= or [checksums]). [downloads] require_hashes",
     "ca_bundle": "PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and the build's network steps (a BuildKit secret). [downloads] ca_bundle",
@@ -45,6 +48,7 @@ HELP = {
     "keep_git": "Keep .git folders of source trees in the image",
     "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
+    "force": FORCE_HELP,
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
 }
@@ -89,13 +93,13 @@ def _no_flags_without_effect(variant: str, given: dict) -> None:
                                      f" Leave it out, or build {other}.")
 
 
-def _run(plan, settings, dry_run: bool) -> None:
+def _run(plan, settings, dry_run: bool, force: bool) -> None:
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     if dry_run:
         show_plan(plan, client)
         return
-    build_image(plan, client)
+    build_image(plan, client, skip_unchanged=not (force or plan.no_cache))
 
 
 @task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])
@@ -105,7 +109,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
           dry_run=False, no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False,
-          ca_bundle=None):
+          ca_bundle=None, force=False):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
 
     With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
@@ -131,7 +135,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
     else:
         python_given = resolved.sources["python.version"] != "default"
         plan = plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
-    _run(plan, settings, dry_run)
+    _run(plan, settings, dry_run, force)
 
 
 BASE_HELP = {
@@ -152,6 +156,7 @@ BASE_HELP = {
     "dry_run": "Print the plan (inputs, context, exact docker command) and touch nothing",
     "no_verify": "Skip `verify` after the build",
     "no_cache": "Build every step again, ignoring the engine's layer cache",
+    "force": FORCE_HELP,
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
@@ -163,7 +168,8 @@ BASE_HELP = {
 @reports_errors
 def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
                source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
-               no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False, ca_bundle=None):
+               no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False, ca_bundle=None,
+               force=False):
     """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags.
 
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
@@ -176,7 +182,7 @@ def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, 
         "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
     }
     settings = resolve_config(config, overrides, variant="base").settings()
-    _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run)
+    _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run, force)
 
 
 ns = Collection(build, build_base)

@@ -17,6 +17,7 @@ from .common import (
     check_common,
     common_fields,
     hash_common,
+    installer_context,
     missing_python_source,
     os_base_text,
     os_build_args,
@@ -96,7 +97,8 @@ class BasePlan(PlanCommon):
                 *(("requirement", r) for r in self.requirements)]
 
     def context_lines(self) -> list[tuple[str, str]]:
-        return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}"),
+        return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}, every wheel pinned"),
+                installer_context(self),
                 ("sources/", ", ".join(s.name for s in self.sources)
                  + (" (hard links, .git left out)" if not self.keep_git else " (hard links, with .git)")),
                 python_context(self)]

@@ -100,8 +100,19 @@ def accelerator_labels(plan) -> dict[str, str]:
 
 
 def os_build_args(plan) -> dict[str, str]:
+    python = plan.settings.python
     return {"BASE_IMAGE": plan.base_image, "PYTHON_VERSION": plan.python_version,
-            "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid)}
+            "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid),
+            "INSTALLER": python.installer, "KEEP_UV": "1" if python.keep_uv else "0"}
+
+
+def installer_context(plan) -> tuple[str, str]:
+    """The dry-run row of the uv/ folder."""
+    python = plan.settings.python
+    if python.installer != "uv" and not python.keep_uv:
+        return ("uv/", "(none: wheels install with pip)")
+    kept = "; kept in the image" if python.keep_uv else ""
+    return ("uv/", f"{python.uv}, resolved on the host" + (", installs the wheels" if python.installer == "uv" else "") + kept)
 
 
 def hash_common(plan, cache) -> dict[str, str]:

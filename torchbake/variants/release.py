@@ -19,6 +19,7 @@ from .common import (
     check_common,
     common_fields,
     hash_common,
+    installer_context,
     missing_python_source,
     missing_toolkits,
     os_base_text,
@@ -85,10 +86,13 @@ class ReleasePlan(PlanCommon):
         return [*python_rows(self), *self.wheel_sources.items(), *(("extra", r) for r in self.extra_requirements)]
 
     def context_lines(self) -> list[tuple[str, str]]:
-        return [("constraints.txt", "pins of torch" + (" and the extension" if "extension" in self.wheel_sources else "")),
-                ("wheelhouse/", f"the wheels above and their dependencies for cp{self.python_version.replace('.', '')},"
-                                " with requirements.txt"),
-                toolkit_context(self), python_context(self)]
+        cp = f"cp{self.python_version.replace('.', '')}"
+        return [("constraints-torch.txt", "torch's pin, active from the step after torch's"),
+                ("constraints.txt", "pins of torch" + (" and the extension" if "extension" in self.wheel_sources else "")),
+                ("wheelhouse/torch/", f"torch and its dependency closure for {cp}, each wheel pinned (its own layer)"),
+                ("wheelhouse/extension/", "what the extension adds" if "extension" in self.wheel_sources else "(none)"),
+                ("wheelhouse/companions/", "what torchvision, torchaudio and [wheels] extra add"),
+                installer_context(self), toolkit_context(self), python_context(self)]
 
 
 def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> ReleasePlan:
