@@ -70,3 +70,25 @@ def make_wheel(folder: Path, name: str, version: str, requires: list[str], files
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def layers(image: str) -> list[tuple[str, int]]:
+    """(diff id, bytes) of each layer of the image, bottom first: the sizes from the local
+    engine's layer store (what a registry would ship, uncompressed)."""
+    info = json.loads(docker("image", "inspect", image).stdout)[0]
+    engine = json.loads(docker("info", "--format", "{{json .}}").stdout)
+    store = Path(engine["DockerRootDir"]) / "image" / engine["Driver"] / "layerdb" / "sha256"
+    found, chain = [], ""
+    for diff in info["RootFS"]["Layers"]:
+        chain = diff if not chain else "sha256:" + hashlib.sha256(f"{chain} {diff}".encode()).hexdigest()
+        found.append((diff, int((store / chain.split(":", 1)[1] / "size").read_text())))
+    return found
+
+
+def new_layer_bytes(image: str, other: str) -> tuple[int, int]:
+    """(how many bottom layers ``image`` shares with ``other``, bytes of its layers above them)."""
+    mine, theirs = layers(image), layers(other)
+    shared = 0
+    while shared < min(len(mine), len(theirs)) and mine[shared][0] == theirs[shared][0]:
+        shared += 1
+    return shared, sum(size for _, size in mine[shared:])

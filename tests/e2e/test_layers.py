@@ -1,0 +1,114 @@
+"""Issue 13 against the real engine: torch shipped once (layers that share it), unchanged builds
+that change nothing, installs with uv that keep torch pinned in derived images."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import docker, image_ids, labels, layers, make_wheel, new_layer_bytes
+
+MB = 1 << 20
+
+
+@pytest.fixture
+def cpu(cpu_image):
+    name, result = cpu_image
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr
+    return name
+
+
+def torch_layer(image: str) -> int:
+    """The index of the image's largest layer (torch's ~1 GB)."""
+    sizes = [size for _, size in layers(image)]
+    return sizes.index(max(sizes))
+
+
+def sibling(tmp_path, base_image, tb_env, tag: str, config: str, *flags: str):
+    extra = tmp_path / f"{tag}.toml"
+    extra.write_text(config)
+    name = f"torchbake-test/pytorch-cpu:{tag}"
+    result = run_invoke("build", "--config", "configs/cpu.toml", "--config", str(extra), "--name",
+                        "torchbake-test/pytorch-cpu", "--tag", tag, "--base-img", base_image, *flags, env=tb_env)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    return name
+
+
+def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id):
+    name = sibling(tmp_path, base_image, tb_env, f"{run_id}-yaml", '[wheels]\nextra = ["numpy", "pyyaml"]\n')
+    try:
+        shared, added = new_layer_bytes(name, cpu)
+        assert shared > torch_layer(cpu), (shared, torch_layer(cpu))  # torch and everything below it: the same layers
+        installed = int(docker("run", "--rm", "--entrypoint", "sh", name, "-c",
+                               "du -sb /opt/venv/lib/python3.11/site-packages/yaml "
+                               "/opt/venv/lib/python3.11/site-packages/PyYAML-*").stdout.split()[0])
+        assert added <= installed + 5 * MB, (added, installed)
+        torch_bytes = layers(cpu)[torch_layer(cpu)][1]
+        print(f"sibling +pyyaml: {added} new layer bytes = {100 * added / torch_bytes:.3f}% of torch's layer")
+    finally:
+        docker("image", "rm", "--force", name, check=False)
+
+
+def test_a_changed_extension_wheel_rebuilds_only_the_layers_above_torch(base_image, tb_env, tmp_path, run_id, cpu):
+    built = []
+    for version in ("1.0.0", "1.0.1"):
+        folder = tmp_path / version
+        folder.mkdir()
+        wheel = make_wheel(folder, "torchbake-fixture-ext", version, [],
+                           {"torchbake_fixture_ext/__init__.py": f"VERSION = {version!r}\n" + "#" * 2000 + "\n"})
+        config = (f'[wheels]\nextension = "{wheel}"\nextension_module = "torchbake_fixture_ext"\n'
+                  'extra = ["numpy"]\n')
+        built.append(sibling(tmp_path, base_image, tb_env, f"{run_id}-ext{version}", config))
+    try:
+        shared, added = new_layer_bytes(built[1], built[0])
+        assert shared > torch_layer(built[0])
+        assert added <= 5 * MB, added
+        assert labels(built[1])["torchbake.extension"] == "torchbake-fixture-ext==1.0.1"
+        print(f"changed extension: {added} new layer bytes")
+    finally:
+        for name in built:
+            docker("image", "rm", "--force", name, check=False)
+
+
+def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, base_image, tb_env):
+    before = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
+    created = labels(cpu)["org.opencontainers.image.created"]
+    images, dangling = image_ids(), docker("images", "-q", "--filter", "dangling=true").stdout.split()
+    args = ("build", "--config", "configs/cpu.toml", "--name", cpu.split(":")[0], "--tag", cpu.split(":")[1],
+            "--base-img", base_image)
+    again = run_invoke(*args, env=tb_env)
+    assert again.returncode == 0, again.stderr
+    assert f"{cpu} unchanged" in again.stdout and "docker build" not in again.stdout
+    assert json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"] == before
+    assert image_ids() == images
+
+    forced = run_invoke(*args, "--force", env=tb_env)
+    assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
+    assert "docker build" in forced.stdout
+    after = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
+    # The same inputs give the same image config (created = when they were first built): the
+    # rebuild from the layer cache is the very same image, or the one it replaced is gone.
+    assert after == before or before not in image_ids()
+    assert docker("images", "-q", "--filter", "dangling=true").stdout.split() == dangling
+    assert labels(cpu)["org.opencontainers.image.created"] == created
+
+
+def test_uv_and_pip_in_a_derived_image_cannot_replace_torch(cpu, tmp_path):
+    make_wheel(tmp_path, "torch", "0.0.1", [], {"torch_fake.py": ""})
+    (tmp_path / "Dockerfile").write_text(
+        f"FROM {cpu}\n"
+        "COPY torch-0.0.1-py3-none-any.whl /tmp/w/\n"
+        "RUN uv --version && ! uv pip install --offline --no-index --find-links /tmp/w torch==0.0.1\n"
+        "RUN ! pip install --no-index --find-links /tmp/w torch==0.0.1\n"
+        "RUN python -c 'import torch; assert torch.__version__ == \"2.13.0+cpu\", torch.__version__'\n"
+    )
+    tag = cpu + "-derived"
+    result = docker("build", "--progress=plain", "--tag", tag, str(tmp_path), check=False,
+                    env={"DOCKER_BUILDKIT": "1"})
+    try:
+        assert result.returncode == 0, result.stderr[-3000:]
+    finally:
+        docker("image", "rm", "--force", tag, check=False)
