@@ -143,6 +143,7 @@ def candidate_tag(image: str) -> str:
 def dry_run(plan: Plan, client: DockerClient) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
     context are shown as placeholders). Touches nothing."""
+    source_date_epoch()
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
@@ -265,6 +266,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
+    tagged = (client.inspect_image(plan.image) or {}).get("Id", "") if skip_unchanged else ""
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
     cache = DownloadCache.for_settings(settings)
@@ -274,6 +276,8 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
                   else f"same inputs as {image_id[:19]}, re-tagged")
         say((plan.image, "bold"), f" {status}: {reason}")
         record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
+        if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
+            remove_replaced(client, tagged, built_images_file(plan))
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Benchmark for "torch shipped once": uv against pip, unchanged builds, bytes a sibling ships.
+
+Side by side in one run, on the same engine and base image (the CPU profile: torch 2.13.0 +
+numpy on Debian bookworm):
+
+  cold build    torchbake (uv) against a plain `docker build` of the same Dockerfile and context
+                with INSTALLER=pip, both --no-cache
+  unchanged     `invoke build` again with nothing changed (median of --rounds)
+  sibling       bytes of the new layers of an image with one more companion (pyyaml), and of one
+                whose extension wheel changed, against the bytes of torch's layer
+  import torch  a cold `python -c "import torch"` in a fresh container of the uv-installed and of
+                the pip-installed image (median of --rounds)
+
+Images it makes are removed. Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = "/usr/bin/docker"
+BASE = "torchbake/debian:bookworm"
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+NAME = "torchbake-bench/once"
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
+    started = time.monotonic()
+    result = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                            stdin=subprocess.DEVNULL, cwd=ROOT)
+    elapsed = time.monotonic() - started
+    if result.returncode != 0:
+        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return elapsed, result.stdout
+
+
+def layers(image: str) -> list[tuple[str, int]]:
+    """(diff id, bytes) per layer, from the local engine's layer store."""
+    info = json.loads(run([DOCKER, "image", "inspect", image])[1])[0]
+    engine = json.loads(run([DOCKER, "info", "--format", "{{json .}}"])[1])
+    store = Path(engine["DockerRootDir"]) / "image" / engine["Driver"] / "layerdb" / "sha256"
+    found, chain = [], ""
+    for diff in info["RootFS"]["Layers"]:
+        chain = diff if not chain else "sha256:" + hashlib.sha256(f"{chain} {diff}".encode()).hexdigest()
+        found.append((diff, int((store / chain.split(":", 1)[1] / "size").read_text())))
+    return found
+
+
+def new_bytes(image: str, other: str) -> int:
+    mine, theirs = layers(image), layers(other)
+    shared = 0
+    while shared < min(len(mine), len(theirs)) and mine[shared][0] == theirs[shared][0]:
+        shared += 1
+    return sum(size for _, size in mine[shared:])
+
+
+def extension_wheel(folder: Path, version: str) -> Path:
+    dist = f"bench_ext-{version}"
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("bench_ext/__init__.py", f"VERSION = {version!r}\n")
+        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: bench-ext\nVersion: {version}\n")
+        zf.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{dist}.dist-info/RECORD", "")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds to take the median of")
+    args = parser.parse_args()
+    run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
+    work = Path(tempfile.mkdtemp(prefix="torchbake-bench-"))
+    made = []
+
+    def build(tag: str, *extra: str, config: str = "") -> float:
+        flags = []
+        if config:
+            (work / f"{tag}.toml").write_text(config)
+            flags = ["--config", str(work / f"{tag}.toml")]
+        made.append(f"{NAME}:{tag}")
+        return run([*INVOKE, "build", "--config", "configs/cpu.toml", *flags, "--base-img", BASE, "--name", NAME,
+                    "--tag", tag, *extra])[0]
+
+    try:
+        context = work / "context"
+        build("uv", "--build-dir", str(context), "--no-verify")  # prepares the context, warms the caches
+        plain = [DOCKER, "build", "--progress=plain", "--no-cache", "-f", str(context / "Dockerfile"), "-t",
+                 f"{NAME}:pip", "--build-arg", f"BASE_IMAGE={BASE}", "--build-arg", "PYTHON_VERSION=3.11",
+                 "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", str(context)]
+        made.append(f"{NAME}:pip")
+        pip_cold = run(plain, {"DOCKER_BUILDKIT": "1"})[0]
+        uv_cold = build("uv", "--build-dir", str(context), "--no-prepare", "--no-cache", "--no-verify")
+        unchanged = statistics.median(build("uv")
+                                      for _ in range(args.rounds))
+        torch_bytes = max(size for _, size in layers(f"{NAME}:uv"))
+        build("yaml", "--no-verify", config='[wheels]\nextra = ["numpy", "pyyaml"]\n')
+        sibling = new_bytes(f"{NAME}:yaml", f"{NAME}:uv")
+        for version in ("1.0.0", "1.0.1"):
+            wheel = extension_wheel(work, version)
+            build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = ["numpy"]\n')
+        extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:ext1.0.0")
+        imports = {}
+        for tag in ("uv", "pip"):
+            imports[tag] = statistics.median(
+                run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c", "import torch"])[0]
+                for _ in range(args.rounds))
+    finally:
+        for image in made:
+            subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
+        subprocess.run(["rm", "-rf", str(work)])
+
+    print(f"\n{'case':<58} {'figure':>12}  target")
+    print(f"{'cold build: plain docker build, pip (--no-cache)':<58} {pip_cold:>11.1f}s")
+    print(f"{'cold build: torchbake, uv (--no-cache --no-prepare)':<58} {uv_cold:>11.1f}s")
+    print(f"{'  ratio':<58} {uv_cold / pip_cold:>11.2f}x  <= 0.7x")
+    print(f"{'unchanged invoke build (median)':<58} {unchanged:>11.2f}s  <= 0.5 s")
+    print(f"{'torch layer':<58} {torch_bytes / 1e6:>10.1f}MB")
+    print(f"{'new layer bytes, sibling with pyyaml':<58} {sibling / 1e6:>10.2f}MB  {100 * sibling / torch_bytes:.2f}%"
+          " of torch's (<= 1%)")
+    print(f"{'new layer bytes, changed extension wheel':<58} {extension / 1e6:>10.2f}MB  "
+          f"{100 * extension / torch_bytes:.2f}% of torch's (<= 1%)")
+    print(f"{'cold import torch in a fresh container, uv-installed':<58} {imports['uv']:>11.2f}s")
+    print(f"{'cold import torch in a fresh container, pip-installed':<58} {imports['pip']:>11.2f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+"""How a release's wheels are split into layers (torch's closure alone, then what the extension
+and the companions add), and the image's creation time."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from torchbake import builder, wheelhouse
+from torchbake.config import resolve
+from torchbake.errors import ConfigurationError
+from torchbake.variants import plan_release
+
+
+def wheel(folder, name, version, *requires):
+    dist = f"{name.replace('-', '_')}-{version}"
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+                    + "".join(f"Requires-Dist: {r}\n" for r in requires))
+    return path
+
+
+def test_torchs_closure_follows_requirements_and_markers_for_the_image(tmp_path):
+    wheel(tmp_path, "torch", "2.13.0", "filelock", "sympy>=1.13", "typing-extensions; python_version >= '3.9'",
+          "colorama; sys_platform == 'win32'", "opt-einsum; extra == 'opt'", "networkx")
+    wheel(tmp_path, "sympy", "1.14", "mpmath<1.4")
+    for name in ("filelock", "mpmath", "typing-extensions", "networkx", "numpy", "colorama", "pyyaml"):
+        wheel(tmp_path, name, "1.0")
+    wheel(tmp_path, "torch-musa", "2.0.0", "torch==2.13.0", "pyyaml")
+    resolved = wheelhouse.wheels_in(tmp_path)
+    torch = wheelhouse.dependency_closure(resolved, ["torch"], "3.11", ["manylinux_2_28_x86_64"])
+    assert torch == {"torch", "filelock", "sympy", "mpmath", "typing-extensions", "networkx"}
+    extension = wheelhouse.dependency_closure(resolved, ["torch_musa"], "3.11", ["manylinux_2_28_x86_64"]) - torch
+    assert extension == {"torch-musa", "pyyaml"}  # numpy and colorama are the companions' (or no one's)
+
+
+def test_the_creation_time_is_the_first_builds_or_source_date_epoch(tmp_path, monkeypatch):
+    settings = resolve([], {}, {"paths.cache_dir": str(tmp_path), "build.variant": "release"}).settings()
+    plan = plan_release(settings)
+    monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
+    first = builder.created_time(plan, "a" * 64)
+    assert builder.created_time(plan, "a" * 64) == first  # the same inputs: the same time, later too
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    assert builder.created_time(plan, "a" * 64) == "2023-11-14T22:13:20Z"
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(ConfigurationError, match="SOURCE_DATE_EPOCH='yesterday' is not a number of seconds"):
+        builder.source_date_epoch()
