@@ -222,13 +222,14 @@ class _Staging:
                 "".join(f"{w.name}=={w.version}\n" for w in resolved if w.name in names))
         (house / "requirements.txt").unlink(missing_ok=True)
 
-    def installer(self, python, python_version: str, options, cache_root: Path, log_file: Path | None) -> None:
-        """uv/: the pinned uv wheel, resolved like every other wheel, when builds install with
-        uv or the image keeps it ([python] installer, keep_uv); else empty."""
+    def installer(self, python, python_version: str, options, cache_root: Path, log_file: Path | None, *,
+                  wanted: bool | None = None) -> None:
+        """uv/: the pinned uv wheel, resolved like every other wheel, when ``wanted`` (by default:
+        when builds install with uv or the image keeps it, [python] installer and keep_uv); else empty."""
         folder = self.path / "uv"
         folder.mkdir(exist_ok=True)
         (folder / ".keep").write_text("")
-        if python.installer == "uv" or python.keep_uv:
+        if wanted if wanted is not None else (python.installer == "uv" or python.keep_uv):
             found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, options,
                                        link_into=folder, log_file=log_file)
             for wheel in found:
@@ -342,6 +343,8 @@ def prepare_dev_context(
     versions = stage.wheels(requirements, python_version, plan.settings.wheels, cache.root, log_file)
     stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
     stage.toolkits(toolkit_artifacts)
+    stage.installer(plan.settings.python, python_version, plan.settings.wheels, cache.root, log_file,
+                    wanted=bool(requirements) and plan.settings.python.installer == "uv")
     (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in plan.extensions))
     (stage.path / "sources").mkdir(exist_ok=True)
     recorded = _link_sources(stage, [vision], plan.keep_git) if vision is not None else {}

@@ -25,6 +25,12 @@ while read -r spec; do
         GIT_TERMINAL_PROMPT=0 git "${git_args[@]}" clone --depth 1 --branch "$ref" --recurse-submodules \
             --shallow-submodules "$url" "$dest"
         bash /opt/torchbake/common/build_source.sh "extra-$index" "$dest"
+    elif [ "${TORCHBAKE_INSTALLER:-pip}" = uv ] && [ -d /tmp/torchbake/uv ]; then
+        echo "torchbake: installing $spec with uv (--no-build-isolation)"
+        scratch=$(mktemp -d)
+        uv=$(bash /opt/torchbake/common/uv_binary.sh /tmp/torchbake/uv "$scratch")
+        "$uv" pip install --python "$(command -v python)" --no-build-isolation --compile-bytecode "${find_links[@]}" "$spec"
+        rm -rf "$scratch"
     else
         echo "torchbake: building $spec with --no-build-isolation"
         python -m pip install --no-build-isolation "${find_links[@]}" "$spec"

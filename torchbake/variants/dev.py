@@ -74,6 +74,7 @@ class DevPlan(PlanCommon):
             "RENDER_GID": str(self.settings.image.render_gid),
             "MAX_JOBS": str(self.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
             "CCACHE_MAXSIZE": self.ccache_size,
+            "INSTALLER": self.settings.python.installer,
             "EXTENSION_REPO": self.extension.repo if self.extension else "",
             "EXTENSION_REF": self.extension.tag if self.extension else "",
             "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if self.extension else "",
@@ -174,6 +175,9 @@ class DevPlan(PlanCommon):
     def context_lines(self) -> list[tuple[str, str]]:
         return [("wheelhouse/", "wheels of the requirement-style extensions"),
                 ("extensions.txt", ", ".join(self.extensions) if self.extensions else "(none)"),
+                ("uv/", f"{self.settings.python.uv}, installs the requirement-style extensions"
+                        if self.settings.python.installer == "uv" and any(not e.startswith("git+") for e in self.extensions)
+                        else "(empty: no requirement-style extension, or [python] installer = \"pip\")"),
                 ("sources/", "vision" if self.vision else "(empty)"), toolkit_context(self)]
 
 
