@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,18 +90,23 @@ _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
 def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_build: bool = True) -> DockerCLI | str:
     """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
     client that cannot build is still usable for running containers)."""
-    try:
-        result = command.run([binary, "--version"], capture=True, check=False, echo=False, timeout=20)
-    except CommandError as exc:
-        return str(exc)
+    def ask(*args: str) -> command.CommandResult:
+        return command.run([binary, *args], capture=True, check=False, echo=False, timeout=20)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: every task starts with this
+        buildx = pool.submit(ask, "buildx", "version") if for_build else None
+        try:
+            result = ask("--version")
+        except CommandError as exc:
+            return str(exc)
     match = _VERSION_RE.search(result.output)
     if result.returncode != 0 or not match:
         return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
     version = ".".join(g or "0" for g in match.groups())
     client = DockerCLI(binary=binary, version=version, build_mode="none", environ=environ or {})
-    if not for_build:
+    if buildx is None:
         return client
-    if command.run([binary, "buildx", "version"], capture=True, check=False, echo=False, timeout=20).returncode == 0:
+    if buildx.exception() is None and buildx.result().returncode == 0:
         return DockerCLI(binary, version, "buildx", client.environ)
     if int(match.group(1)) < 23:
         return DockerCLI(binary, version, "buildkit-env", client.environ)
