@@ -40,7 +40,7 @@ def pip_download_command(
     argv = [python, "-m", "pip", "download", "--dest", str(dest), "--only-binary=:all:",
             "--python-version", python_version, "--implementation", "cp", "--abi", abi,
             "--abi", "abi3", "--abi", "none"]
-    for platform in options.platforms:
+    for platform in compatible_platforms(options.platforms):
         argv += ["--platform", platform]
     argv += ["--platform", "any"]
     if options.index_url:
@@ -50,6 +50,21 @@ def pip_download_command(
     for link in options.find_links:
         argv += ["--find-links", link]
     return argv + list(requirements)
+
+
+def compatible_platforms(platforms: Sequence[str]) -> list[str]:
+    """The platform tags an image of ``platforms`` runs, as pip would accept them: a
+    manylinux_2_X platform runs every older manylinux down to manylinux2014 (glibc 2.17), which
+    pip does not work out by itself when --platform is given (uv's wheels are manylinux2014)."""
+    found: list[str] = []
+    for platform in platforms:
+        found.append(platform)
+        match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
+        if match:
+            arch = match.group(2)
+            found += [f"manylinux_2_{minor}_{arch}" for minor in range(int(match.group(1)) - 1, 16, -1)]
+            found.append(f"manylinux2014_{arch}")
+    return list(dict.fromkeys(found))
 
 
 def resolve(

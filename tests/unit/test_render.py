@@ -71,7 +71,9 @@ def test_pip_download_command_targets_the_image_python():
     assert argv == [
         "py", "-m", "pip", "download", "--dest", "/w", "--only-binary=:all:", "--python-version", "3.11",
         "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
-        "--platform", "manylinux_2_28_x86_64", "--platform", "linux_x86_64", "--platform", "any",
+        "--platform", "manylinux_2_28_x86_64",
+        *(arg for minor in range(27, 16, -1) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")),
+        "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64", "--platform", "any",
         "--index-url", "https://mirror.invalid/simple", "torch==2.13.0", "numpy",
     ]
 
