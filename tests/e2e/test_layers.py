@@ -4,6 +4,7 @@ that change nothing, installs with uv that keep torch pinned in derived images."
 from __future__ import annotations
 
 import json
+import tarfile
 
 import pytest
 
@@ -112,3 +113,25 @@ def test_uv_and_pip_in_a_derived_image_cannot_replace_torch(cpu, tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
     finally:
         docker("image", "rm", "--force", tag, check=False)
+
+
+def test_a_changed_toolkit_rebuilds_only_the_layers_above_torch(base_image, tb_env, tmp_path, run_id, cpu):
+    built = []
+    for version in ("3.1", "3.2"):
+        kit = tmp_path / f"kit-{version}" / "musa_toolkits"
+        kit.mkdir(parents=True)
+        (kit / "install.sh").write_text(
+            f"#!/bin/bash\nset -e\nmkdir -p /usr/local/musa\necho 'fake toolkit {version}' > /usr/local/musa/version.txt\n")
+        tarball = tmp_path / f"musa_toolkits-{version}.tar.gz"
+        with tarfile.open(tarball, "w:gz") as tar:
+            tar.add(kit, arcname="musa_toolkits")
+        built.append(sibling(tmp_path, base_image, tb_env, f"{run_id}-kit{version}",
+                             f'[toolkits]\nmusa_toolkits_url = "{tarball}"\n'))
+    try:
+        shared, added = new_layer_bytes(built[1], built[0])
+        assert shared > torch_layer(built[0])
+        assert added <= 5 * MB, added
+        print(f"changed toolkit: {added} new layer bytes")
+    finally:
+        for name in built:
+            docker("image", "rm", "--force", name, check=False)
