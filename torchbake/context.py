@@ -28,7 +28,7 @@ import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,6 +46,7 @@ from .validation import is_location
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
 RUNTIME_MARKER = "# @torchbake-runtime-env@"
+COMPANIONS_MARKER = "# @torchbake-companions@"
 
 
 @dataclass(frozen=True)
@@ -75,17 +76,28 @@ class PreparedContext:
 
 
 def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
-                      runtime_env: Mapping[str, str] | None = None) -> str:
+                      runtime_env: Mapping[str, str] | None = None, companions: Sequence[str] = ()) -> str:
     """The Dockerfile of the context: the template with the configured ENV at its
     ``# @torchbake-env@`` line (at the end when it has none; no ENV, no change), and the runtime
     stage's ENV at ``# @torchbake-runtime-env@``."""
     text = template if template.endswith("\n") else template + "\n"
+    if COMPANIONS_MARKER in text:
+        text = text.replace(COMPANIONS_MARKER, "\n\n".join(_companion_step(folder) for folder in companions)
+                            or "# (no companions)")
     if RUNTIME_MARKER in text:
         text = text.replace(RUNTIME_MARKER, _env_block(runtime_env or {}, profile) or "# (no ENV from the configuration)")
     block = _env_block(env, profile)
     if ENV_MARKER in text:
         return text.replace(ENV_MARKER, block or "# (no ENV from the configuration)")
     return text + ("\n" + block + "\n" if block else "")
+
+
+def _companion_step(folder: str) -> str:
+    """The install step of one companion's wheel folder (wheelhouse/companions/<folder>)."""
+    return (f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
+            "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
+            "    TORCHBAKE_INSTALLER=${INSTALLER} bash /opt/torchbake/common/install_wheels.sh /tmp/torchbake/wheels"
+            " /tmp/torchbake/uv")
 
 
 def _env_block(env: Mapping[str, str], profile: str) -> str:
@@ -214,7 +226,7 @@ class _Staging:
         house = self.path / "wheelhouse"
         resolved = wheelhouse.wheels_in(house)
         for group, names in groups.items():
-            (house / group).mkdir()
+            (house / group).mkdir(parents=True)
             for wheel in resolved:
                 if wheel.name in names:
                     wheel.path.rename(house / group / wheel.path.name)
@@ -240,9 +252,9 @@ class _Staging:
         (self.path / "wheelhouse" / "requirements.txt").write_text(text)
 
     def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
-               runtime_env: dict[str, str] | None = None, **fields) -> PreparedContext:
+               runtime_env: dict[str, str] | None = None, companions: Sequence[str] = (), **fields) -> PreparedContext:
         shutil.copytree(COMMON_DIR, self.path / "common", dirs_exist_ok=True)
-        dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env)
+        dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions)
         (self.path / "Dockerfile").write_text(dockerfile)
         (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
         fields.setdefault("torch_version", "")
@@ -290,7 +302,9 @@ def prepare_release_context(
     added = set() if not extension else wheelhouse.dependency_closure(
         resolved, [wheelhouse.requirement_name(plan.wheel_sources["extension"])], plan.python_version,
         options.platforms) - torch
-    stage.wheel_groups({"torch": torch, "extension": added, "companions": {w.name for w in resolved} - torch - added})
+    companions = _companion_groups(plan, resolved, torch | added)
+    stage.wheel_groups({"torch": torch, "extension": added,
+                        **{f"companions/{folder}": names for folder, names in companions.items()}})
     for name, pinned in (("constraints-torch.txt", {"torch": pins["torch"]}), ("constraints.txt", pins)):
         (stage.path / name).write_text(
             "# Written by torchbake: the torch this image was built with stays installed.\n"
@@ -300,8 +314,27 @@ def prepare_release_context(
     stage.installer(plan.settings.python, plan.python_version, options, cache.root, log_file)
     stage.toolkits(toolkit_artifacts)
     stage.python(python_artifact)
-    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, [],
+    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, [], companions=list(companions),
                         torch_version=pins["torch"], pins=pins, extension=extension)
+
+
+def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below: set[str]) -> dict[str, set[str]]:
+    """One wheel folder per companion (torchvision, torchaudio, then [wheels] extra, in order):
+    what it adds beyond torch, the extension and the companions before it. A companion added at
+    the end so adds one layer and changes none of the others."""
+    options = plan.settings.wheels
+    roots = [plan.wheel_sources[role] for role in ("torchvision", "torchaudio") if role in plan.wheel_sources]
+    groups: dict[str, set[str]] = {}
+    taken = set(below)
+    for index, root in enumerate([*roots, *plan.extra_requirements], 1):
+        name = wheelhouse.requirement_name(root)
+        names = wheelhouse.dependency_closure(resolved, [name], plan.python_version, options.platforms) - taken
+        groups[f"{index:02d}-{name}"] = names
+        taken |= names
+    rest = {w.name for w in resolved} - taken  # reached from no root (not expected): installed last
+    if rest:
+        groups[f"{len(groups) + 1:02d}-rest"] = rest
+    return groups
 
 
 def _link_sources(stage: _Staging, trees: list[SourceTree], keep_git: bool) -> dict[str, dict[str, str]]:

@@ -87,11 +87,14 @@ class ReleasePlan(PlanCommon):
 
     def context_lines(self) -> list[tuple[str, str]]:
         cp = f"cp{self.python_version.replace('.', '')}"
+        companions = [role for role in ("torchvision", "torchaudio") if role in self.wheel_sources]
+        companions += self.extra_requirements
         return [("constraints-torch.txt", "torch's pin, active from the step after torch's"),
                 ("constraints.txt", "pins of torch" + (" and the extension" if "extension" in self.wheel_sources else "")),
                 ("wheelhouse/torch/", f"torch and its dependency closure for {cp}, each wheel pinned (its own layer)"),
                 ("wheelhouse/extension/", "what the extension adds" if "extension" in self.wheel_sources else "(none)"),
-                ("wheelhouse/companions/", "what torchvision, torchaudio and [wheels] extra add"),
+                ("wheelhouse/companions/", "one folder (and layer) per companion, in order: "
+                 + (", ".join(companions) or "(none)")),
                 installer_context(self), toolkit_context(self), python_context(self)]
 
 
