@@ -30,6 +30,18 @@ def test_dockerfile_gets_env_block_from_configuration():
     )
 
 
+def test_each_companion_gets_its_own_install_step_in_order():
+    template = "FROM x\n# @torchbake-companions@\nCOPY constraints.txt /etc/torchbake/constraints.txt\n"
+    step = ("RUN --mount=type=bind,source=wheelhouse/companions/{0},target=/tmp/torchbake/wheels \\\n"
+            "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
+            "    TORCHBAKE_INSTALLER=${{INSTALLER}} bash /opt/torchbake/common/install_wheels.sh /tmp/torchbake/wheels"
+            " /tmp/torchbake/uv")
+    assert render_dockerfile(template, {}, "cpu", companions=["01-numpy", "02-pyyaml"]) == (
+        "FROM x\n" + step.format("01-numpy") + "\n\n" + step.format("02-pyyaml")
+        + "\nCOPY constraints.txt /etc/torchbake/constraints.txt\n")
+    assert render_dockerfile(template, {}, "cpu") == template.replace("# @torchbake-companions@", "# (no companions)")
+
+
 def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():
     text = (config.PROJECT_ROOT / "docker/ubuntu/dockerfile.release").read_text()
     assert not [line for line in text.splitlines() if line.replace(" ", "").startswith("#syntax=")]
