@@ -7,8 +7,8 @@ Layout of a release context (every path is what the Dockerfile expects)::
     constraints-torch.txt   torch's exact pin, active from the step after torch's
     constraints.txt     exact pins of torch and the extension, the image's final constraints
     wheelhouse/torch/   torch and its dependency closure, with requirements.txt (every wheel pinned)
-    wheelhouse/extension/   what the vendor extension adds
-    wheelhouse/companions/  what torchvision, torchaudio and [wheels] extra add
+    wheelhouse/companions/NN-name/  what each companion adds (torchvision, torchaudio, [wheels] extra)
+    wheelhouse/extension/   the vendor extension and what it adds
     uv/                 the uv wheel the install steps use (and the image keeps), or empty
     toolkits/           vendor tarballs + toolkits.txt (bind-mounted)
     python/             a standalone CPython tarball, or empty
@@ -299,12 +299,11 @@ def prepare_release_context(
             extension = f"{name}=={versions[name]}"
     resolved = wheelhouse.wheels_in(stage.path / "wheelhouse")
     torch = wheelhouse.dependency_closure(resolved, ["torch"], plan.python_version, options.platforms)
-    added = set() if not extension else wheelhouse.dependency_closure(
-        resolved, [wheelhouse.requirement_name(plan.wheel_sources["extension"])], plan.python_version,
-        options.platforms) - torch
-    companions = _companion_groups(plan, resolved, torch | added)
-    stage.wheel_groups({"torch": torch, "extension": added,
-                        **{f"companions/{folder}": names for folder, names in companions.items()}})
+    companions = _companion_groups(plan, resolved, torch)
+    below = torch.union(*companions.values())
+    added = {w.name for w in resolved} - below  # the extension and what it adds (installed last)
+    stage.wheel_groups({"torch": torch, **{f"companions/{folder}": names for folder, names in companions.items()},
+                        "extension": added})
     for name, pinned in (("constraints-torch.txt", {"torch": pins["torch"]}), ("constraints.txt", pins)):
         (stage.path / name).write_text(
             "# Written by torchbake: the torch this image was built with stays installed.\n"
@@ -320,8 +319,8 @@ def prepare_release_context(
 
 def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below: set[str]) -> dict[str, set[str]]:
     """One wheel folder per companion (torchvision, torchaudio, then [wheels] extra, in order):
-    what it adds beyond torch, the extension and the companions before it. A companion added at
-    the end so adds one layer and changes none of the others."""
+    what it adds beyond torch and the companions before it. A companion added at the end so adds
+    one layer and changes none of the others."""
     options = plan.settings.wheels
     roots = [plan.wheel_sources[role] for role in ("torchvision", "torchaudio") if role in plan.wheel_sources]
     groups: dict[str, set[str]] = {}
@@ -331,9 +330,6 @@ def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below
         names = wheelhouse.dependency_closure(resolved, [name], plan.python_version, options.platforms) - taken
         groups[f"{index:02d}-{name}"] = names
         taken |= names
-    rest = {w.name for w in resolved} - taken  # reached from no root (not expected): installed last
-    if rest:
-        groups[f"{len(groups) + 1:02d}-rest"] = rest
     return groups
 
 

@@ -92,9 +92,10 @@ class ReleasePlan(PlanCommon):
         return [("constraints-torch.txt", "torch's pin, active from the step after torch's"),
                 ("constraints.txt", "pins of torch" + (" and the extension" if "extension" in self.wheel_sources else "")),
                 ("wheelhouse/torch/", f"torch and its dependency closure for {cp}, each wheel pinned (its own layer)"),
-                ("wheelhouse/extension/", "what the extension adds" if "extension" in self.wheel_sources else "(none)"),
                 ("wheelhouse/companions/", "one folder (and layer) per companion, in order: "
                  + (", ".join(companions) or "(none)")),
+                ("wheelhouse/extension/", "the extension and what it adds (the last layer)"
+                 if "extension" in self.wheel_sources else "(none)"),
                 installer_context(self), toolkit_context(self), python_context(self)]
 
 
