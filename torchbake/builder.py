@@ -102,7 +102,7 @@ def source_date_epoch() -> datetime | None:
         return None
     if not value.isdigit():
         raise ConfigurationError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970-01-01 UTC;"
-                                 " set it to e.g. the last commit's time (git log -1 --format=%ct) or unset it.")
+                                 " set it to a whole number of seconds, e.g. 1700000000 (the time of the sources' last commit), or unset it.")
     return datetime.fromtimestamp(int(value), UTC)
 
 
