@@ -256,6 +256,8 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     facts = preflight(plan, client, writes=make_base and apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
     found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
+    if found and plan.slim and _input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
+        found = None  # --slim asks for the runtime image too, and it is missing or older: build
     return facts, digest, found
 
 
