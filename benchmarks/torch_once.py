@@ -112,6 +112,7 @@ def main() -> None:
             wheel = extension_wheel(work, version)
             build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = ["numpy"]\n')
         extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:ext1.0.0")
+        history = run([DOCKER, "history", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", f"{NAME}:uv"])[1]
         imports = {}
         for tag in ("uv", "pip"):
             imports[tag] = statistics.median(
@@ -122,6 +123,11 @@ def main() -> None:
             subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
         subprocess.run(["rm", "-rf", str(work)])
 
+    print("layers of the uv-installed image (newest first):")
+    for line in history.splitlines():
+        size, created_by = line.split("\t", 1)
+        if size not in ("0B", "0"):
+            print(f"  {size:>9}  {created_by[:110]}")
     print(f"\n{'case':<58} {'figure':>12}  target")
     print(f"{'cold build: plain docker build, pip (--no-cache)':<58} {pip_cold:>11.1f}s")
     print(f"{'cold build: torchbake, uv (--no-cache --no-prepare)':<58} {uv_cold:>11.1f}s")
