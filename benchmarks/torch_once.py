@@ -9,8 +9,8 @@ numpy on Debian bookworm):
   unchanged     `invoke build` again with nothing changed (median of --rounds)
   sibling       bytes of the new layers of an image with one more companion (pyyaml), and of one
                 whose extension wheel changed, against the bytes of torch's layer
-  import torch  a cold `python -c "import torch"` in a fresh container of the uv-installed and of
-                the pip-installed image (median of --rounds)
+  import torch  `import torch` timed inside a fresh container of the uv-installed and of the
+                pip-installed image, alternating (median of 2 x --rounds each)
 
 Images it makes are removed. Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
 """
@@ -113,11 +113,12 @@ def main() -> None:
             build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = ["numpy"]\n')
         extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:ext1.0.0")
         history = run([DOCKER, "history", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", f"{NAME}:uv"])[1]
-        imports = {}
-        for tag in ("uv", "pip"):
-            imports[tag] = statistics.median(
-                run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c", "import torch"])[0]
-                for _ in range(args.rounds))
+        imports: dict[str, list[float]] = {"uv": [], "pip": []}
+        timer = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+        for index in range(2 * args.rounds):  # alternating, so that neither goes first every time
+            for tag in ("uv", "pip") if index % 2 else ("pip", "uv"):
+                out = run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c", timer])[1]
+                imports[tag].append(float(out))
     finally:
         for image in made:
             subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
@@ -138,8 +139,9 @@ def main() -> None:
           " of torch's (<= 1%)")
     print(f"{'new layer bytes, changed extension wheel':<58} {extension / 1e6:>10.2f}MB  "
           f"{100 * extension / torch_bytes:.2f}% of torch's (<= 1%)")
-    print(f"{'cold import torch in a fresh container, uv-installed':<58} {imports['uv']:>11.2f}s")
-    print(f"{'cold import torch in a fresh container, pip-installed':<58} {imports['pip']:>11.2f}s")
+    for tag in ("uv", "pip"):
+        print(f"{'import torch in a fresh container, ' + tag + '-installed (median)':<58}"
+              f" {statistics.median(imports[tag]):>11.3f}s")
 
 
 if __name__ == "__main__":
