@@ -246,6 +246,8 @@ class _Staging:
                                        link_into=folder, log_file=log_file)
             for wheel in found:
                 self.inputs[wheel.path.name] = file_sha256(wheel.path)
+                wheelhouse.extract_script(wheel.path, "uv", folder / "uv")  # once here, not in every step
+                wheel.path.unlink()
 
     def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:
         text = "".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(names))

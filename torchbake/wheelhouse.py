@@ -154,3 +154,13 @@ def dependency_closure(wheels: Sequence[Wheel], roots: Iterable[str], python_ver
             if requirement.marker is None or requirement.marker.evaluate(environment):
                 todo.append(str(canonicalize_name(requirement.name)))
     return found
+
+
+def extract_script(wheel: Path, name: str, target: Path) -> None:
+    """The wheel's ``<dist>.data/scripts/<name>`` (e.g. uv's binary) as ``target``, executable."""
+    with zipfile.ZipFile(wheel) as archive:
+        member = next((m for m in archive.namelist() if m.endswith(f".data/scripts/{name}")), None)
+        if member is None:
+            raise CommandError(f"{wheel.name} holds no {name} program (expected {name}-*.data/scripts/{name}).")
+        target.write_bytes(archive.read(member))
+    target.chmod(0o755)

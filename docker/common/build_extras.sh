@@ -27,10 +27,8 @@ while read -r spec; do
         bash /opt/torchbake/common/build_source.sh "extra-$index" "$dest"
     elif [ "${TORCHBAKE_INSTALLER:-pip}" = uv ] && [ -d /tmp/torchbake/uv ]; then
         echo "torchbake: installing $spec with uv (--no-build-isolation)"
-        scratch=$(mktemp -d)
-        uv=$(bash /opt/torchbake/common/uv_binary.sh /tmp/torchbake/uv "$scratch")
+        uv=$(bash /opt/torchbake/common/uv_binary.sh /tmp/torchbake/uv)
         "$uv" pip install --python "$(command -v python)" --no-build-isolation --compile-bytecode "${find_links[@]}" "$spec"
-        rm -rf "$scratch"
     else
         echo "torchbake: building $spec with --no-build-isolation"
         python -m pip install --no-build-isolation "${find_links[@]}" "$spec"

@@ -13,9 +13,7 @@ if [ ! -s "$wheels/requirements.txt" ]; then
     exit 0
 fi
 if [ "${TORCHBAKE_INSTALLER:-pip}" = uv ]; then
-    scratch=$(mktemp -d)
-    trap 'rm -rf "$scratch"' EXIT
-    uv=$(bash /opt/torchbake/common/uv_binary.sh "$uv_dir" "$scratch")
+    uv=$(bash /opt/torchbake/common/uv_binary.sh "$uv_dir")
     "$uv" pip install --python "$(command -v python)" --no-index --find-links "$wheels" --no-deps \
         --compile-bytecode --requirement "$wheels/requirements.txt"
 else

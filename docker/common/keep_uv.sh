@@ -8,7 +8,5 @@ if [ "${TORCHBAKE_KEEP_UV:-0}" != 1 ]; then
     echo "torchbake: uv is not kept in the image ([python] keep_uv = false)"
     exit 0
 fi
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
-install -m 0755 "$(bash /opt/torchbake/common/uv_binary.sh "$uv_dir" "$scratch")" "${VIRTUAL_ENV:-/opt/venv}/bin/uv"
+install -m 0755 "$(bash /opt/torchbake/common/uv_binary.sh "$uv_dir")" "${VIRTUAL_ENV:-/opt/venv}/bin/uv"
 echo "torchbake: kept $("${VIRTUAL_ENV:-/opt/venv}/bin/uv" --version) in the image"
