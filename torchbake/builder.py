@@ -280,6 +280,11 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
         if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
             remove_replaced(client, tagged, built_images_file(plan))
+        # run-container's default image is this host's latest build, and this run stands for one
+        record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile,
+                             log_file=log_path(settings.paths.log_dir, plan.image))
+        record.facts.update({"input_hash": digest, "unchanged_id": image_id, "reason": reason})
+        record.write(status)
         info = client.inspect_image(plan.image) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)

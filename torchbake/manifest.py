@@ -84,9 +84,10 @@ def find_manifest(log_dir: Path, image_id: str) -> tuple[Path, dict[str, Any]] |
 
 
 def recent_builds(log_dir: Path) -> list[dict[str, Any]]:
-    """The manifests of this host's successful builds, newest first."""
+    """The manifests of this host's successful builds (and of builds that found their image
+    unchanged or re-tagged it), newest first."""
     return [document for _, document in _manifests(log_dir)
-            if document.get("status") == "built" and document.get("image")]
+            if document.get("status") in ("built", "unchanged", "retagged") and document.get("image")]
 
 
 def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[str, Any]] | None) -> list[tuple[str, str]]:
