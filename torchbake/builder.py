@@ -114,7 +114,7 @@ def created_time(plan: Plan, digest: str) -> str:
     if when is None:
         state = plan.settings.paths.cache_dir / "first-built.json"
         with file_lock(state.with_name(state.name + ".lock")):
-            times = _built(state)
+            times = _read_record(state)
             if digest not in times:
                 times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
@@ -170,9 +170,9 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
     when it must be built. Images derived FROM a torchbake image inherit its labels, so only
     the record decides which image a hash belongs to."""
     current = client.inspect_image(image)
-    if current and _input_hash_of(current) == digest and current["Id"] in _built(state).get(digest, [current["Id"]]):
+    if current and _input_hash_of(current) == digest and current["Id"] in _read_record(state).get(digest, [current["Id"]]):
         return "unchanged", current["Id"]
-    for image_id in reversed(_built(state).get(digest, [])):
+    for image_id in reversed(_read_record(state).get(digest, [])):
         info = client.inspect_image(image_id)
         if info and _input_hash_of(info) == digest:
             if apply:
@@ -185,7 +185,7 @@ def remove_replaced(client: DockerClient, image_id: str, state: Path) -> None:
     """Remove the image a build took the tag from, when torchbake built it (recorded in
     ``state``) and no tag, container or child image uses it; a user's own image stays."""
     info = client.inspect_image(image_id)
-    ours = any(image_id in ids for ids in _built(state).values())
+    ours = any(image_id in ids for ids in _read_record(state).values())
     if info is None or info.get("RepoTags") or not ours:
         return
     if client.containers_of(image_id):
@@ -203,7 +203,8 @@ def _input_hash_of(info: dict) -> str:
     return ((info.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash", "")
 
 
-def _built(state: Path | None) -> dict[str, list[str]]:
+def _read_record(state: Path | None) -> dict:
+    """A JSON record of the cache folder (built images, first-built times); {} if absent or unreadable."""
     if state is None or not state.is_file():
         return {}
     try:
@@ -217,7 +218,7 @@ def record_built(state: Path, digest: str, image_id: str) -> None:
     recently used ids are kept, so an image still in use is never forgotten. The read-modify-write
     holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
     with file_lock(state.with_name(state.name + ".lock")):
-        data = _built(state)
+        data = _read_record(state)
         ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
         data[digest] = ids[-5:]
         write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
@@ -268,7 +269,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
-    tagged = (client.inspect_image(plan.image) or {}).get("Id", "") if skip_unchanged else ""
+    tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
     cache = DownloadCache.for_settings(settings)
@@ -296,7 +297,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
     try:
         result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
-                        user_context)
+                        user_context, tagged)
     except BaseException as exc:
         record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
         raise
@@ -318,7 +319,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
 
 def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Preflight, digest: str,
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
-           user_context: tuple[Path, PreparedContext | None] | None) -> BuildResult:
+           user_context: tuple[Path, PreparedContext | None] | None, replaced: str) -> BuildResult:
     settings = plan.settings
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
@@ -333,7 +334,6 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
     iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
-    replaced = (client.inspect_image(plan.image) or {}).get("Id", "")
     try:
         if prepared is None:
             output.channel().say(f"Preparing the build context in {folder}")
