@@ -139,8 +139,11 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
             raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
         return probed
     reasons = []
-    for binary in candidate_clients(environ.get("PATH", os.defpath)):
-        probed = probe_client(binary, environ, for_build=for_build)
+    candidates = candidate_clients(environ.get("PATH", os.defpath))
+    with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:  # all at once; the first usable wins
+        probes = [pool.submit(probe_client, binary, environ, for_build=for_build) for binary in candidates]
+    for binary, probe in zip(candidates, probes):
+        probed = probe.result()
         if isinstance(probed, DockerCLI):
             return probed
         reasons.append(f"  {binary}: {probed}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import urllib.request
 
 import pytest
 
@@ -38,9 +39,25 @@ def sibling(tmp_path, base_image, tb_env, tag: str, config: str, *flags: str):
     return name
 
 
-def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id):
+def registry_layers(registry: str, reference: str) -> list[str]:
+    """The layer blob digests of ``reference``'s manifest, as the registry serves it."""
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{registry}/v2/{repository}/manifests/{tag}", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return [layer["digest"] for layer in json.load(response)["layers"]]
+
+
+def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id, registry):
     name = sibling(tmp_path, base_image, tb_env, f"{run_id}-yaml", '[wheels]\nextra = ["numpy", "pyyaml"]\n')
+    remote = [f"{registry}/team/pytorch-cpu:{tag}" for tag in ("one", "sibling")]
     try:
+        # In the registry too: torch's layer is one blob that both manifests name.
+        for image, target in zip((cpu, name), remote):
+            docker("tag", image, target)
+            docker("push", target)
+        first, second = (registry_layers(registry, target) for target in remote)
+        assert first[:torch_layer(cpu) + 1] == second[:torch_layer(cpu) + 1], (first, second)
         shared, added = new_layer_bytes(name, cpu)
         assert shared > torch_layer(cpu), (shared, torch_layer(cpu))  # torch and everything below it: the same layers
         installed = int(docker("run", "--rm", "--network", "none", name, "python", "-c",
@@ -50,7 +67,7 @@ def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, 
         torch_bytes = layers(cpu)[torch_layer(cpu)][1]
         print(f"sibling +pyyaml: {added} new layer bytes = {100 * added / torch_bytes:.3f}% of torch's layer")
     finally:
-        docker("image", "rm", "--force", name, check=False)
+        docker("image", "rm", "--force", name, *remote, check=False)
 
 
 def test_a_changed_extension_wheel_rebuilds_only_the_layers_above_torch(base_image, tb_env, tmp_path, run_id, cpu):
