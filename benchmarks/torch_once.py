@@ -12,7 +12,10 @@ numpy on Debian bookworm):
   import torch  `import torch` timed inside a fresh container of the uv-installed and of the
                 pip-installed image, alternating (median of 2 x --rounds each)
 
-Images it makes are removed. Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
+It empties the engine's build cache first (`docker builder prune --all`): a cache that holds two
+records of one step (every --no-cache build leaves one more) lets BuildKit take either, and two
+siblings built from it may then not share their layers. Images it makes are removed.
+Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds to take the median of")
     args = parser.parse_args()
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
+    run([DOCKER, "builder", "prune", "--all", "--force"])
     work = Path(tempfile.mkdtemp(prefix="torchbake-bench-"))
     made = []
 

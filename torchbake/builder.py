@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import command, diskspace, output
+from . import command, diskspace, output, registry
 from .config import COMMON_DIR
 from .context import (
     PreparedContext,
@@ -31,7 +31,7 @@ from .context import (
 )
 from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import ConfigurationError, EngineError
+from .errors import ConfigurationError, EngineError, FatalError, RegistryError
 from .files import write_atomically
 from .manifest import BuildRecord
 from .output import human_size
@@ -148,7 +148,8 @@ def dry_run(plan: Plan, client: DockerClient) -> str:
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
-        network=plan.settings.build.network, target=plan.target,
+        network=plan.settings.build.network, target=plan.target, cache_from=build_cache(plan)[0],
+        cache_to=build_cache(plan)[1],
     )
     text = describe_plan(plan, argv, env)
     output.channel().say(text)
@@ -179,6 +180,91 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
                 client.tag(image_id, image)
             return "retagged", image_id
     return None
+
+
+def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> tuple[registry.Registry, str, str] | None:
+    """(the registry, repository, tag) of the plan's image when a registry is configured (and,
+    when ``checking``, the up-to-date check is on); None otherwise."""
+    options = plan.settings.registry
+    host, repository, tag = registry.split_reference(plan.image)
+    if not (options.url and host and (options.check or not checking)):
+        return None
+    policy = registry.RetryPolicy.from_settings(plan.settings.downloads)
+    return registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy), repository, tag
+
+
+def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[str, str] | None:
+    """("unchanged (registry)", manifest digest) when the registry's NAME:TAG has these inputs;
+    ("retagged (registry)", digest) when the tag named by the input hash has them (NAME:TAG is
+    pointed at it inside the registry when ``apply``: no layer moves); None otherwise."""
+    found = registry_of(plan, client)
+    if found is None or not digest:
+        return None
+    remote, repository, tag = found
+    held = remote.held(repository, tag)
+    if held and held.input_hash == digest:
+        return "unchanged (registry)", held.digest
+    by_inputs = remote.held(repository, registry.inputs_tag(digest))
+    if by_inputs and by_inputs.input_hash == digest:
+        if apply:
+            remote.copy_tag(repository, registry.inputs_tag(digest), tag)
+        return "retagged (registry)", by_inputs.digest
+    return None
+
+
+def ask_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True,
+                 ) -> tuple[tuple[str, str] | None, str]:
+    """:func:`find_in_registry`, and why the registry could not be asked ("" when it answered).
+    With ``[registry] require`` (--require-registry) that is an error instead."""
+    try:
+        return find_in_registry(plan, client, digest, apply=apply), ""
+    except RegistryError as exc:
+        if plan.settings.registry.require:
+            raise
+        return None, str(exc).splitlines()[0]
+
+
+def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | None,
+            progress=None) -> str:
+    """Push the plan's image, retrying connection resets and 5xx answers with backoff
+    (``[downloads]`` retries; a 4xx is final, a refused login names ``docker login``); then point
+    the tag named by its input hash at it, inside the registry, so that a machine that never saw
+    the image finds it by its inputs. Returns the registry digest."""
+    policy = registry.RetryPolicy.from_settings(plan.settings.downloads)
+    try:
+        digest = registry.retrying(f"Pushing {plan.image}", lambda: client.push(plan.image, log_file, progress),
+                                   policy, registry.push_transient)
+    except FatalError as exc:
+        raise registry.push_refused(exc, plan.image) or exc from None
+    if not digest:
+        info = client.inspect_image(plan.image) or {}
+        repo = plan.image.rsplit(":", 1)[0]
+        digest = next((d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if d.startswith(repo + "@")), "")
+    found = registry_of(plan, client, checking=False)
+    if found and input_hash:
+        remote, repository, tag = found
+        remote.copy_tag(repository, tag, registry.inputs_tag(input_hash))
+    return digest
+
+
+def build_cache(plan: Plan) -> tuple[list[str], list[str]]:
+    """The build cache's sources and destinations (``[registry] cache_from`` / ``cache_to``,
+    their fields filled in); with a registry and none given, the image's own inline cache."""
+    options = plan.settings.registry
+    name, tag = plan.image.rsplit(":", 1)
+    fields = {"image": plan.image, "name": name, "tag": tag}
+    sources = options.cache_from or (("{image}",) if options.url else ())
+    targets = options.cache_to or (("inline",) if options.url else ())
+    return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
+
+
+def skip_reason(status: str, image_id: str) -> str:
+    """Why a build was skipped, for the output and the reports."""
+    return {"unchanged": "its input hash matches the image's",
+            "retagged": f"same inputs as {image_id[:19]}, re-tagged",
+            "unchanged (registry)": f"the registry's image ({image_id[:19]}) has these inputs; nothing pulled",
+            "retagged (registry)": f"the registry's image {image_id[:19]} has these inputs; the tag was pointed at it"
+                                   " in the registry (nothing pulled or pushed)"}[status]
 
 
 def remove_replaced(client: DockerClient, image_id: str, state: Path) -> None:
@@ -269,18 +355,26 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
+    problem = client.cache_problem(*build_cache(plan))
+    if problem:
+        raise ConfigurationError(f"{problem}. Use image references and \"inline\", or a client with buildx"
+                                 " (pass it with --docker).")
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
+    if skip_unchanged and not found:
+        found, note = ask_registry(plan, client, digest)
+        if note:
+            say(f"{plan.image}: {note} Building it.")
     cache = DownloadCache.for_settings(settings)
     if found:
         status, image_id = found
-        reason = ("its input hash matches the image's" if status == "unchanged"
-                  else f"same inputs as {image_id[:19]}, re-tagged")
+        reason = skip_reason(status, image_id)
         say((plan.image, "bold"), f" {status}: {reason}")
-        record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
-        if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
-            remove_replaced(client, tagged, built_images_file(plan))
+        if not status.endswith("(registry)"):  # the image is on this engine
+            record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
+            if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
+                remove_replaced(client, tagged, built_images_file(plan))
         # run-container's default image is this host's latest build, and this run stands for one
         record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile,
                              log_file=log_path(settings.paths.log_dir, plan.image))
@@ -350,6 +444,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
+            cache_from=build_cache(plan)[0], cache_to=build_cache(plan)[1],
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:

@@ -207,6 +207,24 @@ class RunOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RegistryOptions:
+    url: str = checked_by(validation.registry_url)
+    check: bool
+    require: bool
+    cache_from: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
+    cache_to: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
+
+    def image(self, reference: str) -> str:
+        return in_registry(reference, self.url)
+
+
+def in_registry(reference: str, url: str) -> str:
+    """``reference`` in the registry ``url``: prefixed with it unless it already starts with it."""
+    prefix = url.rstrip("/")
+    return reference if not prefix or reference.startswith(prefix + "/") else f"{prefix}/{reference}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class PathOptions:
     cache_dir: Path
     log_dir: Path
@@ -227,6 +245,7 @@ class Settings:
     dev: DevOptions
     downloads: DownloadOptions
     run: RunOptions
+    registry: RegistryOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
 
@@ -245,6 +264,7 @@ SECTION_TYPES: dict[str, type] = {
     "dev": DevOptions,
     "downloads": DownloadOptions,
     "run": RunOptions,
+    "registry": RegistryOptions,
     "paths": PathOptions,
 }
 

@@ -54,6 +54,8 @@ class DockerCLI:
         target: str | None = None,
         no_cache: bool = False,
         network: str = "",
+        cache_from: Sequence[str] = (),
+        cache_to: Sequence[str] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker build`` argument list and the variables it needs."""
         if self.build_mode == "buildx":
@@ -64,6 +66,7 @@ class DockerCLI:
         argv += ["--target", target] if target else []
         argv += ["--no-cache"] if no_cache else []
         argv += ["--network", network] if network else []
+        argv += self.cache_flags(cache_from, cache_to)
         for key, value in build_args.items():
             argv += ["--build-arg", f"{key}={value}"]
         argv += [arg for key in PROXY_BUILD_ARGS if self.environ.get(key) for arg in ("--build-arg", key)]
@@ -74,6 +77,30 @@ class DockerCLI:
         argv += ["--iidfile", str(iidfile)] if iidfile is not None else []
         argv.append(str(context))
         return argv, env
+
+    def cache_flags(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> list[str]:
+        """The build cache's flags: with buildx, ``--cache-from``/``--cache-to`` specs (a plain
+        image reference is a registry cache); with the legacy client, image references to import
+        from and the inline cache (a build arg) to export."""
+        flags: list[str] = []
+        for source in cache_from:
+            flags += ["--cache-from", source if "=" in source or self.build_mode != "buildx" else f"type=registry,ref={source}"]
+        for target in cache_to:
+            if self.build_mode == "buildx":
+                flags += ["--cache-to", "type=inline" if target == "inline" else target]
+            else:
+                flags += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+        return flags
+
+    def cache_problem(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> str:
+        """Why this client cannot use these cache specs ("" when it can)."""
+        if self.build_mode == "buildx":
+            return ""
+        specs = [s for s in cache_from if "=" in s] + [t for t in cache_to if t != "inline"]
+        if specs:
+            return (f"{self.binary} ({self.version}) builds without buildx, which takes only image references in"
+                    f" [registry] cache_from and \"inline\" in cache_to, not {specs[0]!r}")
+        return ""
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         """Run a build: no time limit (a PyTorch build takes hours), but one that prints nothing
@@ -142,7 +169,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
     candidates = candidate_clients(environ.get("PATH", os.defpath))
     with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:  # all at once; the first usable wins
         probes = [pool.submit(probe_client, binary, environ, for_build=for_build) for binary in candidates]
-    for binary, probe in zip(candidates, probes):
+    for binary, probe in zip(candidates, probes, strict=True):
         probed = probe.result()
         if isinstance(probed, DockerCLI):
             return probed

@@ -73,3 +73,9 @@ class DiskSpaceError(FatalError):
     """The build would not fit on the disk (checked before any download)."""
 
     exit_code = 9
+
+
+class RegistryError(FatalError):
+    """A registry could not be asked or refused (credentials, unreachable, an unexpected answer)."""
+
+    exit_code = 10

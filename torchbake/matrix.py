@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import config as configuration
+from . import validation
+from .config import in_registry
 from .derived import fill as _fill
 from .derived import template_fields
 from .errors import ConfigurationError
@@ -76,6 +78,10 @@ class _Matrix:
                     profiles=list(matrix.get("profiles", ["cpu"])), registry=matrix.get("registry", ""),
                     name=matrix.get("name", "{registry}torchbake/{profile}"), tag=matrix.get("tag", "{variant}-py{py}"),
                     options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source)
+        try:
+            validation.registry_url(table.registry)
+        except ValueError as exc:
+            raise ConfigurationError(f"{source}: [matrix] registry = {table.registry!r}: {exc}.") from None
         if not table.pythons:
             raise ConfigurationError(f"{source}: [matrix] pythons is empty; list the Python versions to build,"
                                      ' e.g. ["3.10", "3.11"].')
@@ -98,9 +104,12 @@ class _Matrix:
     def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any]) -> Cell:
         values = _values(python, variant, profile, self.registry)
         name, tag = self.reference(values)
+        name = in_registry(name, self.registry)  # a name template without {registry} goes there too
         values["name"] = name
         overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python,
                                      "build.variant": "release" if variant == "release" else "dev"}
+        if self.registry:  # asked whether it holds the cell's image, and its build cache
+            overrides["registry.url"] = self.registry
         for scope in ("all", variant):
             for key, template in self.options.get(scope, {}).items():
                 if key not in known:
@@ -112,7 +121,8 @@ class _Matrix:
         base_id = f"{profile}-base-py{values['py']}"
         if variant == "dev" and "base" in self.variants and not self.excluded(base_id):
             depends = (base_id,)
-            overrides.setdefault("image.base", ":".join(self.reference({**values, "variant": "base"})))
+            base_name, base_tag = self.reference({**values, "variant": "base"})
+            overrides.setdefault("image.base", f"{in_registry(base_name, self.registry)}:{base_tag}")
         return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
                     image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
 

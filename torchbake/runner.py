@@ -18,7 +18,7 @@ from rich.table import Table
 
 from . import command, output
 from . import config as configuration
-from .builder import assess, build_image, log_path
+from .builder import ask_registry, assess, build_image, find_in_registry, log_path, publish, skip_reason
 from .engine import DockerClient
 from .errors import BaseImagePending, FatalError, VerificationError
 from .files import write_atomically
@@ -27,13 +27,14 @@ from .output import human_size, styled
 from .variants import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
+DONE_STATES = ("built", "unchanged", "retagged", "unchanged (registry)", "retagged (registry)")
 
 
 @dataclass
 class CellResult:
     id: str
     image: str
-    status: str = "pending"  # built | unchanged | retagged | failed | blocked | not run | interrupted
+    status: str = "pending"  # one of DONE_STATES or FAILED_STATES, "not run", "pending"
     reason: str = ""
     seconds: float = 0.0
     size_bytes: int = 0
@@ -68,9 +69,16 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
         return "fail", str(exc).splitlines()[0]
     if not digest:
         return "build", "an input is not downloaded yet"
+    note = ""
     if found is None:
-        return "build", "no image has these inputs"
-    return ("skip", "unchanged") if found[0] == "unchanged" else ("retag", f"same inputs as {found[1][:19]}")
+        try:
+            found, note = ask_registry(plan, client, digest, apply=False)
+        except FatalError as exc:  # --require-registry: the run would fail here
+            return "fail", str(exc).splitlines()[0]
+    if found is None:
+        return "build", f"no image has these inputs ({note})" if note else "no image has these inputs"
+    status, image_id = found
+    return ("skip" if status.startswith("unchanged") else "retag"), f"{status}: {skip_reason(status, image_id)}"
 
 
 def first_error_line(text: str) -> str:
@@ -105,6 +113,8 @@ class MatrixRun:
         it if needed); None when it needs the full path (or the check itself failed)."""
         try:
             _facts, digest, found = assess(self.plans[cell.id], self.client, make_base=False)
+            if not found and digest:
+                found = find_in_registry(self.plans[cell.id], self.client, digest)
         except Exception:  # noqa: BLE001 - the full path reports whatever went wrong here
             return None
         return (*found, digest) if found else None
@@ -123,11 +133,14 @@ class MatrixRun:
                     continue
                 up_to_date.add(cell.id)
                 pending.remove(cell)
-                status, image_id, _digest = found
-                reason = "its input hash matches the image's" if status == "unchanged" else f"same inputs as {image_id[:19]}"
+                status, image_id, input_hash = found
+                reason = skip_reason(status, image_id)
+                if status.endswith("(registry)"):  # already there: nothing to push
+                    self._finish(cell.id, status, reason, digest=image_id, seconds=time.monotonic() - started)
+                    continue
                 size = int((self.client.inspect_image(image_id) or {}).get("Size", 0))
                 try:
-                    digest = self._push(cell) if self.push else ""
+                    digest = self._push(cell, input_hash) if self.push else ""
                 except FatalError as exc:
                     self._finish(cell.id, "failed", str(exc).splitlines()[0], error=str(exc).splitlines()[0])
                     continue
@@ -161,7 +174,7 @@ class MatrixRun:
                 if any(s in FAILED_STATES or s == "not run" for s in states):
                     pending.remove(cell)
                     self._finish(cell.id, "blocked", f"{', '.join(cell.depends_on)} failed")
-                elif all(s in ("built", "unchanged", "retagged") for s in states) and len(running) < self.jobs:
+                elif all(s in DONE_STATES for s in states) and len(running) < self.jobs:
                     pending.remove(cell)
                     running[pool.submit(self._run_cell, cell)] = cell.id
             if not running:
@@ -181,7 +194,7 @@ class MatrixRun:
         result.status, result.reason = status, reason
         for key, value in fields.items():
             setattr(result, key, value)
-        style = {"built": "green", "unchanged": "cyan", "retagged": "cyan", "failed": "bold red"}.get(status, "yellow")
+        style = {"built": "green", "failed": "bold red"}.get(status, "cyan" if status in DONE_STATES else "yellow")
         self.say(styled((f"{status:<9}", style), f" {cell_id} {reason}"))
 
     def _run_cell(self, cell: Cell) -> None:
@@ -192,9 +205,12 @@ class MatrixRun:
         try:
             with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
                 result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log)
-            digest = self._push(cell) if self.push else ""
+            registry_done = result.status.endswith("(registry)")
+            digest = self._push(cell, result.input_hash) if self.push and not registry_done else ""
+            digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
-                         size_bytes=result.size_bytes, image_id=result.image_id, digest=digest, log=str(log))
+                         size_bytes=result.size_bytes, image_id="" if registry_done else result.image_id,
+                         digest=digest, log=str(log))
         except FatalError as exc:
             if self.interrupted:
                 self.results[cell.id].status = "interrupted"
@@ -209,17 +225,13 @@ class MatrixRun:
         except Exception as exc:  # a bug must not take the other cells down with it
             self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log))
 
-    def _push(self, cell: Cell) -> str:
+    def _push(self, cell: Cell, input_hash: str) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in its log)."""
         log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
         with self.channel.progress(transient=True) as bar:
             task = bar.add_task(f"push {cell.image}", total=None)
-            digest = self.client.push(cell.image, log, lambda done, total: bar.update(task, completed=done, total=total))
-        if digest:
-            return digest
-        info = self.client.inspect_image(cell.image) or {}
-        repo = cell.image.rsplit(":", 1)[0]
-        return next((d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if d.startswith(repo + "@")), "")
+            return publish(self.plans[cell.id], self.client, input_hash, log,
+                           lambda done, total: bar.update(task, completed=done, total=total))
 
 
 def summary_table(results: Mapping[str, CellResult]) -> Table:

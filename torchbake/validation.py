@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -292,3 +293,27 @@ def ca_bundle(value: str) -> None:
         raise ValueError(f"cannot be read ({exc.strerror}); expected a readable PEM file of CA certificates") from None
     if "-----BEGIN CERTIFICATE-----" not in text:
         raise ValueError("holds no '-----BEGIN CERTIFICATE-----' block; expected a PEM file of CA certificates")
+
+
+_REGISTRY_RE = re.compile(r"^(localhost|[a-z0-9-]+(\.[a-z0-9-]+)+|[a-z0-9-]+:\d+|[a-z0-9-]+(\.[a-z0-9-]+)+:\d+)(/[a-z0-9._-]+)*$")
+
+
+def registry_url(value: str) -> None:
+    """A registry host (with a port when it has no dot) and an optional path: where images go."""
+    if value and not _REGISTRY_RE.match(value.rstrip("/")):
+        raise ValueError("expected a registry host and an optional path, such as 'registry.example.com/team',"
+                         " '127.0.0.1:5000' or 'localhost:5000/ml' (no scheme; a host without a dot needs a port)")
+
+
+CACHE_FIELDS = ("image", "name", "tag")
+
+
+def cache_spec(value: str) -> None:
+    """A build cache source or destination: "inline", an image reference or a buildx ``type=…``
+    spec, with {image}, {name} and {tag} filled in per image."""
+    for _literal, field_name, _spec, _conversion in string.Formatter().parse(value):
+        if field_name is not None and field_name not in CACHE_FIELDS:
+            raise ValueError(f"unknown field {{{field_name}}}; the fields are {', '.join('{' + f + '}' for f in CACHE_FIELDS)}")
+    if not value.strip():
+        raise ValueError('expected "inline", an image reference such as "{image}" or a buildx spec such as'
+                         ' "type=registry,ref={name}:cache"')

@@ -5,9 +5,13 @@ configs, and the dev-fixture base + dev cells), incremental re-runs, --keep-goin
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import tarfile
 import time
+import urllib.parse
+import urllib.request
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -15,6 +19,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
+from .conftest import serve_registry
 from .helpers import docker, make_wheel
 
 CELLS = ["cpu-release-py311", "cpulean-release-py311", "fixture-base-py311", "fixture-dev-py311"]
@@ -195,3 +200,78 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
         assert f"failed {cell_id}: {error} (log: " in summary, (cell_id, error)
     assert _flat("cpu-release-py311") in _flat(summary)
     assert "3 of 4 cells did not build" in result.stderr
+
+
+def registry_requests(log: Path, since: int) -> list[tuple[str, str]]:
+    """(method, path) of every request the registry's access log holds after byte ``since``."""
+    with log.open("rb") as handle:
+        handle.seek(since)
+        text = handle.read().decode(errors="replace")
+    return re.findall(r'"(GET|HEAD|PUT|POST|PATCH|DELETE) (/v2/\S*) HTTP', text)
+
+
+def registry_manifest(host: str, reference: str) -> dict:
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, tb_env, tmp_path, base_image):
+    """Engine A builds the matrix and pushes it (inline build cache, input-hash tags). Engine B,
+    empty but for the OS image and without NAT, finds every cell in the registry without pulling
+    a layer; after one wheel changed it rebuilds that cell alone, torch's steps from the registry's
+    cache, and pushes only the layers above torch."""
+    folder, lean, write = nightly
+    log = tmp_path / "registry-access.log"
+    on_b = {**tb_env, **second_engine}
+    with serve_registry(tmp_path, log) as host:
+        matrix = write(registry=f"{host}/team")
+        first = run_invoke("build-all", "--config", str(matrix), "--force", "--push", "--report", str(tmp_path / "a.json"),
+                           env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
+        images = {c["id"]: c["image"] for c in json.loads((tmp_path / "a.json").read_text())["cells"]}
+        assert all(image.startswith(f"{host}/team/") for image in images.values()), images
+        layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
+        lean_image = images["cpulean-release-py311"]
+        old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
+
+        saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
+        subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
+                       env={**os.environ, **second_engine})
+        mark = log.stat().st_size
+        second = run_invoke("build-all", "--config", str(matrix), "--report", str(tmp_path / "b.json"), env=on_b)
+        assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+        assert statuses(tmp_path / "b.json") == dict.fromkeys(CELLS, "unchanged (registry)"), second.stdout[-3000:]
+        fetched = [path for method, path in registry_requests(log, mark) if method == "GET" and "/blobs/" in path]
+        assert not [path for path in fetched if path.rsplit("/", 1)[1] in layers], fetched
+        assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1  # the OS image alone
+
+        lean_text = lean.read_text()
+        wheel = make_wheel(tmp_path, "torchbake-fixture-ext", "2.0", [], {"torchbake_fixture_ext/__init__.py": ""})
+        lean.write_text(lean_text.replace("extra = []\n", f'extra = []\nextension = "{wheel}"\n'
+                                                        'extension_module = "torchbake_fixture_ext"\n'))
+        try:
+            mark = log.stat().st_size
+            third = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(tmp_path / "c.json"),
+                               env=on_b)
+        finally:
+            lean.write_text(lean_text)
+        assert third.returncode == 0, (third.stdout + third.stderr)[-5000:]
+        assert statuses(tmp_path / "c.json") == {**dict.fromkeys(CELLS, "unchanged (registry)"),
+                                                 "cpulean-release-py311": "built"}
+        cell = next(c for c in json.loads((tmp_path / "c.json").read_text())["cells"] if c["status"] == "built")
+        build_log = Path(cell["log"]).read_text()
+        torch_step = re.search(r"#(\d+) \[[ \d/]+\] RUN --mount=type=bind,source=wheelhouse/torch", build_log)
+        assert torch_step and f"#{torch_step.group(1)} CACHED" in build_log, build_log[-4000:]
+        new = registry_manifest(host, lean_image)
+        new_layers = [layer["digest"] for layer in new["layers"]]
+        shared = 0
+        while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
+            shared += 1
+        sizes = [layer["size"] for layer in new["layers"]]
+        assert shared > sizes.index(max(sizes)), (shared, sizes)  # torch's layer and all below it: the same blobs
+        uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
+                    for method, path in registry_requests(log, mark) if method == "PUT" and "digest=" in path}
+        assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]}, (uploaded, new_layers, shared)

@@ -53,7 +53,7 @@ def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, 
     remote = [f"{registry}/team/pytorch-cpu:{tag}" for tag in ("one", "sibling")]
     try:
         # In the registry too: torch's layer is one blob that both manifests name.
-        for image, target in zip((cpu, name), remote):
+        for image, target in zip((cpu, name), remote, strict=True):
             docker("tag", image, target)
             docker("push", target)
         first, second = (registry_layers(registry, target) for target in remote)

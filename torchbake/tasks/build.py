@@ -25,6 +25,20 @@ def trust_overrides(require_hashes: bool, ca_bundle: str | None) -> dict:
     return {"downloads.require_hashes": True if require_hashes else None, "downloads.ca_bundle": ca_bundle}
 
 
+REGISTRY_HELP = {
+    "registry": "Registry host and path, e.g. registry.example.com/ml: the image name is prefixed with it, the"
+                " registry is asked (without pulling) whether it already holds an image with these inputs, and it"
+                " carries the build cache. [registry] url",
+    "require_registry": "Fail when the registry cannot be asked, instead of building. [registry] require",
+    "no_registry_check": "Do not ask the registry whether it holds the image already. [registry] check",
+}
+
+
+def registry_overrides(registry: str | None, require_registry: bool, no_registry_check: bool) -> dict:
+    return {"registry.url": registry, "registry.require": True if require_registry else None,
+            "registry.check": False if no_registry_check else None}
+
+
 HELP = {
     **COMMON_HELP,
     "name": "Image name (build.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
@@ -51,6 +65,7 @@ HELP = {
     "force": FORCE_HELP,
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
+    **REGISTRY_HELP,
 }
 
 NAMES = {
@@ -109,7 +124,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
           dry_run=False, no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False,
-          ca_bundle=None, force=False):
+          ca_bundle=None, force=False, registry=None, require_registry=False, no_registry_check=False):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
 
     With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
@@ -124,6 +139,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
         "sources.keep_git": True if keep_git else None, "dev.slim": True if slim else None,
         "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
+        **registry_overrides(registry, require_registry, no_registry_check),
     }
     resolved = resolve_config(config, overrides)
     settings = resolved.settings()
@@ -160,6 +176,7 @@ BASE_HELP = {
     "docker": "Docker client binary (default: auto, the first that can build with BuildKit)",
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
+    **REGISTRY_HELP,
 }
 
 
@@ -169,7 +186,7 @@ BASE_HELP = {
 def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
                source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
                no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False, ca_bundle=None,
-               force=False):
+               force=False, registry=None, require_registry=False, no_registry_check=False):
     """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags.
 
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
@@ -180,6 +197,7 @@ def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, 
         "sources.root": source_root, "sources.keep_git": True if keep_git else None, "build.dir": build_dir,
         "build.verify": False if no_verify else None, "build.docker": docker,
         "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
+        **registry_overrides(registry, require_registry, no_registry_check),
     }
     settings = resolve_config(config, overrides, variant="base").settings()
     _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run, force)

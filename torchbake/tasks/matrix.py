@@ -14,10 +14,20 @@ from .. import output
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
-from ..runner import MatrixRun, cell_plan, exit_status, failure_lines, predict, summary_table, write_json, write_junit
+from ..runner import (
+    DONE_STATES,
+    MatrixRun,
+    cell_plan,
+    exit_status,
+    failure_lines,
+    predict,
+    summary_table,
+    write_json,
+    write_junit,
+)
 from ..variants import how_to_set, ways_to_set
 from ..writable import check_output_file
-from .build import TRUST_HELP, trust_overrides
+from .build import TRUST_HELP, registry_overrides, trust_overrides
 
 HELP = {
     **COMMON_HELP,
@@ -35,6 +45,8 @@ HELP = {
     "plan": "Print the ordered plan (build, skip, re-tag, and why) and touch nothing",
     "shard": "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together",
     "emit_matrix": "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)",
+    "require_registry": "A cell whose registry cannot be asked fails instead of building. [registry] require",
+    "no_registry_check": "Do not ask [matrix] registry whether it holds a cell's image already. [registry] check",
     **TRUST_HELP,
 }
 
@@ -54,7 +66,7 @@ def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell],
 @reports_errors
 def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
               force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None,
-              require_hashes=False, ca_bundle=None):
+              require_hashes=False, ca_bundle=None, require_registry=False, no_registry_check=False):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
     _check_flags(keep_going=keep_going, fail_fast=fail_fast, jobs=jobs, emit_matrix=emit_matrix, plan=plan,
                  reports=bool(report or junit), no_cache=no_cache, force=force)
@@ -66,7 +78,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
-    trust = {k: v for k, v in trust_overrides(require_hashes, ca_bundle).items() if v is not None}
+    trust = {k: v for k, v in {**trust_overrides(require_hashes, ca_bundle),
+                               **registry_overrides(None, require_registry, no_registry_check)}.items() if v is not None}
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
         try:
@@ -97,7 +110,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         out.say(line)
     status = exit_status(results)
     if status:
-        failed = [r.id for r in results.values() if r.status != "built" and r.status not in ("unchanged", "retagged")]
+        failed = [r.id for r in results.values() if r.status not in DONE_STATES]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
 

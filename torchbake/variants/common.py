@@ -230,7 +230,7 @@ def build_env_of(settings: Settings, *extra: dict[str, str]) -> dict[str, str]:
 
 def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
     """Fields every plan has, from the settings and the run's flags."""
-    return {"image": settings.image.reference, "profile": settings.accelerator.profile,
+    return {"image": settings.registry.image(settings.image.reference), "profile": settings.accelerator.profile,
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "settings": settings}
 

@@ -3,12 +3,13 @@ from source FROM a base image, with ccache; optionally a slim runtime image besi
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, sources
+from .. import context, registry, sources
 from ..config import Settings
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, RegistryError
 from .common import (
     Missing,
     PlanCommon,
@@ -106,6 +107,12 @@ class DevPlan(PlanCommon):
         """The base image exists and is a torchbake base with the requested Python; the extension's
         tag resolves on its remote; MAX_JOBS from the engine; the vision clone (if any) is there."""
         base = client.inspect_image(self.base_image)
+        if base is None and self.settings.registry.url and self.settings.registry.check:
+            # A fresh machine: the base is in the registry (its config is enough to plan; the
+            # build, if there is one, pulls it).
+            with contextlib.suppress(RegistryError):
+                base = registry.inspect_remote(self.base_image, client.engine_info(),
+                                               registry.RetryPolicy.from_settings(self.settings.downloads))
         if base is None:
             python = f" --python {self.python_version}" if self.python_version else ""
             name, _, tag = self.base_image.rpartition(":")
