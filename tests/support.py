@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import threading
 from contextlib import contextmanager
@@ -183,3 +184,64 @@ def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.pem", "-days", "2", "-extfile", "ext.cnf")
     return folder / "ca.pem", folder / "server.pem", folder / "server.key"
+
+
+@contextmanager
+def faulty_proxy(upstream: str, faults: list[str]):
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host:port) that spends ``faults`` in
+    order, one per new connection, then forwards everything: "reset" closes the connection with a
+    TCP reset before reading it, "503" answers its first request 503 Service Unavailable, and
+    "401" answers every request on every connection 401 with a Basic challenge (a registry that
+    wants credentials). Yields "127.0.0.1:PORT"."""
+    import socket
+    import struct
+
+    host, port = upstream.rsplit(":", 1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    pending = list(faults)
+    deny = "401" in faults
+
+    def pipe(source, target):
+        try:
+            while data := source.recv(65536):
+                target.sendall(data)
+        except OSError:
+            return
+        finally:
+            for end in (source, target):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def answer(client, status: str, extra: str = "") -> None:
+        with contextlib.suppress(OSError):
+            client.recv(65536)
+            client.sendall(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n".encode())
+        client.close()
+
+    def serve():
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            fault = "401" if deny else (pending.pop(0) if pending else "")
+            if fault == "reset":
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                client.close()
+            elif fault == "503":
+                threading.Thread(target=answer, args=(client, "503 Service Unavailable"), daemon=True).start()
+            elif fault == "401":
+                threading.Thread(target=answer, args=(client, "401 Unauthorized", 'WWW-Authenticate: Basic realm="test"\r\n'),
+                                 daemon=True).start()
+            else:
+                server = socket.create_connection((host, int(port)))
+                threading.Thread(target=pipe, args=(client, server), daemon=True).start()
+                threading.Thread(target=pipe, args=(server, client), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()

@@ -196,7 +196,8 @@ def is_insecure(host: str, engine_info: Mapping[str, Any]) -> bool:
 PUSH_TRANSIENT = ("connection reset", "broken pipe", "unexpected eof", "i/o timeout", "tls handshake timeout",
                   "connection refused", "500 internal server error", "502 bad gateway", "503 service unavailable",
                   "504 gateway timeout", "http status: 50")
-PUSH_REFUSED = ("unauthorized", "authentication required", "denied", "401", "403 forbidden")
+PUSH_REFUSED = ("unauthorized", "authentication required", "no basic auth credentials", "denied", "401",
+                "403 forbidden")
 
 
 def push_transient(exc: Exception) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
+from tests.support import faulty_proxy
 
 from .conftest import serve_registry
 from .helpers import docker, make_wheel
@@ -275,3 +276,30 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path in registry_requests(log, mark) if method == "PUT" and "digest=" in path}
         assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]}, (uploaded, new_layers, shared)
+
+
+def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry, tb_env, run_id, tmp_path):
+    _folder, _lean, write = nightly
+    with faulty_proxy(registry, ["reset", "503", "reset"]) as proxy:
+        matrix = write(registry=f"{proxy}/team")
+        result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push", "--no-registry-check",
+                            "--report", str(tmp_path / "r.json"), env={**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"})
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert "failed (" in result.stdout and "; try 2 of 5 in" in result.stdout, result.stdout[-3000:]
+    cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+    assert cell["digest"].startswith("sha256:")
+    image = cell["image"].replace(proxy, registry)
+    assert registry_manifest(registry, image)["layers"]
+
+
+def test_a_push_the_registry_refuses_names_docker_login_and_changes_nothing(nightly, registry, tb_env, tmp_path):
+    _folder, _lean, write = nightly
+    with faulty_proxy(registry, ["401"]) as proxy:
+        matrix = write(registry=f"{proxy}/team")
+        result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push",
+                            "--report", str(tmp_path / "r.json"), env={**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"})
+        cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+        assert result.returncode != 0
+        assert cell["status"] == "failed", cell
+        assert f"docker login {proxy}" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
+        assert docker("image", "inspect", cell["image"], check=False).returncode == 0  # the local image stays

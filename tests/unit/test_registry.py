@@ -1,0 +1,133 @@
+"""The registry side of torchbake without a registry: references, which hosts are spoken to over
+plain HTTP, which push failures are retried, the build cache's flags, registry-prefixed names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchbake import config, registry, validation
+from torchbake.builder import build_cache
+from torchbake.engine import DockerClient
+from torchbake.errors import EngineError, RegistryError
+from torchbake.matrix import expand, load_matrix
+from torchbake.variants import plan_release
+
+
+@pytest.mark.parametrize(("reference", "expected"), [
+    ("127.0.0.1:5000/team/torch:2.13", ("127.0.0.1:5000", "team/torch", "2.13")),
+    ("registry.example.com/ml/cpu", ("registry.example.com", "ml/cpu", "latest")),
+    ("torchbake/pytorch-cpu:1", ("", "torchbake/pytorch-cpu", "1")),
+])
+def test_references_split_into_host_repository_and_tag(reference, expected):
+    assert registry.split_reference(reference) == expected
+
+
+def test_the_inputs_tag_is_a_valid_tag_named_by_the_hash():
+    tag = registry.inputs_tag("ab" * 32)
+    validation.image_tag(tag)
+    assert tag == "inputs-" + "ab" * 20
+
+
+@pytest.mark.parametrize(("host", "info", "insecure"), [
+    ("127.0.0.1:5000", {}, True),
+    ("localhost:5000", {}, True),
+    ("registry.example.com", {}, False),
+    ("10.1.2.3:5000", {"RegistryConfig": {"InsecureRegistryCIDRs": ["10.0.0.0/8"]}}, True),
+    ("reg.lan:5000", {"RegistryConfig": {"IndexConfigs": {"reg.lan:5000": {"Secure": False}}}}, True),
+    ("127.0.0.1:5000", {"RegistryConfig": {"IndexConfigs": {"127.0.0.1:5000": {"Secure": True}}}}, False),
+])
+def test_plain_http_only_where_the_engine_would_use_it(host, info, insecure):
+    assert registry.is_insecure(host, info) is insecure
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ("Pushing a failed: read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer", "connection reset"),
+    ("Pushing a failed: received unexpected HTTP status: 503 Service Unavailable", "503 service unavailable"),
+    ("Pushing a failed: unauthorized: authentication required", ""),
+    ("Pushing a failed: denied: requested access to the resource is denied", ""),
+    ("Pushing a failed: manifest invalid", ""),
+])
+def test_push_failures_retried_only_when_transient(message, reason):
+    assert registry.push_transient(EngineError(message)) == reason
+
+
+def test_a_refused_push_names_docker_login_for_that_registry():
+    error = registry.push_refused(EngineError("Pushing x failed: unauthorized: authentication required"),
+                                  "reg.example.com:5000/team/torch:1")
+    assert isinstance(error, RegistryError)
+    assert "`docker login reg.example.com:5000`" in str(error) and "was not changed" in str(error)
+    assert registry.push_refused(EngineError("connection reset by peer"), "a/b:c") is None
+
+
+def test_retrying_stops_at_the_first_final_failure_and_retries_transient_ones(monkeypatch):
+    monkeypatch.setattr(registry.time, "sleep", lambda seconds: None)
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise EngineError("connection reset by peer")
+        return "ok"
+
+    assert registry.retrying("push", flaky, registry.RetryPolicy(retries=4), registry.push_transient) == "ok"
+    assert len(calls) == 3
+    with pytest.raises(EngineError, match="unauthorized"):
+        registry.retrying("push", lambda: (_ for _ in ()).throw(EngineError("unauthorized")),
+                          registry.RetryPolicy(), registry.push_transient)
+
+
+def client(mode: str) -> DockerClient:
+    return DockerClient(binary="/usr/bin/docker", version="20.10.24", build_mode=mode)
+
+
+def test_cache_flags_legacy_client_imports_references_and_exports_inline():
+    assert client("buildkit-env").cache_flags(["r:5000/a/b:c"], ["inline"]) == [
+        "--cache-from", "r:5000/a/b:c", "--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+    assert client("buildkit-env").cache_problem(["type=registry,ref=x"], []) != ""
+    assert client("buildkit-env").cache_problem(["r/a:b"], ["inline"]) == ""
+
+
+def test_cache_flags_buildx_take_specs():
+    assert client("buildx").cache_flags(["r:5000/a/b:c", "type=local,src=/c"], ["inline", "type=registry,ref=r/a:cache"]) == [
+        "--cache-from", "type=registry,ref=r:5000/a/b:c", "--cache-from", "type=local,src=/c",
+        "--cache-to", "type=inline", "--cache-to", "type=registry,ref=r/a:cache"]
+
+
+def settings(**overrides):
+    import os
+    return config.resolve([str(config.CONFIG_DIR / "cpu.toml")], dict(os.environ), overrides, variant="release").settings()
+
+
+def test_a_registry_prefixes_the_image_and_brings_the_inline_cache():
+    plan = plan_release(settings(**{"registry.url": "127.0.0.1:5000/team", "image.base": "debian:bookworm"}))
+    assert plan.image == "127.0.0.1:5000/team/torchbake/pytorch-cpu:2.13.0-py3.11"
+    assert build_cache(plan) == (["127.0.0.1:5000/team/torchbake/pytorch-cpu:2.13.0-py3.11"], ["inline"])
+    plain = plan_release(settings(**{"image.base": "debian:bookworm"}))
+    assert plain.image == "torchbake/pytorch-cpu:2.13.0-py3.11" and build_cache(plain) == ([], [])
+
+
+@pytest.mark.parametrize("bad", ["http://reg.example.com", "registry", "Reg.Example.com/x", "reg.example.com/Team"])
+def test_a_bad_registry_is_rejected_naming_what_is_accepted(bad):
+    with pytest.raises(Exception, match="registry host") as caught:
+        settings(**{"registry.url": bad})
+    assert bad in str(caught.value)
+
+
+def test_an_unknown_cache_field_is_rejected():
+    with pytest.raises(Exception, match=r"unknown field \{digest\}"):
+        settings(**{"registry.cache_from": ["{name}:{digest}"]})
+
+
+def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
+    path = tmp_path / "m.toml"
+    path.write_text('[matrix]\npythons = ["3.11"]\nvariants = ["base", "dev"]\nregistry = "reg.example.com/ml"\n'
+                    'name = "torchbake/{profile}"\n')
+    cells = expand(load_matrix(path), source=str(path))
+    assert [c.image for c in cells] == ["reg.example.com/ml/torchbake/cpu:base-py311", "reg.example.com/ml/torchbake/cpu:dev-py311"]
+    assert cells[1].overrides["image.base"] == "reg.example.com/ml/torchbake/cpu:base-py311"
+    assert cells[1].overrides["registry.url"] == "reg.example.com/ml"
+    path.write_text('[matrix]\npythons = ["3.11"]\nregistry = "https://reg"\n')
+    with pytest.raises(Exception, match="registry = 'https://reg'"):
+        expand(load_matrix(path), source=str(path))
