@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import os
+import shutil
+import socket
+import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -213,6 +218,7 @@ def faulty_proxy(upstream: str, faults: list[str]):
             for end in (source, target):
                 with contextlib.suppress(OSError):
                     end.shutdown(socket.SHUT_RDWR)
+            source.close()  # each socket is the source of one pipe: closed once, by it
 
     def answer(client, status: str, extra: str = "") -> None:
         with contextlib.suppress(OSError):
@@ -245,3 +251,70 @@ def faulty_proxy(upstream: str, faults: list[str]):
         yield f"127.0.0.1:{listener.getsockname()[1]}"
     finally:
         listener.close()
+
+
+@contextmanager
+def serve_registry(folder: Path, log: Path | None = None):
+    """A real local registry (Debian's docker-registry) on 127.0.0.1; its access log in ``log``."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = folder / "registry.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n"
+        "    rootdirectory: " + str(folder / "data") + f"\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
+    )
+    with open(log or os.devnull, "ab") as sink:
+        process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
+                                   stdout=sink, stderr=sink)
+    for _ in range(50):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+@contextmanager
+def start_second_engine(root: Path):
+    """A second, empty Docker engine: its own data root, exec root, socket, pidfile and bridge
+    (a `dockerd --bridge none` would delete the first engine's docker0), and no NAT
+    (--iptables=false): its RUN steps reach no package mirror. Yields {"DOCKER_HOST": ...}."""
+    import subprocess
+    import tempfile
+    import time
+    import uuid
+
+    short = Path(tempfile.mkdtemp(prefix="tb-b-", dir="/run"))  # socket paths must stay short
+    bridge = f"tbb{uuid.uuid4().hex[:6]}"
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    subprocess.run(["ip", "addr", "add", "10.213.77.1/24", "dev", bridge], check=True)
+    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
+    host = f"unix://{short}/docker.sock"
+    log = root / "dockerd.log"
+    with open(log, "ab") as sink:
+        process = subprocess.Popen(
+            ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(short / "exec"), "--host", host,
+             "--pidfile", str(short / "docker.pid"), "--bridge", bridge, "--iptables=false", "--ip-masq=false"],
+            stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+    env = {"DOCKER_HOST": host}
+    try:
+        for _ in range(120):
+            if subprocess.run(["/usr/bin/docker", "version"], capture_output=True, env={**os.environ, **env}).returncode == 0:
+                break
+            if process.poll() is not None:
+                raise RuntimeError("the second engine stopped:\n" + log.read_text()[-3000:])
+            time.sleep(0.5)
+        else:
+            raise RuntimeError("the second engine did not answer in 60 s:\n" + log.read_text()[-3000:])
+        yield env
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+        subprocess.run(["ip", "link", "del", bridge], check=False)
+        subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)

@@ -3,20 +3,12 @@ scripts/test.sh (what CI runs) starts one first."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
-import time
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import git_server
+from tests.support import git_server, serve_registry, start_second_engine
 
 from .fixture_repos import make_repos
 from .helpers import docker
@@ -108,33 +100,6 @@ def dev_config(repos, tmp_path_factory):
     return config, credentials
 
 
-@contextlib.contextmanager
-def serve_registry(folder: Path, log: Path | None = None):
-    """A real local registry (Debian's docker-registry) on 127.0.0.1; its access log in ``log``."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = folder / "registry.yml"
-    config.write_text(
-        "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n"
-        "    rootdirectory: " + str(folder / "data") + f"\n  delete:\n    enabled: true\nhttp:\n  addr: 127.0.0.1:{port}\n"
-    )
-    with open(log or os.devnull, "ab") as sink:
-        process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
-                                   stdout=sink, stderr=sink)
-    for _ in range(50):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
 @pytest.fixture
 def registry(tmp_path):
     """A real local registry on 127.0.0.1 for this test."""
@@ -144,34 +109,6 @@ def registry(tmp_path):
 
 @pytest.fixture(scope="module")
 def second_engine(tmp_path_factory):
-    """A second, empty Docker engine: its own data root, exec root, socket, pidfile and bridge
-    (a `dockerd --bridge none` would delete the first engine's docker0), and no NAT
-    (--iptables=false): its RUN steps reach no package mirror. Yields the DOCKER_HOST to reach it."""
-    root = tmp_path_factory.mktemp("engine-b")
-    short = Path(tempfile.mkdtemp(prefix="tb-b-", dir="/run"))  # socket paths must stay short
-    bridge = f"tbb{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
-    subprocess.run(["ip", "addr", "add", "10.213.77.1/24", "dev", bridge], check=True)
-    subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
-    host = f"unix://{short}/docker.sock"
-    log = root / "dockerd.log"
-    with open(log, "ab") as sink:
-        process = subprocess.Popen(
-            ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(short / "exec"), "--host", host,
-             "--pidfile", str(short / "docker.pid"), "--bridge", bridge, "--iptables=false", "--ip-masq=false"],
-            stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
-    env = {"DOCKER_HOST": host}
-    try:
-        for _ in range(120):
-            if docker("version", check=False, env=env).returncode == 0:
-                break
-            assert process.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.5)
-        else:
-            raise AssertionError("the second engine did not answer in 60 s:\n" + log.read_text()[-3000:])
+    """A second, empty Docker engine without NAT (see tests.support.second_engine): its DOCKER_HOST."""
+    with start_second_engine(tmp_path_factory.mktemp("engine-b")) as env:
         yield env
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
-        subprocess.run(["ip", "link", "del", bridge], check=False)
-        subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)

@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import faulty_proxy
+from tests.support import faulty_proxy, serve_registry
 
-from .conftest import serve_registry
 from .helpers import docker, make_wheel
 
 CELLS = ["cpu-release-py311", "cpulean-release-py311", "fixture-base-py311", "fixture-dev-py311"]

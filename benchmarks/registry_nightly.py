@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Benchmark for "the registry is the shared memory": a nightly on a fresh engine.
+
+Side by side in one run, with Debian's docker-registry on 127.0.0.1 and two engines (this
+machine's, A, and a second, empty one, B, without NAT, as a fresh CI runner):
+
+  cold        A: `build-all --force --no-cache --push` of a two-cell release matrix that shares
+              torch (the CPU profile with numpy, and one without): what a fresh runner pays
+              every night when nothing is remembered
+  no change   B (only the OS image loaded): `build-all` with nothing changed; every cell is
+              found in the registry (median of --rounds); target <= 5% of cold
+  one wheel   B: the lean cell's extension wheel changes: `build-all --push` rebuilds that cell
+              with the registry's inline cache; the bytes of layer blobs pulled and pushed
+              (from the registry's access log) against torch's layer; target <= 5%
+
+Images it makes on A are removed; B and the registry go with the run.
+Usage: .venv/bin/python benchmarks/registry_nightly.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support import serve_registry, start_second_engine  # noqa: E402
+
+DOCKER = "/usr/bin/docker"
+BASE = "torchbake/debian:bookworm"
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+
+
+def run(argv, env=None, **kwargs) -> tuple[float, str]:
+    started = time.monotonic()
+    result = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True, cwd=ROOT,
+                            stdin=subprocess.DEVNULL, **kwargs)
+    if result.returncode != 0:
+        sys.exit(f"step failed: {' '.join(map(str, argv))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return time.monotonic() - started, result.stdout
+
+
+def manifest(host: str, image: str) -> dict:
+    repository, tag = image.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def requests_since(log: Path, since: int) -> list[tuple[str, str, int]]:
+    """(method, path, response bytes) of each request the access log holds after byte ``since``."""
+    with log.open("rb") as handle:
+        handle.seek(since)
+        text = handle.read().decode(errors="replace")
+    return [(m, p, int(n) if n.isdigit() else 0)
+            for m, p, n in re.findall(r'"(GET|HEAD|PUT|POST|PATCH) (/v2/\S*) HTTP/[\d.]+" \d+ (\S+)', text)]
+
+
+def extension_wheel(folder: Path) -> Path:
+    path = folder / "bench_ext-2.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("bench_ext/__init__.py", "VERSION = '2.0'\n")
+        zf.writestr("bench_ext-2.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: bench-ext\nVersion: 2.0\n")
+        zf.writestr("bench_ext-2.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("bench_ext-2.0.dist-info/RECORD", "")
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the no-change run to take the median of")
+    args = parser.parse_args()
+    run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
+    work = Path(tempfile.mkdtemp(prefix="torchbake-registry-bench-"))
+    lean = work / "lean.toml"
+    lean_text = '[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n[build]\nvariant = "release"\n'
+    lean.write_text(lean_text)
+    log = work / "registry-access.log"
+    images: list[str] = []
+    with serve_registry(work, log) as host, start_second_engine(work) as engine_b:
+        matrix = work / "nightly.toml"
+        matrix.write_text(
+            f'[matrix]\nprofiles = ["cpu", "{lean}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
+            f'registry = "{host}/bench"\nname = "{{registry}}torchbake-bench/{{profile}}"\ntag = "{{variant}}-py{{py}}"\n'
+            f'[matrix.options.release]\n"image.base" = "{BASE}"\n')
+        try:
+            cold, _ = run([*INVOKE, "build-all", "--config", str(matrix), "--force", "--no-cache", "--push",
+                           "--report", str(work / "a.json")])
+            images = [c["image"] for c in json.loads((work / "a.json").read_text())["cells"]]
+            torch_bytes = max(layer["size"] for layer in manifest(host, images[0])["layers"])  # compressed, as shipped
+            layer_blobs = {layer["digest"] for image in images for layer in manifest(host, image)["layers"]}
+
+            saved = subprocess.run([DOCKER, "save", BASE], capture_output=True, check=True).stdout
+            subprocess.run([DOCKER, "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine_b})
+            mark = log.stat().st_size
+            nothing = []
+            for _ in range(args.rounds):
+                seconds, out = run([*INVOKE, "build-all", "--config", str(matrix), "--report", str(work / "b.json")], engine_b)
+                states = {c["status"] for c in json.loads((work / "b.json").read_text())["cells"]}
+                if states != {"unchanged (registry)"}:
+                    sys.exit(f"the fresh engine did not find every cell in the registry: {states}\n{out[-3000:]}")
+                nothing.append(seconds)
+            pulled_on_noop = sum(n for m, p, n in requests_since(log, mark) if m == "GET" and p.rsplit("/", 1)[1] in layer_blobs)
+
+            lean.write_text(lean_text.replace("extra = []\n", f'extra = []\nextension = "{extension_wheel(work)}"\n'))
+            mark = log.stat().st_size
+            changed, _ = run([*INVOKE, "build-all", "--config", str(matrix), "--push", "--report", str(work / "c.json")],
+                             engine_b)
+            after = requests_since(log, mark)
+            pulled = sum(n for m, p, n in after if m == "GET" and "/blobs/sha256:" in p and p.rsplit("/", 1)[1] in layer_blobs)
+            new = manifest(host, images[1])
+            sizes = {layer["digest"]: layer["size"] for layer in new["layers"]}
+            pushed_digests = {urllib.parse.unquote(p.split("digest=", 1)[1].split("&", 1)[0])
+                              for m, p, _n in after if m == "PUT" and "digest=" in p}
+            pushed = sum(sizes.get(d, 0) for d in pushed_digests)
+        finally:
+            for image in images:
+                subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
+            subprocess.run(["rm", "-rf", str(work / "data")], capture_output=True)
+
+    noop = statistics.median(nothing)
+    print(f"{'case':<66} {'figure':>12}  target")
+    print(f"{'cold matrix on A (2 release cells, --force --no-cache --push)':<66} {cold:>11.1f}s")
+    print(f"{'nothing changed, fresh engine B (median; runs: ' + ', '.join(f'{t:.1f}' for t in nothing) + ')':<66}"
+          f" {noop:>11.2f}s  {100 * noop / cold:.1f}% of cold (<= 5%)")
+    print(f"{'  layer bytes pulled by it':<66} {pulled_on_noop:>11d}B")
+    print(f"{'one extension wheel changed, B rebuilds and pushes that cell':<66} {changed:>11.1f}s")
+    print(f"{'torch layer (compressed, as the registry holds it)':<66} {torch_bytes / 1e6:>10.1f}MB")
+    print(f"{'  layer bytes pulled by B':<66} {pulled / 1e6:>10.2f}MB  {100 * pulled / torch_bytes:.2f}% of torch's (<= 5%)")
+    print(f"{'  layer bytes pushed by B':<66} {pushed / 1e6:>10.3f}MB  {100 * pushed / torch_bytes:.3f}% of torch's (<= 5%)")
+
+
+if __name__ == "__main__":
+    main()
