@@ -177,6 +177,7 @@ class DevOptions:
     extensions: tuple[str, ...] = checked_by(lambda v: [validation.extension_source(e) for e in v])
     git_credential_file: str = checked_by(validation.credential_file)
     ccache_size: str = checked_by(validation.size)
+    ccache_remote: str = checked_by(validation.ccache_remote)
     slim: bool
     runtime_base: str = checked_by(validation.image_reference)
     runtime_paths: tuple[str, ...] = checked_by(lambda v: [validation.absolute_path(p) for p in v])

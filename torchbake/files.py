@@ -26,3 +26,18 @@ def nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+def secret_file(cache_dir: Path, name: str, value: str) -> Path:
+    """A file holding ``value`` (a BuildKit secret's source), readable by this user alone, named
+    by a digest of its content so that builds share it and a new value never overwrites one in use."""
+    import hashlib
+
+    path = cache_dir / "secrets" / f"{name}-{hashlib.sha256(value.encode()).hexdigest()[:16]}"
+    if not path.is_file() or path.read_text() != value:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(value)
+        os.replace(path.with_suffix(".tmp"), path)
+    return path

@@ -317,3 +317,11 @@ def cache_spec(value: str) -> None:
     if not value.strip():
         raise ValueError('expected "inline", an image reference such as "{image}" or a buildx spec such as'
                          ' "type=registry,ref={name}:cache"')
+
+
+def ccache_remote(value: str) -> None:
+    """ccache's remote_storage: a URL of one of its backends, optionally with |attributes."""
+    url = value.split("|", 1)[0].strip()
+    if value and not re.match(r"^(https?|redis|rediss|file)://\S+$", url):
+        raise ValueError("expected a ccache remote storage URL: http(s)://HOST/PATH, redis://HOST or file:///PATH"
+                         " (ccache's remote_storage), optionally followed by |attributes")

@@ -4,12 +4,14 @@ secret), ccache across builds, and the bad inputs of source handling."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
 import pytest
 
 from tests.conftest import run_invoke
+from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
@@ -170,3 +172,31 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
         assert labels(slim)["torchbake.slim"] == "true"
     finally:
         docker("image", "rm", "--force", slim, check=False)
+
+
+def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
+        dev_base, tb_env, dev_config, run_id, tmp_path, second_engine):
+    """[dev] ccache_remote: engine A's compiles fill an HTTP remote storage (given to the build as a
+    secret); engine B, whose cache mount is empty, compiles the same sources with remote hits."""
+    config, credentials = dev_config
+    with storage_server(tmp_path / "ccache") as (url, seen):
+        remote = tmp_path / "remote.toml"
+        remote.write_text(f'[dev]\nccache_remote = "{url}/cache"\n')
+        args = ("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
+                "--tag", f"{run_id}-remote", "--base-img", dev_base[0], "-c", str(credentials), "--no-cache", "--no-verify")
+        try:
+            on_a = run_invoke(*args, env=tb_env)
+            assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
+            assert any(method == "PUT" for method, _ in seen), seen
+            assert url not in on_a.stdout + on_a.stderr  # a secret: not echoed
+
+            saved = subprocess.run([DOCKER, "save", dev_base[0]], capture_output=True, check=True).stdout
+            subprocess.run([DOCKER, "load"], input=saved, capture_output=True, check=True,
+                           env={**os.environ, **second_engine})
+            on_b = run_invoke(*args, env={**tb_env, **second_engine})
+            output = on_b.stdout + on_b.stderr
+            assert on_b.returncode == 0, output[-5000:]
+            remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n\s*Hits:\s*(\d+)", output)]
+            assert remote_hits and max(remote_hits) >= 1, output[-4000:]
+        finally:
+            docker("image", "rm", "--force", f"torchbake-test/dev:{run_id}-remote", check=False)

@@ -131,3 +131,22 @@ def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
     path.write_text('[matrix]\npythons = ["3.11"]\nregistry = "https://reg"\n')
     with pytest.raises(Exception, match="registry = 'https://reg'"):
         expand(load_matrix(path), source=str(path))
+
+
+def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
+    from torchbake.variants import plan_dev
+
+    url = "http://builder:s3cret@127.0.0.1:8080/ccache|connect-timeout=500"
+    dev = settings(**{"build.variant": "dev", "image.base": "torchbake/pytorch-cpu:base-py3.11",
+                      "dev.ccache_remote": url, "paths.cache_dir": str(tmp_path)})
+    plan = plan_dev(dev, python_given=False)
+    secrets = dict(plan.secrets())
+    assert secrets["ccache_remote"].read_text() == url
+    assert secrets["ccache_remote"].stat().st_mode & 0o777 == 0o600
+    assert "s3cret" not in repr(plan.build_args(None)) and "s3cret" not in "".join(r for row in plan.input_rows() for r in map(str, row))
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1:8080/ccache", "ftp://host/x", "http://"])
+def test_a_bad_ccache_remote_is_rejected(bad):
+    with pytest.raises(Exception, match="ccache remote storage URL"):
+        settings(**{"dev.ccache_remote": bad})

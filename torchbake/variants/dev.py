@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, registry, sources
+from .. import context, files, registry, sources
 from ..config import Settings
 from ..errors import ConfigurationError, RegistryError
 from .common import (
@@ -45,6 +45,7 @@ class DevPlan(PlanCommon):
     build_env: dict[str, str]
     max_jobs: int  # 0 = from the engine
     ccache_size: str
+    ccache_remote: str  # ccache's remote storage ("" = the cache mount only)
     slim: bool
     runtime_base: str  # "" = the OS image of the base image
     runtime_paths: tuple[str, ...]
@@ -63,7 +64,11 @@ class DevPlan(PlanCommon):
         return facts.python_version if facts else ""  # the base image's
 
     def secrets(self) -> list[tuple[str, Path]]:
-        return [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else []
+        found = [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else []
+        if self.ccache_remote:  # it may carry credentials: a secret file of our own, readable by us alone
+            found.append(("ccache_remote", files.secret_file(self.settings.paths.cache_dir, "ccache-remote",
+                                                             self.ccache_remote)))
+        return found
 
     def build_args(self, facts) -> dict[str, str]:
         labels = facts.base_labels if facts else {}
@@ -171,6 +176,8 @@ class DevPlan(PlanCommon):
             rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
         if self.git_credential_file:
             rows.append(("credentials", f"{self.git_credential_file} (BuildKit secret git_credentials)"))
+        if self.ccache_remote:
+            rows.append(("ccache remote", "[dev] ccache_remote (BuildKit secret ccache_remote)"))
         rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
         rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
                      else "the base image's /home/vision"))
@@ -217,6 +224,7 @@ def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: b
         build_env=build_env_of(settings, dict(settings.dev.build_env)),
         max_jobs=settings.dev.max_jobs,
         ccache_size=settings.dev.ccache_size,
+        ccache_remote=settings.dev.ccache_remote,
         slim=settings.dev.slim,
         runtime_base=settings.dev.runtime_base,
         runtime_paths=settings.dev.runtime_paths,
