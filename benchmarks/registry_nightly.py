@@ -10,8 +10,9 @@ machine's, A, and a second, empty one, B, without NAT, as a fresh CI runner):
   no change   B (only the OS image loaded): `build-all` with nothing changed; every cell is
               found in the registry (median of --rounds); target <= 5% of cold
   one wheel   B: the lean cell's extension wheel changes: `build-all --push` rebuilds that cell
-              with the registry's inline cache; the bytes of layer blobs pulled and pushed
-              (from the registry's access log) against torch's layer; target <= 5%
+              with the registry's inline cache; the bytes of layer blobs B pulled and pushed,
+              and then what a node that runs yesterday's image (A) pulls to get tonight's (from
+              the registry's access log), against torch's layer; target <= 5%
 
 Images it makes on A are removed; B and the registry go with the run.
 Usage: .venv/bin/python benchmarks/registry_nightly.py [--rounds N]
@@ -125,6 +126,11 @@ def main() -> None:
             pushed_digests = {urllib.parse.unquote(p.split("digest=", 1)[1].split("&", 1)[0])
                               for m, p, _n in after if m == "PUT" and "digest=" in p}
             pushed = sum(sizes.get(d, 0) for d in pushed_digests)
+            # a node that runs yesterday's image (engine A has it) pulls tonight's
+            mark = log.stat().st_size
+            run([DOCKER, "pull", images[1]])
+            node_pulled = sum(n for m, p, n in requests_since(log, mark) if m == "GET" and "/blobs/sha256:" in p
+                              and p.rsplit("/", 1)[1] in sizes)
         finally:
             for image in images:
                 subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
@@ -140,6 +146,8 @@ def main() -> None:
     print(f"{'torch layer (compressed, as the registry holds it)':<66} {torch_bytes / 1e6:>10.1f}MB")
     print(f"{'  layer bytes pulled by B':<66} {pulled / 1e6:>10.2f}MB  {100 * pulled / torch_bytes:.2f}% of torch's (<= 5%)")
     print(f"{'  layer bytes pushed by B':<66} {pushed / 1e6:>10.3f}MB  {100 * pushed / torch_bytes:.3f}% of torch's (<= 5%)")
+    print(f"{'  layer bytes a node with yesterday image pulls for it':<66} {node_pulled / 1e6:>10.3f}MB  "
+          f"{100 * node_pulled / torch_bytes:.3f}% of torch's (<= 5%)")
 
 
 if __name__ == "__main__":
