@@ -144,12 +144,12 @@ def dry_run(plan: Plan, client: DockerClient) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
     context are shown as placeholders). Touches nothing."""
     source_date_epoch()
+    cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
-        network=plan.settings.build.network, target=plan.target, cache_from=build_cache(plan)[0],
-        cache_to=build_cache(plan)[1],
+        network=plan.settings.build.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
     text = describe_plan(plan, argv, env)
     output.channel().say(text)
@@ -440,11 +440,12 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         })
         tag = candidate_tag(plan.image) if plan.verify else plan.image
         iidfile.parent.mkdir(parents=True, exist_ok=True)
+        cache_from, cache_to = build_cache(plan)
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
             labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
-            cache_from=build_cache(plan)[0], cache_to=build_cache(plan)[1],
+            cache_from=cache_from, cache_to=cache_to,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:

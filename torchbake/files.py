@@ -4,6 +4,7 @@ ever sees half a file) and the nearest folder that exists of a path not made yet
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -31,8 +32,6 @@ def nearest_existing(path: Path) -> Path:
 def secret_file(cache_dir: Path, name: str, value: str) -> Path:
     """A file holding ``value`` (a BuildKit secret's source), readable by this user alone, named
     by a digest of its content so that builds share it and a new value never overwrites one in use."""
-    import hashlib
-
     path = cache_dir / "secrets" / f"{name}-{hashlib.sha256(value.encode()).hexdigest()[:16]}"
     if not path.is_file() or path.read_text() != value:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

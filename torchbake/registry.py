@@ -14,16 +14,20 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-import docker.auth
-import docker.utils
-import dxf
-import dxf.exceptions
-import requests
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import output
 from .errors import RegistryError
+from .lazy import LazyModule
+
+if TYPE_CHECKING:
+    import docker
+    import dxf
+    import requests
+else:  # imported when a registry is first asked, not when the tasks are listed
+    docker = LazyModule("docker", "docker.auth", "docker.utils")
+    dxf = LazyModule("dxf", "dxf.exceptions")
+    requests = LazyModule("requests")
 
 T = TypeVar("T")
 INPUTS_TAG_PREFIX = "inputs-"
