@@ -127,13 +127,14 @@ class Registry:
                 raise RegistryError(
                     f"Registry {self.host} refused the credentials for {what} (HTTP {status}). Log in with"
                     f" `docker login {self.host}` (the credentials torchbake uses are docker's).") from None
-            raise RegistryError(f"Registry {self.host}: {what} failed: HTTP {status} {exc.response.reason if exc.response is not None else ''}".rstrip() + ".") from None
+            reason = exc.response.reason if exc.response is not None else ""
+            raise RegistryError(f"Registry {self.host}: {what} failed: HTTP {status} {reason}".rstrip() + ".") from None
         except dxf.exceptions.DXFAuthInsecureError:
             raise RegistryError(f"Registry {self.host} asks for credentials over plain HTTP; serve it over HTTPS"
                                 " (or drop its authentication) to use it from torchbake.") from None
         except (requests.exceptions.RequestException, dxf.exceptions.DXFError, OSError, ValueError) as exc:
             raise RegistryError(f"Registry {self.host} could not be asked ({what}): {exc}. Check that it is up"
-                                f" and reachable (`docker pull {self.host}/...` tries the same).") from None
+                                f" and reachable: `docker login {self.host}` connects to it the same way.") from None
 
     def inspect(self, repository: str, tag: str) -> dict | None:
         """What ``docker image inspect`` would say of ``repository:tag`` in the registry (its Id,
