@@ -6,9 +6,9 @@
 
 from invoke import Collection
 
-from torchbake.tasks import bootstrap, build, containers, inspect, matrix
+from torchbake.tasks import bootstrap, build, containers, gc, inspect, matrix
 
 ns = Collection()
-for collection in (build.ns, matrix.ns, inspect.ns, containers.ns, bootstrap.ns):
+for collection in (build.ns, matrix.ns, inspect.ns, containers.ns, bootstrap.ns, gc.ns):
     for task_ in collection.tasks.values():
         ns.add_task(task_)

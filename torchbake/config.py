@@ -226,6 +226,15 @@ def in_registry(reference: str, url: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class GcOptions:
+    keep: int = checked_by(lambda v: validation.bounded(v, 0, 1000, "images"))
+    older_than: str = checked_by(validation.duration)
+    max_cache: str = checked_by(lambda v: v and validation.byte_size(v))
+    max_build_cache: str = checked_by(lambda v: v and validation.byte_size(v))
+    after_build_all: bool
+
+
+@dataclass(frozen=True, kw_only=True)
 class PathOptions:
     cache_dir: Path
     log_dir: Path
@@ -247,6 +256,7 @@ class Settings:
     downloads: DownloadOptions
     run: RunOptions
     registry: RegistryOptions
+    gc: GcOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
 
@@ -266,6 +276,7 @@ SECTION_TYPES: dict[str, type] = {
     "downloads": DownloadOptions,
     "run": RunOptions,
     "registry": RegistryOptions,
+    "gc": GcOptions,
     "paths": PathOptions,
 }
 

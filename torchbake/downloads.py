@@ -32,7 +32,7 @@ import filelock
 
 from . import output
 from .errors import ConfigurationError, DownloadError
-from .files import write_atomically
+from .files import mark_used, write_atomically
 from .output import transfer_progress
 from .validation import is_url
 
@@ -257,7 +257,9 @@ class DownloadCache:
     def _remote(self, url: str, expected: str, what: str) -> Artifact:
         folder = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16]
         with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
-            return self._remote_locked(url, folder, expected, what)
+            artifact = self._remote_locked(url, folder, expected, what)
+            mark_used(artifact.path)  # `invoke gc` keeps what builds use
+            return artifact
 
     def _remote_locked(self, url: str, folder: Path, expected: str, what: str) -> Artifact:
         target = folder / file_name_of(url)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 import uuid
 from pathlib import Path
 
@@ -40,3 +41,13 @@ def secret_file(cache_dir: Path, name: str, value: str) -> Path:
             handle.write(value)
         os.replace(path.with_suffix(".tmp"), path)
     return path
+
+
+def mark_used(path: Path) -> None:
+    """Record that a build used ``path`` now, in its access time (the modification time, which the
+    digest records key on, stays): `invoke gc` removes cache entries no build used for a while."""
+    try:
+        info = path.stat()
+        os.utime(path, ns=(time.time_ns(), info.st_mtime_ns))
+    except OSError:
+        return

@@ -325,3 +325,15 @@ def ccache_remote(value: str) -> None:
     if value and not re.match(r"^(https?|redis|rediss|file)://\S+$", url):
         raise ValueError("expected a ccache remote storage URL: http(s)://HOST/PATH, redis://HOST or file:///PATH"
                          " (ccache's remote_storage), optionally followed by |attributes")
+
+
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def duration(value: str) -> float:
+    """A duration such as 30d, 12h, 90m or 2w, in seconds."""
+    match = _DURATION_RE.match(value.strip())
+    if not match:
+        raise ValueError("expected a duration such as 30d, 12h, 90m or 2w (a number and one of s, m, h, d, w)")
+    return float(match.group(1)) * _SECONDS[match.group(2)]

@@ -23,6 +23,7 @@ from . import command
 from .config import WheelOptions
 from .downloads import file_lock, link_or_copy
 from .errors import CommandError
+from .files import mark_used
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,15 @@ def resolve(
     set into ``link_into``."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     argv = pip_download_command(requirements, cache_dir, python_version, options)
-    with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time in this folder
+    with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time; gc waits its turn
         result = _pip_download(argv, cache_dir, python_version, options, log_file)
-    names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
-    if not names:
-        raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
-    link_into.mkdir(parents=True, exist_ok=True)
-    for name in names:
-        link_or_copy(cache_dir / name, link_into / name)
+        names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
+        if not names:
+            raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
+        link_into.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            link_or_copy(cache_dir / name, link_into / name)
+            mark_used(cache_dir / name)  # `invoke gc` keeps what builds use
     return [w for w in wheels_in(link_into) if w.path.name in names]
 
 

@@ -11,12 +11,12 @@ from tests.conftest import run_invoke
 
 def test_root_collection_only_composes_the_task_modules():
     assert isinstance(tasks.ns, Collection)
-    assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers",
+    assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers", "gc",
                                            "run-container", "show-build", "show-config", "stop-container", "verify"]
 
 
 @pytest.mark.parametrize("name", ["build", "build-base", "build-all", "verify", "show-config", "bootstrap-os",
-                                  "run-container", "containers", "stop-container", "show-build"])
+                                  "run-container", "containers", "stop-container", "show-build", "gc"])
 def test_every_flag_has_help(name):
     task = tasks.ns.tasks[name]
     params = [p for p in task.argspec(task.body).parameters if p != "c"]

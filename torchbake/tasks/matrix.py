@@ -9,11 +9,12 @@ from invoke import Collection, Exit, task
 from rich.table import Table
 from rich.text import Text
 
+from .. import cleanup, output
 from .. import config as configuration
-from .. import output
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
+from ..output import human_size
 from ..runner import (
     DONE_STATES,
     MatrixRun,
@@ -28,6 +29,7 @@ from ..runner import (
 from ..variants import how_to_set, ways_to_set
 from ..writable import check_output_file
 from .build import TRUST_HELP, registry_overrides, trust_overrides
+from .gc import collect
 
 HELP = {
     **COMMON_HELP,
@@ -108,6 +110,12 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     out.show(summary_table(results))
     for line in failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
         out.say(line)
+    if settings.gc.after_build_all:  # [gc] after_build_all: a year of nights stays within its budget
+        before = cleanup.disk_use(client, settings.paths.cache_dir)
+        collect(settings, client, dry_run=False)
+        after = cleanup.disk_use(client, settings.paths.cache_dir)
+        out.say(f"Disk used: engine {human_size(before[0])} -> {human_size(after[0])},"
+                f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
     status = exit_status(results)
     if status:
         failed = [r.id for r in results.values() if r.status not in DONE_STATES]

@@ -1,0 +1,99 @@
+"""What `invoke gc` would remove, decided without an engine (a fake one answers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from torchbake import cleanup
+
+DAY = 86400.0
+
+
+class FakeEngine:
+    def __init__(self, images, containers=()):
+        self.images, self.containers = images, list(containers)
+
+    def call(self, what, method, *args, **kwargs):
+        return {"images": self.images, "containers": self.containers, "df": {"BuildCache": [], "LayersSize": 0}}[method]
+
+    def check_engine(self):
+        return "20.10"
+
+
+def image(image_id, tags, created, size=100):
+    return {"Id": image_id, "RepoTags": tags, "Created": created, "Size": size}
+
+
+def record(cache_dir: Path, *ids: str) -> None:
+    (cache_dir / "built-images.json").write_text(json.dumps({"hash": list(ids)}))
+
+
+def test_images_only_ours_unused_and_beyond_the_newest_n(tmp_path):
+    record(tmp_path, "sha256:a", "sha256:b", "sha256:c", "sha256:d", "sha256:e")
+    engine = FakeEngine([
+        image("sha256:a", ["t/x:1"], 5), image("sha256:b", ["t/x:2"], 4), image("sha256:c", ["t/x:3"], 3),
+        image("sha256:d", [], 2),  # dangling, ours
+        image("sha256:e", ["t/x:old"], 1),  # beyond keep, but a container uses it
+        image("sha256:f", [], 0),  # dangling, not ours (the user's)
+        image("sha256:g", ["t/x:mine"], 0),  # tagged, not ours
+    ], containers=[{"ImageID": "sha256:e"}])
+    removals = cleanup.image_removals(engine, tmp_path, keep=2)
+    assert sorted(r.target for r in removals) == ["sha256:c", "sha256:d"]
+    assert all(r.kind == "image" for r in removals)
+
+
+def test_an_image_also_tagged_in_a_repository_that_keeps_it_stays(tmp_path):
+    record(tmp_path, "sha256:a", "sha256:b")
+    engine = FakeEngine([image("sha256:a", ["t/x:2"], 5), image("sha256:b", ["t/x:1", "t/y:1"], 4)])
+    assert cleanup.image_removals(engine, tmp_path, keep=1) == []
+
+
+def age(path: Path, days: float) -> None:
+    stamp = time.time() - days * DAY
+    os.utime(path, (stamp, stamp))
+
+
+def test_cache_entries_by_age_and_by_budget_least_recently_used_first(tmp_path):
+    old = tmp_path / "downloads" / "aaaa" / "kit.tar.gz"
+    new = tmp_path / "downloads" / "bbbb" / "kit2.tar.gz"
+    wheel = tmp_path / "wheelhouse" / "cp311" / "torch-1-py3-none-any.whl"
+    for path, size, days in ((old, 1000, 40), (new, 1000, 1), (wheel, 5000, 3)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * size)
+        age(path, days)
+    now = time.time()
+    by_age = cleanup.cache_removals(tmp_path, 30 * DAY, 0, now)
+    assert [r.what for r in by_age] == [str(old.parent)]
+    by_budget = cleanup.cache_removals(tmp_path, 30 * DAY, 1500, now)
+    assert [r.what for r in by_budget] == [str(old.parent), str(wheel)]  # then the least recently used
+
+
+def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_path):
+    def manifest(name, image, status, days):
+        path = tmp_path / f"{name}.manifest.json"
+        path.write_text(json.dumps({"image": image, "status": status}))
+        (tmp_path / f"{name}.log").write_text("log")
+        for item in (path, tmp_path / f"{name}.log"):
+            age(item, days)
+
+    manifest("a-old", "t/a:1", "built", 40)
+    manifest("b-failed", "t/b:1", "failed", 40)  # nothing built t/b:1 since: kept
+    manifest("c-failed", "t/c:1", "failed", 40)
+    manifest("c-later", "t/c:1", "built", 35)  # a later success: the failure's log may go
+    manifest("d-new", "t/d:1", "built", 1)
+    gone = sorted(Path(r.what).name for r in cleanup.log_removals(tmp_path, 30 * DAY, time.time()))
+    assert gone == ["a-old.log", "a-old.manifest.json", "c-failed.log", "c-failed.manifest.json",
+                    "c-later.log", "c-later.manifest.json"]
+
+
+def test_mark_used_keeps_the_modification_time(tmp_path):
+    from torchbake.files import mark_used
+    path = tmp_path / "w.whl"
+    path.write_text("x")
+    age(path, 40)
+    mtime = path.stat().st_mtime_ns
+    mark_used(path)
+    assert path.stat().st_mtime_ns == mtime and time.time() - cleanup.last_used(path) < 60

@@ -1,0 +1,237 @@
+"""What torchbake may remove, and removing it (`invoke gc`): its own images no tag or container
+uses (and beyond the newest N per repository), cache entries no build used for a while, old logs
+and manifests, and the engine's build cache down to a budget.
+
+Never: an image torchbake did not build on this host (the record of the images it built decides,
+since images built FROM a torchbake image carry its labels), an image a container uses, a cache
+entry another torchbake holds (its lock), anything while the engine does not answer. A dry run
+lists exactly what a run would remove.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from .engine import DockerClient
+from .errors import EngineError
+
+CANDIDATE_MARK = ":torchbake-candidate-"
+DONE = ("built", "unchanged", "retagged")
+
+
+@dataclass(frozen=True)
+class Limits:
+    keep: int  # newest images kept per repository (besides those a container uses)
+    older_than: float  # seconds: cache entries unused, and logs, older than this go
+    max_cache: int  # bytes the cache folder may hold (0 = no budget)
+    max_build_cache: int  # bytes the engine's build cache may hold (0 = no budget)
+
+
+@dataclass(frozen=True)
+class Removal:
+    kind: str  # image | download | wheel | context | log | build cache
+    what: str  # as shown: tags, a path
+    size: int  # bytes
+    why: str
+    target: str = ""  # what is removed: an image id, a path (default: ``what``)
+
+
+def last_used(path: Path) -> float:
+    info = path.stat()
+    return max(info.st_atime, info.st_mtime)
+
+
+# -- images -------------------------------------------------------------------------------------
+
+def built_image_ids(cache_dir: Path) -> set[str]:
+    """Every image id torchbake recorded as built on this host."""
+    try:
+        record = json.loads((cache_dir / "built-images.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    return {image_id for ids in record.values() if isinstance(ids, list) for image_id in ids}
+
+
+def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Removal]:
+    ours = built_image_ids(cache_dir)
+    used = {c.get("ImageID", "") for c in client.call("ps", "containers", all=True)}
+    found: list[Removal] = []
+    by_repository: dict[str, list[dict]] = {}
+    images = [i for i in client.call("images", "images") if i["Id"] in ours]
+    for image in images:
+        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>" and CANDIDATE_MARK not in t]
+        if image["Id"] in used:
+            continue
+        if not tags:
+            found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
+                                 "no tag (a rebuild took it) and no container uses it", image["Id"]))
+            continue
+        for tag in tags:
+            by_repository.setdefault(tag.rsplit(":", 1)[0], []).append(image)
+    for repository, members in by_repository.items():
+        members.sort(key=lambda i: i.get("Created", 0), reverse=True)
+        for image in members[keep:]:
+            # only when every repository it is tagged in counts it beyond the newest `keep`
+            if all(image in by_repository[r][keep:] for r in _repositories(image)):
+                found.append(Removal("image", ", ".join(image.get("RepoTags") or []), int(image.get("Size", 0)),
+                                     f"older than the newest {keep} of {repository}; no container uses it", image["Id"]))
+    unique: dict[str, Removal] = {}
+    for removal in found:
+        unique.setdefault(removal.target, removal)
+    return list(unique.values())
+
+
+def _repositories(image: dict) -> set[str]:
+    return {t.rsplit(":", 1)[0] for t in image.get("RepoTags") or [] if CANDIDATE_MARK not in t and t != "<none>:<none>"}
+
+
+# -- cache folder -------------------------------------------------------------------------------
+
+def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
+    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel."""
+    downloads = cache_dir / "downloads"
+    if downloads.is_dir():
+        for folder in sorted(downloads.iterdir()):
+            if folder.is_dir():
+                yield "download", folder, downloads / f"{folder.name}.lock"
+    wheelhouse = cache_dir / "wheelhouse"
+    if wheelhouse.is_dir():
+        for wheel in sorted(wheelhouse.glob("*/*.whl")):
+            yield "wheel", wheel, wheel.parent.with_suffix(".lock")
+    contexts = cache_dir / "contexts"  # prepared contexts kept there (--build-dir without a path of one's own)
+    if contexts.is_dir():
+        for folder in sorted(contexts.iterdir()):
+            if folder.is_dir():
+                yield "context", folder, None
+
+
+def tree_size(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def _entry_used(path: Path) -> float:
+    if path.is_file():
+        return last_used(path)
+    return max((last_used(p) for p in path.rglob("*") if p.is_file()), default=last_used(path))
+
+
+def cache_removals(cache_dir: Path, older_than: float, max_cache: int, now: float) -> list[Removal]:
+    entries = [(kind, path, _entry_used(path), tree_size(path)) for kind, path, _ in _entries(cache_dir)]
+    found = [Removal(kind, str(path), size, f"no build used it for {(now - used) / 86400:.0f} days")
+             for kind, path, used, size in entries if now - used > older_than]
+    if max_cache:
+        total = tree_size(cache_dir) - sum(r.size for r in found) if cache_dir.is_dir() else 0
+        gone = {r.what for r in found}
+        for kind, path, _used, size in sorted(entries, key=lambda e: e[2]):  # least recently used first
+            if total <= max_cache:
+                break
+            if str(path) not in gone:
+                found.append(Removal(kind, str(path), size, "the cache is over its budget; least recently used"))
+                total -= size
+    return found
+
+
+def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
+    """Logs and manifests older than ``older_than``; a failed build's stay until a later build of
+    that image succeeded."""
+    if not log_dir.is_dir():
+        return []
+    manifests = []
+    for path in log_dir.glob("*.manifest.json"):
+        try:
+            manifests.append((path, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            manifests.append((path, {}))
+    succeeded: dict[str, float] = {}
+    for path, document in manifests:
+        if document.get("status") in DONE:
+            image = document.get("image", "")
+            succeeded[image] = max(succeeded.get(image, 0.0), path.stat().st_mtime)
+    found = []
+    for path, document in manifests:
+        if now - path.stat().st_mtime <= older_than:
+            continue
+        if document.get("status") not in DONE and succeeded.get(document.get("image", ""), 0.0) < path.stat().st_mtime:
+            continue  # the newest word on that image is a failure: keep its log
+        log = path.with_name(path.name.removesuffix(".manifest.json") + ".log")
+        for item in (path, log):
+            if item.exists():
+                found.append(Removal("log", str(item), item.stat().st_size,
+                                     f"{(now - item.stat().st_mtime) / 86400:.0f} days old"))
+    return found
+
+
+# -- the engine's build cache ---------------------------------------------------------------------
+
+def disk_use(client: DockerClient, cache_dir: Path) -> tuple[int, int]:
+    """(bytes of the engine's image layers and build cache, bytes of the cache folder)."""
+    df = client.call("system df", "df")
+    engine = int(df.get("LayersSize") or 0) + sum(int(r.get("Size", 0)) for r in df.get("BuildCache") or [])
+    return engine, tree_size(cache_dir) if cache_dir.is_dir() else 0
+
+
+def build_cache_size(client: DockerClient) -> int:
+    return sum(int(r.get("Size", 0)) for r in client.call("system df", "df").get("BuildCache") or [])
+
+
+def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *, now: float | None = None) -> list[Removal]:
+    """Everything a run would remove, and why."""
+    client.check_engine()  # nothing at all without an engine that answers
+    now = time.time() if now is None else now
+    found = image_removals(client, cache_dir, limits.keep)
+    found += cache_removals(cache_dir, limits.older_than, limits.max_cache, now)
+    found += log_removals(log_dir, limits.older_than, now)
+    if limits.max_build_cache:
+        size = build_cache_size(client)
+        if size > limits.max_build_cache:
+            found.append(Removal("build cache", f"the engine's build cache ({size} bytes)", size - limits.max_build_cache,
+                                 f"down to its budget of {limits.max_build_cache} bytes"))
+    return found
+
+
+def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> tuple[int, list[str]]:
+    """Remove; (bytes freed, what was kept and why)."""
+    freed, kept = 0, []
+    locks = {str(path): lock for _, path, lock in _entries(cache_dir)}
+    for removal in removals:
+        if removal.kind == "image":
+            try:  # every tag of it goes; the engine still refuses an image that others are built FROM
+                client.call(f"image rm {removal.what}", "remove_image", removal.target, force=True)
+            except EngineError as exc:
+                kept.append(f"{removal.what}: {str(exc).splitlines()[0]}")
+                continue
+        elif removal.kind in ("download", "wheel", "context"):
+            lock = locks.get(removal.target or removal.what)
+            try:
+                with filelock.FileLock(lock, timeout=0) if lock else contextlib.nullcontext():
+                    _remove(Path(removal.what))
+            except filelock.Timeout:
+                kept.append(f"{removal.what}: another torchbake holds it")
+                continue
+        elif removal.kind == "log":
+            Path(removal.what).unlink(missing_ok=True)
+        elif removal.kind == "build cache":
+            before = build_cache_size(client)
+            client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
+            freed += max(0, before - build_cache_size(client))
+            continue
+        freed += removal.size
+    return freed, kept
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        for item in sorted(path.rglob("*"), reverse=True):
+            item.rmdir() if item.is_dir() else item.unlink()
+        path.rmdir()
+    else:
+        path.unlink(missing_ok=True)

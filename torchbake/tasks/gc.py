@@ -1,0 +1,76 @@
+"""``invoke gc``: what torchbake left behind, removed within limits (and after build-all)."""
+
+from __future__ import annotations
+
+from invoke import Collection, task
+from rich.table import Table
+from rich.text import Text
+
+from .. import cleanup, output, validation
+from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
+from ..config import Settings
+from ..engine import DockerClient
+from ..errors import ConfigurationError
+from ..output import human_size
+
+HELP = {
+    **COMMON_HELP,
+    "dry_run": "List exactly what would be removed, and why; remove nothing",
+    "keep": "Newest torchbake images kept per repository, besides those a container uses. [gc] keep, default 3",
+    "older_than": "Cache entries no build used, and logs and manifests, older than this go, e.g. 30d, 12h."
+                  " [gc] older_than, default 30d",
+    "max_cache": "Budget of the cache folder, e.g. 50G: least recently used entries go beyond it. [gc] max_cache",
+    "max_build_cache": "Budget of the engine's build cache, e.g. 20G (docker builder prune --keep-storage). [gc] max_build_cache",
+}
+
+
+def limits_of(settings: Settings) -> cleanup.Limits:
+    gc = settings.gc
+    return cleanup.Limits(keep=gc.keep, older_than=validation.duration(gc.older_than),
+                          max_cache=validation.byte_size(gc.max_cache) if gc.max_cache else 0,
+                          max_build_cache=validation.byte_size(gc.max_build_cache) if gc.max_build_cache else 0)
+
+
+def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> int:
+    """Remove (or, with ``dry_run``, list) what the limits say; prints a table; bytes freed."""
+    limits = limits_of(settings)
+    removals = cleanup.plan(client, settings.paths.cache_dir, settings.paths.log_dir, limits)
+    channel = output.channel()
+    table = Table(title="gc: would remove" if dry_run else "gc: removed")
+    for column in ("kind", "what", "size", "why"):
+        table.add_column(column, overflow="fold")
+    for r in removals:
+        table.add_row(*(Text(v) for v in (r.kind, r.what, human_size(r.size), r.why)))
+    if dry_run:
+        channel.show(table)
+        channel.say(f"{len(removals)} items, {human_size(sum(r.size for r in removals))}; nothing was removed (--dry-run).")
+        return 0
+    freed, kept = cleanup.carry_out(client, removals, settings.paths.cache_dir, limits)
+    channel.show(table)
+    for line in kept:
+        channel.say(f"kept {line}")
+    channel.say(f"Freed {human_size(freed)} ({len(removals) - len(kept)} items).")
+    return freed
+
+
+@task(klass=FlagTask, help=HELP, iterable=["config"])
+@reports_errors
+def gc(c, dry_run=False, keep=None, older_than=None, max_cache=None, max_build_cache=None, docker=None, config=None):
+    """Remove what torchbake left behind: its images no tag or container uses (and beyond the newest
+    --keep per repository), cache entries and logs older than --older-than, caches over budget.
+
+    Never an image torchbake did not build on this host, one a container uses, a cache entry
+    another torchbake holds, or anything while the engine does not answer."""
+    if keep is not None:
+        try:
+            keep = int(keep)
+        except ValueError:
+            raise ConfigurationError(f"--keep {keep!r}: expected a whole number of images, 0 or more.") from None
+    settings = resolve_config(config, {"build.docker": docker, "gc.keep": keep, "gc.older_than": older_than,
+                                       "gc.max_cache": max_cache, "gc.max_build_cache": max_build_cache}).settings()
+    check_folders(settings, create=False)
+    client = docker_client(settings, for_build=False)
+    collect(settings, client, dry_run=dry_run)
+
+
+ns = Collection(gc)
