@@ -64,7 +64,13 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     used = {c.get("ImageID", "") for c in client.call("ps", "containers", all=True)}
     found: list[Removal] = []
     by_repository: dict[str, list[dict]] = {}
-    images = [i for i in client.call("images", "images") if i["Id"] in ours]
+    listed = client.call("images", "images")
+    for image in listed:  # a build stopped between its build and its verification left this tag
+        labels = image.get("Labels") or {}
+        for tag in image.get("RepoTags") or []:
+            if CANDIDATE_MARK in tag and labels.get("torchbake.version") and image["Id"] not in used:
+                found.append(Removal("image", tag, 0, "a candidate tag an interrupted build left", tag))
+    images = [i for i in listed if i["Id"] in ours]
     for image in images:
         tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>" and CANDIDATE_MARK not in t]
         if image["Id"] in used:
@@ -205,7 +211,8 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
     for removal in removals:
         if removal.kind == "image":
             try:  # every tag of it goes; the engine still refuses an image that others are built FROM
-                client.call(f"image rm {removal.what}", "remove_image", removal.target, force=True)
+                client.call(f"image rm {removal.what}", "remove_image", removal.target,
+                            force=CANDIDATE_MARK not in removal.target)  # a candidate: only its tag
             except EngineError as exc:
                 kept.append(f"{removal.what}: {str(exc).splitlines()[0]}")
                 continue

@@ -97,3 +97,11 @@ def test_mark_used_keeps_the_modification_time(tmp_path):
     mtime = path.stat().st_mtime_ns
     mark_used(path)
     assert path.stat().st_mtime_ns == mtime and time.time() - cleanup.last_used(path) < 60
+
+
+def test_a_candidate_tag_an_interrupted_build_left_goes(tmp_path):
+    engine = FakeEngine([
+        {**image("sha256:c", ["t/x:torchbake-candidate-1234abcd"], 5), "Labels": {"torchbake.version": "0.1.0"}},
+        {**image("sha256:u", ["t/y:torchbake-candidate-99999999"], 5), "Labels": {}},  # not torchbake's
+    ])
+    assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=3)] == ["t/x:torchbake-candidate-1234abcd"]

@@ -1,0 +1,99 @@
+"""`invoke gc` on the real engine: only what torchbake built and nothing uses goes; a dry run lists
+exactly that and removes nothing; a held cache entry and a silent engine stop it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import filelock
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import docker, image_ids
+
+DAY = 86400
+
+
+def tiny_image(tmp_path, base_image, tag, note):
+    folder = tmp_path / f"ctx-{note}"
+    folder.mkdir()
+    (folder / "Dockerfile").write_text(f"FROM {base_image}\nLABEL torchbake.input-hash={note}\n")
+    docker("build", "--quiet", "--tag", tag, str(folder), env={"DOCKER_BUILDKIT": "1"})
+    time.sleep(1.1)  # Created has one-second resolution: keep the order
+    return json.loads(docker("image", "inspect", tag).stdout)[0]["Id"]
+
+
+def aged(path, days):
+    stamp = time.time() - days * DAY
+    os.utime(path, (stamp, stamp))
+
+
+@pytest.fixture
+def scene(tmp_path, base_image, run_id):
+    """Images torchbake "built" (recorded in the cache), one the user built, one a container uses,
+    an old download, an old log and a failed build's log."""
+    repo = f"torchbake-test/gc-{run_id}"
+    ids = {name: tiny_image(tmp_path, base_image, f"{repo}:{name}", name) for name in ("v1", "v2", "v3", "gone")}
+    docker("tag", f"{repo}:v3", f"{repo}:gone")  # a rebuild took its tag: the old image is dangling now
+    ids["mine"] = tiny_image(tmp_path, base_image, f"torchbake-test/mine-{run_id}:1", "mine")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "built-images.json").write_text(json.dumps({"h": [ids[n] for n in ("v1", "v2", "v3", "gone")]}))
+    container = f"torchbake-test-gc-{run_id}"
+    docker("create", "--name", container, f"{repo}:v1", "true")
+    old = cache / "downloads" / "0123456789abcdef" / "kit.tar.gz"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"k" * 4096)
+    aged(old, 40)
+    logs = cache / "logs"
+    logs.mkdir()
+    for name, status in (("old", "built"), ("broken", "failed")):
+        (logs / f"{name}.log").write_text("...")
+        (logs / f"{name}.manifest.json").write_text(json.dumps({"image": f"x/{name}:1", "status": status}))
+        for item in logs.glob(f"{name}.*"):
+            aged(item, 40)
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
+    yield repo, ids, cache, env
+    docker("rm", "--force", container, check=False)
+    for image_id in ids.values():
+        docker("image", "rm", "--force", image_id, check=False)
+
+
+def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
+    repo, ids, cache, env = scene
+    before = image_ids()
+    dry = run_invoke("gc", "--dry-run", "--keep", "1", env=env)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    listed = dry.stdout.replace("\n", " ")
+    assert "nothing was removed (--dry-run)" in dry.stdout
+    assert f"{repo}:v2" in listed and ids["gone"][:19] in listed and "kit.tar.gz" not in listed  # its folder is listed
+    assert "0123456789abcdef" in listed and "old.log" in listed and "broken.log" not in listed
+    assert f"{repo}:v3" not in listed and f"{repo}:v1" not in listed and "mine" not in listed
+    assert image_ids() == before and (cache / "downloads" / "0123456789abcdef").exists()
+
+    run = run_invoke("gc", "--keep", "1", env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Freed " in run.stdout
+    after = image_ids()
+    assert ids["v2"] not in after and ids["gone"] not in after
+    assert {ids["v1"], ids["v3"], ids["mine"]} <= after  # used by a container, the newest, the user's own
+    assert not (cache / "downloads" / "0123456789abcdef").exists()
+    assert not (cache / "logs" / "old.log").exists() and (cache / "logs" / "broken.log").exists()
+
+
+def test_a_held_cache_entry_stays_and_a_silent_engine_stops_everything(scene, tmp_path):
+    _repo, ids, cache, env = scene
+    with filelock.FileLock(cache / "downloads" / "0123456789abcdef.lock"):
+        held = run_invoke("gc", "--keep", "1", env=env)
+    assert held.returncode == 0, held.stdout + held.stderr
+    assert "another torchbake holds it" in held.stdout
+    assert (cache / "downloads" / "0123456789abcdef").exists()
+
+    before = image_ids()
+    dead = run_invoke("gc", "--keep", "0", env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert dead.returncode == 4, dead.stdout + dead.stderr
+    assert "No Docker engine answers" in dead.stderr
+    assert image_ids() == before and (cache / "logs" / "broken.log").exists()
