@@ -294,9 +294,11 @@ def _read_record(state: Path | None) -> dict:
     if state is None or not state.is_file():
         return {}
     try:
-        return json.loads(state.read_text())
-    except ValueError:
+        found = json.loads(state.read_text())
+    except (ValueError, OSError) as exc:
+        output.channel().say(f"{state} is unreadable ({type(exc).__name__}); torchbake starts it afresh.")
         return {}
+    return found if isinstance(found, dict) else {}
 
 
 def record_built(state: Path, digest: str, image_id: str) -> None:

@@ -14,6 +14,7 @@ request where the server allows it and starting over where it does not; 4xx answ
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import http.client
 import os
@@ -31,9 +32,9 @@ from pathlib import Path
 import filelock
 
 from . import output
-from .errors import ConfigurationError, DownloadError
+from .errors import ConfigurationError, DiskSpaceError, DownloadError
 from .files import mark_used, write_atomically
-from .output import transfer_progress
+from .output import human_size, transfer_progress
 from .validation import is_url
 
 CHUNK = 1024 * 1024
@@ -107,6 +108,17 @@ class _Retryable(Exception):
     def __init__(self, status: str):
         super().__init__(status)
         self.status = status
+
+
+class _DiskFull(Exception):
+    """The cache's disk filled while a download was written (never retried)."""
+
+    def __init__(self, needed: int | None, written: int):
+        super().__init__("no space left on the device")
+        self.needed, self.written = needed, written
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def require_pinned(locations: Mapping[str, str], checksums: Mapping[str, str]) -> None:
@@ -273,8 +285,19 @@ class DownloadCache:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
         tmp = Path(tmp_name)
         try:
-            with os.fdopen(fd, "wb") as out:
-                self._download(url, out, what)
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    self._download(url, out, what)
+            except (_DiskFull, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno not in DISK_FULL:
+                    raise
+                needed = getattr(exc, "needed", None)
+                needs = f"needs {human_size(needed)}" if needed else "needs more than is free"
+                raise DiskSpaceError(
+                    f"The disk of the download cache {folder} is full: {url}{what} {needs}"
+                    f" ({human_size(shutil.disk_usage(folder).free)} free there); nothing partial was kept."
+                    " Free space there (`invoke gc` removes cache entries no build used lately) or set"
+                    " paths.cache_dir to a bigger disk, then run the command again.") from None
             digest = file_sha256(tmp)
             _check(url, digest, expected, what)
             os.replace(tmp, target)
@@ -352,10 +375,13 @@ class DownloadCache:
                     out.write(chunk)
                     received += len(chunk)
                     progress.update(task, completed=received)
-            except (OSError, http.client.HTTPException) as exc:
                 out.flush()
+            except OSError as exc:
+                if exc.errno in DISK_FULL:
+                    raise _DiskFull(total, received) from None
                 raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
-            out.flush()
+            except http.client.HTTPException as exc:
+                raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
             if total is not None and received != total:
                 raise _Retryable(f"the body ended after {received} of {total} bytes")
 

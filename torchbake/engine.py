@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import command
 from .docker_cli import DockerCLI
-from .errors import EngineError
+from .errors import BuildError, EngineError
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -68,6 +68,21 @@ class DockerClient(DockerCLI):
                 if missing is _RAISE:
                     raise
                 return missing
+
+    def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
+        """A BuildKit build (see :meth:`DockerCLI.build`); one that failed because the engine
+        stopped answering says so, within the engine timeout."""
+        try:
+            super().build(argv, env, log_file)
+        except BuildError as exc:
+            try:
+                self.check_engine()
+            except EngineError:
+                raise EngineError(
+                    f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
+                    " (on Debian as root: scripts/ensure-engine.sh) and run the same command again; the steps"
+                    " that finished come from the layer cache.") from exc
+            raise
 
     def check_engine(self) -> str:
         """The engine's version; a clear error if none answers."""

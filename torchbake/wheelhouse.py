@@ -19,7 +19,7 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from . import command
+from . import command, output
 from .config import WheelOptions
 from .downloads import file_lock, link_or_copy
 from .errors import CommandError
@@ -78,6 +78,7 @@ def resolve(
     cache_dir.mkdir(parents=True, exist_ok=True)
     argv = pip_download_command(requirements, cache_dir, python_version, options)
     with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time; gc waits its turn
+        drop_broken_wheels(cache_dir)
         result = _pip_download(argv, cache_dir, python_version, options, log_file)
         names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
         if not names:
@@ -87,6 +88,15 @@ def resolve(
             link_or_copy(cache_dir / name, link_into / name)
             mark_used(cache_dir / name)  # `invoke gc` keeps what builds use
     return [w for w in wheels_in(link_into) if w.path.name in names]
+
+
+def drop_broken_wheels(folder: Path) -> None:
+    """Remove wheels of the wheelhouse that are not whole zip files (a download or a clean-up cut
+    short), saying so: pip fetches them again instead of reusing them."""
+    for wheel in sorted(folder.glob("*.whl")):
+        if not zipfile.is_zipfile(wheel):
+            output.channel().say(f"{wheel} is not a whole wheel (cut short?); removed, pip fetches it again.")
+            wheel.unlink(missing_ok=True)
 
 
 def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options: WheelOptions,

@@ -105,3 +105,27 @@ def test_a_candidate_tag_an_interrupted_build_left_goes(tmp_path):
         {**image("sha256:u", ["t/y:torchbake-candidate-99999999"], 5), "Labels": {}},  # not torchbake's
     ])
     assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=3)] == ["t/x:torchbake-candidate-1234abcd"]
+
+
+def test_a_cut_short_wheel_is_dropped_with_a_warning(tmp_path, capsys):
+    import zipfile
+
+    from torchbake.wheelhouse import drop_broken_wheels
+    good = tmp_path / "good-1-py3-none-any.whl"
+    with zipfile.ZipFile(good, "w") as zf:
+        zf.writestr("good/__init__.py", "")
+    bad = tmp_path / "bad-1-py3-none-any.whl"
+    bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    drop_broken_wheels(tmp_path)
+    assert good.exists() and not bad.exists()
+    assert "is not a whole wheel" in capsys.readouterr().out
+
+
+def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewritten(tmp_path, capsys):
+    from torchbake.builder import _read_record, record_built
+    state = tmp_path / "built-images.json"
+    state.write_text('{"abc": ["sha256:1"')
+    assert _read_record(state) == {}
+    assert "is unreadable" in capsys.readouterr().out
+    record_built(state, "abc", "sha256:2")
+    assert json.loads(state.read_text()) == {"abc": ["sha256:2"]}

@@ -5,13 +5,15 @@ stalls, bounded tries and time; pinned inputs; TLS through a private CA (--ca-bu
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support import flaky_server, make_test_ca
 from torchbake.downloads import DownloadCache, DownloadPolicy, require_pinned, trust_bundle
-from torchbake.errors import ConfigurationError, DownloadError
+from torchbake.errors import ConfigurationError, DiskSpaceError, DownloadError
+from torchbake.output import human_size
 
 PAYLOAD = bytes(range(256)) * 8192  # 2 MiB
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -126,3 +128,24 @@ def test_the_bundle_given_to_tools_keeps_the_system_cas(tmp_path, test_ca):
     assert text.endswith(ca.read_text())
     assert text.count("BEGIN CERTIFICATE") > 10  # the host's own CAs come first
     assert trust_bundle(str(ca), tmp_path) == bundle and trust_bundle("", tmp_path) is None
+
+
+def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_nothing_partial(tmp_path):
+    """A 1 MiB tmpfs as the cache folder and a 2 MiB download; then the same with room."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)], check=True)
+    try:
+        cache = DownloadCache(small / "cache", {}, show_progress=False, policy=FAST)
+        location_of = f"/kit.tar.gz#sha256={DIGEST}"
+        with flaky_server(PAYLOAD, []) as (url, _), pytest.raises(DiskSpaceError) as error:
+            cache.fetch(url + location_of, key="toolkits.musa_toolkits_url")
+        text = str(error.value)
+        assert str(small / "cache" / "downloads") in text and f"needs {human_size(len(PAYLOAD))}" in text, text
+        assert "invoke gc" in text and "Traceback" not in text
+        assert cache_files(small / "cache") == []
+        subprocess.run(["mount", "-o", "remount,size=8m", str(small)], check=True)
+        with flaky_server(PAYLOAD, []) as (url, _):
+            assert cache.fetch(url + location_of).path.read_bytes() == PAYLOAD
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=False)
