@@ -280,14 +280,47 @@ def serve_registry(folder: Path, log: Path | None = None):
         process.wait(timeout=10)
 
 
+class SecondEngine(dict):
+    """{"DOCKER_HOST": ...} of a second engine, which can be killed and started again on the same
+    data root (a fault in the middle of the night)."""
+
+    def __init__(self, root: Path, short: Path, bridge: str):
+        super().__init__(DOCKER_HOST=f"unix://{short}/docker.sock")
+        self.root, self.short, self.bridge, self.process = root, short, bridge, None
+
+    def start(self) -> None:
+        log = self.root / "dockerd.log"
+        with open(log, "ab") as sink:
+            self.process = subprocess.Popen(
+                ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / "exec"),
+                 "--host", self["DOCKER_HOST"], "--pidfile", str(self.short / "docker.pid"), "--bridge", self.bridge,
+                 "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+        for _ in range(120):
+            if subprocess.run(["/usr/bin/docker", "version"], capture_output=True, env={**os.environ, **self}).returncode == 0:
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError("the second engine stopped:\n" + log.read_text()[-3000:])
+            time.sleep(0.5)
+        raise RuntimeError("the second engine did not answer in 60 s:\n" + log.read_text()[-3000:])
+
+    def kill(self) -> None:
+        """SIGKILL: the engine dies as it would under the OOM killer (its containerd is left to the
+        next start, which takes it over)."""
+        self.process.kill()
+        self.process.wait(timeout=60)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+
+
 @contextmanager
 def start_second_engine(root: Path):
     """A second, empty Docker engine: its own data root, exec root, socket, pidfile and bridge
     (a `dockerd --bridge none` would delete the first engine's docker0), and no NAT
-    (--iptables=false): its RUN steps reach no package mirror. Yields {"DOCKER_HOST": ...}."""
-    import subprocess
+    (--iptables=false): its RUN steps reach no package mirror. Yields a :class:`SecondEngine`."""
     import tempfile
-    import time
     import uuid
 
     short = Path(tempfile.mkdtemp(prefix="tb-b-", dir="/run"))  # socket paths must stay short
@@ -295,82 +328,11 @@ def start_second_engine(root: Path):
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
     subprocess.run(["ip", "addr", "add", "10.213.77.1/24", "dev", bridge], check=True)
     subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
-    host = f"unix://{short}/docker.sock"
-    log = root / "dockerd.log"
-    with open(log, "ab") as sink:
-        process = subprocess.Popen(
-            ["dockerd", "--data-root", str(root / "data"), "--exec-root", str(short / "exec"), "--host", host,
-             "--pidfile", str(short / "docker.pid"), "--bridge", bridge, "--iptables=false", "--ip-masq=false"],
-            stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
-    env = {"DOCKER_HOST": host}
+    engine = SecondEngine(root, short, bridge)
     try:
-        for _ in range(120):
-            if subprocess.run(["/usr/bin/docker", "version"], capture_output=True, env={**os.environ, **env}).returncode == 0:
-                break
-            if process.poll() is not None:
-                raise RuntimeError("the second engine stopped:\n" + log.read_text()[-3000:])
-            time.sleep(0.5)
-        else:
-            raise RuntimeError("the second engine did not answer in 60 s:\n" + log.read_text()[-3000:])
-        yield env
+        engine.start()
+        yield engine
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        engine.stop()
         subprocess.run(["ip", "link", "del", bridge], check=False)
         subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)
-
-
-class _StorageHandler(http.server.BaseHTTPRequestHandler):
-    """GET/HEAD/PUT/DELETE of files under the server's root: what ccache's http remote storage speaks."""
-
-    def log_message(self, *args):
-        pass
-
-    def _path(self) -> Path:
-        return self.server.root / self.path.lstrip("/").replace("..", "_")
-
-    def do_GET(self):
-        path = self._path()
-        if not path.is_file():
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        data = path.read_bytes()
-        self.server.seen.append(("GET", self.path))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command == "GET":
-            self.wfile.write(data)
-
-    do_HEAD = do_GET
-
-    def do_PUT(self):
-        path = self._path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        self.server.seen.append(("PUT", self.path))
-        self.send_response(201)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def do_DELETE(self):
-        self._path().unlink(missing_ok=True)
-        self.send_response(204)
-        self.end_headers()
-
-
-@contextmanager
-def storage_server(root: Path):
-    """An HTTP file store on 127.0.0.1 (a ccache remote storage); yields (URL, the requests seen)."""
-    root.mkdir(parents=True, exist_ok=True)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StorageHandler)
-    server.root, server.seen = root, []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
-    finally:
-        server.shutdown()
-        server.server_close()

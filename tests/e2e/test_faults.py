@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.support import start_second_engine
 
 from .helpers import docker
 
@@ -240,3 +241,45 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
     assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
     assert docker("images", "-q", repository).stdout.strip() == ""
     downloads_are_complete_and_verified(cache)
+
+
+def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(base_image, tmp_path, run_id, tb_env,
+                                                                               tmp_path_factory):
+    """dockerd killed (SIGKILL) in the middle of a build-all cell: the run ends within the engine
+    timeout saying the engine stopped answering, the report is written; with the engine back, the
+    same run succeeds and leaves no candidate tag."""
+    with start_second_engine(tmp_path_factory.mktemp("engine-dies")) as engine:
+        saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
+        subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine})
+        profile = tmp_path / "lean.toml"
+        profile.write_text('[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+                           '[build]\nvariant = "release"\nnetwork = "host"\nengine_timeout = 15\n')
+        matrix = tmp_path / "nightly.toml"
+        matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
+                          f'name = "torchbake-test/dies"\ntag = "{{variant}}-{run_id}"\n'
+                          f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **tb_env, **engine}
+        logs = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]) / "logs"
+        started = time.time()
+        run = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build-all", "--config",
+                                str(matrix), "--report", str(tmp_path / "r1.json")], cwd=ROOT, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        while time.time() - started < 300:  # until the apt step of the cell runs
+            cell_logs = [p for p in logs.glob("lean-release-py311-*.log") if p.stat().st_mtime >= started - 1]
+            if cell_logs and "install_os_packages.sh" in cell_logs[0].read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        engine.kill()
+        killed = time.time()
+        out, err = run.communicate(timeout=120)
+        assert run.returncode != 0 and time.time() - killed < 60, out[-3000:] + err[-3000:]
+        assert "stopped answering" in out + err, out[-3000:] + err[-3000:]
+        assert json.loads((tmp_path / "r1.json").read_text())["cells"][0]["status"] == "failed"
+
+        engine.start()
+        again = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build-all", "--config",
+                                str(matrix), "--report", str(tmp_path / "r2.json")], cwd=ROOT, env=env,
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", env=dict(engine)).stdout
+        assert f"torchbake-test/dies:release-{run_id}" in tags and ":torchbake-candidate-" not in tags
