@@ -250,8 +250,8 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
 
         lean_text = lean.read_text()
         wheel = make_wheel(tmp_path, "torchbake-fixture-ext", "2.0", [], {"torchbake_fixture_ext/__init__.py": ""})
-        lean.write_text(lean_text.replace("extra = []\n", f'extra = []\nextension = "{wheel}"\n'
-                                                        'extension_module = "torchbake_fixture_ext"\n'))
+        lean.write_text(lean_text.replace("[wheels]\n", f'[wheels]\nextension = "{wheel}"\n'
+                                                         'extension_module = "torchbake_fixture_ext"\n'))
         try:
             mark = log.stat().st_size
             third = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(tmp_path / "c.json"),
@@ -279,7 +279,9 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
 
 def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry, tb_env, run_id, tmp_path):
     _folder, _lean, write = nightly
-    with faulty_proxy(registry, ["reset", "503", "reset"]) as proxy:
+    # A reset and a 503 first, then a 2.5 s outage (every connection 503): longer than the engine's
+    # own retries, shorter than torchbake's (0.2 + 0.4 + 0.8 + 1.6 s of backoff).
+    with faulty_proxy(registry, ["reset", "503"], outage=2.5) as proxy:
         matrix = write(registry=f"{proxy}/team")
         result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push", "--no-registry-check",
                             "--report", str(tmp_path / "r.json"), env={**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"})
