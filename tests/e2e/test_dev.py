@@ -196,7 +196,8 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
             on_b = run_invoke(*args, env={**tb_env, **second_engine})
             output = on_b.stdout + on_b.stderr
             assert on_b.returncode == 0, output[-5000:]
-            remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n\s*Hits:\s*(\d+)", output)]
+            # BuildKit prefixes every line ("#8 0.813   Hits: ..."): the Hits line right after "Remote storage:"
+            remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n[^\n]*?Hits:\s*(\d+)", output)]
             assert remote_hits and max(remote_hits) >= 1, output[-4000:]
         finally:
             docker("image", "rm", "--force", f"torchbake-test/dev:{run_id}-remote", check=False)
