@@ -192,13 +192,12 @@ def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
 
 
 @contextmanager
-def faulty_proxy(upstream: str, faults: list[str], outage: float = 0.0):
+def faulty_proxy(upstream: str, faults: list[str]):
     """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host:port) that spends ``faults`` in
     order, one per new connection, then forwards everything: "reset" closes the connection with a
     TCP reset before reading it, "503" answers its first request 503 Service Unavailable, and
     "401" answers every request on every connection 401 with a Basic challenge (a registry that
-    wants credentials). With ``outage`` seconds, every connection in that time from the first one
-    on is answered 503 (a registry restarting). Yields "127.0.0.1:PORT"."""
+    wants credentials). ``faults`` is spent in place. Yields "127.0.0.1:PORT"."""
     import socket
     import struct
 
@@ -206,9 +205,8 @@ def faulty_proxy(upstream: str, faults: list[str], outage: float = 0.0):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
-    pending = list(faults)
+    pending = faults  # spent in place: the caller sees which faults were met
     deny = "401" in faults
-    first: list[float] = []
 
     def pipe(source, target):
         try:
@@ -234,10 +232,7 @@ def faulty_proxy(upstream: str, faults: list[str], outage: float = 0.0):
                 client, _ = listener.accept()
             except OSError:
                 return
-            first.append(first[0] if first else time.monotonic())
             fault = "401" if deny else (pending.pop(0) if pending else "")
-            if not fault and time.monotonic() - first[0] < outage:
-                fault = "503"
             if fault == "reset":
                 client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 client.close()
