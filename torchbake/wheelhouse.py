@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import email.parser
 import re
+import shutil
 import sys
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -22,8 +23,9 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from . import command, output
 from .config import WheelOptions
 from .downloads import file_lock, link_or_copy
-from .errors import CommandError
+from .errors import CommandError, DiskSpaceError
 from .files import mark_used
+from .output import human_size
 
 
 @dataclass(frozen=True)
@@ -101,14 +103,24 @@ def drop_broken_wheels(folder: Path) -> None:
 
 def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options: WheelOptions,
                   log_file: Path | None) -> command.CommandResult:
-    return command.run(
-        argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir, idle_timeout=command.STALL,
-        failure_hint=(
-            f"pip could not resolve these wheels for Python {python_version} on"
-            f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"
-            " (a cp311 wheel needs --python 3.11), or set [wheels] index_url / find_links."
-        ),
-    )
+    try:
+        return command.run(
+            argv, log_file=log_file, capture=True, error=CommandError, cwd=cache_dir, idle_timeout=command.STALL,
+            failure_hint=(
+                f"pip could not resolve these wheels for Python {python_version} on"
+                f" {', '.join(options.platforms)}. Check that each wheel exists for that Python"
+                " (a cp311 wheel needs --python 3.11), or set [wheels] index_url / find_links."
+            ),
+        )
+    except CommandError as exc:
+        if "No space left on device" not in str(exc) and "[Errno 28]" not in str(exc):
+            raise
+        drop_broken_wheels(cache_dir)  # what pip was writing when the disk filled
+        raise DiskSpaceError(
+            f"The disk of the wheelhouse {cache_dir} filled while pip downloaded wheels"
+            f" ({human_size(shutil.disk_usage(cache_dir).free)} free there); no wheel cut short was kept."
+            " Free space there (`invoke gc` removes wheels no build used lately) or set paths.cache_dir to a"
+            " bigger disk, then run the command again.") from None
 
 
 _SAVED_RE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)

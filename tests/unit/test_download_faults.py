@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -147,5 +148,25 @@ def test_a_full_disk_is_named_with_the_bytes_needed_and_leaves_nothing_partial(t
         subprocess.run(["mount", "-o", "remount,size=8m", str(small)], check=True)
         with flaky_server(PAYLOAD, []) as (url, _):
             assert cache.fetch(url + location_of).path.read_bytes() == PAYLOAD
+    finally:
+        subprocess.run(["umount", "--lazy", str(small)], check=False)
+
+
+def test_a_wheelhouse_that_fills_its_disk_is_named_and_keeps_no_wheel_cut_short(tmp_path):
+    """pip downloading torch (~190 MB) into a 32 MiB tmpfs wheelhouse."""
+    import os
+
+    from torchbake import config, wheelhouse
+
+    settings = config.resolve([], dict(os.environ), {}, variant="release").settings()
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(small)], check=True)
+    try:
+        with pytest.raises(DiskSpaceError) as error:
+            wheelhouse.resolve(["torch==2.13.0"], small / "wheelhouse" / "cp311", "3.11", settings.wheels,
+                               link_into=tmp_path / "context")
+        assert str(small / "wheelhouse" / "cp311") in str(error.value) and "invoke gc" in str(error.value)
+        assert [p.name for p in (small / "wheelhouse" / "cp311").glob("*.whl") if not zipfile.is_zipfile(p)] == []
     finally:
         subprocess.run(["umount", "--lazy", str(small)], check=False)
