@@ -336,3 +336,59 @@ def start_second_engine(root: Path):
         engine.stop()
         subprocess.run(["ip", "link", "del", bridge], check=False)
         subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)
+
+
+class _StorageHandler(http.server.BaseHTTPRequestHandler):
+    """GET/HEAD/PUT/DELETE of files under the server's root: what ccache's http remote storage speaks."""
+
+    def log_message(self, *args):
+        pass
+
+    def _path(self) -> Path:
+        return self.server.root / self.path.lstrip("/").replace("..", "_")
+
+    def do_GET(self):
+        path = self._path()
+        if not path.is_file():
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = path.read_bytes()
+        self.server.seen.append(("GET", self.path))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command == "GET":
+            self.wfile.write(data)
+
+    do_HEAD = do_GET
+
+    def do_PUT(self):
+        path = self._path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+        self.server.seen.append(("PUT", self.path))
+        self.send_response(201)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_DELETE(self):
+        self._path().unlink(missing_ok=True)
+        self.send_response(204)
+        self.end_headers()
+
+
+@contextmanager
+def storage_server(root: Path):
+    """An HTTP file store on 127.0.0.1 (a ccache remote storage); yields (URL, the requests seen)."""
+    root.mkdir(parents=True, exist_ok=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StorageHandler)
+    server.root, server.seen = root, []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
+    finally:
+        server.shutdown()
+        server.server_close()
