@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import filelock
 
 from .engine import DockerClient
 from .errors import EngineError
+from .output import human_size
 
 CANDIDATE_MARK = ":torchbake-candidate-"
 DONE = ("built", "unchanged", "retagged")
@@ -101,7 +103,7 @@ def _repositories(image: dict) -> set[str]:
 # -- cache folder -------------------------------------------------------------------------------
 
 def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
-    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel."""
+    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel, a kept context."""
     downloads = cache_dir / "downloads"
     if downloads.is_dir():
         for folder in sorted(downloads.iterdir()):
@@ -199,8 +201,8 @@ def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *
     if limits.max_build_cache:
         size = build_cache_size(client)
         if size > limits.max_build_cache:
-            found.append(Removal("build cache", f"the engine's build cache ({size} bytes)", size - limits.max_build_cache,
-                                 f"down to its budget of {limits.max_build_cache} bytes"))
+            found.append(Removal("build cache", f"the engine's build cache ({human_size(size)})", size - limits.max_build_cache,
+                                 f"down to its budget of {human_size(limits.max_build_cache)}"))
     return found
 
 
@@ -237,8 +239,6 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
 
 def _remove(path: Path) -> None:
     if path.is_dir():
-        for item in sorted(path.rglob("*"), reverse=True):
-            item.rmdir() if item.is_dir() else item.unlink()
-        path.rmdir()
+        shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
