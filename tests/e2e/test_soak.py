@@ -32,8 +32,10 @@ def test_ten_nights_stay_within_their_budgets(base_image, tmp_path_factory, run_
         saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
         subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
                        env={**os.environ, **engine})
-        (work / "Dockerfile").write_text(f"FROM {base_image}\nLABEL made.by=the-user\n")
-        docker("build", "--quiet", "--tag", f"user/own:{run_id}", str(work), env={**engine, "DOCKER_BUILDKIT": "1"})
+        own = work / "own"  # a context of its own: the engine's data root is under `work`
+        own.mkdir()
+        (own / "Dockerfile").write_text(f"FROM {base_image}\nLABEL made.by=the-user\n")
+        docker("build", "--quiet", "--tag", f"user/own:{run_id}", str(own), env={**engine, "DOCKER_BUILDKIT": "1"})
         matrix = work / "nightly.toml"
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **engine,
                "TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
