@@ -294,7 +294,8 @@ class SecondEngine(dict):
             self.process = subprocess.Popen(
                 ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / "exec"),
                  "--host", self["DOCKER_HOST"], "--pidfile", str(self.short / "docker.pid"), "--bridge", self.bridge,
-                 "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL)
+                 "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL,
+                start_new_session=True)  # its own process group: dockerd and the containerd it starts
         for _ in range(120):
             if subprocess.run(["/usr/bin/docker", "version"], capture_output=True, env={**os.environ, **self}).returncode == 0:
                 return
@@ -304,10 +305,17 @@ class SecondEngine(dict):
         raise RuntimeError("the second engine did not answer in 60 s:\n" + log.read_text()[-3000:])
 
     def kill(self) -> None:
-        """SIGKILL: the engine dies as it would under the OOM killer (its containerd is left to the
-        next start, which takes it over)."""
-        self.process.kill()
+        """SIGKILL to dockerd and the containerd it started: the engine dies at once, as a machine's
+        engine does when it crashes or is OOM-killed with its runtime."""
+        import signal
+
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=60)
+        pidfile = self.short / "exec" / "containerd" / "containerd.pid"  # dockerd starts it in a group of its own
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
+        time.sleep(1)  # the last processes go
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
