@@ -331,6 +331,7 @@ def start_second_engine(root: Path):
     import tempfile
     import uuid
 
+    root.mkdir(parents=True, exist_ok=True)
     short = Path(tempfile.mkdtemp(prefix="tb-b-", dir="/run"))  # socket paths must stay short
     bridge = f"tbb{uuid.uuid4().hex[:6]}"
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)

@@ -81,8 +81,8 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
             found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
                                  "no tag (a rebuild took it) and no container uses it", image["Id"]))
             continue
-        for tag in tags:
-            by_repository.setdefault(tag.rsplit(":", 1)[0], []).append(image)
+        for repository in _repositories(image):  # once per repository, however many tags it has there
+            by_repository.setdefault(repository, []).append(image)
     for repository, members in by_repository.items():
         members.sort(key=lambda i: i.get("Created", 0), reverse=True)
         for image in members[keep:]:

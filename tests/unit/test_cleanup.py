@@ -129,3 +129,9 @@ def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewrit
     assert "is unreadable" in capsys.readouterr().out
     record_built(state, "abc", "sha256:2")
     assert json.loads(state.read_text()) == {"abc": ["sha256:2"]}
+
+
+def test_an_image_with_two_tags_in_one_repository_counts_once(tmp_path):
+    record(tmp_path, "sha256:a", "sha256:b")
+    engine = FakeEngine([image("sha256:a", ["t/x:3", "t/x:latest"], 5), image("sha256:b", ["t/x:2"], 4)])
+    assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=1)] == ["sha256:b"]
