@@ -183,12 +183,18 @@ def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
 def disk_use(client: DockerClient, cache_dir: Path) -> tuple[int, int]:
     """(bytes of the engine's image layers and build cache, bytes of the cache folder)."""
     df = client.call("system df", "df")
-    engine = int(df.get("LayersSize") or 0) + sum(int(r.get("Size", 0)) for r in df.get("BuildCache") or [])
+    engine = int(df.get("LayersSize") or 0) + _own_bytes(df.get("BuildCache") or [])
     return engine, tree_size(cache_dir) if cache_dir.is_dir() else 0
 
 
 def build_cache_size(client: DockerClient) -> int:
-    return sum(int(r.get("Size", 0)) for r in client.call("system df", "df").get("BuildCache") or [])
+    """Bytes the engine's build cache takes beyond the images (records shared with an image's
+    layers take no space of their own, and no prune frees them)."""
+    return _own_bytes(client.call("system df", "df").get("BuildCache") or [])
+
+
+def _own_bytes(records: list[dict]) -> int:
+    return sum(int(r.get("Size", 0)) for r in records if not r.get("Shared"))
 
 
 def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *, now: float | None = None) -> list[Removal]:
