@@ -344,6 +344,8 @@ def start_second_engine(root: Path):
     finally:
         engine.stop()
         subprocess.run(["ip", "link", "del", bridge], check=False)
+        for folder in (root / "data", short):  # what a killed engine left mounted
+            subprocess.run(["umount", "--recursive", "--lazy", str(folder)], capture_output=True, check=False)
         subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)
 
 
