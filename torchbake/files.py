@@ -36,10 +36,11 @@ def secret_file(cache_dir: Path, name: str, value: str) -> Path:
     path = cache_dir / "secrets" / f"{name}-{hashlib.sha256(value.encode()).hexdigest()[:16]}"
     if not path.is_file() or path.read_text() != value:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path.with_suffix(".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # builds at once: one each
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(value)
-        os.replace(path.with_suffix(".tmp"), path)
+        os.replace(tmp, path)
     return path
 
 
