@@ -286,13 +286,16 @@ class SecondEngine(dict):
 
     def __init__(self, root: Path, short: Path, bridge: str):
         super().__init__(DOCKER_HOST=f"unix://{short}/docker.sock")
-        self.root, self.short, self.bridge, self.process = root, short, bridge, None
+        self.root, self.short, self.bridge, self.process, self.starts = root, short, bridge, None, 0
 
     def start(self) -> None:
+        """Start dockerd on the data root; after a kill, with a fresh exec root (runtime state
+        lives under /run, which a machine whose engine crashed starts empty after its reboot)."""
+        self.starts += 1
         log = self.root / "dockerd.log"
         with open(log, "ab") as sink:
             self.process = subprocess.Popen(
-                ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / "exec"),
+                ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / f"exec{self.starts}"),
                  "--host", self["DOCKER_HOST"], "--pidfile", str(self.short / "docker.pid"), "--bridge", self.bridge,
                  "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL,
                 start_new_session=True)  # its own process group: dockerd and the containerd it starts
@@ -312,7 +315,7 @@ class SecondEngine(dict):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=60)
-        pidfile = self.short / "exec" / "containerd" / "containerd.pid"  # dockerd starts it in a group of its own
+        pidfile = self.short / f"exec{self.starts}" / "containerd" / "containerd.pid"  # in a group of its own
         with contextlib.suppress(OSError, ValueError):
             os.kill(int(pidfile.read_text().strip()), signal.SIGKILL)
         time.sleep(1)  # the last processes go
