@@ -55,7 +55,7 @@ def scene(tmp_path, base_image, run_id):
         (logs / f"{name}.manifest.json").write_text(json.dumps({"image": f"x/{name}:1", "status": status}))
         for item in logs.glob(f"{name}.*"):
             aged(item, 40)
-    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache), "COLUMNS": "1000"}  # a table wide enough for whole paths
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
     yield repo, ids, cache, env
     docker("rm", "--force", container, check=False)
     for image_id in ids.values():

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from invoke import Collection, task
-from rich.table import Table
-from rich.text import Text
 
 from .. import cleanup, output, validation
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
@@ -32,21 +30,20 @@ def limits_of(settings: Settings) -> cleanup.Limits:
 
 
 def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> int:
-    """Remove (or, with ``dry_run``, list) what the limits say; prints a table; bytes freed."""
+    """Remove (or, with ``dry_run``, list) what the limits say, a line for each; bytes freed."""
     limits = limits_of(settings)
     removals = cleanup.plan(client, settings.paths.cache_dir, settings.paths.log_dir, limits)
     channel = output.channel()
-    table = Table(title="gc: would remove" if dry_run else "gc: removed")
-    for column in ("kind", "what", "size", "why"):
-        table.add_column(column, overflow="fold")
-    for r in removals:
-        table.add_row(*(Text(v) for v in (r.kind, r.what, human_size(r.size), r.why)))
-    if dry_run:
-        channel.show(table)
+    if dry_run:  # one line each, whole (paths and tags are never folded): what CI logs and grep need
+        for r in removals:
+            channel.say(f"would remove {r.kind} {r.what} ({human_size(r.size)}): {r.why}")
         channel.say(f"{len(removals)} items, {human_size(sum(r.size for r in removals))}; nothing was removed (--dry-run).")
         return 0
     freed, kept = cleanup.carry_out(client, removals, settings.paths.cache_dir, limits)
-    channel.show(table)
+    gone = {r.what for r in removals} - {line.split(": ", 1)[0] for line in kept}
+    for r in removals:
+        if r.what in gone:
+            channel.say(f"removed {r.kind} {r.what} ({human_size(r.size)}): {r.why}")
     for line in kept:
         channel.say(f"kept {line}")
     channel.say(f"Freed {human_size(freed)} ({len(removals) - len(kept)} items).")
