@@ -84,7 +84,8 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
         for repository in _repositories(image):  # once per repository, however many tags it has there
             by_repository.setdefault(repository, []).append(image)
     for repository, members in by_repository.items():
-        members.sort(key=lambda i: i.get("Created", 0), reverse=True)
+        members.sort(key=lambda i: (i.get("Created", 0), (i.get("Labels") or {}).get("org.opencontainers.image.created", ""),
+                                    i["Id"]), reverse=True)  # newest first; ties decided the same way every time
         for image in members[keep:]:
             # only when every repository it is tagged in counts it beyond the newest `keep`
             if all(image in by_repository[r][keep:] for r in _repositories(image)):

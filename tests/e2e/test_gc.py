@@ -20,7 +20,8 @@ DAY = 86400
 def tiny_image(tmp_path, base_image, tag, note):
     folder = tmp_path / f"ctx-{note}"
     folder.mkdir()
-    (folder / "Dockerfile").write_text(f"FROM {base_image}\nLABEL torchbake.input-hash={note}\n")
+    # a layer of its own, as every build has: the image's Created is the time of this build
+    (folder / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {note} > /note\nLABEL torchbake.input-hash={note}\n")
     docker("build", "--quiet", "--tag", tag, str(folder), env={"DOCKER_BUILDKIT": "1"})
     time.sleep(1.1)  # Created has one-second resolution: keep the order
     return json.loads(docker("image", "inspect", tag).stdout)[0]["Id"]
@@ -78,7 +79,7 @@ def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Freed " in run.stdout
     after = image_ids()
-    assert ids["v2"] not in after and ids["gone"] not in after
+    assert ids["v2"] not in after and ids["gone"] not in after, run.stdout
     assert {ids["v1"], ids["v3"], ids["mine"]} <= after  # used by a container, the newest, the user's own
     assert not (cache / "downloads" / "0123456789abcdef").exists()
     assert not (cache / "logs" / "old.log").exists() and (cache / "logs" / "broken.log").exists()
