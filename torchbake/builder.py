@@ -29,7 +29,7 @@ from .context import (
     load_prepared,
     tree_sha256,
 )
-from .downloads import DownloadCache, file_lock, file_sha256, trust_bundle, trust_environment
+from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .errors import ConfigurationError, EngineError, FatalError, RegistryError
 from .files import write_atomically
@@ -189,7 +189,7 @@ def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> t
     host, repository, tag = registry.split_reference(plan.image)
     if not (options.url and host and (options.check or not checking)):
         return None
-    policy = registry.RetryPolicy.from_settings(plan.settings.downloads)
+    policy = DownloadPolicy.from_settings(plan.settings.downloads)
     return registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy), repository, tag
 
 
@@ -230,7 +230,7 @@ def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | 
     (``[downloads]`` retries; a 4xx is final, a refused login names ``docker login``); then point
     the tag named by its input hash at it, inside the registry, so that a machine that never saw
     the image finds it by its inputs. Returns the registry digest."""
-    policy = registry.RetryPolicy.from_settings(plan.settings.downloads)
+    policy = DownloadPolicy.from_settings(plan.settings.downloads)
     try:
         digest = registry.retrying(f"Pushing {plan.image}", lambda: client.push(plan.image, log_file, progress),
                                    policy, registry.push_transient)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import output
+from .downloads import DownloadPolicy
 from .errors import RegistryError
 from .lazy import LazyModule
 
@@ -58,19 +59,7 @@ class Held:
     input_hash: str  # its config's torchbake.input-hash label ("" when none)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    retries: int = 4
-    retry_max_time: float = 300.0
-    retry_backoff: float = 1.0
-    timeout: float = 60.0
-
-    @classmethod
-    def from_settings(cls, options) -> RetryPolicy:
-        return cls(options.retries, float(options.retry_max_time), float(options.retry_backoff), float(options.timeout))
-
-
-def retrying(what: str, attempt: Callable[[], T], policy: RetryPolicy, transient: Callable[[Exception], str]) -> T:
+def retrying(what: str, attempt: Callable[[], T], policy: DownloadPolicy, transient: Callable[[Exception], str]) -> T:
     """``attempt()``, again after a wait (doubled each time, at most 30 s) while it fails with an
     exception ``transient`` names a reason for, within the policy's tries and time."""
     started, tries, wait = time.monotonic(), 0, policy.retry_backoff
@@ -99,7 +88,7 @@ def _transient(exc: Exception) -> str:
 class Registry:
     """One registry host, with the docker CLI's credentials for it."""
 
-    def __init__(self, host: str, *, insecure: bool, policy: RetryPolicy = RetryPolicy()):
+    def __init__(self, host: str, *, insecure: bool, policy: DownloadPolicy = DownloadPolicy()):
         self.host, self.insecure, self.policy = host, insecure, policy
 
     def _client(self, repository: str) -> dxf.DXF:
@@ -223,7 +212,7 @@ def push_refused(exc: Exception, reference: str) -> RegistryError | None:
                          " (torchbake pushes with docker's credentials); the registry's tag was not changed.")
 
 
-def inspect_remote(reference: str, engine_info: Mapping[str, Any], policy: RetryPolicy = RetryPolicy()) -> dict | None:
+def inspect_remote(reference: str, engine_info: Mapping[str, Any], policy: DownloadPolicy = DownloadPolicy()) -> dict | None:
     """:meth:`Registry.inspect` of a full reference (None when it names no registry host)."""
     host, repository, tag = split_reference(reference)
     if not host:

@@ -9,6 +9,7 @@ import pytest
 
 from torchbake import config, registry, validation
 from torchbake.builder import build_cache
+from torchbake.downloads import DownloadPolicy
 from torchbake.engine import DockerClient
 from torchbake.errors import EngineError, RegistryError
 from torchbake.matrix import expand, load_matrix
@@ -71,11 +72,11 @@ def test_retrying_stops_at_the_first_final_failure_and_retries_transient_ones(mo
             raise EngineError("connection reset by peer")
         return "ok"
 
-    assert registry.retrying("push", flaky, registry.RetryPolicy(retries=4), registry.push_transient) == "ok"
+    assert registry.retrying("push", flaky, DownloadPolicy(retries=4), registry.push_transient) == "ok"
     assert len(calls) == 3
     with pytest.raises(EngineError, match="unauthorized"):
         registry.retrying("push", lambda: (_ for _ in ()).throw(EngineError("unauthorized")),
-                          registry.RetryPolicy(), registry.push_transient)
+                          DownloadPolicy(), registry.push_transient)
 
 
 def client(mode: str) -> DockerClient:

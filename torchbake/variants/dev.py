@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .. import context, files, registry, sources
 from ..config import Settings
+from ..downloads import DownloadPolicy
 from ..errors import ConfigurationError, RegistryError
 from .common import (
     Missing,
@@ -117,7 +118,7 @@ class DevPlan(PlanCommon):
             # build, if there is one, pulls it).
             with contextlib.suppress(RegistryError):
                 base = registry.inspect_remote(self.base_image, client.engine_info(),
-                                               registry.RetryPolicy.from_settings(self.settings.downloads))
+                                               DownloadPolicy.from_settings(self.settings.downloads))
         if base is None:
             python = f" --python {self.python_version}" if self.python_version else ""
             name, _, tag = self.base_image.rpartition(":")
