@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tests.support import serve_registry, start_second_engine  # noqa: E402
+from tests.support import registry_manifest, registry_requests, serve_registry, start_second_engine  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -50,23 +49,6 @@ def run(argv, env=None, **kwargs) -> tuple[float, str]:
     if result.returncode != 0:
         sys.exit(f"step failed: {' '.join(map(str, argv))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return time.monotonic() - started, result.stdout
-
-
-def manifest(host: str, image: str) -> dict:
-    repository, tag = image.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
-                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
-
-
-def requests_since(log: Path, since: int) -> list[tuple[str, str, int]]:
-    """(method, path, response bytes) of each request the access log holds after byte ``since``."""
-    with log.open("rb") as handle:
-        handle.seek(since)
-        text = handle.read().decode(errors="replace")
-    return [(m, p, int(n) if n.isdigit() else 0)
-            for m, p, n in re.findall(r'"(GET|HEAD|PUT|POST|PATCH) (/v2/\S*) HTTP/[\d.]+" \d+ (\S+)', text)]
 
 
 def extension_wheel(folder: Path) -> Path:
@@ -100,8 +82,8 @@ def main() -> None:
             cold, _ = run([*INVOKE, "build-all", "--config", str(matrix), "--force", "--no-cache", "--push",
                            "--report", str(work / "a.json")])
             images = [c["image"] for c in json.loads((work / "a.json").read_text())["cells"]]
-            torch_bytes = max(layer["size"] for layer in manifest(host, images[0])["layers"])  # compressed, as shipped
-            layer_blobs = {layer["digest"] for image in images for layer in manifest(host, image)["layers"]}
+            torch_bytes = max(layer["size"] for layer in registry_manifest(host, images[0])["layers"])  # compressed, as shipped
+            layer_blobs = {layer["digest"] for image in images for layer in registry_manifest(host, image)["layers"]}
 
             saved = subprocess.run([DOCKER, "save", BASE], capture_output=True, check=True).stdout
             subprocess.run([DOCKER, "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine_b})
@@ -113,15 +95,15 @@ def main() -> None:
                 if states != {"unchanged (registry)"}:
                     sys.exit(f"the fresh engine did not find every cell in the registry: {states}\n{out[-3000:]}")
                 nothing.append(seconds)
-            pulled_on_noop = sum(n for m, p, n in requests_since(log, mark) if m == "GET" and p.rsplit("/", 1)[1] in layer_blobs)
+            pulled_on_noop = sum(n for m, p, n in registry_requests(log, mark) if m == "GET" and p.rsplit("/", 1)[1] in layer_blobs)
 
             lean.write_text(lean_text.replace("extra = []\n", f'extra = []\nextension = "{extension_wheel(work)}"\n'))
             mark = log.stat().st_size
             changed, _ = run([*INVOKE, "build-all", "--config", str(matrix), "--push", "--report", str(work / "c.json")],
                              engine_b)
-            after = requests_since(log, mark)
+            after = registry_requests(log, mark)
             pulled = sum(n for m, p, n in after if m == "GET" and "/blobs/sha256:" in p and p.rsplit("/", 1)[1] in layer_blobs)
-            new = manifest(host, images[1])
+            new = registry_manifest(host, images[1])
             sizes = {layer["digest"]: layer["size"] for layer in new["layers"]}
             pushed_digests = {urllib.parse.unquote(p.split("digest=", 1)[1].split("&", 1)[0])
                               for m, p, _n in after if m == "PUT" and "digest=" in p}
@@ -129,7 +111,7 @@ def main() -> None:
             # a node that runs yesterday's image (engine A has it) pulls tonight's
             mark = log.stat().st_size
             run([DOCKER, "pull", images[1]])
-            node_pulled = sum(n for m, p, n in requests_since(log, mark) if m == "GET" and "/blobs/sha256:" in p
+            node_pulled = sum(n for m, p, n in registry_requests(log, mark) if m == "GET" and "/blobs/sha256:" in p
                               and p.rsplit("/", 1)[1] in sizes)
         finally:
             for image in images:

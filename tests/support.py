@@ -406,3 +406,26 @@ def storage_server(root: Path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def registry_manifest(host: str, reference: str) -> dict:
+    """The manifest of ``reference`` as the registry on ``host`` (plain HTTP) serves it."""
+    import json
+    import urllib.request
+
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+def registry_requests(log: Path, since: int) -> list[tuple[str, str, int]]:
+    """(method, path, response bytes) of each request the registry's access log holds after byte ``since``."""
+    import re
+
+    with log.open("rb") as handle:
+        handle.seek(since)
+        text = handle.read().decode(errors="replace")
+    return [(method, path, int(size) if size.isdigit() else 0)
+            for method, path, size in re.findall(r'"(GET|HEAD|PUT|POST|PATCH|DELETE) (/v2/\S*) HTTP/[\d.]+" \d+ (\S+)', text)]

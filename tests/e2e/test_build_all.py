@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import faulty_proxy, serve_registry
+from tests.support import faulty_proxy, registry_manifest, registry_requests, serve_registry
 
 from .helpers import docker, make_wheel
 
@@ -202,22 +202,6 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     assert "3 of 4 cells did not build" in result.stderr
 
 
-def registry_requests(log: Path, since: int) -> list[tuple[str, str]]:
-    """(method, path) of every request the registry's access log holds after byte ``since``."""
-    with log.open("rb") as handle:
-        handle.seek(since)
-        text = handle.read().decode(errors="replace")
-    return re.findall(r'"(GET|HEAD|PUT|POST|PATCH|DELETE) (/v2/\S*) HTTP', text)
-
-
-def registry_manifest(host: str, reference: str) -> dict:
-    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
-                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
-
-
 def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, tb_env, tmp_path, base_image):
     """Engine A builds the matrix and pushes it (inline build cache, input-hash tags). Engine B,
     empty but for the OS image and without NAT, finds every cell in the registry without pulling
@@ -244,7 +228,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         second = run_invoke("build-all", "--config", str(matrix), "--report", str(tmp_path / "b.json"), env=on_b)
         assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
         assert statuses(tmp_path / "b.json") == dict.fromkeys(CELLS, "unchanged (registry)"), second.stdout[-3000:]
-        fetched = [path for method, path in registry_requests(log, mark) if method == "GET" and "/blobs/" in path]
+        fetched = [path for method, path, _size in registry_requests(log, mark) if method == "GET" and "/blobs/" in path]
         assert not [path for path in fetched if path.rsplit("/", 1)[1] in layers], fetched
         assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1  # the OS image alone
 
@@ -273,7 +257,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         sizes = [layer["size"] for layer in new["layers"]]
         assert shared > sizes.index(max(sizes)), (shared, sizes)  # torch's layer and all below it: the same blobs
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
-                    for method, path in registry_requests(log, mark) if method == "PUT" and "digest=" in path}
+                    for method, path, _size in registry_requests(log, mark) if method == "PUT" and "digest=" in path}
         assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]}, (uploaded, new_layers, shared)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import tarfile
-import urllib.request
 
 import pytest
 
 from tests.conftest import run_invoke
+from tests.support import registry_manifest
 
 from .helpers import docker, image_ids, labels, layers, make_wheel, new_layer_bytes
 
@@ -39,15 +39,6 @@ def sibling(tmp_path, base_image, tb_env, tag: str, config: str, *flags: str):
     return name
 
 
-def registry_layers(registry: str, reference: str) -> list[str]:
-    """The layer blob digests of ``reference``'s manifest, as the registry serves it."""
-    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{registry}/v2/{repository}/manifests/{tag}", headers={
-        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return [layer["digest"] for layer in json.load(response)["layers"]]
-
-
 def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id, registry):
     name = sibling(tmp_path, base_image, tb_env, f"{run_id}-yaml", '[wheels]\nextra = ["numpy", "pyyaml"]\n')
     remote = [f"{registry}/team/pytorch-cpu:{tag}" for tag in ("one", "sibling")]
@@ -56,7 +47,8 @@ def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, 
         for image, target in zip((cpu, name), remote, strict=True):
             docker("tag", image, target)
             docker("push", target)
-        first, second = (registry_layers(registry, target) for target in remote)
+        first, second = ([layer["digest"] for layer in registry_manifest(registry, target)["layers"]]
+                         for target in remote)
         assert first[:torch_layer(cpu) + 1] == second[:torch_layer(cpu) + 1], (first, second)
         shared, added = new_layer_bytes(name, cpu)
         assert shared > torch_layer(cpu), (shared, torch_layer(cpu))  # torch and everything below it: the same layers
