@@ -15,6 +15,18 @@ from pathlib import Path
 
 
 @contextmanager
+def serving(httpd: http.server.HTTPServer):
+    """``httpd`` answering in a thread of its own until the block ends."""
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@contextmanager
 def http_server(root: Path):
     class Handler(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args, **kwargs):
@@ -24,13 +36,8 @@ def http_server(root: Path):
             pass
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 class _GitHandler(http.server.BaseHTTPRequestHandler):
@@ -97,13 +104,8 @@ def git_server(project_root: Path, auth: str = "builder:s3cret"):
     """Serve the bare repositories under ``project_root`` over smart HTTP on 127.0.0.1."""
     handler = type("Handler", (_GitHandler,), {"project_root": project_root, "auth": auth, "seen_auth": []})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield f"http://127.0.0.1:{httpd.server_address[1]}", handler.seen_auth
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @contextmanager
@@ -163,13 +165,8 @@ def flaky_server(payload: bytes, script: list[str], *, ranges: bool = True, tls:
         context.load_cert_chain(certfile=str(tls[0]), keyfile=str(tls[1]))
         httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
         scheme = "https"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(httpd):
         yield f"{scheme}://127.0.0.1:{httpd.server_address[1]}", seen
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
@@ -399,13 +396,8 @@ def storage_server(root: Path):
     root.mkdir(parents=True, exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StorageHandler)
     server.root, server.seen = root, []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(server):
         yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def registry_manifest(host: str, reference: str) -> dict:
