@@ -188,6 +188,21 @@ def make_test_ca(folder: Path) -> tuple[Path, Path, Path]:
     return folder / "ca.pem", folder / "server.pem", folder / "server.key"
 
 
+def relay(source, target) -> None:
+    """Copy bytes from ``source`` to ``target`` until either end closes; then shut both down."""
+    import socket
+
+    try:
+        while data := source.recv(65536):
+            target.sendall(data)
+    except OSError:
+        return
+    finally:
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+
 @contextmanager
 def faulty_proxy(upstream: str, faults: list[str]):
     """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host:port) that spends ``faults`` in
@@ -206,16 +221,8 @@ def faulty_proxy(upstream: str, faults: list[str]):
     deny = "401" in faults
 
     def pipe(source, target):
-        try:
-            while data := source.recv(65536):
-                target.sendall(data)
-        except OSError:
-            return
-        finally:
-            for end in (source, target):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-            source.close()  # each socket is the source of one pipe: closed once, by it
+        relay(source, target)
+        source.close()  # each socket is the source of one pipe: closed once, by it
 
     def answer(client, status: str, extra: str = "") -> None:
         with contextlib.suppress(OSError):

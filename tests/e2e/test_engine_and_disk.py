@@ -9,13 +9,13 @@ import socket
 import subprocess
 import threading
 import time
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import http_server
+from tests.support import http_server, relay
 
 from .helpers import container_ids, image_ids
 
@@ -143,17 +143,6 @@ def second_socket(folder: Path):
     connections: list[socket.socket] = []
     opened: list[socket.socket] = []
 
-    def pipe(source: socket.socket, target: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                target.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for end in (source, target):
-                with suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
     def accept() -> None:
         nonlocal opened
         while True:
@@ -165,8 +154,8 @@ def second_socket(folder: Path):
             upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             opened += [conn, upstream]
             upstream.connect(REAL_SOCKET)
-            threading.Thread(target=pipe, args=(conn, upstream), daemon=True).start()
-            threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
+            threading.Thread(target=relay, args=(conn, upstream), daemon=True).start()
+            threading.Thread(target=relay, args=(upstream, conn), daemon=True).start()
 
     threading.Thread(target=accept, daemon=True).start()
     try:
