@@ -8,6 +8,7 @@ image it pointed to before.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -32,10 +33,11 @@ from .context import (
 from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .errors import ConfigurationError, EngineError, FatalError, RegistryError
-from .files import write_atomically
+from .files import SecretSource, secret_files, secret_paths, write_atomically
 from .manifest import BuildRecord
 from .output import human_size
 from .plan import describe_plan
+from .redaction import redact
 from .variants import DevPlan, Plan, Preflight
 from .verify import Expectations, verify_image
 
@@ -92,7 +94,7 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
               **plan.labels(prepared, facts)}
     if facts is not None and digest:
         labels["org.opencontainers.image.created"] = created_time(plan, digest)
-    return {k: v for k, v in labels.items() if v}
+    return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
 
 
 def source_date_epoch() -> datetime | None:
@@ -122,9 +124,10 @@ def created_time(plan: Plan, digest: str) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def build_secrets(plan: Plan) -> list[tuple[str, Path]]:
-    """BuildKit secrets: present only while the steps that use them run, never in a layer."""
-    found = plan.secrets()
+def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
+    """BuildKit secrets: present only while the steps that use them run, never in a layer (values
+    become files only inside :func:`~torchbake.files.secret_files`, for the build)."""
+    found: list[tuple[str, SecretSource]] = plan.secrets()
     bundle = trust_bundle(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)
     if bundle is not None:
         found.append(("ca_bundle", bundle))
@@ -148,7 +151,7 @@ def dry_run(plan: Plan, client: DockerClient) -> str:
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
-        labels=image_labels(plan, None, None, ""), secrets=build_secrets(plan), no_cache=plan.no_cache,
+        labels=image_labels(plan, None, None, ""), secrets=secret_paths(build_secrets(plan)), no_cache=plan.no_cache,
         network=plan.settings.build.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
     text = describe_plan(plan, argv, env)
@@ -430,6 +433,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
     iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
+    held = contextlib.ExitStack()  # secret files: they exist while the builds below run, no longer
     try:
         if prepared is None:
             output.channel().say(f"Preparing the build context in {folder}")
@@ -443,9 +447,10 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         tag = candidate_tag(plan.image) if plan.verify else plan.image
         iidfile.parent.mkdir(parents=True, exist_ok=True)
         cache_from, cache_to = build_cache(plan)
+        secrets = held.enter_context(secret_files(build_secrets(plan)))
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-            labels=image_labels(plan, prepared, facts, digest), secrets=build_secrets(plan), iidfile=iidfile,
+            labels=image_labels(plan, prepared, facts, digest), secrets=secrets, iidfile=iidfile,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
             cache_from=cache_from, cache_to=cache_to,
         )
@@ -465,8 +470,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                 client.remove_image(tag)
             raise
         if plan.slim:
-            _build_slim(plan, client, folder, facts, prepared, digest, log_file)
+            _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets)
     finally:
+        held.close()
         iidfile.unlink(missing_ok=True)
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
@@ -527,7 +533,7 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,
-                digest: str, log_file: Path) -> None:
+                digest: str, log_file: Path, secrets: list[tuple[str, Path]]) -> None:
     """The runtime stage of the same Dockerfile (the dev stages come from the layer cache)."""
     image = f"{plan.image}-slim"
     tag = candidate_tag(image) if plan.verify else image
@@ -535,7 +541,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
               "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-        labels=labels, secrets=build_secrets(plan), network=plan.settings.build.network, target="runtime",
+        labels=labels, secrets=secrets, network=plan.settings.build.network, target="runtime",
     )
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)

@@ -22,6 +22,7 @@ from . import config, writable
 from .docker_cli import find_client
 from .engine import DockerClient
 from .errors import FatalError
+from .redaction import redact
 
 # Help of the flags every task has, written once.
 COMMON_HELP = {
@@ -93,7 +94,7 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
             return body(*args, **kwargs)
         except FatalError as exc:
             sys.stdout.flush()
-            raise Exit(message=f"torchbake: error: {exc}", code=exc.exit_code) from None
+            raise Exit(message=redact(f"torchbake: error: {exc}"), code=exc.exit_code) from None
         except KeyboardInterrupt as exc:
             name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
             raise Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."

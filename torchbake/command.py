@@ -27,6 +27,7 @@ from pathlib import Path
 from . import output
 from .errors import CommandError, FatalError
 from .lazy import LazyModule
+from .redaction import redact
 
 plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
 
@@ -211,7 +212,7 @@ def _stream(
         log_file.parent.mkdir(parents=True, exist_ok=True)
     with log_file.open("a", encoding="utf-8") if log_file else contextlib.nullcontext() as log:
         if log is not None:
-            log.write(f"+ {format_command(argv)}\n")
+            log.write(redact(f"+ {format_command(argv)}\n"))
         proc = _popen(argv, env, cwd)
         with _RUNNING_LOCK:
             _RUNNING.add(proc)
@@ -227,7 +228,7 @@ def _stream(
                 if out is not None:
                     out.command_line(line)
                 if log is not None:
-                    log.write(line)
+                    log.write(redact(line))
                 kept.append(line)
                 if not keep and len(kept) > 200:
                     del kept[:100]

@@ -21,7 +21,7 @@ from typing import Any
 import platformdirs
 import tomli_w
 
-from . import derived, validation
+from . import derived, redaction, validation
 from .errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -496,6 +496,9 @@ def resolve(
             raise ConfigurationError(f"internal: no option {key!r}")
         values[key] = _check_type(key, value, known[key], override_source)
         sources[key] = override_source
+    redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
+    if isinstance(values.get("dev.git_credential_file"), str) and values["dev.git_credential_file"]:
+        redaction.register_credential_file(values["dev.git_credential_file"])
     _validate(values, sources)
     derived.apply(values, sources, variant or values["build.variant"])
     _validate(values, sources)
@@ -548,8 +551,11 @@ def to_toml(resolved: ResolvedConfig) -> str:
     tables: dict[str, dict[str, Any]] = {}
     for key, value in resolved.values.items():
         section, name = key.split(".", 1)
-        tables.setdefault(section, {})[name] = value
-    return "# torchbake show-config --format toml: every option, as resolved\n" + tomli_w.dumps(tables)
+        tables.setdefault(section, {})[name] = redaction.redact_all(value)
+    text = tomli_w.dumps(tables)
+    note = ("# Credentials are shown as ***: give them again (e.g. in TORCHBAKE_<SECTION>_<KEY>) to use this file.\n"
+            if redaction.MASK in text else "")
+    return "# torchbake show-config --format toml: every option, as resolved\n" + note + text
 
 
 def describe(resolved: ResolvedConfig) -> list[tuple[str, str, str]]:
@@ -557,7 +563,7 @@ def describe(resolved: ResolvedConfig) -> list[tuple[str, str, str]]:
     rows = []
     for key in sorted(resolved.values, key=lambda k: (k.split(".")[0], k)):
         value = resolved.values[key]
-        shown = tomlish(value)
+        shown = redaction.redact(tomlish(value))
         rows.append((key, shown, resolved.sources[key]))
     return rows
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import filelock
 
-from . import output
+from . import output, redaction
 from .errors import ConfigurationError, DiskSpaceError, DownloadError
 from .files import mark_used, write_atomically
 from .output import human_size, transfer_progress
@@ -228,6 +228,7 @@ class DownloadCache:
 
     def cached_path(self, url: str) -> Path | None:
         """The cached, verified file of ``url``, or None if it is not in the cache."""
+        url = redaction.split_credentials(url)[0]
         target = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16] / file_name_of(url)
         record = target.with_name(target.name + ".sha256")
         return target if target.is_file() and recorded_digest(target, record) else None
@@ -266,14 +267,17 @@ class DownloadCache:
         _check(location, digest, expected, what)
         return Artifact(location=location, path=path.resolve(), sha256=digest)
 
-    def _remote(self, url: str, expected: str, what: str) -> Artifact:
+    def _remote(self, location: str, expected: str, what: str) -> Artifact:
+        # Credentials in the URL go as the request's authorization, never into the host, the
+        # cache's key, a message or a record: every name of the download is the URL without them.
+        url, authorization = redaction.split_credentials(location)
         folder = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16]
         with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
-            artifact = self._remote_locked(url, folder, expected, what)
+            artifact = self._remote_locked(url, folder, expected, what, authorization)
             mark_used(artifact.path)  # `invoke gc` keeps what builds use
             return artifact
 
-    def _remote_locked(self, url: str, folder: Path, expected: str, what: str) -> Artifact:
+    def _remote_locked(self, url: str, folder: Path, expected: str, what: str, authorization: str) -> Artifact:
         target = folder / file_name_of(url)
         record = target.with_name(target.name + ".sha256")
         if target.is_file() and record.is_file():
@@ -287,7 +291,7 @@ class DownloadCache:
         try:
             try:
                 with os.fdopen(fd, "wb") as out:
-                    self._download(url, out, what)
+                    self._download(url, out, what, authorization)
             except (_DiskFull, OSError) as exc:
                 if isinstance(exc, OSError) and exc.errno not in DISK_FULL:
                     raise
@@ -306,8 +310,8 @@ class DownloadCache:
             tmp.unlink(missing_ok=True)
         return Artifact(location=url, path=target, sha256=digest)
 
-    def _download(self, url: str, out, what: str) -> None:
-        """Fetch ``url`` into ``out`` with retries."""
+    def _download(self, url: str, out, what: str, authorization: str = "") -> None:
+        """Fetch ``url`` into ``out`` with retries (``authorization``: the header's value, or "")."""
         policy = self.policy
         context = policy.ssl_context() if url.startswith("https://") else None
         started, tries, wait = time.monotonic(), 0, policy.retry_backoff
@@ -316,7 +320,7 @@ class DownloadCache:
             while True:
                 tries += 1
                 try:
-                    self._attempt(url, out, context, progress, task, what)
+                    self._attempt(url, out, context, progress, task, what, authorization)
                     return
                 except _Retryable as failure:
                     elapsed = time.monotonic() - started
@@ -331,7 +335,7 @@ class DownloadCache:
                     time.sleep(wait)
                     wait = min(wait * 2, 30.0)
 
-    def _attempt(self, url: str, out, context, progress, task, what: str) -> None:
+    def _attempt(self, url: str, out, context, progress, task, what: str, authorization: str = "") -> None:
         """One connection: resume from what ``out`` holds if the server allows a Range, else
         start over. Raises ``_Retryable`` for transient failures, ``DownloadError`` for final ones."""
         have = out.tell()
@@ -339,6 +343,8 @@ class DownloadCache:
         if have:
             headers["Range"] = f"bytes={have}-"
         request = urllib.request.Request(url, headers=headers)
+        if authorization:  # not sent on to another host a redirect names (an object store's signed URL)
+            request.add_unredirected_header("Authorization", authorization)
         try:
             response = urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
         except urllib.error.HTTPError as exc:
@@ -349,8 +355,12 @@ class DownloadCache:
                 out.seek(0)
                 out.truncate()
                 raise _Retryable("HTTP 416 for the resumed range (starting over)") from None
+            hint = ""
+            if exc.code in (401, 403):
+                hint = (" The server refused the credentials in the URL (https://USER:TOKEN@host/…); check them."
+                        if authorization else " It needs credentials: give them in the URL, https://USER:TOKEN@host/….")
             raise DownloadError(
-                f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason} (not retried: a 4xx answer is final)."
+                f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason} (not retried: a 4xx answer is final).{hint}"
             ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # urllib wraps what it met

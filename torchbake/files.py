@@ -4,10 +4,13 @@ ever sees half a file) and the nearest folder that exists of a path not made yet
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import os
+import shutil
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 
@@ -30,18 +33,35 @@ def nearest_existing(path: Path) -> Path:
     return path
 
 
-def secret_file(cache_dir: Path, name: str, value: str) -> Path:
-    """A file holding ``value`` (a BuildKit secret's source), readable by this user alone, named
-    by a digest of its content so that builds share it and a new value never overwrites one in use."""
-    path = cache_dir / "secrets" / f"{name}-{hashlib.sha256(value.encode()).hexdigest()[:16]}"
-    if not path.is_file() or path.read_text() != value:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # builds at once: one each
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(value)
-        os.replace(tmp, path)
-    return path
+SecretSource = Path | str  # a file the user gave (shown by its path), or a value torchbake holds
+PLACEHOLDER_SECRET = Path("<private temporary file, made for the build only>")
+
+
+def secret_paths(secrets: Sequence[tuple[str, SecretSource]]) -> list[tuple[str, Path]]:
+    """Secrets as a plan shows them: a value's file is a placeholder (nothing is written)."""
+    return [(name, source if isinstance(source, Path) else PLACEHOLDER_SECRET) for name, source in secrets]
+
+
+@contextlib.contextmanager
+def secret_files(secrets: Sequence[tuple[str, SecretSource]]) -> Iterator[list[tuple[str, Path]]]:
+    """Each secret given as a value, in a file of a private temporary folder (0700; files 0600)
+    that exists only inside the block: a BuildKit secret's source, never in a cache a CI run uploads."""
+    if not any(isinstance(source, str) for _, source in secrets):
+        yield [(name, source) for name, source in secrets if isinstance(source, Path)]
+        return
+    folder = Path(tempfile.mkdtemp(prefix="torchbake-secrets-"))
+    try:
+        found = []
+        for name, source in secrets:
+            if isinstance(source, str):
+                path = folder / name
+                with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+                    handle.write(source)
+                source = path
+            found.append((name, source))
+        yield found
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def mark_used(path: Path) -> None:

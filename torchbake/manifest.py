@@ -18,6 +18,7 @@ from typing import Any
 
 from . import __version__
 from .files import write_atomically
+from .redaction import redact_all
 
 
 @dataclass
@@ -57,7 +58,7 @@ class BuildRecord:
             "log": str(self.log_file),
             **self.facts,
         }
-        return write_atomically(self.path, json.dumps(document, indent=2, sort_keys=True) + "\n")
+        return write_atomically(self.path, json.dumps(redact_all(document), indent=2, sort_keys=True) + "\n")
 
 
 def manifest_path(log_file: Path) -> Path:

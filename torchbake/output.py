@@ -17,12 +17,28 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.text import Text
 
+from .redaction import redact
+
+
+class _Redacting:
+    """A text stream that masks secrets in everything written to it (what rich renders included)."""
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
 
 def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     """A console for terminal output; in CI logs (not a terminal) tables get 160 columns."""
     stream = file or (sys.stderr if stderr else sys.stdout)
     width = None if file is None and stream.isatty() else 160
-    return Console(file=file, stderr=stderr, markup=False, highlight=False, soft_wrap=True, width=width)
+    return Console(file=_Redacting(stream), markup=False, highlight=False, soft_wrap=True, width=width)
 
 
 class Channel:
@@ -53,7 +69,7 @@ class Channel:
         """A ``+ command`` echo or a line of a command's output, as it is."""
         if self.commands:
             with self._lock:
-                self.console.file.write(text if text.endswith("\n") else text + "\n")
+                self.console.file.write(redact(text if text.endswith("\n") else text + "\n"))
                 self.console.file.flush()
 
     def progress(self, *, transient: bool = False) -> Progress:
@@ -82,7 +98,7 @@ def channel_to(target: Channel):
 def result(text: str) -> None:
     """The task's result on standard output, as it is (a TOML file, a CI matrix, commands)."""
     with Channel._lock:
-        sys.stdout.write(text)
+        sys.stdout.write(redact(text))
         sys.stdout.flush()
 
 
@@ -105,4 +121,5 @@ def human_size(count: int) -> str:
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
     ever parsed for markup."""
-    return Text.assemble(*parts)
+    return Text.assemble(*((redact(p[0]), p[1]) if isinstance(p, tuple) else redact(p) if isinstance(p, str) else p
+                           for p in parts))

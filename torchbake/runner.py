@@ -24,6 +24,7 @@ from .errors import BaseImagePending, FatalError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
 from .output import human_size, styled
+from .redaction import redact, redact_all
 from .variants import plan_base, plan_dev, plan_release
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
@@ -255,7 +256,7 @@ def failure_lines(results: Mapping[str, CellResult]) -> list[str]:
 def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:
     data = {"started": started.isoformat(timespec="seconds"), "finished": datetime.now().isoformat(timespec="seconds"),
             "cells": [asdict(r) for r in results.values()]}
-    write_atomically(path, json.dumps(data, indent=2) + "\n")
+    write_atomically(path, json.dumps(redact_all(data), indent=2) + "\n")
 
 
 def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
@@ -274,7 +275,7 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
             ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
     buffer = io.BytesIO()
     ElementTree.ElementTree(suite).write(buffer, encoding="utf-8", xml_declaration=True)
-    write_atomically(path, buffer.getvalue())
+    write_atomically(path, redact(buffer.getvalue().decode()))
 
 
 def exit_status(results: Mapping[str, CellResult]) -> int:

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from tests.conftest import run_invoke
 from torchbake import config
 from torchbake.errors import ConfigurationError
 
@@ -217,3 +218,32 @@ def test_show_config_toml_reads_back_to_the_same_settings(tmp_path, files):
     again = config.resolve([written], {})
     assert again.settings() == resolved.settings()
     assert config.to_toml(again) == config.to_toml(resolved)
+
+
+@pytest.mark.parametrize("variant", ["base", "dev", "release"])
+def test_show_config_toml_of_a_variant_plans_that_variant_read_back(tmp_path, variant, clean_env):
+    """`show-config --variant V --format toml > f.toml`, then a build with --config f.toml: the same
+    settings as the build of V the file was shown for (a release file never plans a dev image)."""
+    shown = run_invoke("show-config", "--variant", variant, "--format", "toml")
+    assert shown.returncode == 0, shown.stderr
+    written = tmp_path / "shown.toml"
+    written.write_text(shown.stdout)
+    as_built = "base" if variant == "base" else None  # build reads the variant from the file; build-base is base
+    again = config.resolve([written], {}, variant=as_built).settings()
+    direct = config.resolve([], {}, {"build.variant": None if variant == "base" else variant}, variant=variant).settings()
+    assert again == direct
+    if variant != "base":
+        assert again.build.variant == variant
+
+
+def test_show_config_masks_the_secret_part_of_every_value(tmp_path, clean_env):
+    profile = tmp_path / "secret.toml"
+    profile.write_text('[wheels]\nextension = "https://builder:wheel-pass-1@files.example/ext-1.0-py3-none-any.whl"\n'
+                       '[dev]\nccache_remote = "redis://:ccache-pass-2@cache.example:6379"\n')
+    for fmt in ("table", "toml"):
+        shown = run_invoke("show-config", "--config", str(profile), "--format", fmt)
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout + shown.stderr
+        assert "wheel-pass-1" not in text and "ccache-pass-2" not in text
+        assert "https://builder:***@files.example/ext-1.0-py3-none-any.whl" in text
+        assert "redis://:***@cache.example:6379" in text

@@ -135,15 +135,19 @@ def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
 
 
 def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
+    from torchbake.files import secret_files
     from torchbake.variants import plan_dev
 
     url = "http://builder:s3cret@127.0.0.1:8080/ccache|connect-timeout=500"
     dev = settings(**{"build.variant": "dev", "image.base": "torchbake/pytorch-cpu:base-py3.11",
                       "dev.ccache_remote": url, "paths.cache_dir": str(tmp_path)})
     plan = plan_dev(dev, python_given=False)
-    secrets = dict(plan.secrets())
-    assert secrets["ccache_remote"].read_text() == url
-    assert secrets["ccache_remote"].stat().st_mode & 0o777 == 0o600
+    with secret_files(plan.secrets()) as given:
+        path = dict(given)["ccache_remote"]
+        assert path.read_text() == url
+        assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
+    assert not path.exists() and not path.parent.exists()  # only while the build runs
+    assert not any(tmp_path.rglob("*")), "nothing of the secret is written into the cache folder"
     assert "s3cret" not in repr(plan.build_args(None)) and "s3cret" not in "".join(r for row in plan.input_rows() for r in map(str, row))
 
 

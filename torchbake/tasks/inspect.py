@@ -82,7 +82,9 @@ def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - t
         raise ConfigurationError(f"--variant {variant!r}: expected base, dev or release.")
     if format not in ("table", "toml"):
         raise ConfigurationError(f"--format {format!r}: expected table or toml.")
-    resolved = resolve_config(config, {}, variant=variant)
+    # the variant asked for is the file's too: read back, it plans the same kind of build
+    resolved = resolve_config(config, {"build.variant": variant if variant in ("dev", "release") else None},
+                              variant=variant)
     if format == "toml":
         output.result(configuration.to_toml(resolved))
         return

@@ -18,7 +18,7 @@ from .. import __version__, base_os
 from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
 from ..downloads import require_pinned
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
-from ..files import write_atomically
+from ..files import SecretSource, write_atomically
 
 # Option → the flag that sets it, for messages that tell the user what to pass.
 FLAGS = {
@@ -74,7 +74,7 @@ class PlanCommon:
     def image_python(self, facts) -> str:
         return self.python_version
 
-    def secrets(self) -> list[tuple[str, Path]]:
+    def secrets(self) -> list[tuple[str, SecretSource]]:
         """BuildKit secrets of this variant (the CA bundle is every variant's)."""
         return []
 

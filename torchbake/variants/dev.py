@@ -7,10 +7,11 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, files, registry, sources
+from .. import context, registry, sources
 from ..config import Settings
 from ..downloads import DownloadPolicy
 from ..errors import ConfigurationError, RegistryError
+from ..files import SecretSource
 from .common import (
     Missing,
     PlanCommon,
@@ -64,11 +65,11 @@ class DevPlan(PlanCommon):
     def image_python(self, facts) -> str:
         return facts.python_version if facts else ""  # the base image's
 
-    def secrets(self) -> list[tuple[str, Path]]:
-        found = [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else []
-        if self.ccache_remote:  # it may carry credentials: a secret file of our own, readable by us alone
-            found.append(("ccache_remote", files.secret_file(self.settings.paths.cache_dir, "ccache-remote",
-                                                             self.ccache_remote)))
+    def secrets(self) -> list[tuple[str, SecretSource]]:
+        found: list[tuple[str, SecretSource]] = (
+            [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else [])
+        if self.ccache_remote:  # it may carry credentials: a value, written only while the build runs
+            found.append(("ccache_remote", self.ccache_remote))
         return found
 
     def build_args(self, facts) -> dict[str, str]:
