@@ -25,6 +25,7 @@ from pathlib import Path
 from . import command, diskspace, output, registry
 from .config import COMMON_DIR
 from .context import (
+    MARKER,
     PreparedContext,
     choose_context_dir,
     load_prepared,
@@ -67,8 +68,16 @@ def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
 def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
     """The input hash: everything declared that decides the image (Dockerfile, scripts, build
     args, base image id, every input's digest, source commits), known before any context is
-    prepared. "" when an input's digest is known only after downloading it."""
+    prepared. "" when an input's digest is known only after downloading it. A context the user
+    keeps (``--no-prepare``) is hashed as it is on disk: what is built is what was hashed."""
     settings = plan.settings
+    if plan.reuse_context:
+        folder = Path(plan.build_dir).expanduser().resolve()
+        load_prepared(folder)  # not a prepared context: the error, before anything is looked up
+        return hashlib.sha256(json.dumps({
+            "variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
+            "context": tree_sha256(folder, skip={MARKER}), "target": plan.target,
+        }, sort_keys=True).encode()).hexdigest()
     material: dict[str, object] = {
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
@@ -170,19 +179,32 @@ def preflight(plan: Plan, client: DockerClient, *, writes: bool = True) -> Prefl
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
                    apply: bool = True) -> tuple[str, str] | None:
     """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when an
-    image torchbake built (recorded in ``state``) has it — tagged ``image`` when ``apply``; None
-    when it must be built. Images derived FROM a torchbake image inherit its labels, so only
-    the record decides which image a hash belongs to."""
+    image torchbake built for ``image`` (recorded in ``state``, however long ago) has it — tagged
+    ``image`` when ``apply``; None when it must be built.
+
+    A tag only ever lands on an image built from that tag's inputs *for that name*: the input
+    hash, the record (images derived FROM a torchbake image inherit its labels) and the image's
+    own title and version labels must all fit. An image built under another name keeps its
+    labels, which would then lie about the tag, so it is never re-tagged."""
+    recorded = _read_record(state).get(digest)
     current = client.inspect_image(image)
-    if current and _input_hash_of(current) == digest and current["Id"] in _read_record(state).get(digest, [current["Id"]]):
+    if (current and _input_hash_of(current) == digest and labels_fit(current, image)
+            and (recorded is None or current["Id"] in recorded)):  # no record at all: the image's labels decide
         return "unchanged", current["Id"]
-    for image_id in reversed(_read_record(state).get(digest, [])):
+    for image_id in reversed(recorded or []):
         info = client.inspect_image(image_id)
-        if info and _input_hash_of(info) == digest:
+        if info and _input_hash_of(info) == digest and labels_fit(info, image):
             if apply:
                 client.tag(image_id, image)
             return "retagged", image_id
     return None
+
+
+def labels_fit(info: dict, image: str) -> bool:
+    """Whether an image's own labels name ``image`` (NAME:TAG): what it says it is, it is."""
+    labels = (info.get("Config") or {}).get("Labels") or {}
+    name, tag = image.rsplit(":", 1)
+    return labels.get("org.opencontainers.image.title") == name and labels.get("org.opencontainers.image.version") == tag
 
 
 def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> tuple[registry.Registry, str, str] | None:
@@ -305,13 +327,12 @@ def _read_record(state: Path | None) -> dict:
 
 
 def record_built(state: Path, digest: str, image_id: str) -> None:
-    """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``: the most
-    recently used ids are kept, so an image still in use is never forgotten. The read-modify-write
+    """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``, most recently
+    used last; an id stays until `invoke gc` finds its image gone from the engine. The read-modify-write
     holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
     with file_lock(state.with_name(state.name + ".lock")):
         data = _read_record(state)
-        ids = [i for i in data.get(digest, []) if i != image_id] + [image_id]
-        data[digest] = ids[-5:]
+        data[digest] = [i for i in data.get(digest, []) if i != image_id] + [image_id]  # kept until gc finds it gone
         write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
 
 

@@ -22,6 +22,7 @@ import filelock
 
 from .engine import DockerClient
 from .errors import EngineError
+from .files import write_atomically
 from .output import human_size
 
 CANDIDATE_MARK = ":torchbake-candidate-"
@@ -62,43 +63,62 @@ def built_image_ids(cache_dir: Path) -> set[str]:
 
 
 def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Removal]:
+    """torchbake's images that may go: candidate tags an interrupted build left, and images a newer
+    build of the same NAME:TAG replaced (beyond the newest ``keep`` of each NAME:TAG, kept for a
+    rollback). Never the current image of a tag, an image a container uses, or an image a kept
+    image starts FROM (its ``org.opencontainers.image.base.digest``)."""
     ours = built_image_ids(cache_dir)
     used = {c.get("ImageID", "") for c in client.call("ps", "containers", all=True)}
     found: list[Removal] = []
-    by_repository: dict[str, list[dict]] = {}
     listed = client.call("images", "images")
     for image in listed:  # a build stopped between its build and its verification left this tag
         labels = image.get("Labels") or {}
         for tag in image.get("RepoTags") or []:
             if CANDIDATE_MARK in tag and labels.get("torchbake.version") and image["Id"] not in used:
                 found.append(Removal("image", tag, 0, "a candidate tag an interrupted build left", tag))
-    images = [i for i in listed if i["Id"] in ours]
-    for image in images:
-        tags = [t for t in image.get("RepoTags") or [] if t != "<none>:<none>" and CANDIDATE_MARK not in t]
-        if image["Id"] in used:
-            continue
-        if not tags:
-            found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
-                                 "no tag (a rebuild took it) and no container uses it", image["Id"]))
-            continue
-        for repository in _repositories(image):  # once per repository, however many tags it has there
-            by_repository.setdefault(repository, []).append(image)
-    for repository, members in by_repository.items():
-        members.sort(key=lambda i: (i.get("Created", 0), (i.get("Labels") or {}).get("org.opencontainers.image.created", ""),
-                                    i["Id"]), reverse=True)  # newest first; ties decided the same way every time
+    kept = [i for i in listed if _tags(i) or i["Id"] in used or i["Id"] not in ours]
+    starts_from = {(i.get("Labels") or {}).get("org.opencontainers.image.base.digest", "") for i in kept}
+    replaced: dict[str, list[dict]] = {}
+    for image in listed:
+        if image["Id"] in ours and not _tags(image) and image["Id"] not in used and image["Id"] not in starts_from:
+            replaced.setdefault(_named(image), []).append(image)
+    for name, members in replaced.items():
+        members.sort(key=lambda i: (i.get("Created", 0), i["Id"]), reverse=True)  # newest first, ties the same way
         for image in members[keep:]:
-            # only when every repository it is tagged in counts it beyond the newest `keep`
-            if all(image in by_repository[r][keep:] for r in _repositories(image)):
-                found.append(Removal("image", ", ".join(image.get("RepoTags") or []), int(image.get("Size", 0)),
-                                     f"older than the newest {keep} of {repository}; no container uses it", image["Id"]))
-    unique: dict[str, Removal] = {}
-    for removal in found:
-        unique.setdefault(removal.target, removal)
-    return list(unique.values())
+            found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
+                                 f"a newer build of {name} took its tag; no tag, container or kept image uses it"
+                                 + (f" (the newest {keep} such of {name} are kept)" if keep else ""), image["Id"]))
+    return found
 
 
-def _repositories(image: dict) -> set[str]:
-    return {t.rsplit(":", 1)[0] for t in image.get("RepoTags") or [] if CANDIDATE_MARK not in t and t != "<none>:<none>"}
+def _tags(image: dict) -> list[str]:
+    """The image's real tags (no candidate tags, no ``<none>``)."""
+    return [t for t in image.get("RepoTags") or [] if t != "<none>:<none>" and CANDIDATE_MARK not in t]
+
+
+def _named(image: dict) -> str:
+    """The NAME:TAG an image was built as (its labels), or its id when they do not say."""
+    labels = image.get("Labels") or {}
+    title, version = labels.get("org.opencontainers.image.title"), labels.get("org.opencontainers.image.version")
+    return f"{title}:{version}" if title and version else image["Id"][:19]
+
+
+def forget_gone(client: DockerClient, cache_dir: Path) -> None:
+    """Drop from the built-images record the ids the engine no longer has (the record keeps every
+    id until then, so an unchanged image is found however long ago it was built)."""
+    state = cache_dir / "built-images.json"
+    if not state.is_file():
+        return
+    present = {i["Id"] for i in client.call("images", "images", all=True)}
+    with filelock.FileLock(state.with_name(state.name + ".lock")):
+        try:
+            record = json.loads(state.read_text())
+        except (OSError, ValueError):
+            return
+        if not isinstance(record, dict):
+            return
+        pruned = {digest: [i for i in ids if i in present] for digest, ids in record.items() if isinstance(ids, list)}
+        write_atomically(state, json.dumps({d: ids for d, ids in pruned.items() if ids}, indent=1, sort_keys=True))
 
 
 # -- cache folder -------------------------------------------------------------------------------
@@ -214,8 +234,18 @@ def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *
 
 
 def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> tuple[int, list[str]]:
-    """Remove; (bytes freed, what was kept and why)."""
-    freed, kept = 0, []
+    """Remove; (bytes freed, what was kept and why). The bytes freed are measured: the engine's disk
+    use (``docker system df``) and the cache folder's, before and after (layers other images share
+    free nothing, whatever an image's size says)."""
+    engine_before, folder_before = disk_use(client, cache_dir)
+    kept = _remove_each(client, removals, cache_dir, limits)
+    forget_gone(client, cache_dir)
+    engine_after, folder_after = disk_use(client, cache_dir)
+    return max(0, engine_before - engine_after) + max(0, folder_before - folder_after), kept
+
+
+def _remove_each(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> list[str]:
+    kept: list[str] = []
     locks = {str(path): lock for _, path, lock in _entries(cache_dir)}
     for removal in removals:
         if removal.kind == "image":
@@ -236,12 +266,8 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
         elif removal.kind == "log":
             Path(removal.what).unlink(missing_ok=True)
         elif removal.kind == "build cache":
-            before = build_cache_size(client)
             client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
-            freed += max(0, before - build_cache_size(client))
-            continue
-        freed += removal.size
-    return freed, kept
+    return kept
 
 
 def _remove(path: Path) -> None:

@@ -111,9 +111,10 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def tree_sha256(folder: Path) -> str:
+def tree_sha256(folder: Path, *, skip: set[str] = frozenset()) -> str:
+    """One digest of every file below ``folder`` (names and contents; file names in ``skip`` aside)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in skip):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
         digest.update(file_sha256(path).encode())
     return digest.hexdigest()

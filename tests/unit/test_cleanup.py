@@ -23,32 +23,44 @@ class FakeEngine:
         return "20.10"
 
 
-def image(image_id, tags, created, size=100):
-    return {"Id": image_id, "RepoTags": tags, "Created": created, "Size": size}
+def image(image_id, tags, created, size=100, built_as="", base=""):
+    labels = {}
+    if built_as:
+        labels["org.opencontainers.image.title"], labels["org.opencontainers.image.version"] = built_as.rsplit(":", 1)
+    if base:
+        labels["org.opencontainers.image.base.digest"] = base
+    return {"Id": image_id, "RepoTags": tags, "Created": created, "Size": size, "Labels": labels}
 
 
 def record(cache_dir: Path, *ids: str) -> None:
     (cache_dir / "built-images.json").write_text(json.dumps({"hash": list(ids)}))
 
 
-def test_images_only_ours_unused_and_beyond_the_newest_n(tmp_path):
-    record(tmp_path, "sha256:a", "sha256:b", "sha256:c", "sha256:d", "sha256:e")
+def test_only_replaced_images_go_never_the_current_image_of_a_tag(tmp_path):
+    record(tmp_path, *(f"sha256:{c}" for c in "abcdefgh"))
     engine = FakeEngine([
-        image("sha256:a", ["t/x:1"], 5), image("sha256:b", ["t/x:2"], 4), image("sha256:c", ["t/x:3"], 3),
-        image("sha256:d", [], 2),  # dangling, ours
-        image("sha256:e", ["t/x:old"], 1),  # beyond keep, but a container uses it
-        image("sha256:f", [], 0),  # dangling, not ours (the user's)
-        image("sha256:g", ["t/x:mine"], 0),  # tagged, not ours
-    ], containers=[{"ImageID": "sha256:e"}])
+        # nine cells in one repository, as configs/nightly.toml names them: every current image stays
+        image("sha256:a", ["t/x:base-py310"], 1, built_as="t/x:base-py310"),
+        image("sha256:b", ["t/x:dev-py310"], 2, built_as="t/x:dev-py310", base="sha256:h"),
+        image("sha256:c", ["t/x:release-py310"], 3, built_as="t/x:release-py310"),
+        # three images that newer builds of t/x:release-py310 replaced: the newest 2 stay for a rollback
+        image("sha256:d", [], 0, built_as="t/x:release-py310"),
+        image("sha256:e", [], -1, built_as="t/x:release-py310"),
+        image("sha256:f", [], -2, built_as="t/x:release-py310"),
+        image("sha256:g", [], -3, built_as="t/x:release-py310"),  # a container uses it
+        image("sha256:h", [], -4, built_as="t/x:base-py310"),  # replaced, but t/x:dev-py310 starts FROM it
+        image("sha256:u", [], -5, built_as="t/x:release-py310"),  # not in the record: the user's
+    ], containers=[{"ImageID": "sha256:g"}])
     removals = cleanup.image_removals(engine, tmp_path, keep=2)
-    assert sorted(r.target for r in removals) == ["sha256:c", "sha256:d"]
-    assert all(r.kind == "image" for r in removals)
+    assert [r.target for r in removals] == ["sha256:f"]
+    assert "a newer build of t/x:release-py310 took its tag" in removals[0].why
+    assert sorted(r.target for r in cleanup.image_removals(engine, tmp_path, keep=0)) == ["sha256:d", "sha256:e", "sha256:f"]
 
 
-def test_an_image_also_tagged_in_a_repository_that_keeps_it_stays(tmp_path):
+def test_an_image_with_any_tag_stays(tmp_path):
     record(tmp_path, "sha256:a", "sha256:b")
-    engine = FakeEngine([image("sha256:a", ["t/x:2"], 5), image("sha256:b", ["t/x:1", "t/y:1"], 4)])
-    assert cleanup.image_removals(engine, tmp_path, keep=1) == []
+    engine = FakeEngine([image("sha256:a", ["t/x:2"], 5, built_as="t/x:1"), image("sha256:b", ["t/x:1", "t/y:1"], 4)])
+    assert cleanup.image_removals(engine, tmp_path, keep=0) == []
 
 
 def age(path: Path, days: float) -> None:
@@ -130,8 +142,3 @@ def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewrit
     record_built(state, "abc", "sha256:2")
     assert json.loads(state.read_text()) == {"abc": ["sha256:2"]}
 
-
-def test_an_image_with_two_tags_in_one_repository_counts_once(tmp_path):
-    record(tmp_path, "sha256:a", "sha256:b")
-    engine = FakeEngine([image("sha256:a", ["t/x:3", "t/x:latest"], 5), image("sha256:b", ["t/x:2"], 4)])
-    assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=1)] == ["sha256:b"]

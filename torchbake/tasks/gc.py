@@ -14,7 +14,8 @@ from ..output import human_size
 HELP = {
     **COMMON_HELP,
     "dry_run": "List exactly what would be removed, and why; remove nothing",
-    "keep": "Newest torchbake images kept per repository, besides those a container uses. [gc] keep, default 3",
+    "keep": "Replaced images (a newer build took their NAME:TAG) kept per NAME:TAG for a rollback; the current"
+            " image of a tag always stays. [gc] keep, default 3",
     "older_than": "Cache entries no build used, and logs and manifests, older than this go, e.g. 30d, 12h."
                   " [gc] older_than, default 30d",
     "max_cache": "Budget of the cache folder, e.g. 50G: least recently used entries go beyond it. [gc] max_cache",
@@ -53,8 +54,8 @@ def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> int:
 @task(klass=FlagTask, help=HELP, iterable=["config"])
 @reports_errors
 def gc(c, dry_run=False, keep=None, older_than=None, max_cache=None, max_build_cache=None, docker=None, config=None):
-    """Remove what torchbake left behind: its images no tag or container uses (and beyond the newest
-    --keep per repository), cache entries and logs older than --older-than, caches over budget.
+    """Remove what torchbake left behind: its images a newer build replaced and nothing uses (beyond
+    the newest --keep per NAME:TAG), cache entries and logs older than --older-than, caches over budget.
 
     Never an image torchbake did not build on this host, one a container uses, a cache entry
     another torchbake holds, or anything while the engine does not answer."""
