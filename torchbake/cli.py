@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from invoke import Exit, Task
-from invoke.parser import Argument
+from invoke.exceptions import ParseError
+from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
 from . import config, writable
 from .docker_cli import find_client
 from .engine import DockerClient
-from .errors import FatalError
+from .errors import ConfigurationError, FatalError
 from .redaction import redact
 
 # Help of the flags every task has, written once.
@@ -72,6 +73,35 @@ def _complete_context(parser: ParseMachine, original=ParseMachine.complete_conte
 
 
 ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
+
+TYPE_WORDS = {int: "a whole number", float: "a number"}
+
+
+def _set_value(argument: Argument, value: Any, cast: bool = True, original=Argument.set_value) -> None:
+    """A flag's value of the wrong type (``--jobs x``) is a parse error naming the flag, the value
+    and what is accepted, never a ValueError traceback."""
+    try:
+        original(argument, value, cast)
+    except (ValueError, TypeError):
+        flag = ("-" if len(argument.name) == 1 else "--") + argument.name.replace("_", "-")
+        raise ParseError(f"{flag} {value!r}: expected {TYPE_WORDS.get(argument.kind, argument.kind.__name__)}.") from None
+
+
+def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> Any:
+    """invoke's parse errors (an unknown flag, a value of the wrong type, a missing IMAGE) are bad
+    input like any other: ``torchbake: error: …`` with the task's --help, exit status 2."""
+    try:
+        return original(parser, argv)
+    except ParseError as exc:
+        task = exc.context.name if exc.context is not None and exc.context.name else ""
+        task = task or next((word for word in reversed(argv) if word in parser.contexts), "")  # the task being read
+        hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
+        text = str(exc) if str(exc).endswith((".", "!")) else f"{exc}."
+        raise Exit(message=redact(f"torchbake: error: {text}{hint}"), code=ConfigurationError.exit_code) from None
+
+
+Argument.set_value = _set_value  # type: ignore[method-assign]
+Parser.parse_argv = _parse_argv  # type: ignore[method-assign]
 
 
 class Terminated(KeyboardInterrupt):

@@ -24,7 +24,7 @@ from . import __version__, command, output, validation
 from .config import Settings
 from .devices import DeviceAccess, HostDevices, device_access
 from .engine import DockerClient
-from .errors import ConfigurationError, ContainerError
+from .errors import ConfigurationError, ContainerError, ImageNotFoundError
 from .manifest import recent_builds
 
 CONTAINER_LABEL = "torchbake.container"
@@ -352,10 +352,7 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     client.check_engine()
     image = client.inspect_image(request.image)
     if image is None:
-        raise ConfigurationError(
-            f"Image {request.image!r} does not exist on this engine. `docker images` lists those that do;"
-            " `invoke build` makes one."
-        )
+        raise ImageNotFoundError(request.image, "`invoke build` makes one")
     labels = (image.get("Config") or {}).get("Labels") or {}
     profile = request.device_profile or labels.get("torchbake.profile") or "cpu"
     info = client.engine_info()

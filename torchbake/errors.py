@@ -28,6 +28,15 @@ class MissingValuesError(ConfigurationError):
         self.missing = missing
 
 
+class ImageNotFoundError(ConfigurationError):
+    """An image the user named (verify, show-build, run-container …) is not on the engine: one
+    class, one exit code, one message, whichever task met it."""
+
+    def __init__(self, reference: str, then: str = ""):
+        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do"
+                         + (f"; {then}" if then else "") + ".")
+
+
 class BaseImagePending(ConfigurationError):
     """A plan looked at a FROM image that a build would pull or make first (nothing was made)."""
 

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import output
 from .engine import DockerClient
-from .errors import EngineError, VerificationError
+from .errors import ImageNotFoundError, VerificationError
 from .output import styled
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -98,7 +98,7 @@ class Expectations:
         """What the image's torchbake labels promise; an image the engine lacks is an error."""
         info = client.inspect_image(image)
         if info is None:
-            raise EngineError(f"Image {image!r} does not exist on this engine. `docker images` lists those that do.")
+            raise ImageNotFoundError(image, "`invoke build` makes one")
         return cls.from_labels((info.get("Config") or {}).get("Labels") or {}, **overrides)
 
     @classmethod

@@ -60,3 +60,34 @@ def test_no_engine_answering_is_a_clear_error():
     assert "No Docker engine answers at unix:///tmp/torchbake-no-such.sock" in result.stderr
     assert "scripts/ensure-engine.sh" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _typed_flags():
+    """(task, flag) for every flag of every task whose value invoke converts (ints, numbers)."""
+    import copy
+    found = []
+    for name in sorted(tasks.ns.task_names):
+        for argument in copy.deepcopy(tasks.ns[name]).get_arguments():
+            if argument.kind in (int, float):
+                found.append((name, "--" + argument.name.replace("_", "-")))
+    return found
+
+
+@pytest.mark.parametrize(("task", "flag"), _typed_flags())
+def test_a_value_of_the_wrong_type_for_any_flag_is_a_clear_error_exit_2(task, flag):
+    result = run_invoke(task, flag, "not-a-number", *(["IMAGE"] if task in ("verify", "show-build") else []))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"torchbake: error: {flag} 'not-a-number': expected a whole number." in result.stderr
+    assert f"`invoke --help {task}` lists its flags." in result.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["build", "--no-such-flag"], "No idea what '--no-such-flag' is! `invoke --help build` lists its flags."),
+    (["verify"], "'verify' did not receive required positional arguments: 'image'. `invoke --help verify`"),
+    (["no-such-task"], "No idea what 'no-such-task' is! `invoke --list` lists the tasks."),
+])
+def test_what_invoke_cannot_parse_is_bad_input_exit_2(args, message):
+    result = run_invoke(*args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"torchbake: error: {message}" in result.stderr

@@ -9,7 +9,7 @@ from rich.text import Text
 from .. import config as configuration
 from .. import output, validation
 from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, ImageNotFoundError
 from ..manifest import describe, find_manifest
 from ..verify import Expectations, verify_image
 
@@ -59,7 +59,7 @@ def show_build(c, image, docker=None, config=None):
     client.check_engine()
     info = client.inspect_image(image)
     if info is None:
-        raise ConfigurationError(f"Image {image!r} does not exist on this engine. `docker images` lists those that do.")
+        raise ImageNotFoundError(image, "`invoke build` makes one")
     table = Table(title=f"how {image} was built")
     table.add_column("what", overflow="fold")
     table.add_column("value", overflow="fold")
