@@ -123,6 +123,16 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
         raise ConfigurationError(f"--variant {spec.variant!r}: expected minbase or buildd.")
     command.resolve_binary("debootstrap", hint="Install it: apt-get install debootstrap.", error=ConfigurationError)
     suites = known_suites()
+    release = next((r for r in OS_RELEASES if r.suite == spec.suite), None)
+    if release is not None and suites and spec.suite not in suites:  # a release torchbake knows; this host cannot make it
+        makeable = ", ".join(f"{r.os_id}:{r.suite} (Python {r.python})" for r in OS_RELEASES if r.suite in suites)
+        raise ConfigurationError(
+            f"{spec.name} ({release.os_id} {release.version}, suite {spec.suite}) cannot be made on this host: its"
+            f" debootstrap has no script for {spec.suite} (it is older than that release). What works here: load the"
+            f" image (`docker load -i FILE`) or pull it where a registry answers; install a debootstrap that knows"
+            f" {spec.suite} (e.g. from backports); choose a base this host can make: {makeable}; or keep a base and set"
+            f' [python] provider = "standalone" with a standalone_url for Python {release.python}.'
+        )
     if not spec.suite or (suites and spec.suite not in suites):
         releases = ", ".join(f"{r.suite} ({r.os_id} {r.version}, Python {r.python})" for r in OS_RELEASES)
         raise ConfigurationError(
@@ -268,13 +278,15 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
             " debian:<suite> and ubuntu:<suite> images are made offline."
         )
     spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant)
-    check_spec(spec, flag=f"{flag} {reference}: suite")
-    if not on_demand.auto:
+    if not on_demand.auto:  # said first: whether this host's debootstrap could make it does not matter then
         raise ConfigurationError(
             f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"
             f" ({registry_said}); making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto"
-            f" = false). Make it with `invoke bootstrap-os --suite {suite} --name {reference}`."
+            " = false). Load or pull it"
+            + (f", or make it with `invoke bootstrap-os --suite {suite} --name {reference}`." if suite in known_suites()
+               else f" (this host's debootstrap cannot make suite {suite} either).")
         )
+    check_spec(spec, flag=f"{flag} {reference}: suite")
     output.channel().say(f"Making {reference} with debootstrap ({suite}); it is kept for later builds")
     bootstrap_os_image(spec, client, on_demand.work_root)
     made = client.inspect_image(reference)

@@ -21,8 +21,8 @@ from invoke.parser.parser import ParseMachine
 
 from . import config, writable
 from .docker_cli import find_client
-from .engine import DockerClient
-from .errors import ConfigurationError, FatalError
+from .engine import DockerClient, check_answers
+from .errors import ConfigurationError, EngineError, FatalError
 from .redaction import redact
 
 # Help of the flags every task has, written once.
@@ -153,6 +153,11 @@ def check_folders(settings: config.Settings, *, create: bool) -> None:
 def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
     timeouts of ``[build]``."""
-    found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build)
+    try:
+        found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
+                            timeout=min(20.0, settings.build.engine_timeout))
+    except EngineError:  # no client would do: say so only if the engine itself answers, else that it does not
+        check_answers(dict(os.environ), settings.build.engine_timeout)
+        raise
     return DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
                            "stall_timeout": settings.build.stall_timeout})

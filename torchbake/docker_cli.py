@@ -114,11 +114,12 @@ class DockerCLI:
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
 
 
-def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_build: bool = True) -> DockerCLI | str:
+def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_build: bool = True,
+                 timeout: float = 20.0) -> DockerCLI | str:
     """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
     client that cannot build is still usable for running containers)."""
     def ask(*args: str) -> command.CommandResult:
-        return command.run([binary, *args], capture=True, check=False, echo=False, timeout=20)
+        return command.run([binary, *args], capture=True, check=False, echo=False, timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: every task starts with this
         buildx = pool.submit(ask, "buildx", "version") if for_build else None
@@ -151,7 +152,7 @@ def candidate_clients(path_env: str) -> list[str]:
     return found
 
 
-def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True) -> DockerCLI:
+def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True, timeout: float = 20.0) -> DockerCLI:
     """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
     ``for_build``, the first that answers at all)."""
     if choice != "auto":
@@ -161,14 +162,14 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
                 f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
                 " Pass a name on PATH or a path, or 'auto'."
             )
-        probed = probe_client(binary, environ, for_build=for_build)
+        probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
         if isinstance(probed, str):
             raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
         return probed
     reasons = []
     candidates = candidate_clients(environ.get("PATH", os.defpath))
     with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:  # all at once; the first usable wins
-        probes = [pool.submit(probe_client, binary, environ, for_build=for_build) for binary in candidates]
+        probes = [pool.submit(probe_client, binary, environ, for_build=for_build, timeout=timeout) for binary in candidates]
     for binary, probe in zip(candidates, probes, strict=True):
         probed = probe.result()
         if isinstance(probed, DockerCLI):

@@ -295,12 +295,15 @@ def engine_errors(what: str, timeout: float):
     """The SDK's typed failures as torchbake errors: a timeout, no engine, or the engine's refusal."""
     try:
         yield
-    except requests.exceptions.Timeout as exc:
-        raise EngineError(f"The Docker engine did not answer `docker {what}` within {timeout:g} s. Check that dockerd"
-                          " is running (scripts/ensure-engine.sh starts one).") from exc
-    except docker.errors.APIError as exc:
-        raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        if isinstance(exc, docker.errors.APIError):
+            raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
+        if (isinstance(exc, requests.exceptions.Timeout) or isinstance(exc.__context__, requests.exceptions.Timeout)
+                or "timed out" in str(exc)):  # the SDK wraps the version check's timeout in a DockerException
+            raise EngineError(f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
+                              f" {timeout:g} s ([build] engine_timeout). Check that dockerd is running there and is"
+                              " not stuck (scripts/ensure-engine.sh starts one), or point DOCKER_HOST /"
+                              " DOCKER_CONTEXT at an engine that answers.") from exc
         raise EngineError(
             f"No Docker engine answers at {where_engine(os.environ)}: {exc}\n"
             "Start one: on Debian as root, scripts/ensure-engine.sh installs docker.io and"
@@ -309,6 +312,13 @@ def engine_errors(what: str, timeout: float):
 
 
 LOCAL_SOCKET = "/var/run/docker.sock"
+
+
+def check_answers(environ: Mapping[str, str], timeout: float) -> None:
+    """Raise the engine's own error (no answer at its address within ``timeout``, a docker
+    context that does not exist) when the engine the CLI would use does not answer."""
+    with engine_errors("version", timeout):
+        _sdk_client(environ, timeout).api.version()
 
 
 def _current_context(environ: Mapping[str, str]) -> str:

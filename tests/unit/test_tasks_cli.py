@@ -91,3 +91,34 @@ def test_what_invoke_cannot_parse_is_bad_input_exit_2(args, message):
     result = run_invoke(*args)
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"torchbake: error: {message}" in result.stderr
+
+
+@pytest.fixture
+def hung_engine(tmp_path):
+    """A socket that accepts connections and never answers: an engine that hangs."""
+    import socket
+    path = tmp_path / "hung.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(64)
+    yield f"unix://{path}"
+    server.close()
+
+
+@pytest.mark.parametrize("task", [["build", "--release"], ["build-all", "--plan"], ["gc", "--dry-run"]])
+def test_a_hung_engine_is_named_with_its_address_after_the_configured_timeout(hung_engine, task):
+    import time
+    started = time.monotonic()
+    result = run_invoke(*task, env={"DOCKER_HOST": hung_engine, "TORCHBAKE_BUILD_ENGINE_TIMEOUT": "2"})
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert f"The Docker engine at {hung_engine} did not answer `docker " in result.stderr
+    assert "` within 2 s ([build] engine_timeout)" in result.stderr
+    assert "buildx" not in result.stderr  # the client is not what is wrong
+    assert time.monotonic() - started < 30
+
+
+def test_a_docker_context_that_does_not_exist_is_named():
+    result = run_invoke("build", "--release", env={"DOCKER_CONTEXT": "no-such-context"})
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "Docker context 'no-such-context' (DOCKER_CONTEXT or the current context) does not exist" in result.stderr
+    assert "buildx" not in result.stderr
