@@ -284,6 +284,8 @@ def prepare_release_context(
     # Inputs given by URL: fetched (or found) and checked first.
     wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
                        for role, loc in plan.wheel_sources.items() if is_location(loc)}
+    for role, artifact in wheel_artifacts.items():
+        wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
     toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
     python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
 

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from . import command, output
 from .config import WheelOptions
 from .downloads import file_lock, link_or_copy
-from .errors import CommandError, DiskSpaceError
+from .errors import CommandError, DiskSpaceError, DownloadError
 from .files import mark_used
 from .output import human_size
 
@@ -124,6 +124,30 @@ def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options
 
 
 _SAVED_RE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)
+
+
+def check_wheel(path: Path, location: str, key: str) -> None:
+    """The file given as ``key`` (from ``location``) is a wheel: named NAME-VERSION-TAGS.whl and a
+    zip archive with a ``*.dist-info/WHEEL`` record. Said before pip runs, naming the option and
+    the URL (an HTML login page or a text file named .whl would otherwise end in pip's own words)."""
+    what = f"{key} = {location}"
+    try:
+        parse_wheel_filename(path.name)
+    except ValueError:
+        raise DownloadError(f"{what}: the file it gives, {path.name!r}, is not named as a wheel"
+                            " (NAME-VERSION-PYTHON-ABI-PLATFORM.whl). Give the URL of the .whl file itself.") from None
+    try:
+        with zipfile.ZipFile(path) as archive:
+            if any(n.endswith(".dist-info/WHEEL") and n.count("/") == 1 for n in archive.namelist()):
+                return
+    except (zipfile.BadZipFile, OSError):
+        with path.open("rb") as handle:
+            start = handle.read(200).decode("utf-8", "replace").strip().lower()
+        kind = ("an HTML page (a login or error page?)" if start.startswith(("<!doctype html", "<html"))
+                else "not a zip archive")
+        raise DownloadError(f"{what}: what it gives is not a wheel: {path.name} is {kind}. Check the URL (and its"
+                            " credentials) in a browser or with curl.") from None
+    raise DownloadError(f"{what}: {path.name} is a zip archive without a *.dist-info/WHEEL record, so not a wheel.")
 
 
 def wheels_in(folder: Path) -> list[Wheel]:

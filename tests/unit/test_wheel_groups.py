@@ -47,3 +47,30 @@ def test_the_creation_time_is_the_first_builds_or_source_date_epoch(tmp_path, mo
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     with pytest.raises(ConfigurationError, match="SOURCE_DATE_EPOCH='yesterday' is not a number of seconds"):
         builder.source_date_epoch()
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("ext-1.0-py3-none-any.whl", b"<!DOCTYPE html><html><body>Sign in</body></html>",
+     "wheels.extension = https://files.example/ext: what it gives is not a wheel: ext-1.0-py3-none-any.whl is an HTML page"),
+    ("ext-1.0-py3-none-any.whl", b"just text\n", "ext-1.0-py3-none-any.whl is not a zip archive"),
+    ("download", b"PK", "the file it gives, 'download', is not named as a wheel"),
+])
+def test_a_download_that_is_not_a_wheel_names_the_option_and_the_url(tmp_path, name, content, message):
+    from torchbake.errors import DownloadError
+    from torchbake.wheelhouse import check_wheel
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(DownloadError) as caught:
+        check_wheel(path, "https://files.example/ext", "wheels.extension")
+    assert message in str(caught.value)
+    assert DownloadError.exit_code == 3
+
+
+def test_a_real_wheel_passes_the_check(tmp_path):
+    import zipfile
+
+    from torchbake.wheelhouse import check_wheel
+    path = tmp_path / "ext-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("ext-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    check_wheel(path, "https://files.example/ext-1.0-py3-none-any.whl", "wheels.extension")
