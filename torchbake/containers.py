@@ -393,6 +393,11 @@ def run_session(client: DockerClient, session: Session) -> int:
         created = client.create_container(session.container.image, command=list(session.shell_args[1:]),
                                           stdin_open=session.forward_stdin, **session.container.create_options())
         return client.run_streams(created, stdin=session.forward_stdin)
+    if session.exec_workdir and not client.is_folder(session.name, session.exec_workdir):
+        raise ConfigurationError(
+            f"run.workdir = {session.exec_workdir!r} (--workdir or [run] workdir): there is no such folder in"
+            f" container {session.name}, so the command was not run. Choose a folder that exists there, or leave"
+            " --workdir out (the image's own working folder).")
     return client.exec_streams(session.name, session.shell_args, env=session.exec_env, workdir=session.exec_workdir,
                                stdin=session.forward_stdin)
 

@@ -185,6 +185,13 @@ class DockerClient(DockerCLI):
                 time.sleep(0.05)
         return int(result.get("ExitCode") or 0)
 
+    def is_folder(self, container: str, path: str) -> bool:
+        """Whether ``path`` is a folder in the running ``container`` (``test -d``)."""
+        with engine_errors(f"exec {container}", self.timeout):
+            exec_id = self.api.exec_create(container, ["test", "-d", path])["Id"]
+            self.api.exec_start(exec_id)
+            return self.api.exec_inspect(exec_id).get("ExitCode") == 0
+
     def containers(self, label: str) -> list[dict[str, Any]]:
         """Every container (running or not) that has ``label`` (``key=value``)."""
         return self.call("ps", "containers", all=True, filters={"label": label})

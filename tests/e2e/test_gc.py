@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 import filelock
@@ -21,7 +22,10 @@ def tiny_image(tmp_path, base_image, tag, note):
     folder = tmp_path / f"ctx-{note}"
     folder.mkdir()
     # a layer of its own, as every build has: the image's Created is the time of this build
-    (folder / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo {note} > /note\nLABEL torchbake.input-hash={note}\n")
+    name, version = tag.rsplit(":", 1)  # labelled as torchbake labels what it builds
+    (folder / "Dockerfile").write_text(
+        f"FROM {base_image}\nRUN echo {note} > /note\nLABEL torchbake.input-hash={note}"
+        f" org.opencontainers.image.title={name} org.opencontainers.image.version={version}\n")
     docker("build", "--quiet", "--tag", tag, str(folder), env={"DOCKER_BUILDKIT": "1"})
     time.sleep(1.1)  # Created has one-second resolution: keep the order
     return json.loads(docker("image", "inspect", tag).stdout)[0]["Id"]
@@ -37,12 +41,15 @@ def scene(tmp_path, base_image, run_id):
     """Images torchbake "built" (recorded in the cache), one the user built, one a container uses,
     an old download, an old log and a failed build's log."""
     repo = f"torchbake-test/gc-{run_id}"
+    # one repository, as configs/nightly.toml names its nine cells: v1, v2, v3 are current images of their tags
     ids = {name: tiny_image(tmp_path, base_image, f"{repo}:{name}", name) for name in ("v1", "v2", "v3", "gone")}
-    docker("tag", f"{repo}:v3", f"{repo}:gone")  # a rebuild took its tag: the old image is dangling now
-    ids["mine"] = tiny_image(tmp_path, base_image, f"torchbake-test/mine-{run_id}:1", "mine")
+    ids["gone2"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "gone2")  # a rebuild took the tag of "gone"
+    # the user's own image, untagged (as a replaced image is): only the record says it is not torchbake's
+    ids["mine"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "mine")
+    docker("tag", ids["gone2"], f"{repo}:gone")
     cache = tmp_path / "cache"
     cache.mkdir()
-    (cache / "built-images.json").write_text(json.dumps({"h": [ids[n] for n in ("v1", "v2", "v3", "gone")]}))
+    (cache / "built-images.json").write_text(json.dumps({"h": [ids[n] for n in ("v1", "v2", "v3", "gone", "gone2")]}))
     container = f"torchbake-test-gc-{run_id}"
     docker("create", "--name", container, f"{repo}:v1", "true")
     old = cache / "downloads" / "0123456789abcdef" / "kit.tar.gz"
@@ -66,21 +73,26 @@ def scene(tmp_path, base_image, run_id):
 def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
     repo, ids, cache, env = scene
     before = image_ids()
-    dry = run_invoke("gc", "--dry-run", "--keep", "1", env=env)
+    dry = run_invoke("gc", "--dry-run", "--keep", "0", env=env)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     listed = dry.stdout
     assert "nothing was removed (--dry-run)" in dry.stdout
-    assert f"{repo}:v2" in listed and ids["gone"][:19] in listed and "kit.tar.gz" not in listed  # its folder is listed
+    image_lines = [line for line in listed.splitlines() if line.startswith("would remove image")]
+    assert len(image_lines) == 1, listed
+    assert image_lines[0].startswith(f"would remove image {ids['gone'][:19]} (")
+    assert image_lines[0].endswith(f"): a newer build of {repo}:gone took its tag; no tag, container or kept image uses it")
     assert "0123456789abcdef" in listed and "old.log" in listed and "broken.log" not in listed
-    assert f"{repo}:v3" not in listed and f"{repo}:v1" not in listed and "mine" not in listed
     assert image_ids() == before and (cache / "downloads" / "0123456789abcdef").exists()
 
-    run = run_invoke("gc", "--keep", "1", env=env)
+    run = run_invoke("gc", "--keep", "0", env=env)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "Freed " in run.stdout
     after = image_ids()
-    assert ids["v2"] not in after and ids["gone"] not in after, run.stdout
-    assert {ids["v1"], ids["v3"], ids["mine"]} <= after  # used by a container, the newest, the user's own
+    assert ids["gone"] not in after, run.stdout
+    # the current image of every tag (v1 is also used by a container), and the user's own untagged image
+    assert {ids["v1"], ids["v2"], ids["v3"], ids["gone2"], ids["mine"]} <= after
+    for name in ("v1", "v2", "v3"):
+        assert docker("image", "inspect", "--format", "{{.Id}}", f"{repo}:{name}").stdout.strip() == ids[name]
+    assert re.search(r"Freed \S+ \S+ \(\d+ items\)", run.stdout), run.stdout
     assert not (cache / "downloads" / "0123456789abcdef").exists()
     assert not (cache / "logs" / "old.log").exists() and (cache / "logs" / "broken.log").exists()
 
