@@ -1,0 +1,140 @@
+"""Promises that hold under a hostile week (issue 21), on the real engine: no secret in anything
+torchbake prints, writes or builds, and no tag moved to an image that was not built for it."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import subprocess
+from pathlib import Path
+
+from tests.conftest import run_invoke
+from tests.support import serving
+
+from .helpers import DOCKER, docker, labels, make_wheel
+
+WHEEL_SECRET = "wheel-secret-5c1f0e"
+CCACHE_SECRET = "ccache-secret-9ad2b7"
+GIT_SECRET = "git-secret-3e77c4"
+SECRETS = (WHEEL_SECRET, CCACHE_SECRET, GIT_SECRET)
+
+
+class _AuthHandler(http.server.SimpleHTTPRequestHandler):
+    """Files behind Basic auth (builder:WHEEL_SECRET); the first request of each file gets a 503,
+    so that the retry line is printed too."""
+
+    seen: set[str] = set()
+    expected = "Basic " + base64.b64encode(f"builder:{WHEEL_SECRET}".encode()).decode()
+
+    def do_GET(self):  # noqa: N802 - the server's name for it
+        if self.headers.get("Authorization") != self.expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="wheels"')
+            self.end_headers()
+            return
+        if self.path not in self.seen:
+            self.seen.add(self.path)
+            self.send_error(503)
+            return
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def _everything_written(root: Path) -> bytes:
+    return b"\n".join(p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, tb_env, cache_dir, tmp_path, run_id):
+    www = tmp_path / "www"
+    www.mkdir()
+    wheel = make_wheel(www, "torchbake-secret-ext", "1.0.0", ["torch"], {"torchbake_secret_ext/__init__.py": "X = 1\n"})
+    credentials = tmp_path / "git-credentials"
+    credentials.write_text(f"http://builder:{GIT_SECRET}@git.example.invalid\n")
+    name = f"torchbake-test/secrets-{run_id}"
+    env = {**tb_env, "TORCHBAKE_DEV_CCACHE_REMOTE": f"redis://:{CCACHE_SECRET}@127.0.0.1:6379",
+           "TORCHBAKE_DEV_GIT_CREDENTIAL_FILE": str(credentials)}
+    handler = type("Handler", (_AuthHandler,), {"seen": set(), "__init__": lambda self, *a, **k:
+                                                 _AuthHandler.__init__(self, *a, directory=str(www), **k)})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    url = f"http://builder:{WHEEL_SECRET}@127.0.0.1:{httpd.server_address[1]}/{wheel.name}"
+    printed = []
+    try:
+        with serving(httpd):
+            dry = run_invoke("build", "--config", "configs/cpu.toml", "--name", name, "--tag", "1", "--base-img", base_image,
+                             "--torch-musa-whl-url", url, "--dry-run", env=env)
+            printed.append(dry.stdout + dry.stderr)
+            assert dry.returncode == 0, printed[-1][-3000:]
+            dev_dry = run_invoke("build", "--config", "configs/cpu.toml", "--base-img", base_image, "--dry-run", env=env)
+            printed.append(dev_dry.stdout + dev_dry.stderr)
+            assert dev_dry.returncode == 0, printed[-1][-3000:]
+            assert not (cache_dir / "secrets").exists()  # --dry-run writes nothing, a secret least of all
+            built = run_invoke("build", "--config", "configs/cpu.toml", "--name", name, "--tag", "1",
+                               "--base-img", base_image, "--torch-musa-whl-url", url, env=env)
+            printed.append(built.stdout + built.stderr)
+            # the credential works: sent as the request's authorization, the host is the host
+            assert built.returncode == 0, printed[-1][-5000:]
+            assert f"Download of http://127.0.0.1:{httpd.server_address[1]}/{wheel.name} failed (HTTP 503" in printed[-1]
+        for task in (["show-build", f"{name}:1"], ["show-config"], ["show-config", "--format", "toml"],
+                     ["build-all", "--plan", "--config", "configs/nightly.toml"]):
+            shown = run_invoke(*task, env=env)
+            printed.append(shown.stdout + shown.stderr)
+        assert labels(f"{name}:1")["torchbake.extension"] == "torchbake-secret-ext==1.0.0"
+        history = docker("history", "--no-trunc", f"{name}:1").stdout
+        inspect = docker("image", "inspect", f"{name}:1").stdout
+        saved = subprocess.run([DOCKER, "save", f"{name}:1"], capture_output=True, check=True).stdout
+        written = _everything_written(cache_dir)
+        for secret in SECRETS:
+            for text in printed:
+                assert secret not in text, text[-3000:]
+            assert secret not in history and secret not in inspect
+            assert secret.encode() not in written, "a secret in the cache folder (logs, manifests, records)"
+            assert secret.encode() not in saved, "a secret in the image's layers"
+        manifest = json.loads(next(p for p in (cache_dir / "logs").glob(f"*secrets-{run_id}*.manifest.json")).read_text())
+        given = {entry["option"]: entry["location"] for entry in manifest["inputs"]}
+        assert given["wheels.extension"] == url.replace(WHEEL_SECRET, "***")
+    finally:
+        docker("image", "rm", "--force", f"{name}:1", check=False)
+
+
+def test_a_tag_never_lands_on_an_image_built_for_another_name(cpu_image, base_image, tb_env, tmp_path, run_id):
+    image, first = cpu_image
+    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+    other = f"torchbake-test/other-{run_id}"
+    try:
+        # the same inputs under another name: built (labels of its own), never the first image re-tagged
+        again = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "x",
+                           "--base-img", base_image, "--no-verify", env=tb_env)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert "retagged" not in again.stdout, again.stdout[-2000:]
+        assert docker("image", "inspect", "--format", "{{.Id}}", f"{other}:x").stdout != \
+            docker("image", "inspect", "--format", "{{.Id}}", image).stdout
+        assert labels(f"{other}:x")["org.opencontainers.image.title"] == other
+
+        # a kept context edited by hand, built with --no-prepare: hashed as it is on disk, so built with the edit
+        folder = tmp_path / "context"
+        prepared = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+                              "--base-img", base_image, "--build-dir", str(folder), "--no-verify", env=tb_env)
+        assert prepared.returncode == 0, (prepared.stdout + prepared.stderr)[-3000:]
+        pristine = labels(f"{other}:kept")["torchbake.input-hash"]
+        with (folder / "Dockerfile").open("a") as dockerfile:
+            dockerfile.write("RUN echo edited > /edited-by-hand\n")
+        edited = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+                            "--base-img", base_image, "--build-dir", str(folder), "--no-prepare", "--no-verify", env=tb_env)
+        assert edited.returncode == 0, (edited.stdout + edited.stderr)[-3000:]
+        assert "unchanged" not in edited.stdout and "retagged" not in edited.stdout, edited.stdout[-2000:]
+        assert docker("run", "--rm", f"{other}:kept", "cat", "/edited-by-hand").stdout == "edited\n"
+        assert labels(f"{other}:kept")["torchbake.input-hash"] != pristine
+
+        # an empty folder never prepared is an error, never "retagged"
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        never = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+                           "--base-img", base_image, "--build-dir", str(empty), "--no-prepare", env=tb_env)
+        assert never.returncode == 2, never.stdout + never.stderr
+        assert "is not a context torchbake prepared" in never.stderr
+    finally:
+        for tag in ("x", "kept"):
+            docker("image", "rm", "--force", f"{other}:{tag}", check=False)
