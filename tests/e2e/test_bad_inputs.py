@@ -207,6 +207,11 @@ CASES = [
     ("markup-in-a-path", ["build", "--config", "/no/[red]such[/].toml"], {}, "Config file /no/[red]such[/].toml does not exist."),
     ("markup-in-a-value", ["show-config"], {"TORCHBAKE_IMAGE_NAME": "[bold]x"}, "image.name = '[bold]x' (from environment"),
     ("verify-no-python", ["verify", B], {}, "has no `python` on its PATH, so there is nothing to verify"),
+    # a Python whose base this host cannot make: why, and what works here
+    ("python-base-not-makeable", ["build", "--release", "--python", "3.12"], {},
+     "ubuntu:24.04 (ubuntu 24.04, suite noble) cannot be made on this host: its debootstrap has no script for noble"),
+    ("no-bootstrap-said-first", ["build", "--release", "--python", "3.12", "--no-bootstrap"], {},
+     "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false)"),
 ]
 
 
@@ -323,6 +328,8 @@ def test_bad_input_fails_before_any_work(args, env, message, base_image, tb_env,
     result = run_invoke(*args, env={**tb_env, **{k: fill(v) for k, v in env.items()}})
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-2000:]
+    if args[0] in ("verify", "show-build", "run-container") and "does not exist on this engine" in message:
+        assert result.returncode == 2, output[-2000:]  # one class, one exit code, whichever task met it
     assert message in output, output[-2000:]
     assert "Traceback" not in output
     assert "+ /usr/bin/docker build" not in output

@@ -139,6 +139,14 @@ def test_a_named_container_is_reused_started_refused_and_replaced(image, base_im
     assert f"Running the command in running container {name}" in again.stderr
     assert inspect(name)["Id"] == made["Id"]
 
+    nowhere = run_invoke("run-container", image, "--name", name, "--workdir", "/nonexistent", "--command",
+                         "touch /ran-anyway", env=tb_env)
+    assert nowhere.returncode == 2, nowhere.stdout + nowhere.stderr
+    assert (f"run.workdir = '/nonexistent' (--workdir or [run] workdir): there is no such folder in container {name},"
+            " so the command was not run") in nowhere.stderr
+    assert "exited with status" not in nowhere.stderr
+    assert docker("exec", name, "test", "-e", "/ran-anyway", check=False).returncode == 1
+
     listed = run_invoke("containers", env=tb_env)
     assert listed.returncode == 0 and name in listed.stdout and image in listed.stdout
 
