@@ -55,8 +55,8 @@ CASES = [
      "image.base = 'ubuntu:' (from command line) is invalid: the tag after ubuntu: is empty"),
     ("base-sys-empty-tag", ["build-base", "--sys", "debian:"], {}, "base.sys = 'debian:' (from command line) is invalid"),
     ("no-bootstrap", ["build", "--release", "--base-img", "debian:buster", "--no-bootstrap"], {},
-     "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false). Make it with"
-     " `invoke bootstrap-os --suite buster --name debian:buster`."),
+     "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false). Load or pull it, or"
+     " make it with `invoke bootstrap-os --suite buster --name debian:buster`."),
     ("bootstrap-mirror", ["build", "--release"], {"TORCHBAKE_BOOTSTRAP_MIRROR": "deb.debian.org"},
      "bootstrap.mirror = 'deb.debian.org' (from environment TORCHBAKE_BOOTSTRAP_MIRROR) is invalid: expected an http(s)://"),
     ("dev-base-missing", ["build", "--python", "3.9"], {},
