@@ -4,15 +4,14 @@ Active for every later pip install through PIP_CONSTRAINT / PIP_BUILD_CONSTRAINT
 installed after the source builds (in this image or an image built FROM it) can replace them.
 """
 
+import contextlib
 import glob
 import json
 from importlib import metadata
 
 pins = {}
-try:
+with contextlib.suppress(metadata.PackageNotFoundError):
     pins["torch"] = metadata.version("torch")
-except metadata.PackageNotFoundError:
-    pass
 for path in sorted(glob.glob("/etc/torchbake/built/*.json")):
     with open(path) as fh:
         record = json.load(fh)
