@@ -336,6 +336,18 @@ def record_built(state: Path, digest: str, image_id: str) -> None:
         write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
 
 
+def forget_missing(state: Path, present: set[str]) -> None:
+    """Drop from the record the ids not in ``present`` (the images the engine still has), under the
+    same lock as :func:`record_built`: the record keeps every id until then, so an unchanged image
+    is found however long ago it was built."""
+    if not state.is_file():
+        return
+    with file_lock(state.with_name(state.name + ".lock")):
+        data = {digest: [i for i in ids if i in present] for digest, ids in _read_record(state).items()
+                if isinstance(ids, list)}
+        write_atomically(state, json.dumps({d: ids for d, ids in data.items() if ids}, indent=1, sort_keys=True))
+
+
 def built_images_file(plan: Plan) -> Path:
     """Where torchbake records which image it built from which input hash."""
     return plan.settings.paths.cache_dir / "built-images.json"

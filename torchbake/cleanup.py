@@ -20,9 +20,9 @@ from pathlib import Path
 
 import filelock
 
+from .builder import forget_missing
 from .engine import DockerClient
 from .errors import EngineError
-from .files import write_atomically
 from .output import human_size
 
 CANDIDATE_MARK = ":torchbake-candidate-"
@@ -101,24 +101,6 @@ def _named(image: dict) -> str:
     labels = image.get("Labels") or {}
     title, version = labels.get("org.opencontainers.image.title"), labels.get("org.opencontainers.image.version")
     return f"{title}:{version}" if title and version else image["Id"][:19]
-
-
-def forget_gone(client: DockerClient, cache_dir: Path) -> None:
-    """Drop from the built-images record the ids the engine no longer has (the record keeps every
-    id until then, so an unchanged image is found however long ago it was built)."""
-    state = cache_dir / "built-images.json"
-    if not state.is_file():
-        return
-    present = {i["Id"] for i in client.call("images", "images", all=True)}
-    with filelock.FileLock(state.with_name(state.name + ".lock")):
-        try:
-            record = json.loads(state.read_text())
-        except (OSError, ValueError):
-            return
-        if not isinstance(record, dict):
-            return
-        pruned = {digest: [i for i in ids if i in present] for digest, ids in record.items() if isinstance(ids, list)}
-        write_atomically(state, json.dumps({d: ids for d, ids in pruned.items() if ids}, indent=1, sort_keys=True))
 
 
 # -- cache folder -------------------------------------------------------------------------------
@@ -233,18 +215,24 @@ def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *
     return found
 
 
-def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> tuple[int, list[str]]:
-    """Remove; (bytes freed, what was kept and why). The bytes freed are measured: the engine's disk
-    use (``docker system df``) and the cache folder's, before and after (layers other images share
-    free nothing, whatever an image's size says)."""
-    engine_before, folder_before = disk_use(client, cache_dir)
-    kept = _remove_each(client, removals, cache_dir, limits)
-    forget_gone(client, cache_dir)
-    engine_after, folder_after = disk_use(client, cache_dir)
-    return max(0, engine_before - engine_after) + max(0, folder_before - folder_after), kept
+@dataclass(frozen=True)
+class Outcome:
+    """What a gc run did: what it kept (and why), and the disk use it measured before and after
+    (``docker system df`` and the cache folder: layers other images share free nothing, whatever
+    an image's size says)."""
+
+    kept: list[str]
+    before: tuple[int, int]  # (engine bytes, cache folder bytes), as disk_use gives them
+    after: tuple[int, int]
+
+    @property
+    def freed(self) -> int:
+        return sum(max(0, b - a) for b, a in zip(self.before, self.after, strict=True))
 
 
-def _remove_each(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> list[str]:
+def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, limits: Limits) -> Outcome:
+    """Remove, then forget the recorded images the engine no longer has."""
+    before = disk_use(client, cache_dir)
     kept: list[str] = []
     locks = {str(path): lock for _, path, lock in _entries(cache_dir)}
     for removal in removals:
@@ -267,7 +255,8 @@ def _remove_each(client: DockerClient, removals: list[Removal], cache_dir: Path,
             Path(removal.what).unlink(missing_ok=True)
         elif removal.kind == "build cache":
             client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
-    return kept
+    forget_missing(cache_dir / "built-images.json", {i["Id"] for i in client.call("images", "images", all=True)})
+    return Outcome(kept=kept, before=before, after=disk_use(client, cache_dir))
 
 
 def _remove(path: Path) -> None:

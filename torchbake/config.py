@@ -497,7 +497,7 @@ def resolve(
         values[key] = _check_type(key, value, known[key], override_source)
         sources[key] = override_source
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
-    if isinstance(values.get("dev.git_credential_file"), str) and values["dev.git_credential_file"]:
+    if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
     _validate(values, sources)
     derived.apply(values, sources, variant or values["build.variant"])

@@ -352,7 +352,7 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     client.check_engine()
     image = client.inspect_image(request.image)
     if image is None:
-        raise ImageNotFoundError(request.image, "`invoke build` makes one")
+        raise ImageNotFoundError(request.image)
     labels = (image.get("Config") or {}).get("Labels") or {}
     profile = request.device_profile or labels.get("torchbake.profile") or "cpu"
     info = client.engine_info()

@@ -32,9 +32,9 @@ class ImageNotFoundError(ConfigurationError):
     """An image the user named (verify, show-build, run-container …) is not on the engine: one
     class, one exit code, one message, whichever task met it."""
 
-    def __init__(self, reference: str, then: str = ""):
-        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do"
-                         + (f"; {then}" if then else "") + ".")
+    def __init__(self, reference: str):
+        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do;"
+                         " `invoke build` makes one.")
 
 
 class BaseImagePending(ConfigurationError):

@@ -69,7 +69,7 @@ class Channel:
         """A ``+ command`` echo or a line of a command's output, as it is."""
         if self.commands:
             with self._lock:
-                self.console.file.write(redact(text if text.endswith("\n") else text + "\n"))
+                self.console.file.write(text if text.endswith("\n") else text + "\n")  # a redacting stream
                 self.console.file.flush()
 
     def progress(self, *, transient: bool = False) -> Progress:
@@ -121,5 +121,4 @@ def human_size(count: int) -> str:
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
     ever parsed for markup."""
-    return Text.assemble(*((redact(p[0]), p[1]) if isinstance(p, tuple) else redact(p) if isinstance(p, str) else p
-                           for p in parts))
+    return Text.assemble(*parts)

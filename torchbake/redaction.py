@@ -18,7 +18,6 @@ import base64
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,10 +94,6 @@ def redact_all(value: Any) -> Any:
     return value
 
 
-def has_credentials(url: str) -> bool:
-    return bool(urllib.parse.urlsplit(url).username or urllib.parse.urlsplit(url).password)
-
-
 def split_credentials(url: str) -> tuple[str, str]:
     """(the URL without its user part, the ``Authorization`` header value: "" when none)."""
     parts = urllib.parse.urlsplit(url)
@@ -114,8 +109,3 @@ def split_credentials(url: str) -> tuple[str, str]:
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc)), f"Basic {token}"
 
-
-def registered() -> Iterable[str]:
-    """The secret values remembered so far (tests look for them)."""
-    with _lock:
-        return tuple(_secrets)

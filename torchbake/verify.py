@@ -98,7 +98,7 @@ class Expectations:
         """What the image's torchbake labels promise; an image the engine lacks is an error."""
         info = client.inspect_image(image)
         if info is None:
-            raise ImageNotFoundError(image, "`invoke build` makes one")
+            raise ImageNotFoundError(image)
         return cls.from_labels((info.get("Config") or {}).get("Labels") or {}, **overrides)
 
     @classmethod

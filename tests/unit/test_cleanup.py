@@ -142,3 +142,11 @@ def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewrit
     record_built(state, "abc", "sha256:2")
     assert json.loads(state.read_text()) == {"abc": ["sha256:2"]}
 
+
+
+def test_gc_forgets_recorded_ids_the_engine_no_longer_has(tmp_path):
+    from torchbake.builder import forget_missing
+    state = tmp_path / "built-images.json"
+    state.write_text(json.dumps({"h1": ["sha256:gone", "sha256:here"], "h2": ["sha256:gone2"]}))
+    forget_missing(state, {"sha256:here", "sha256:other"})
+    assert json.loads(state.read_text()) == {"h1": ["sha256:here"]}

@@ -30,8 +30,9 @@ def limits_of(settings: Settings) -> cleanup.Limits:
                           max_build_cache=validation.byte_size(gc.max_build_cache) if gc.max_build_cache else 0)
 
 
-def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> int:
-    """Remove (or, with ``dry_run``, list) what the limits say, a line for each; bytes freed."""
+def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> cleanup.Outcome | None:
+    """Remove (or, with ``dry_run``, list) what the limits say, a line for each; what was done
+    (None for a dry run)."""
     limits = limits_of(settings)
     removals = cleanup.plan(client, settings.paths.cache_dir, settings.paths.log_dir, limits)
     channel = output.channel()
@@ -39,16 +40,17 @@ def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> int:
         for r in removals:
             channel.say(f"would remove {r.kind} {r.what} ({human_size(r.size)}): {r.why}")
         channel.say(f"{len(removals)} items, {human_size(sum(r.size for r in removals))}; nothing was removed (--dry-run).")
-        return 0
-    freed, kept = cleanup.carry_out(client, removals, settings.paths.cache_dir, limits)
+        return None
+    outcome = cleanup.carry_out(client, removals, settings.paths.cache_dir, limits)
+    kept = outcome.kept
     gone = {r.what for r in removals} - {line.split(": ", 1)[0] for line in kept}
     for r in removals:
         if r.what in gone:
             channel.say(f"removed {r.kind} {r.what} ({human_size(r.size)}): {r.why}")
     for line in kept:
         channel.say(f"kept {line}")
-    channel.say(f"Freed {human_size(freed)} ({len(removals) - len(kept)} items).")
-    return freed
+    channel.say(f"Freed {human_size(outcome.freed)} ({len(removals) - len(kept)} items).")
+    return outcome
 
 
 @task(klass=FlagTask, help=HELP, iterable=["config"])

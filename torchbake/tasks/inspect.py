@@ -59,7 +59,7 @@ def show_build(c, image, docker=None, config=None):
     client.check_engine()
     info = client.inspect_image(image)
     if info is None:
-        raise ImageNotFoundError(image, "`invoke build` makes one")
+        raise ImageNotFoundError(image)
     table = Table(title=f"how {image} was built")
     table.add_column("what", overflow="fold")
     table.add_column("value", overflow="fold")

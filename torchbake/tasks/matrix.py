@@ -9,8 +9,8 @@ from invoke import Collection, Exit, task
 from rich.table import Table
 from rich.text import Text
 
-from .. import cleanup, output
 from .. import config as configuration
+from .. import output
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
@@ -111,9 +111,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     for line in failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
         out.say(line)
     if settings.gc.after_build_all:  # [gc] after_build_all: a year of nights stays within its budget
-        before = cleanup.disk_use(client, settings.paths.cache_dir)
-        collect(settings, client, dry_run=False)
-        after = cleanup.disk_use(client, settings.paths.cache_dir)
+        done = collect(settings, client, dry_run=False)  # measures the disk before and after
+        before, after = done.before, done.after
         out.say(f"Disk used: engine {human_size(before[0])} -> {human_size(after[0])},"
                 f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
     status = exit_status(results)
