@@ -99,10 +99,7 @@ def split_credentials(url: str) -> tuple[str, str]:
     parts = urllib.parse.urlsplit(url)
     if parts.username is None and parts.password is None:
         return url, ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
+    netloc = parts.netloc.rpartition("@")[2]  # the host and port as given (a bad port fails where any URL's would)
     user = urllib.parse.unquote(parts.username or "")
     password = urllib.parse.unquote(parts.password or "")
     register(user if parts.password is None else "", password)

@@ -102,3 +102,19 @@ def test_fragment_and_checksum_table():
     assert split_fragment("https://h/x.whl#sha256=" + "a" * 64) == ("https://h/x.whl", "a" * 64)
     assert expected_digest("https://h/x.whl", {"x.whl": "b" * 64}) == "b" * 64
     assert expected_digest("https://h/x.whl", {"https://h/x.whl": "c" * 64}) == "c" * 64
+
+
+@pytest.mark.parametrize(("url", "clean", "user_password"), [
+    ("https://u:p%40ss@Host.example:8443/a/b.whl?x=1", "https://Host.example:8443/a/b.whl?x=1", "u:p@ss"),
+    ("https://TOKEN@[::1]:9/x.whl", "https://[::1]:9/x.whl", "TOKEN:"),
+    ("http://u:pw9@host:notaport/x.whl", "http://host:notaport/x.whl", "u:pw9"),  # a bad port fails later, as any URL's
+])
+def test_credentials_leave_the_url_for_the_authorization_header(url, clean, user_password):
+    import base64
+
+    from torchbake.redaction import redact, split_credentials
+    without, header = split_credentials(url)
+    assert without == clean
+    assert base64.b64decode(header.removeprefix("Basic ")).decode() == user_password
+    secret = url.split("://", 1)[1].split("@", 1)[0].split(":")[-1]  # the password, or a token given as the user
+    assert redact(f"fetching {url}") == f"fetching {url.replace(secret, '***', 1)}"
