@@ -2,7 +2,7 @@
 # The whole test suite on a fresh machine: set up (engine included), then pytest.
 # Real-engine tests always run; "no tests ran" is a failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 bash scripts/setup.sh || exit 1
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk.

@@ -2,7 +2,9 @@
 # Build the extensions that must compile against the installed torch (apex, flash-attn, ...)
 # with --no-build-isolation, one per line of LIST: "git+URL@REF" or a requirement.
 set -euo pipefail
+# shellcheck source=docker/common/ccache_remote.sh
 . "$(dirname "$0")/ccache_remote.sh"
+# shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
 list=${1:?list file}
 git_args=()

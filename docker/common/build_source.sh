@@ -3,6 +3,7 @@
 # Usage: build_source.sh ROLE DIR [FALLBACK_DIR]   (FALLBACK_DIR is used when DIR does not exist)
 # Records what was built in /etc/torchbake/built/ROLE.json (name, version, commit, source).
 set -euo pipefail
+# shellcheck source=docker/common/ccache_remote.sh
 . "$(dirname "$0")/ccache_remote.sh"
 role=${1:?role}
 src=${2:?source folder}

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the compile scripts: ccache's remote storage ([dev] ccache_remote), from the BuildKit
 # secret when the build was given one (it may hold credentials, so it never becomes an ENV).
 if [ -s /run/secrets/ccache_remote ]; then

@@ -25,6 +25,7 @@ if ! command -v apt-get >/dev/null; then
     echo "torchbake: this base image has no apt-get; torchbake's images need a Debian or Ubuntu base." >&2
     exit 1
 fi
+# shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
 # No translated descriptions (nobody reads them in a build), and no fsync per unpacked file: a
 # step that fails is thrown away whole, so dpkg's crash safety buys nothing here.

@@ -3,6 +3,7 @@
 # Usage: install_toolkits.sh DIR   where DIR/toolkits.txt lists "KEY<TAB>FILE<TAB>SCRIPT" lines
 # in install order; SCRIPT is the install script's usual name (any install*.sh is the fallback).
 set -euo pipefail
+# shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
 dir=${1:?toolkit folder}
 manifest="$dir/toolkits.txt"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # APT_TRUST is for the scripts that source this file
 # Sourced by the build steps that reach the network (apt, toolkit installers, git clones, pip).
 # When torchbake was given --ca-bundle (an intercepting proxy's CA), the bundle is the BuildKit
 # secret "ca_bundle": it exists only while the step runs and never lands in a layer. Every tool

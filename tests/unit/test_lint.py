@@ -6,15 +6,70 @@ import copy
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from torchbake.config import PROJECT_ROOT
+from torchbake.context import render_dockerfile
+
+TOOLS = Path(sys.executable).parent  # the linters are installed in the test environment (the test extra)
+
+
+def lint(*argv: str) -> None:
+    """Run a linter from the test environment in the repository; any finding fails the test."""
+    result = subprocess.run([str(TOOLS / argv[0]), *argv[1:]], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ruff_is_clean():
     """Every Python file of the repository, the in-image scripts of docker/common/ included."""
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "."],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    lint("ruff", "check", ".")
+
+
+def test_shellcheck_is_clean():
+    """The in-image scripts (sourced helpers followed, -x), the project's own scripts and CI's entry."""
+    scripts = sorted(str(p.relative_to(PROJECT_ROOT)) for p in [*PROJECT_ROOT.glob("docker/common/*.sh"),
+                                                                 *PROJECT_ROOT.glob("scripts/*.sh")])
+    assert "docker/common/trust.sh" in scripts and "scripts/test.sh" in scripts
+    lint("shellcheck", "-x", *scripts, ".ci/run")
+
+
+@pytest.mark.parametrize("template", ["base", "dev", "release"])
+def test_hadolint_is_clean_on_the_rendered_dockerfile(template, tmp_path):
+    """Each template as torchbake renders it: ENV blocks and companion steps filled in."""
+    text = (PROJECT_ROOT / "docker/ubuntu" / f"dockerfile.{template}").read_text()
+    rendered = render_dockerfile(text, {"TORCH_CUDA_ARCH_LIST": "8.0;9.0", "MUSA_HOME": "/usr/local/musa"}, "cuda",
+                                 runtime_env={"LD_LIBRARY_PATH": "/usr/local/musa/lib"}, companions=["01-numpy", "02-pyyaml"])
+    assert "@torchbake-" not in rendered
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(rendered)
+    lint("hadolint", "--no-color", str(dockerfile))
+
+
+def test_the_workflow_passes_zizmor_and_githubs_schema():
+    """The nightly workflow users copy: pinned actions, read-only token, secrets through env."""
+    lint("zizmor", "--offline", "--no-progress", ".github/workflows/")
+    lint("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *sorted(
+        str(p.relative_to(PROJECT_ROOT)) for p in PROJECT_ROOT.glob(".github/workflows/*.yml")))
+
+
+def test_the_linters_find_what_they_should(tmp_path):
+    """Each linter as the tests run it reports a known defect (a lint that never fails proves nothing)."""
+    cases = {
+        "shellcheck": ("bad.sh", "#!/usr/bin/env bash\ncd /tmp\necho $unset_var\n"),
+        "hadolint": ("Dockerfile", "FROM debian\nRUN cd /x && apt-get install foo\n"),
+        "zizmor": ("wf/.github/workflows/w.yml", "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n"
+                   "    steps:\n      - uses: actions/checkout@v4\n"),
+    }
+    for tool, (name, text) in cases.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        target = str(tmp_path / "wf/.github/workflows") if tool == "zizmor" else str(path)
+        extra = ["--offline", "--no-progress"] if tool == "zizmor" else []
+        result = subprocess.run([str(TOOLS / tool), *extra, target], capture_output=True, text=True)
+        assert result.returncode != 0, f"{tool} found nothing in {text!r}: {result.stdout}{result.stderr}"
 
 
 TLS_OFF = re.compile(
