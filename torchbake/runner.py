@@ -20,7 +20,7 @@ from . import command, output
 from . import config as configuration
 from .builder import ask_registry, assess, build_image, find_in_registry, log_path, publish, skip_reason
 from .engine import DockerClient
-from .errors import BaseImagePending, FatalError, VerificationError
+from .errors import BaseImagePending, EngineError, FatalError, RegistryError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
 from .output import human_size, styled
@@ -43,6 +43,7 @@ class CellResult:
     digest: str = ""  # registry digest after --push
     log: str = ""
     error: str = ""  # the first error line
+    exit_code: int = 0  # a failed cell's: its error class's (torchbake.errors), 1 for an internal error
 
 
 def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False,
@@ -143,7 +144,8 @@ class MatrixRun:
                 try:
                     digest = self._push(cell, input_hash) if self.push else ""
                 except FatalError as exc:
-                    self._finish(cell.id, "failed", str(exc).splitlines()[0], error=str(exc).splitlines()[0])
+                    self._finish(cell.id, "failed", str(exc).splitlines()[0], error=str(exc).splitlines()[0],
+                                 exit_code=exc.exit_code)
                     continue
                 self._finish(cell.id, status, reason, image_id=image_id, size_bytes=size, digest=digest,
                              seconds=time.monotonic() - started)
@@ -222,9 +224,10 @@ class MatrixRun:
             from_log = log.exists() and not isinstance(exc, VerificationError)
             error = first_error_line(log.read_text(errors="replace")) if from_log else ""
             self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
-                         log=str(log), error=error or text.splitlines()[0])
+                         log=str(log), error=error or text.splitlines()[0], exit_code=exc.exit_code)
         except Exception as exc:  # a bug must not take the other cells down with it
-            self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log))
+            self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log),
+                         exit_code=1)
 
     def _push(self, cell: Cell, input_hash: str) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in its log)."""
@@ -278,6 +281,14 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
     write_atomically(path, redact(buffer.getvalue().decode()))
 
 
+INFRASTRUCTURE_CODES = (EngineError.exit_code, RegistryError.exit_code)  # in this order of precedence
+
+
 def exit_status(results: Mapping[str, CellResult]) -> int:
-    return 1 if any(r.status in FAILED_STATES or r.status == "not run" for r in results.values()) else 0
+    """0 when every cell is done; 4 when a cell found the engine not answering, else 10 when a push
+    was refused or the registry could not be reached (what failed is the night's machinery, not a
+    cell: CI may retry); else 1 when any cell failed or did not run."""
+    failed = [r for r in results.values() if r.status in FAILED_STATES or r.status == "not run"]
+    codes = {r.exit_code for r in failed}
+    return next((code for code in INFRASTRUCTURE_CODES if code in codes), 1) if failed else 0
 

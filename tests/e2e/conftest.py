@@ -4,6 +4,7 @@ scripts/test.sh (what CI runs) starts one first."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from tests.conftest import run_invoke
 from tests.support import git_server, serve_registry, start_second_engine
 
 from .fixture_repos import make_repos
-from .helpers import docker
+from .helpers import docker, make_tiny_torch
 
 CANARY = "canary-" + uuid.uuid4().hex
 
@@ -80,6 +81,25 @@ def cpu_image(run_id, base_image, tb_env):
 
 
 @pytest.fixture(scope="session")
+def tiny_torch(tmp_path_factory) -> Path:
+    """The small stand-in torch wheel (tests.e2e.helpers.make_tiny_torch), made once per session."""
+    return make_tiny_torch(tmp_path_factory.mktemp("tiny-torch"))
+
+
+@pytest.fixture(scope="session")
+def tiny_profile(tiny_torch, tmp_path_factory) -> Path:
+    """A release profile "tiny" for tests about torchbake's machinery (matrix, registry, gc,
+    faults, secrets): torch is the stand-in wheel, no companions. The real torch wheel stays in
+    the tests about it (the main job, layer sharing, verify, the pip/uv pin, run-container)."""
+    path = tmp_path_factory.mktemp("tiny-profile") / "tiny.toml"
+    path.write_text(TINY_PROFILE.format(wheel=tiny_torch))
+    return path
+
+
+TINY_PROFILE = '[python]\nversion = "3.11"\n[wheels]\ntorch = "{wheel}"\nextra = []\n[build]\nvariant = "release"\n'
+
+
+@pytest.fixture(scope="session")
 def dev_config(repos, tmp_path_factory):
     """A profile for the fixture projects (the same keys as configs/musa.toml uses) and git credentials."""
     folder = tmp_path_factory.mktemp("dev-config")
@@ -98,6 +118,20 @@ def dev_config(repos, tmp_path_factory):
     credentials = folder / "git-credentials"
     credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
     return config, credentials
+
+
+@pytest.fixture(scope="session")
+def lite_dev_config(dev_config, tiny_torch, repos):
+    """dev_config on the stand-in torch ("fixture-lite"): the base installs the tiny torch wheel and
+    the vendor extension is the plain C one (fixture_repos: extension-lite). For tests about the
+    matrix and the registry; the dev tests keep the real torch and its C++ extension."""
+    config, credentials = dev_config
+    lite = config.with_name("fixture-lite.toml")
+    lite.write_text(config.read_text()
+                    .replace('"torch==2.13.0"', f'"{tiny_torch}"')
+                    .replace("/private/extension.git", "/private/extension-lite.git"))
+    assert lite.read_text() != config.read_text().replace("/private/extension.git", "/private/extension-lite.git")
+    return lite, credentials
 
 
 @pytest.fixture

@@ -6,7 +6,11 @@ extension, as git repositories tagged like the real ones and served over HTTP.
 - vision (v0.15.2) and audio (v2.0.1): packages that import torch;
 - apex (24.04.01): an extra extension whose setup.py imports torch (so only --no-build-isolation works);
 - private/extension (dev1.5.1, behind Basic auth): a real C++ extension built with
-  torch.utils.cpp_extension against the installed torch, from two source files.
+  torch.utils.cpp_extension against the installed torch, from two source files;
+- private/extension-lite (dev1.5.1, behind Basic auth): the same package as a plain C extension
+  whose setup.py imports torch: for the tests about torchbake's machinery (build-all over dev
+  cells, the registry), which build on the small stand-in torch instead of compiling against the
+  real one's headers.
 """
 
 from __future__ import annotations
@@ -85,6 +89,21 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     })
     commits["apex"] = _publish(work / "apex", srv / "apex.git", "24.04.01")
     commits["extension"] = write_extension(work, srv, "dev1.5.1", "return x + 1;")
+    write(work / "extension-lite", {
+        "setup.py": (
+            "from setuptools import Extension, setup\n"
+            "import torch  # built against the installed torch: --no-build-isolation\n"
+            "setup(name='torchbake-fixture-ext', version='1.5.1', packages=['torchbake_fixture_ext'],\n"
+            "      ext_modules=[Extension('torchbake_fixture_ext._C', ['csrc/c.c'])])\n"),
+        "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
+        "csrc/c.c": (
+            "#include <Python.h>\n"
+            "static PyObject *plus_one(PyObject *s, PyObject *x) { return PyNumber_Add(x, PyLong_FromLong(1)); }\n"
+            "static PyMethodDef m[] = {{\"plus_one\", plus_one, METH_O, \"\"}, {0}};\n"
+            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_C\", 0, -1, m};\n"
+            "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }\n"),
+    })
+    commits["extension-lite"] = _publish(work / "extension-lite", srv / "private" / "extension-lite.git", "dev1.5.1")
     return commits
 
 

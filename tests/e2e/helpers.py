@@ -92,3 +92,35 @@ def new_layer_bytes(image: str, other: str) -> tuple[int, int]:
     while shared < min(len(mine), len(theirs)) and mine[shared][0] == theirs[shared][0]:
         shared += 1
     return shared, sum(size for _, size in mine[shared:])
+
+
+TINY_TORCH_VERSION = "2.13.0+tiny"
+
+
+def make_tiny_torch(folder: Path) -> Path:
+    """A real wheel of a small stand-in ``torch`` (a real ``torch/__init__.py``, version
+    2.13.0+tiny): for tests about torchbake's machinery (matrix, registry, gc, faults), where
+    the 900 MB of the real CPU wheel only cost time. What verify reads is there: the version,
+    ``torch.version``, ``torch.cuda``; ``torch._C`` is missing as in any CPU build without CUDA."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_wheel(folder, "torch", TINY_TORCH_VERSION, [], {
+        "torch/__init__.py": f"__version__ = {TINY_TORCH_VERSION!r}\nfrom . import cuda, version\n",
+        "torch/version.py": f"__version__ = {TINY_TORCH_VERSION!r}\ncuda = None\nhip = None\ngit_version = 'tiny'\n",
+        "torch/cuda.py": "def is_available():\n    return False\n\n\ndef get_arch_list():\n    return []\n",
+    })
+
+
+_UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
+
+
+def system_df(env: dict | None = None) -> dict[str, int]:
+    """Bytes per type ("Images", "Build Cache", …) as `docker system df` prints them (the engine's
+    own account, not torchbake's: decimal units, three or four significant digits)."""
+    import re
+
+    found = {}
+    for line in docker("system", "df", "--format", "{{.Type}}\t{{.Size}}", env=env).stdout.splitlines():
+        kind, size = line.split("\t")
+        number, unit = re.fullmatch(r"([\d.]+)\s*([kKMGT]?B)", size.strip()).groups()
+        found[kind] = int(float(number) * _UNITS[unit])
+    return found

@@ -28,15 +28,26 @@ def image_exists(reference: str) -> bool:
     return docker("image", "inspect", reference, check=False).returncode == 0
 
 
-def forget_bootstrapped(reference: str) -> None:
-    """Start from an engine without ``reference``: removed if torchbake made it; an image of the
-    user's under that name is never touched (the test then cannot show a bootstrap and says so)."""
-    if not image_exists(reference):
-        return
-    found = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{BOOTSTRAP_LABEL}"}}}}',
-                   reference).stdout.strip()
-    assert found, f"{reference} exists and was not made by torchbake; this test needs an engine without it"
-    docker("image", "rm", reference)
+@contextmanager
+def set_aside(reference: str):
+    """An engine without ``reference`` for the block, whoever made it: an image already there is
+    kept under a tag of the test's own meanwhile and given its name back afterwards (the image the
+    test made instead goes), so that the test shows a bootstrap and the user's image is untouched."""
+    import uuid
+
+    aside = f"torchbake-test/aside:{uuid.uuid4().hex[:12]}"
+    existed = image_exists(reference)
+    if existed:
+        docker("tag", reference, aside)
+        docker("image", "rm", reference)  # the tag only: the image keeps the aside tag
+    try:
+        yield
+    finally:
+        if image_exists(reference):
+            docker("image", "rm", "--force", reference, check=False)
+        if existed:
+            docker("tag", aside, reference)
+            docker("image", "rm", aside)
 
 
 @pytest.fixture(scope="module")
@@ -54,31 +65,31 @@ def test_build_base_makes_its_debian_release_on_demand(suite, python, other_pyth
     config, extra = other_python_config
     os_image = f"debian:{suite}"
     name = f"torchbake-test/base-{suite}:{run_id}"
-    forget_bootstrapped(os_image)
     args = ("build-base", "--config", str(config), "--config", str(extra), "--sys", os_image, "--python", python,
             "--name", name.split(":")[0], "--tag", run_id)
-    try:
-        first = run_invoke(*args, env=tb_env)
-        output = first.stdout + first.stderr
-        assert first.returncode == 0, output[-5000:]
-        assert f"Making {os_image} with debootstrap ({suite})" in output
-        assert f"+ /usr/sbin/debootstrap --variant=minbase {suite}" in output  # progress: debootstrap's own lines
-        assert "I: Base system installed successfully." in output
-        made = json.loads(docker("image", "inspect", os_image).stdout)[0]["Config"]["Labels"]
-        assert made[BOOTSTRAP_LABEL] == suite and made["torchbake.bootstrap.mirror"] == "debootstrap's default"
-        assert re.fullmatch(r"\d{4}-\d\d-\d\d", made["torchbake.bootstrap.date"])
-        assert re.search(rf"python version\s*│\s*pass\s*│\s*{re.escape(python)}\.\d+", output), output[-3000:]
-        inside = docker("run", "--rm", name, "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])").stdout
-        assert inside.strip() == python
-        assert docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.python"}}', name).stdout.strip() == python
+    with set_aside(os_image):
+        try:
+            first = run_invoke(*args, env=tb_env)
+            output = first.stdout + first.stderr
+            assert first.returncode == 0, output[-5000:]
+            assert f"Making {os_image} with debootstrap ({suite})" in output
+            assert f"+ /usr/sbin/debootstrap --variant=minbase {suite}" in output  # progress: debootstrap's own lines
+            assert "I: Base system installed successfully." in output
+            made = json.loads(docker("image", "inspect", os_image).stdout)[0]["Config"]["Labels"]
+            assert made[BOOTSTRAP_LABEL] == suite and made["torchbake.bootstrap.mirror"] == "debootstrap's default"
+            assert re.fullmatch(r"\d{4}-\d\d-\d\d", made["torchbake.bootstrap.date"])
+            assert re.search(rf"python version\s*│\s*pass\s*│\s*{re.escape(python)}\.\d+", output), output[-3000:]
+            inside = docker("run", "--rm", name, "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])").stdout
+            assert inside.strip() == python
+            assert docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.python"}}', name).stdout.strip() == python
 
-        made_id = docker("image", "inspect", "--format", "{{.Id}}", os_image).stdout
-        again = run_invoke(*args, env=tb_env)
-        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
-        assert "debootstrap" not in again.stdout + again.stderr  # made once
-        assert docker("image", "inspect", "--format", "{{.Id}}", os_image).stdout == made_id
-    finally:
-        docker("image", "rm", "--force", name, check=False)
+            made_id = docker("image", "inspect", "--format", "{{.Id}}", os_image).stdout
+            again = run_invoke(*args, env=tb_env)
+            assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+            assert "debootstrap" not in again.stdout + again.stderr  # made once
+            assert docker("image", "inspect", "--format", "{{.Id}}", os_image).stdout == made_id
+        finally:
+            docker("image", "rm", "--force", name, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -223,18 +234,18 @@ def mirror_that_drops_packages():
 
 def test_a_bootstrap_that_fails_half_way_leaves_nothing(tb_env, cache_dir, tmp_path):
     reference = "debian:stable"
-    forget_bootstrapped(reference)
-    before = image_ids()
-    wgetrc = tmp_path / "wgetrc"  # debootstrap's wget retries a dropped connection 20 times by default
-    wgetrc.write_text("tries = 2\nwaitretry = 1\n")
-    with mirror_that_drops_packages() as mirror:
-        result = run_invoke("build", "--release", "--base-img", reference, "--python", "3.11",
-                            env={**tb_env, "TORCHBAKE_BOOTSTRAP_MIRROR": mirror, "WGETRC": str(wgetrc)})
-    output = result.stdout + result.stderr
-    assert result.returncode == 7, output[-3000:]
-    assert "I: Retrieving Packages" in output  # it got half-way
-    assert f"debootstrap could not make stable from {mirror}; nothing was imported" in output
-    assert "Traceback" not in output
-    assert not image_exists(reference) and image_ids() == before
-    assert not list((cache_dir / "bootstrap").glob("bootstrap-*"))  # no temporary root file system
-    assert str(cache_dir) not in Path("/proc/self/mounts").read_text()
+    with set_aside(reference):
+        before = image_ids()
+        wgetrc = tmp_path / "wgetrc"  # debootstrap's wget retries a dropped connection 20 times by default
+        wgetrc.write_text("tries = 2\nwaitretry = 1\n")
+        with mirror_that_drops_packages() as mirror:
+            result = run_invoke("build", "--release", "--base-img", reference, "--python", "3.11",
+                                env={**tb_env, "TORCHBAKE_BOOTSTRAP_MIRROR": mirror, "WGETRC": str(wgetrc)})
+        output = result.stdout + result.stderr
+        assert result.returncode == 7, output[-3000:]
+        assert "I: Retrieving Packages" in output  # it got half-way
+        assert f"debootstrap could not make stable from {mirror}; nothing was imported" in output
+        assert "Traceback" not in output
+        assert not image_exists(reference) and image_ids() == before
+        assert not list((cache_dir / "bootstrap").glob("bootstrap-*"))  # no temporary root file system
+        assert str(cache_dir) not in Path("/proc/self/mounts").read_text()

@@ -1,15 +1,19 @@
 """invoke build-all on a real engine: a matrix of four images (two release cells over two
 configs, and the dev-fixture base + dev cells), incremental re-runs, --keep-going, shards, and
---push to a real local registry with a pull back by digest."""
+--push to a real local registry with a pull back by digest. The matrix is about torchbake's
+machinery, so its cells install the small stand-in torch (tests.e2e.helpers.make_tiny_torch) and
+the dev cell compiles the plain C extension; the real wheel's story is test_release/test_layers'."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import socket
 import subprocess
 import tarfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ElementTree
@@ -22,26 +26,26 @@ from tests.support import faulty_proxy, registry_manifest, registry_requests, se
 
 from .helpers import docker, make_wheel
 
-CELLS = ["cpu-release-py311", "cpulean-release-py311", "fixture-base-py311", "fixture-dev-py311"]
+CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
 
 
 @pytest.fixture(scope="module")
-def nightly(tmp_path_factory, run_id, base_image, dev_config):
+def nightly(tmp_path_factory, run_id, base_image, lite_dev_config, tiny_profile, tiny_torch):
     folder = tmp_path_factory.mktemp("nightly")
-    fixture_profile, credentials = dev_config
-    lean = folder / "cpulean.toml"
-    lean.write_text('[image]\nname = "x/lean"\n[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+    fixture_profile, credentials = lite_dev_config
+    lean = folder / "lean.toml"
+    lean.write_text(f'[image]\nname = "x/lean"\n[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                     '[build]\nvariant = "release"\n')
 
-    def write(extra_profiles=(), registry="", extra_excludes=()):
+    def write(extra_profiles=(), registry="", extra_excludes=(), tag=f"{{variant}}-py{{py}}-{run_id}"):
         path = folder / "nightly.toml"
-        profiles = ["cpu", str(lean), str(fixture_profile), *extra_profiles]
-        excludes = ["cpu-base-*", "cpu-dev-*", "cpulean-base-*", "cpulean-dev-*", "fixture-release-*",
+        profiles = [str(tiny_profile), str(lean), str(fixture_profile), *extra_profiles]
+        excludes = ["tiny-base-*", "tiny-dev-*", "lean-base-*", "lean-dev-*", "fixture-lite-release-*",
                     "broken-base-*", "broken-dev-*", *extra_excludes]
         path.write_text(
             f"[matrix]\nprofiles = {json.dumps(profiles)}\npythons = [\"3.11\"]\n"
             f'variants = ["base", "dev", "release"]\nregistry = "{registry}"\n'
-            f'name = "{{registry}}torchbake-test/nightly-{{profile}}"\ntag = "{{variant}}-py{{py}}-{run_id}"\n'
+            f'name = "{{registry}}torchbake-test/nightly-{{profile}}"\ntag = "{tag}"\n'
             f"exclude = {json.dumps(excludes)}\n"
             f'[matrix.options.release]\n"image.base" = "{base_image}"\n'
             f'[matrix.options.base]\n"base.sys" = "{base_image}"\n'
@@ -91,11 +95,12 @@ def test_matrix_builds_then_skips_then_rebuilds_only_what_changed(nightly, tb_en
     assert "docker build" not in second.stdout
     print(f"no-op nightly run: {seconds:.1f} s")
 
-    lean.write_text(lean.read_text().replace("extra = []", 'extra = ["mpmath"]'))
+    companion = make_wheel(folder, "torchbake-fixture-companion", "1.0", [], {"fixture_companion/__init__.py": ""})
+    lean.write_text(lean.read_text().replace("extra = []", f'extra = ["{companion}"]'))
     third = run_invoke("build-all", "--config", str(matrix), "--report", str(folder / "r3.json"), env=tb_env)
     assert third.returncode == 0, (third.stdout + third.stderr)[-3000:]
-    assert statuses(folder / "r3.json") == {"cpu-release-py311": "unchanged", "cpulean-release-py311": "built",
-                                            "fixture-base-py311": "unchanged", "fixture-dev-py311": "unchanged"}
+    assert statuses(folder / "r3.json") == {"tiny-release-py311": "unchanged", "lean-release-py311": "built",
+                                            "fixture-lite-base-py311": "unchanged", "fixture-lite-dev-py311": "unchanged"}
 
 
 def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
@@ -112,10 +117,10 @@ def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
     assert sorted(" ".join(e["cells"] for e in data["include"]).split()) == sorted(CELLS)
 
 
-def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env):
+def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env, tiny_torch):
     folder, _lean, write = nightly
     broken = folder / "broken.toml"
-    broken.write_text('[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = ["torchbake-no-such-package==1.0"]\n'
+    broken.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["torchbake-no-such-package==1.0"]\n'
                       '[build]\nvariant = "release"\n')
     matrix = write(extra_profiles=[str(broken)])
     result = run_invoke("build-all", "--config", str(matrix), "--keep-going", "--report", str(folder / "r4.json"),
@@ -133,12 +138,12 @@ def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env):
 def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
     folder, _lean, write = nightly
     matrix = write(registry=f"{registry}/team")
-    result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push",
+    result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--push",
                         "--report", str(folder / "r5.json"), env=tb_env)
     assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
     cell = json.loads((folder / "r5.json").read_text())["cells"][0]
     assert cell["digest"].startswith("sha256:")
-    image = f"{registry}/team/torchbake-test/nightly-cpu:release-py311-{run_id}"
+    image = f"{registry}/team/torchbake-test/nightly-tiny:release-py311-{run_id}"
     repo = image.rsplit(":", 1)[0]
     try:
         docker("image", "rm", image)
@@ -153,7 +158,7 @@ def _flat(text: str) -> str:
     return re.sub(r"[\s│┃┆]+", "", text)
 
 
-def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(nightly, tb_env, tmp_path):
+def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(nightly, tb_env, tmp_path, tiny_torch):
     """A RUN step that fails (the engine's "[/bin/sh -c …]" text must stay plain text), a context
     that cannot be prepared, and an image that fails verification, beside one good cell: the
     summary, the JSON and the JUnit report list all four, each failure with its first error line."""
@@ -164,7 +169,7 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     with tarfile.open(tmp_path / "bad_kit.tar.gz", "w:gz") as tar:
         tar.add(kit / "bad_kit", arcname="bad_kit")
     extension = make_wheel(tmp_path, "torchbake-fixture-vendor", "1.0", [], {"vendor_ext/__init__.py": ""})
-    release = '[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\n[build]\nvariant = "release"\n'
+    release = f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n[build]\nvariant = "release"\n'
     profiles = {
         "runfail": release + f'[toolkits]\nmusa_toolkits_url = "{tmp_path / "bad_kit.tar.gz"}"\n',
         "prepfail": release.replace('[build]', 'extra = ["torchbake-no-such-package==1.0"]\n[build]'),
@@ -175,17 +180,17 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     matrix = write(extra_profiles=[str(folder / f"{name}.toml") for name in profiles],
                    extra_excludes=[f"{name}-{variant}-*" for name in profiles for variant in ("base", "dev")])
     report, junit = tmp_path / "missing" / "sub" / "r.json", tmp_path / "r.xml"  # the parent is made up front
-    result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--only", "*fail-*",
+    result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--only", "*fail-*",
                         "--keep-going", "--report", str(report), "--junit", str(junit), env=tb_env)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-4000:]
     assert "Traceback" not in output and "MarkupError" not in output
     assert "[red]installer[/] [bold failing" in output  # the installer's own text, as it printed it
     cells = {c["id"]: c for c in json.loads(report.read_text())["cells"]}
-    assert sorted(cells) == ["cpu-release-py311", "prepfail-release-py311", "runfail-release-py311",
+    assert sorted(cells) == ["prepfail-release-py311", "runfail-release-py311", "tiny-release-py311",
                              "verifyfail-release-py311"]
-    assert cells["cpu-release-py311"]["status"] in ("built", "unchanged", "retagged")
-    failures = {c: cells[c]["error"] for c in cells if c != "cpu-release-py311"}
+    assert cells["tiny-release-py311"]["status"] in ("built", "unchanged", "retagged")
+    failures = {c: cells[c]["error"] for c in cells if c != "tiny-release-py311"}
     assert all(cells[c]["status"] == "failed" for c in failures)
     assert "torchbake-no-such-package" in failures["prepfail-release-py311"]
     assert "[/bin/sh -c" in failures["runfail-release-py311"] or "exit code: 3" in failures["runfail-release-py311"]
@@ -198,11 +203,23 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     summary = result.stdout[result.stdout.rindex("build-all"):]  # the table, then a line per failed cell
     for cell_id, error in failures.items():
         assert f"failed {cell_id}: {error} (log: " in summary, (cell_id, error)
-    assert _flat("cpu-release-py311") in _flat(summary)
+    assert _flat("tiny-release-py311") in _flat(summary)
     assert "3 of 4 cells did not build" in result.stderr
 
 
-def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, tb_env, tmp_path, base_image):
+def layer_of_step(host: str, image: str, manifest: dict, text: str) -> int:
+    """The index in ``manifest``'s layers of the layer the first build step whose command holds
+    ``text`` made (the image config's history, read from the registry, names each step, without
+    its mounts; steps such as ENV or LABEL make no layer)."""
+    repository = image.split("/", 1)[1].rsplit(":", 1)[0]
+    with urllib.request.urlopen(f"http://{host}/v2/{repository}/blobs/{manifest['config']['digest']}", timeout=30) as answer:
+        history = json.load(answer)["history"]
+    steps = [entry.get("created_by", "") for entry in history if not entry.get("empty_layer")]
+    assert len(steps) == len(manifest["layers"]), (len(steps), len(manifest["layers"]))
+    return next(index for index, step in enumerate(steps) if text in step)
+
+
+def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, tb_env, tmp_path, base_image, run_id):
     """Engine A builds the matrix and pushes it (inline build cache, input-hash tags). Engine B,
     empty but for the OS image and without NAT, finds every cell in the registry without pulling
     a layer; after one wheel changed it rebuilds that cell alone, torch's steps from the registry's
@@ -218,7 +235,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         images = {c["id"]: c["image"] for c in json.loads((tmp_path / "a.json").read_text())["cells"]}
         assert all(image.startswith(f"{host}/team/") for image in images.values()), images
         layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
-        lean_image = images["cpulean-release-py311"]
+        lean_image = images["lean-release-py311"]
         old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
 
         saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
@@ -232,6 +249,24 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         assert not [path for path in fetched if path.rsplit("/", 1)[1] in layers], fetched
         assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1  # the OS image alone
 
+        # The release cells under a new tag: their inputs-<hash> tags hold them, so NAME:TAG is
+        # pointed at the same manifest inside the registry: no layer pulled, none pushed.
+        moved = write(registry=f"{host}/team", tag=f"{{variant}}-py{{py}}-{run_id}-moved")
+        mark = log.stat().st_size
+        retag = run_invoke("build-all", "--config", str(moved), "--only", "*-release-*", "--report",
+                           str(tmp_path / "m.json"), env=on_b)
+        assert retag.returncode == 0, (retag.stdout + retag.stderr)[-5000:]
+        cells = {c["id"]: c for c in json.loads((tmp_path / "m.json").read_text())["cells"]}
+        assert {c: cells[c]["status"] for c in cells} == dict.fromkeys(["tiny-release-py311", "lean-release-py311"],
+                                                                        "retagged (registry)")
+        for cell_id, cell in cells.items():
+            assert cell["image"] == images[cell_id] + "-moved"
+            assert registry_digest(host, cell["image"]) == registry_digest(host, images[cell_id]) != ""
+        requests = registry_requests(log, mark)
+        assert not [path for method, path, _ in requests if "/blobs/" in path and method in ("GET", "PUT", "POST", "PATCH")
+                    and not path.endswith(tuple(registry_manifest(host, images[c])["config"]["digest"] for c in cells))], requests
+        assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1
+
         lean_text = lean.read_text()
         wheel = make_wheel(tmp_path, "torchbake-fixture-ext", "2.0", [], {"torchbake_fixture_ext/__init__.py": ""})
         lean.write_text(lean_text.replace("[wheels]\n", f'[wheels]\nextension = "{wheel}"\n'
@@ -244,7 +279,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
             lean.write_text(lean_text)
         assert third.returncode == 0, (third.stdout + third.stderr)[-5000:]
         assert statuses(tmp_path / "c.json") == {**dict.fromkeys(CELLS, "unchanged (registry)"),
-                                                 "cpulean-release-py311": "built"}
+                                                 "lean-release-py311": "built"}
         cell = next(c for c in json.loads((tmp_path / "c.json").read_text())["cells"] if c["status"] == "built")
         build_log = Path(cell["log"]).read_text()
         torch_step = re.search(r"#(\d+) \[[ \d/]+\] RUN --mount=type=bind,source=wheelhouse/torch", build_log)
@@ -254,8 +289,8 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         shared = 0
         while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
             shared += 1
-        sizes = [layer["size"] for layer in new["layers"]]
-        assert shared > sizes.index(max(sizes)), (shared, sizes)  # torch's layer and all below it: the same blobs
+        torch_layer = layer_of_step(host, lean_image, new, "install_wheels.sh")  # torch's: the first wheels installed
+        assert shared > torch_layer, (shared, torch_layer)  # torch's layer and all below it: the same blobs
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path, _size in registry_requests(log, mark) if method == "PUT" and "digest=" in path}
         assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]}, (uploaded, new_layers, shared)
@@ -268,7 +303,7 @@ def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry
     faults = ["reset", "503", "reset"]
     with faulty_proxy(registry, faults) as proxy:
         matrix = write(registry=f"{proxy}/team")
-        result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push", "--no-registry-check",
+        result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--push", "--no-registry-check",
                             "--report", str(tmp_path / "r.json"), env={**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"})
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert faults == [], faults  # every fault was met on the way
@@ -278,14 +313,65 @@ def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry
     assert registry_manifest(registry, image)["layers"]
 
 
+def registry_digest(host: str, reference: str) -> str:
+    """The digest the registry on ``host`` holds under ``reference``'s tag ("" when it has none)."""
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", method="HEAD",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.headers["Docker-Content-Digest"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return ""
+        raise
+
+
 def test_a_push_the_registry_refuses_names_docker_login_and_changes_nothing(nightly, registry, tb_env, tmp_path):
+    """Yesterday's lean image is in the registry; tonight's (one more companion) is refused: exit 10,
+    `docker login` named, the local image kept, and the registry's tag still on yesterday's image."""
+    folder, lean, write = nightly
+    env = {**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"}
+    yesterday = run_invoke("build-all", "--config", str(write(registry=f"{registry}/team")), "--only", "lean-release-*",
+                           "--push", "--report", str(tmp_path / "y.json"), env=env)
+    assert yesterday.returncode == 0, (yesterday.stdout + yesterday.stderr)[-3000:]
+    pushed = json.loads((tmp_path / "y.json").read_text())["cells"][0]
+    assert registry_digest(registry, pushed["image"]) == pushed["digest"]
+    lean_text = lean.read_text()
+    companion = make_wheel(tmp_path, "torchbake-refused-companion", "1.0", [], {"refused_companion/__init__.py": ""})
+    lean.write_text(lean_text.replace("extra = []", f'extra = ["{companion}"]'))
+    try:
+        with faulty_proxy(registry, ["401"]) as proxy:
+            matrix = write(registry=f"{proxy}/team")
+            result = run_invoke("build-all", "--config", str(matrix), "--only", "lean-release-*", "--push",
+                                "--report", str(tmp_path / "r.json"), env=env)
+    finally:
+        lean.write_text(lean_text)
+    cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+    assert result.returncode == 10, (result.returncode, (result.stdout + result.stderr)[-3000:])
+    assert cell["status"] == "failed" and cell["exit_code"] == 10, cell
+    assert f"docker login {proxy}" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
+    assert docker("image", "inspect", cell["image"], check=False).returncode == 0  # the local image stays
+    assert registry_digest(registry, pushed["image"]) == pushed["digest"]  # the tag did not move
+
+
+def test_a_registry_that_cannot_be_asked_builds_or_with_require_registry_fails(nightly, tb_env, tmp_path):
+    """Nothing listens on the registry's port: the plan says the registry could not be asked and
+    the cell would build; with --require-registry the cell fails naming the registry (exit 10)
+    before anything is built."""
     _folder, _lean, write = nightly
-    with faulty_proxy(registry, ["401"]) as proxy:
-        matrix = write(registry=f"{proxy}/team")
-        result = run_invoke("build-all", "--config", str(matrix), "--only", "cpu-release-*", "--push",
-                            "--report", str(tmp_path / "r.json"), env={**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.2"})
-        cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
-        assert result.returncode != 0
-        assert cell["status"] == "failed", cell
-        assert f"docker login {proxy}" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
-        assert docker("image", "inspect", cell["image"], check=False).returncode == 0  # the local image stays
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        host = f"127.0.0.1:{probe.getsockname()[1]}"
+    matrix = write(registry=f"{host}/team")
+    plan = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--plan", env=tb_env)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    flat = re.sub(r"\s*│\s*|\s+", " ", plan.stdout)
+    assert "build" in flat and host in flat, plan.stdout
+    required = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--require-registry",
+                          "--report", str(tmp_path / "r.json"), env=tb_env)
+    output = required.stdout + required.stderr
+    assert required.returncode == 10, (required.returncode, output[-3000:])
+    cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+    assert cell["status"] == "failed" and host in cell["reason"], cell
+    assert "docker build" not in output

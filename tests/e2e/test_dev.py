@@ -174,11 +174,26 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
         docker("image", "rm", "--force", slim, check=False)
 
 
+@pytest.fixture(scope="module")
+def lite_dev_base(run_id, base_image, tb_env, lite_dev_config):
+    """The base of the fixture sources on the stand-in torch (conftest.lite_dev_config)."""
+    config, _ = lite_dev_config
+    name = f"torchbake-test/dev-lite-base:{run_id}"
+    result = run_invoke("build-base", "--config", str(config), "--name", name.split(":")[0], "--tag", run_id,
+                        "--sys", base_image, "--python", "3.11", env=tb_env)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    yield name, result
+    docker("image", "rm", "--force", name, check=False)
+
+
 def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
-        dev_base, tb_env, dev_config, run_id, tmp_path, second_engine):
+        lite_dev_base, tb_env, lite_dev_config, run_id, tmp_path, second_engine):
     """[dev] ccache_remote: engine A's compiles fill an HTTP remote storage (given to the build as a
-    secret); engine B, whose cache mount is empty, compiles the same sources with remote hits."""
-    config, credentials = dev_config
+    secret); engine B, whose cache mount is empty, compiles the same sources with remote hits. (The
+    C sources of the fixture-lite profile: the remote storage is the story here; the real C++
+    extension's ccache hits are test_rebuild_after_touching_one_file_is_served_by_ccache's.)"""
+    config, credentials = lite_dev_config
+    dev_base = lite_dev_base
     with storage_server(tmp_path / "ccache") as (url, seen):
         remote = tmp_path / "remote.toml"
         remote.write_text(f'[dev]\nccache_remote = "{url}/cache"\n')

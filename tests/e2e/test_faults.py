@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import docker
+from .helpers import docker, make_wheel
 
 KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
 
@@ -145,7 +145,7 @@ def leftovers(cache: Path, repository: str) -> dict[str, list[str]]:
     }
 
 
-def test_signals_during_download_context_and_build_leave_nothing_behind(base_image, tmp_path, run_id):
+def test_signals_during_download_context_and_build_leave_nothing_behind(base_image, tmp_path, run_id, tiny_profile):
     cache = tmp_path / "cache"
     env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
     repository = f"torchbake-test/interrupted-{run_id}"
@@ -155,7 +155,7 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
     # unique to this run, so no earlier run's layer cache can serve the installer's step
     kit = toolkit_tarball(f"#!/bin/bash\necho 'kit: installing'\nsleep 15\necho 'kit: done'\n# {run_id}\n")
     with slow_server({"kit.tar.gz": kit}) as (url, requests, asked):
-        args = ["build", "--config", "configs/cpu.toml", "--name", repository, "--tag", "1", "--base-img", base_image,
+        args = ["build", "--config", str(tiny_profile), "--name", repository, "--tag", "1", "--base-img", base_image,
                 "--musa-toolkits-url", f"{url}/kit.tar.gz"]
         def interrupted(run: Run, signum: int, within: float, what: str) -> None:
             """Interrupt, then check it ended in time, with the right status, leaving nothing."""
@@ -194,13 +194,13 @@ def test_signals_during_download_context_and_build_leave_nothing_behind(base_ima
             docker("image", "rm", "--force", image, check=False)
 
 
-def test_two_builds_at_once_share_the_cache(base_image, tmp_path, run_id):
+def test_two_builds_at_once_share_the_cache(base_image, tmp_path, run_id, tiny_profile):
     cache = tmp_path / "cache"
     env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
     kit = toolkit_tarball("#!/bin/bash\necho 'kit: installed'\n")
     images = [f"torchbake-test/concurrent-{name}-{run_id}:1" for name in ("a", "b")]
     with slow_server({"kit.tar.gz": kit}) as (url, requests, _):
-        runs = [Run(["build", "--config", "configs/cpu.toml", "--name", image.split(":")[0], "--tag", "1",
+        runs = [Run(["build", "--config", str(tiny_profile), "--name", image.split(":")[0], "--tag", "1",
                      "--base-img", base_image, "--musa-toolkits-url", f"{url}/kit.tar.gz"], env) for image in images]
         try:
             codes = [run.finish() for run in runs]
@@ -215,14 +215,14 @@ def test_two_builds_at_once_share_the_cache(base_image, tmp_path, run_id):
                 docker("image", "rm", "--force", image, check=False)
 
 
-def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_path, run_id):
+def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_path, run_id, tiny_torch):
     """build-all runs cells in worker threads; SIGTERM still ends it within seconds."""
     cache = tmp_path / "cache"
     kit = toolkit_tarball("#!/bin/bash\necho 'kit: installing'\nsleep 120\n")
     repository = f"torchbake-test/matrix-interrupted-{run_id}"
     with slow_server({"kit.tar.gz": kit}) as (url, _, _):
         profile = tmp_path / "sleepy.toml"
-        profile.write_text(f'[image]\nname = "x"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+        profile.write_text(f'[image]\nname = "x"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                            f'[toolkits]\nmusa_toolkits_url = "{url}/kit.tar.gz"\n[build]\nvariant = "release"\n')
         matrix = tmp_path / "matrix.toml"
         matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
@@ -244,42 +244,59 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
 
 
 def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(base_image, tmp_path, run_id, tb_env,
-                                                                               tmp_path_factory):
-    """dockerd killed (SIGKILL) in the middle of a build-all cell: the run ends within the engine
-    timeout saying the engine stopped answering, the report is written; with the engine back, the
-    same run succeeds and leaves no candidate tag."""
+                                                                               tmp_path_factory, tiny_torch):
+    """dockerd killed (SIGKILL) in the middle of a build-all cell, while its candidate image is being
+    verified: the run ends within the engine timeout saying the engine stopped answering (exit 4),
+    the report is written; with the engine back, the same run succeeds and leaves no candidate tag
+    of its own, and `invoke gc` removes the one the killed run could not."""
+    slow = make_wheel(tmp_path, "torchbake-slow-ext", "1.0", [],  # verify imports it: a window of 20 s
+                      {"slow_ext/__init__.py": "import time\ntime.sleep(20)\n"})
     with start_second_engine(tmp_path_factory.mktemp("engine-dies")) as engine:
         saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
         subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine})
         profile = tmp_path / "lean.toml"
-        profile.write_text('[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+        profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
+                           f'extension = "{slow}"\nextension_module = "slow_ext"\n'
                            '[build]\nvariant = "release"\nnetwork = "host"\nengine_timeout = 15\n')
         matrix = tmp_path / "nightly.toml"
         matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
                           f'name = "torchbake-test/dies"\ntag = "{{variant}}-{run_id}"\n'
                           f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **tb_env, **engine}
-        logs = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]) / "logs"
-        started = time.time()
+        on_b = dict(engine)
+
+        def candidates() -> list[str]:
+            return [t for t in docker("images", "--format", "{{.Tag}}", "torchbake-test/dies", env=on_b).stdout.split()
+                    if t.startswith("torchbake-candidate-")]
+
         run = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build-all", "--config",
                                 str(matrix), "--report", str(tmp_path / "r1.json")], cwd=ROOT, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
-        while time.time() - started < 300:  # until the apt step of the cell runs
-            cell_logs = [p for p in logs.glob("lean-release-py311-*.log") if p.stat().st_mtime >= started - 1]
-            if cell_logs and "install_os_packages.sh" in cell_logs[0].read_text(errors="replace"):
-                break
+        deadline = time.monotonic() + 300
+        while not candidates():  # built; now the 20-second verification runs
+            assert run.poll() is None, "build-all ended before its candidate image existed:\n" + run.communicate()[0][-3000:]
+            assert time.monotonic() < deadline, "no candidate image within 300 s"
             time.sleep(0.5)
+        time.sleep(2)  # the verify container has started
         engine.kill()
-        killed = time.time()
+        killed = time.monotonic()
         out, err = run.communicate(timeout=120)
-        assert run.returncode != 0 and time.time() - killed < 60, out[-3000:] + err[-3000:]
+        assert run.returncode == 4 and time.monotonic() - killed < 60, (run.returncode, out[-3000:] + err[-3000:])
         assert "stopped answering" in out + err, out[-3000:] + err[-3000:]
         assert json.loads((tmp_path / "r1.json").read_text())["cells"][0]["status"] == "failed"
 
         engine.start()
+        left = candidates()
+        assert len(left) == 1, left  # the killed run's: nobody could remove it
         again = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build-all", "--config",
                                 str(matrix), "--report", str(tmp_path / "r2.json")], cwd=ROOT, env=env,
                                capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-        tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", env=dict(engine)).stdout
-        assert f"torchbake-test/dies:release-{run_id}" in tags and ":torchbake-candidate-" not in tags
+        tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", env=on_b).stdout
+        assert f"torchbake-test/dies:release-{run_id}" in tags
+        assert candidates() == left  # the new run's own candidate is gone
+        swept = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "gc"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+        assert swept.returncode == 0, swept.stdout[-3000:] + swept.stderr[-3000:]
+        assert candidates() == [] and f"torchbake-test/dies:release-{run_id}" in docker(
+            "images", "--format", "{{.Repository}}:{{.Tag}}", env=on_b).stdout

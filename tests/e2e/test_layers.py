@@ -4,6 +4,7 @@ that change nothing, installs with uv that keep torch pinned in derived images."
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 
 import pytest
@@ -99,9 +100,9 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, b
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
     assert "docker build" in forced.stdout
     after = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
-    # The same inputs give the same image config (created = when they were first built): the
-    # rebuild from the layer cache is the very same image, or the one it replaced is gone.
-    assert after == before or before not in image_ids()
+    # The same inputs give the same image (its config keeps created = when they were first built):
+    # the rebuild from the layer cache is the very same image.
+    assert after == before
     now_dangling = docker("images", "-q", "--filter", "dangling=true").stdout.split()
     assert sorted(now_dangling) == sorted(dangling), [
         docker("image", "inspect", "--format", "{{.Id}} {{.Created}} {{json .Config.Labels}}", i).stdout[:400]
@@ -110,19 +111,32 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, b
 
 
 def test_uv_and_pip_in_a_derived_image_cannot_replace_torch(cpu, tmp_path):
+    """Each installer refuses torch 0.0.1 because of the image's constraint (its own message, exit
+    1), and the very same command without the constraint (the control) would install it: the
+    refusal is the constraint's, not a bad flag's or a missing wheel's."""
     make_wheel(tmp_path, "torch", "0.0.1", [], {"torch_fake.py": ""})
+    install = {"uv": "uv pip install --offline --no-index --find-links /tmp/w torch==0.0.1",
+               "pip": "pip install --no-index --find-links /tmp/w torch==0.0.1"}
     (tmp_path / "Dockerfile").write_text(
         f"FROM {cpu}\n"
         "COPY torch-0.0.1-py3-none-any.whl /tmp/w/\n"
-        "RUN uv --version && ! uv pip install --offline --no-index --find-links /tmp/w torch==0.0.1\n"
-        "RUN ! pip install --no-index --find-links /tmp/w torch==0.0.1\n"
-        "RUN python -c 'import torch; assert torch.__version__ == \"2.13.0+cpu\", torch.__version__'\n"
+        + "".join(f"RUN {command}; echo \"{name} exit $?\"\n" for name, command in install.items())
+        + f"RUN env -u UV_CONSTRAINT {install['uv']} --dry-run && echo 'uv control ok'\n"
+        + f"RUN env -u PIP_CONSTRAINT {install['pip']} --dry-run && echo 'pip control ok'\n"
+        "RUN python -c 'import torch; print(\"torch is\", torch.__version__)'\n"
     )
     tag = cpu + "-derived"
-    result = docker("build", "--progress=plain", "--tag", tag, str(tmp_path), check=False,
+    result = docker("build", "--progress=plain", "--no-cache", "--tag", tag, str(tmp_path), check=False,
                     env={"DOCKER_BUILDKIT": "1"})
+    output = result.stdout + result.stderr
     try:
-        assert result.returncode == 0, result.stderr[-3000:]
+        assert result.returncode == 0, output[-3000:]
+        assert "uv exit 1" in output and "pip exit 1" in output, output[-4000:]
+        assert "The user requested (constraint) torch==2.13.0+cpu" in output  # pip's constraint message
+        assert re.search(r"torch==0\.0\.1 and torch==2\.13\.0\+cpu|torch==2\.13\.0\+cpu and torch==0\.0\.1", output), \
+            output[-4000:]  # uv's: the two requirements cannot both hold
+        assert "uv control ok" in output and "pip control ok" in output, output[-4000:]
+        assert "torch is 2.13.0+cpu" in output
     finally:
         docker("image", "rm", "--force", tag, check=False)
 

@@ -47,7 +47,8 @@ def _everything_written(root: Path) -> bytes:
     return b"\n".join(p.read_bytes() for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, tb_env, cache_dir, tmp_path, run_id):
+def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, tb_env, cache_dir, tmp_path, run_id,
+                                                                  tiny_profile):
     www = tmp_path / "www"
     www.mkdir()
     wheel = make_wheel(www, "torchbake-secret-ext", "1.0.0", ["torch"], {"torchbake_secret_ext/__init__.py": "X = 1\n"})
@@ -63,15 +64,15 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
     printed = []
     try:
         with serving(httpd):
-            dry = run_invoke("build", "--config", "configs/cpu.toml", "--name", name, "--tag", "1", "--base-img", base_image,
+            dry = run_invoke("build", "--config", str(tiny_profile), "--name", name, "--tag", "1", "--base-img", base_image,
                              "--torch-musa-whl-url", url, "--dry-run", env=env)
             printed.append(dry.stdout + dry.stderr)
             assert dry.returncode == 0, printed[-1][-3000:]
-            dev_dry = run_invoke("build", "--config", "configs/cpu.toml", "--base-img", base_image, "--dry-run", env=env)
+            dev_dry = run_invoke("build", "--config", str(tiny_profile), "--base-img", base_image, "--dry-run", env=env)
             printed.append(dev_dry.stdout + dev_dry.stderr)
             assert dev_dry.returncode == 0, printed[-1][-3000:]
             assert not (cache_dir / "secrets").exists()  # --dry-run writes nothing, a secret least of all
-            built = run_invoke("build", "--config", "configs/cpu.toml", "--name", name, "--tag", "1",
+            built = run_invoke("build", "--config", str(tiny_profile), "--name", name, "--tag", "1",
                                "--base-img", base_image, "--torch-musa-whl-url", url, env=env)
             printed.append(built.stdout + built.stderr)
             # the credential works: sent as the request's authorization, the host is the host
@@ -99,13 +100,14 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
         docker("image", "rm", "--force", f"{name}:1", check=False)
 
 
-def test_a_tag_never_lands_on_an_image_built_for_another_name(cpu_image, base_image, tb_env, tmp_path, run_id):
-    image, first = cpu_image
-    assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
-    other = f"torchbake-test/other-{run_id}"
+def test_a_tag_never_lands_on_an_image_built_for_another_name(tiny_profile, base_image, tb_env, tmp_path, run_id):
+    image, other = f"torchbake-test/one-{run_id}:1", f"torchbake-test/other-{run_id}"
     try:
+        first = run_invoke("build", "--config", str(tiny_profile), "--name", image.split(":")[0], "--tag", "1",
+                           "--base-img", base_image, env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
         # the same inputs under another name: built (labels of its own), never the first image re-tagged
-        again = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "x",
+        again = run_invoke("build", "--config", str(tiny_profile), "--name", other, "--tag", "x",
                            "--base-img", base_image, "--no-verify", env=tb_env)
         assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
         assert "retagged" not in again.stdout, again.stdout[-2000:]
@@ -115,13 +117,13 @@ def test_a_tag_never_lands_on_an_image_built_for_another_name(cpu_image, base_im
 
         # a kept context edited by hand, built with --no-prepare: hashed as it is on disk, so built with the edit
         folder = tmp_path / "context"
-        prepared = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+        prepared = run_invoke("build", "--config", str(tiny_profile), "--name", other, "--tag", "kept",
                               "--base-img", base_image, "--build-dir", str(folder), "--no-verify", env=tb_env)
         assert prepared.returncode == 0, (prepared.stdout + prepared.stderr)[-3000:]
         pristine = labels(f"{other}:kept")["torchbake.input-hash"]
         with (folder / "Dockerfile").open("a") as dockerfile:
             dockerfile.write("RUN echo edited > /edited-by-hand\n")
-        edited = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+        edited = run_invoke("build", "--config", str(tiny_profile), "--name", other, "--tag", "kept",
                             "--base-img", base_image, "--build-dir", str(folder), "--no-prepare", "--no-verify", env=tb_env)
         assert edited.returncode == 0, (edited.stdout + edited.stderr)[-3000:]
         assert "unchanged" not in edited.stdout and "retagged" not in edited.stdout, edited.stdout[-2000:]
@@ -131,10 +133,10 @@ def test_a_tag_never_lands_on_an_image_built_for_another_name(cpu_image, base_im
         # an empty folder never prepared is an error, never "retagged"
         empty = tmp_path / "empty"
         empty.mkdir()
-        never = run_invoke("build", "--config", "configs/cpu.toml", "--name", other, "--tag", "kept",
+        never = run_invoke("build", "--config", str(tiny_profile), "--name", other, "--tag", "kept",
                            "--base-img", base_image, "--build-dir", str(empty), "--no-prepare", env=tb_env)
         assert never.returncode == 2, never.stdout + never.stderr
         assert "is not a context torchbake prepared" in never.stderr
     finally:
-        for tag in ("x", "kept"):
-            docker("image", "rm", "--force", f"{other}:{tag}", check=False)
+        for reference in (f"{other}:x", f"{other}:kept", image):
+            docker("image", "rm", "--force", reference, check=False)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from torchbake import output, runner
 from torchbake.builder import BuildResult
-from torchbake.errors import BuildError
+from torchbake.errors import BuildError, EngineError, RegistryError
 from torchbake.matrix import Cell
 
 
@@ -24,14 +24,14 @@ def cell(cell_id: str, *deps: str) -> Cell:
 CELLS = [cell("a-base"), cell("a-dev", "a-base"), cell("b-release"), cell("c-release")]
 
 
-def run_matrix(monkeypatch, tmp_path, failing: set[str], **options):
+def run_matrix(monkeypatch, tmp_path, failing: set[str], error=BuildError, **options):
     order = []
 
     def fake_build(plan, client, *, skip_unchanged, log_file):
         order.append(plan)
         log_file.write_text("step 1\nERROR: no matching distribution for x\n" if plan in failing else "ok\n")
         if plan in failing:
-            raise BuildError(f"{plan} broke")
+            raise error(f"{plan} broke")
         return BuildResult(image=f"x/{plan}:t", image_id="sha256:" + "1" * 64, size_bytes=10**9, log_file=log_file,
                            input_hash="h", seconds=1.0, status="built", reason="new")
 
@@ -104,3 +104,20 @@ def test_a_dependent_of_a_rebuilt_cell_is_not_skipped(monkeypatch, tmp_path):
     results = run.run()
     assert built == ["a-base", "a-dev"]
     assert results["b-release"].status == "unchanged" and results["a-dev"].status == "built"
+
+
+@pytest.mark.parametrize(("errors", "code"), [
+    ({"b-release": BuildError}, 1),
+    ({"b-release": EngineError}, 4),  # the engine stopped answering: the night's machinery, not a cell
+    ({"b-release": RegistryError}, 10),
+    ({"b-release": BuildError, "c-release": RegistryError}, 10),
+    ({"b-release": RegistryError, "c-release": EngineError}, 4),
+])
+def test_the_exit_status_names_the_engine_or_registry_when_they_failed(monkeypatch, tmp_path, errors, code):
+    results = {}
+    for cell_id, error in errors.items():
+        found, _ = run_matrix(monkeypatch, tmp_path, {cell_id}, error=error)
+        results[cell_id] = found[cell_id]
+    results["a-base"] = found["a-base"]
+    assert results["a-base"].status == "built"
+    assert runner.exit_status(results) == code
