@@ -29,3 +29,10 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
         [*INVOKE, "--search-root", str(root), *args], cwd=cwd, env=full_env, capture_output=True,
         text=True, timeout=timeout, **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
     )
+
+
+def pytest_collection_modifyitems(items):
+    """Every unit test is in the inner loop (-m quick); real-engine tests join it one by one."""
+    for item in items:
+        if "/unit/" in str(item.fspath):
+            item.add_marker(pytest.mark.quick)

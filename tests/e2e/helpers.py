@@ -124,3 +124,23 @@ def system_df(env: dict | None = None) -> dict[str, int]:
         number, unit = re.fullmatch(r"([\d.]+)\s*([kKMGT]?B)", size.strip()).groups()
         found[kind] = int(float(number) * _UNITS[unit])
     return found
+
+
+def engine_state(names) -> dict[str, set[str]]:
+    """What the engine holds under ``names`` (image references; a name's whole repository counts,
+    candidate tags included) and the containers made from those images or named one of ``names``:
+    the things a command given those names could create, and nothing another user of the engine
+    makes meanwhile (a whole-engine listing would count theirs too)."""
+    names = set(names)
+    repositories = {name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name for name in names}
+    images = set()
+    for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines():
+        reference, image_id = line.rsplit(" ", 1)
+        if reference.rsplit(":", 1)[0] in repositories:
+            images.add(f"{reference} {image_id}")
+    containers = set()
+    for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}").stdout.splitlines():
+        container_id, image, name = line.split(" ", 2)
+        if image in names or image.rsplit(":", 1)[0] in repositories or name in names:
+            containers.add(f"{container_id} {image} {name}")
+    return {"images": images, "containers": containers}

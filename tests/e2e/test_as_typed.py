@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import ROOT, run_invoke
 
-from .helpers import docker, image_ids
+from .helpers import docker, engine_state
 
 BOOTSTRAP_LABEL = "torchbake.bootstrap.suite"
 
@@ -176,7 +176,8 @@ VENDOR_VALUES = ("toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.m
 
 
 def test_build_all_plan_lists_every_cell_and_every_missing_value(scratch, tb_env):
-    before = image_ids()
+    names = ("torchbake/torch-musa", "torchbake/pytorch-cpu", "ubuntu", "debian")  # the nightly's names, its FROM images
+    before = engine_state(names)
     result = as_typed(scratch, tb_env, "build-all", "--plan")
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if re.match(r"│ \d ", line)]
@@ -187,14 +188,14 @@ def test_build_all_plan_lists_every_cell_and_every_missing_value(scratch, tb_env
     assert "toolkits.mccl_url: [toolkits] mccl_url / TORCHBAKE_TOOLKITS_MCCL_URL" in flat  # plain text, not markup
     assert result.stdout.count("needs values") == 6  # every dev and release cell
     assert "6 of 9 cells need values that are not set" in result.stdout
-    assert image_ids() == before  # a plan makes nothing, not even a missing FROM image
+    assert engine_state(names) == before  # a plan makes nothing, not even a missing FROM image
 
     build = as_typed(scratch, tb_env, "build-all")
     assert build.returncode == 2
     for key in VENDOR_VALUES:  # every missing value at once, with where to set it
         assert re.search(rf"^  {re.escape(key)} \(cells musa-", build.stderr, re.M), build.stderr
     assert "+ /usr/bin/docker build" not in build.stdout
-    assert image_ids() == before
+    assert engine_state(names) == before
 
 
 @contextmanager
@@ -235,7 +236,7 @@ def mirror_that_drops_packages():
 def test_a_bootstrap_that_fails_half_way_leaves_nothing(tb_env, cache_dir, tmp_path):
     reference = "debian:stable"
     with set_aside(reference):
-        before = image_ids()
+        before = engine_state(["debian", "torchbake/pytorch-cpu"])
         wgetrc = tmp_path / "wgetrc"  # debootstrap's wget retries a dropped connection 20 times by default
         wgetrc.write_text("tries = 2\nwaitretry = 1\n")
         with mirror_that_drops_packages() as mirror:
@@ -246,6 +247,6 @@ def test_a_bootstrap_that_fails_half_way_leaves_nothing(tb_env, cache_dir, tmp_p
         assert "I: Retrieving Packages" in output  # it got half-way
         assert f"debootstrap could not make stable from {mirror}; nothing was imported" in output
         assert "Traceback" not in output
-        assert not image_exists(reference) and image_ids() == before
+        assert not image_exists(reference) and engine_state(["debian", "torchbake/pytorch-cpu"]) == before
         assert not list((cache_dir / "bootstrap").glob("bootstrap-*"))  # no temporary root file system
         assert str(cache_dir) not in Path("/proc/self/mounts").read_text()

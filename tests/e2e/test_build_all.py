@@ -103,6 +103,7 @@ def test_matrix_builds_then_skips_then_rebuilds_only_what_changed(nightly, tb_en
                                             "fixture-lite-base-py311": "unchanged", "fixture-lite-dev-py311": "unchanged"}
 
 
+@pytest.mark.quick
 def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
     folder, _lean, write = nightly
     matrix = write()

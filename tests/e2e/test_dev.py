@@ -15,7 +15,7 @@ from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
-from .helpers import DOCKER, container_ids, docker, image_ids, labels
+from .helpers import DOCKER, docker, engine_state, labels
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +137,8 @@ def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_p
         (["build", "--config", str(config), "--name", "torchbake-test/bad", "--base-img", "torchbake-test/debian:none"],
          "does not exist on this engine. Make it with `invoke build-base --name torchbake-test/debian --tag none`"),
     ]
-    images, containers = image_ids(), container_ids()
+    names = [word for args, _ in cases for word in args]
+    before = engine_state(names)
     failures = []
     for args, message in cases:
         result = run_invoke(*args, env=tb_env)
@@ -146,7 +147,7 @@ def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_p
                 or "Preparing the build context" in output):
             failures.append(f"{args}: rc={result.returncode}\n{output[-1500:]}")
     assert not failures, "\n\n".join(failures)
-    assert image_ids() == images and container_ids() == containers
+    assert engine_state(names) == before
     after_head = subprocess.run(["git", "-C", str(root / "pytorch"), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     assert after_head == before_head  # the user's clone was not touched
 

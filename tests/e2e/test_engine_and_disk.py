@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import http_server, relay
 
-from .helpers import container_ids, image_ids
+from .helpers import engine_state
 
 REAL_SOCKET = "/var/run/docker.sock"
 
@@ -39,7 +39,7 @@ def test_a_build_that_cannot_fit_fails_before_downloading(base_image, small_disk
     www.mkdir()
     (www / "kit.tar.gz").write_bytes(b"\0" * (30 << 20))
     cache = small_disk / "cache"
-    images, containers = image_ids(), container_ids()
+    before = engine_state([base_image, "torchbake/pytorch-cpu"])
     with http_server(www) as url:
         result = run_invoke("build", "--config", "configs/cpu.toml", "--tag", "no-room", "--base-img", base_image,
                             "--musa-toolkits-url", f"{url}/kit.tar.gz",
@@ -51,7 +51,7 @@ def test_a_build_that_cannot_fit_fails_before_downloading(base_image, small_disk
     assert "has 2" in message and "MB free" in message  # about 20 MB
     assert "Preparing the build context" not in result.stdout
     assert not list(cache.rglob("kit.tar.gz*")) and not list(cache.rglob("*.part"))
-    assert image_ids() == images and container_ids() == containers
+    assert engine_state([base_image, "torchbake/pytorch-cpu"]) == before
 
 
 @contextmanager
@@ -169,6 +169,7 @@ def second_socket(folder: Path):
             end.close()
 
 
+@pytest.mark.quick
 def test_the_engine_is_found_as_the_cli_finds_it(base_image, tmp_path):
     """The default socket; a unix:// DOCKER_HOST naming a second socket path; a docker context
     naming it: each reaches the engine (the relay sees the calls where it should)."""

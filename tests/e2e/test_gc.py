@@ -84,7 +84,7 @@ def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
     assert image_lines[0].startswith(f"would remove image {ids['gone'][:19]} (")
     assert image_lines[0].endswith(f"): a newer build of {repo}:gone took its tag; no tag, container or kept image uses it")
     assert "0123456789abcdef" in listed and "old.log" in listed and "broken.log" not in listed
-    assert image_ids() == before and (cache / "downloads" / "0123456789abcdef").exists()
+    assert before <= image_ids() and (cache / "downloads" / "0123456789abcdef").exists()  # removed nothing
 
     run = run_invoke("gc", "--keep", "0", env=env)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -111,4 +111,4 @@ def test_a_held_cache_entry_stays_and_a_silent_engine_stops_everything(scene, tm
     dead = run_invoke("gc", "--keep", "0", env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
     assert dead.returncode == 4, dead.stdout + dead.stderr
     assert "No Docker engine answers" in dead.stderr
-    assert image_ids() == before and (cache / "logs" / "broken.log").exists()
+    assert before <= image_ids() and (cache / "logs" / "broken.log").exists()  # removed nothing

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import registry_manifest
 
-from .helpers import docker, image_ids, labels, layers, make_wheel, new_layer_bytes
+from .helpers import docker, engine_state, labels, layers, make_wheel, new_layer_bytes
 
 MB = 1 << 20
 
@@ -87,14 +87,15 @@ def test_a_changed_extension_wheel_rebuilds_only_the_layers_above_torch(base_ima
 def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, base_image, tb_env):
     before = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
     created = labels(cpu)["org.opencontainers.image.created"]
-    images, dangling = image_ids(), docker("images", "-q", "--filter", "dangling=true").stdout.split()
+    ours = ("--filter", "dangling=true", "--filter", f"label=org.opencontainers.image.title={cpu.split(':')[0]}")
+    images, dangling = engine_state([cpu]), docker("images", "-q", *ours).stdout.split()
     args = ("build", "--config", "configs/cpu.toml", "--name", cpu.split(":")[0], "--tag", cpu.split(":")[1],
             "--base-img", base_image)
     again = run_invoke(*args, env=tb_env)
     assert again.returncode == 0, again.stderr
     assert f"{cpu} unchanged" in again.stdout and "docker build" not in again.stdout
     assert json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"] == before
-    assert image_ids() == images
+    assert engine_state([cpu]) == images
 
     forced = run_invoke(*args, "--force", env=tb_env)
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
@@ -103,7 +104,7 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, b
     # The same inputs give the same image (its config keeps created = when they were first built):
     # the rebuild from the layer cache is the very same image.
     assert after == before
-    now_dangling = docker("images", "-q", "--filter", "dangling=true").stdout.split()
+    now_dangling = docker("images", "-q", *ours).stdout.split()
     assert sorted(now_dangling) == sorted(dangling), [
         docker("image", "inspect", "--format", "{{.Id}} {{.Created}} {{json .Config.Labels}}", i).stdout[:400]
         for i in set(now_dangling) ^ set(dangling)] + [forced.stdout[-2500:]]

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import container_ids, docker, http_server, image_ids, labels, layer_file_names, make_wheel, sha256_of
+from .helpers import docker, engine_state, http_server, labels, layer_file_names, make_wheel, sha256_of
 
 
 def test_cpu_release_image_builds_and_verifies(cpu_image):
@@ -98,15 +98,16 @@ def test_derived_image_cannot_replace_torch(cpu_image, tmp_path, package, allowe
         docker("image", "rm", "--force", tag, check=False)
 
 
+@pytest.mark.quick
 def test_dry_run_creates_nothing(base_image, tb_env, cache_dir):
-    images, containers = image_ids(), container_ids()
+    engine_before = engine_state(["torchbake-test/dry", base_image])
     before = sorted(p for p in cache_dir.rglob("*"))
     result = run_invoke("build", "--config", "configs/cpu.toml", "--name", "torchbake-test/dry", "--base-img",
                         base_image, "--dry-run", env=tb_env)
     assert result.returncode == 0, result.stderr
     assert "Docker command:" in result.stdout
     assert "DOCKER_BUILDKIT=1 /usr/bin/docker build --progress=plain --file '<context>/Dockerfile'" in result.stdout
-    assert image_ids() == images and container_ids() == containers
+    assert engine_state(["torchbake-test/dry", base_image]) == engine_before
     assert sorted(p for p in cache_dir.rglob("*")) == before
 
 
@@ -165,6 +166,7 @@ def test_toolkits_extension_env_and_reused_context(base_image, tb_env, tmp_path,
         docker("image", "rm", "--force", name, check=False)
 
 
+@pytest.mark.quick
 def test_bootstrap_os_keeps_an_existing_image(base_image, tb_env):
     before = docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout
     result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", base_image, env=tb_env)
@@ -173,6 +175,7 @@ def test_bootstrap_os_keeps_an_existing_image(base_image, tb_env):
     assert docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout == before
 
 
+@pytest.mark.quick
 def test_failed_verification_keeps_the_previous_image(base_image, tb_env, tmp_path, run_id, tiny_profile):
     """An image that fails verification never takes the tag from the image it pointed to."""
     name = f"torchbake-test/verify-fail:{run_id}"

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import ROOT, run_invoke
 
-from .helpers import container_ids, docker, image_ids
+from .helpers import docker, engine_state
 
 DATALOADER_CHECK = '''
 import os
@@ -69,7 +69,7 @@ def inspect(name: str) -> dict:
 
 def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_workers(image, tb_env, tmp_path):
     (tmp_path / "check.py").write_text(DATALOADER_CHECK)
-    before = container_ids()
+    before = engine_state([image])["containers"]
     result = run_invoke("run-container", image, "--rm", "--shm-size", "2G", "--mount", f"{tmp_path}:/work:ro",
                         "--workdir", "/work", "--env", "TB_MARK=42", "--command", "python check.py", env=tb_env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -77,7 +77,7 @@ def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_wo
     assert result.stdout.splitlines() == [
         f"shm {2 << 30}", "batches 5 total 190", "mark 42 cwd /work torch 2.13.0+cpu"]
     assert "Running a throwaway container" in result.stderr and "--shm-size 2g" in result.stderr
-    assert container_ids() == before  # --rm: nothing left behind
+    assert engine_state([image])["containers"] == before  # --rm: nothing left behind
 
 
 @pytest.mark.parametrize("folder", ["a,b", 'say "hi"', "with space", "k=v,x=y", "données-日本", "a,\"b\" c=d é"])
@@ -250,9 +250,9 @@ def test_bad_inputs_fail_before_anything_is_created(image, tb_env, args, message
     """With their exit codes; more run-container cases are in the catalogue (test_bad_inputs.py)."""
     assert not Path("/dev/kfd").exists() and not Path("/dev/nvidiactl").exists(), "this test expects a host without GPUs"
     args = [image if a == "IMAGE" else a for a in args]
-    containers, images = container_ids(), image_ids()
+    before = engine_state([image, *args])
     result = run_invoke("run-container", *args, "--command", "true", env=tb_env)
     assert result.returncode == code, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
-    assert container_ids() == containers and image_ids() == images
+    assert engine_state([image, *args]) == before
