@@ -21,12 +21,14 @@ def clean_env(monkeypatch):
 
 
 def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, root: Path = ROOT,
-               timeout: float = 1800, input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `invoke ARGS` as a user would, collecting output (``input``: piped to its standard input)."""
+               timeout: float = 1800, input: str | None = None, wrap=None) -> subprocess.CompletedProcess[str]:
+    """Run `invoke ARGS` as a user would, collecting output (``input``: piped to its standard input;
+    ``wrap``: a function that wraps the command line, e.g. tests.e2e.helpers.gpu_less)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
     full_env.update(env or {})
+    argv = [*INVOKE, "--search-root", str(root), *args]
     return subprocess.run(
-        [*INVOKE, "--search-root", str(root), *args], cwd=cwd, env=full_env, capture_output=True,
+        wrap(argv) if wrap else argv, cwd=cwd, env=full_env, capture_output=True,
         text=True, timeout=timeout, **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
     )
 

@@ -297,10 +297,13 @@ class SecondEngine(dict):
         lives under /run, which a machine whose engine crashed starts empty after its reboot)."""
         self.starts += 1
         log = self.root / "dockerd.log"
+        settings = self.root / "daemon.json"  # not the host's /etc/docker/daemon.json: no GPU runtimes, no pools
+        settings.write_text("{}\n")
         with open(log, "ab") as sink:
             self.process = subprocess.Popen(
                 ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / f"exec{self.starts}"),
                  "--host", self["DOCKER_HOST"], "--pidfile", str(self.short / "docker.pid"), "--bridge", self.bridge,
+                 "--config-file", str(settings),
                  "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL,
                 start_new_session=True)  # its own process group: dockerd and the containerd it starts
         for _ in range(120):

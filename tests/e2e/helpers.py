@@ -126,7 +126,7 @@ def system_df(env: dict | None = None) -> dict[str, int]:
     return found
 
 
-def engine_state(names) -> dict[str, set[str]]:
+def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
     """What the engine holds under ``names`` (image references; a name's whole repository counts,
     candidate tags included) and the containers made from those images or named one of ``names``:
     the things a command given those names could create, and nothing another user of the engine
@@ -134,13 +134,38 @@ def engine_state(names) -> dict[str, set[str]]:
     names = set(names)
     repositories = {name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name for name in names}
     images = set()
-    for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}").stdout.splitlines():
+    for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", env=env).stdout.splitlines():
         reference, image_id = line.rsplit(" ", 1)
         if reference.rsplit(":", 1)[0] in repositories:
             images.add(f"{reference} {image_id}")
     containers = set()
-    for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}").stdout.splitlines():
+    for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).stdout.splitlines():
         container_id, image, name = line.split(" ", 2)
         if image in names or image.rsplit(":", 1)[0] in repositories or name in names:
             containers.add(f"{container_id} {image} {name}")
     return {"images": images, "containers": containers}
+
+
+# A view of this host without GPUs, for one command: a private mount namespace whose /dev holds
+# only null, zero, random, urandom and full, and where the container toolkits' runtime hooks are not
+# executable. With an engine that has no GPU runtimes (the second engine's daemon configuration is
+# empty), the device profiles' checks see a GPU-less host on any machine, GPU hosts included.
+_GPU_LESS = r"""
+set -e
+host_dev=$(mktemp -d)
+mount --bind /dev "$host_dev"
+mount -t tmpfs -o size=1m,mode=755 tmpfs /dev
+for node in null zero random urandom full; do
+    touch "/dev/$node"
+    mount --bind "$host_dev/$node" "/dev/$node"
+done
+for hook in $(command -v nvidia-container-runtime-hook mthreads-container-runtime-hook || true); do
+    mount --bind /dev/null "$hook"
+done
+exec "$@"
+"""
+
+
+def gpu_less(argv: list[str]) -> list[str]:
+    """``argv`` run in a view of the host without GPUs (see _GPU_LESS); needs root, as the suite does."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _GPU_LESS, "gpu-less", *argv]

@@ -112,3 +112,23 @@ def test_a_held_cache_entry_stays_and_a_silent_engine_stops_everything(scene, tm
     assert dead.returncode == 4, dead.stdout + dead.stderr
     assert "No Docker engine answers" in dead.stderr
     assert before <= image_ids() and (cache / "logs" / "broken.log").exists()  # removed nothing
+
+
+def test_older_than_and_max_cache_from_the_command_line(scene):
+    """--older-than and --max-cache as typed: a 40-day-old download and log stay under --older-than 50d
+    and go under 30d; a budget of 1 KiB makes the download go as least recently used. (The engine's
+    build cache budget, --max-build-cache, is pruned for real on an engine of its own: test_soak.)"""
+    _repo, ids, cache, env = scene
+    download, log = cache / "downloads" / "0123456789abcdef", cache / "logs" / "old.log"
+    young = run_invoke("gc", "--dry-run", "--keep", "9", "--older-than", "50d", env=env)
+    assert young.returncode == 0, young.stdout + young.stderr
+    assert str(download) not in young.stdout and str(log) not in young.stdout, young.stdout
+    old = run_invoke("gc", "--dry-run", "--keep", "9", "--older-than", "30d", env=env)
+    assert f"would remove download {download} (4.1 kB): no build used it for 40 days" in old.stdout, old.stdout
+    assert f"would remove log {log}" in old.stdout
+
+    budget = run_invoke("gc", "--keep", "9", "--older-than", "50d", "--max-cache", "1K", env=env)
+    assert budget.returncode == 0, budget.stdout + budget.stderr
+    assert f"removed download {download} (4.1 kB): the cache is over its budget; least recently used" in budget.stdout
+    assert not download.exists() and log.exists()
+    assert set(ids.values()) <= image_ids()  # --keep 9: no image goes

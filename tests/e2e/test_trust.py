@@ -61,6 +61,31 @@ def test_build_steps_trust_the_ca_bundle_and_keep_it_out_of_layers(base_image, t
         docker("image", "rm", "--force", f"{repository}:ca", check=False)
 
 
+def test_pip_instead_of_uv_no_uv_kept_and_the_bundle_in_the_trust_store_when_asked(base_image, tb_env, tmp_path,
+                                                                                    run_id, tiny_profile):
+    """[python] installer = "pip", keep_uv = false and [downloads] ca_bundle_in_image = true, in one
+    real build: pip installed every group, the image has no uv, the bundle is in the image's trust
+    store (the one case where it is written into a layer: the user asked), and the image verifies."""
+    ca, _cert, _key = make_test_ca(tmp_path / "ca")
+    options = tmp_path / "options.toml"
+    options.write_text('[python]\ninstaller = "pip"\nkeep_uv = false\n[downloads]\nca_bundle_in_image = true\n')
+    image = f"torchbake-test/trust-options-{run_id}:1"
+    result = run_invoke("build", "--config", str(tiny_profile), "--config", str(options), "--name", image.split(":")[0],
+                        "--tag", "1", "--base-img", base_image, "--ca-bundle", str(ca), env=tb_env)
+    output = result.stdout + result.stderr
+    try:
+        assert result.returncode == 0, output[-4000:]
+        assert "torchbake: installed 1 wheels with pip" in output and "wheels with uv" not in output, output[-4000:]
+        assert "torchbake: uv is not kept in the image ([python] keep_uv = false)" in output
+        assert "torch pinned" in output
+        probe = docker("run", "--rm", image, "sh", "-c", "command -v uv || echo no-uv;"
+                       " cat /usr/local/share/ca-certificates/torchbake-ca-bundle.crt").stdout
+        assert probe.startswith("no-uv\n"), probe[:200]
+        assert probe.split("\n", 1)[1].strip() == ca.read_text().strip()
+    finally:
+        docker("image", "rm", "--force", image, check=False)
+
+
 def docker_save(image: str) -> bytes:
     import subprocess
 
