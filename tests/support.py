@@ -271,12 +271,16 @@ def serve_registry(folder: Path, log: Path | None = None):
     with open(log or os.devnull, "ab") as sink:
         process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
                                    stdout=sink, stderr=sink)
-    for _ in range(50):
+    for _ in range(100):
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             break
         except OSError:
+            assert process.poll() is None, f"docker-registry stopped (status {process.returncode}); its log: {log}"
             time.sleep(0.1)
+    else:
+        process.kill()
+        raise AssertionError(f"docker-registry did not listen on 127.0.0.1:{port} within 10 s; its log: {log}")
     try:
         yield f"127.0.0.1:{port}"
     finally:

@@ -151,7 +151,7 @@ def test_build_release_then_run_container_as_typed(scratch, tb_env):
             docker("image", "rm", DEFAULT_RELEASE, check=False)
 
 
-def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_image, tb_env, run_id):
+def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_image, tb_env, run_id, tiny_profile):
     """A FROM image a registry has is pulled, not bootstrapped (the build then runs as usual)."""
     remote = f"{registry}/team/os:{run_id}"
     docker("tag", base_image, remote)
@@ -159,8 +159,8 @@ def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_
     docker("image", "rm", remote)
     name = f"torchbake-test/pulled:{run_id}"
     try:
-        result = run_invoke("build", "--release", "--base-img", remote, "--name", name.split(":")[0], "--tag", run_id,
-                            env=tb_env)
+        result = run_invoke("build", "--config", str(tiny_profile), "--base-img", remote, "--name", name.split(":")[0],
+                            "--tag", run_id, env=tb_env)
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-3000:]
         assert f"{remote} (--base-img) is not on this engine; trying `docker pull {remote}`" in output

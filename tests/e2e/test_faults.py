@@ -277,7 +277,9 @@ def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(b
             assert run.poll() is None, "build-all ended before its candidate image existed:\n" + run.communicate()[0][-3000:]
             assert time.monotonic() < deadline, "no candidate image within 300 s"
             time.sleep(0.5)
-        time.sleep(2)  # the verify container has started
+        while not docker("ps", "-q", "--filter", "label=torchbake.probe=true", env=on_b).stdout.strip():
+            assert run.poll() is None and time.monotonic() < deadline, "no verify container came up"
+            time.sleep(0.2)  # until the verify container runs (it imports the extension for 20 s)
         engine.kill()
         killed = time.monotonic()
         out, err = run.communicate(timeout=120)
