@@ -337,6 +337,16 @@ class SecondEngine(dict):
             self.process.wait(timeout=60)
 
 
+_SUBNETS = iter(range(8))
+
+
+def _next_subnet() -> int:
+    """A /24 of its own for each second engine: eight per test process, apart from the other
+    pytest-xdist workers' (gw0 from 10.213.16.0, gw1 from 10.213.24.0, …)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    return 16 + 8 * int(worker or 0) + next(_SUBNETS)
+
+
 @contextmanager
 def start_second_engine(root: Path):
     """A second, empty Docker engine: its own data root, exec root, socket, pidfile and bridge
@@ -349,7 +359,7 @@ def start_second_engine(root: Path):
     short = Path(tempfile.mkdtemp(prefix="tb-b-", dir="/run"))  # socket paths must stay short
     bridge = f"tbb{uuid.uuid4().hex[:6]}"
     subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
-    subprocess.run(["ip", "addr", "add", "10.213.77.1/24", "dev", bridge], check=True)
+    subprocess.run(["ip", "addr", "add", f"10.213.{_next_subnet()}.1/24", "dev", bridge], check=True)
     subprocess.run(["ip", "link", "set", bridge, "up"], check=True)
     engine = SecondEngine(root, short, bridge)
     try:

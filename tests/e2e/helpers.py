@@ -23,8 +23,8 @@ def docker(*args: str, check: bool = True, env: dict | None = None, timeout: flo
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
-def image_ids() -> set[str]:
-    return set(docker("images", "-aq", "--no-trunc").stdout.split())
+def image_ids(env: dict | None = None) -> set[str]:
+    return set(docker("images", "-aq", "--no-trunc", env=env).stdout.split())
 
 
 def container_ids() -> set[str]:

@@ -159,10 +159,12 @@ def _flat(text: str) -> str:
     return re.sub(r"[\s│┃┆]+", "", text)
 
 
-def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(nightly, tb_env, tmp_path, tiny_torch):
+def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(nightly, tb_env, tmp_path, tiny_torch,
+                                                                             registry):
     """A RUN step that fails (the engine's "[/bin/sh -c …]" text must stay plain text), a context
-    that cannot be prepared, and an image that fails verification, beside one good cell: the
-    summary, the JSON and the JUnit report list all four, each failure with its first error line."""
+    that cannot be prepared, and an image that fails verification, beside one good cell, with
+    --push: the summary, the JSON and the JUnit report list all four, each failure with its first
+    error line; the good cell is pushed, the one that failed verification pushes nothing."""
     folder, _lean, write = nightly
     kit = tmp_path / "kit"
     (kit / "bad_kit").mkdir(parents=True)
@@ -178,11 +180,11 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     }
     for name, text in profiles.items():
         (folder / f"{name}.toml").write_text(text)
-    matrix = write(extra_profiles=[str(folder / f"{name}.toml") for name in profiles],
+    matrix = write(extra_profiles=[str(folder / f"{name}.toml") for name in profiles], registry=f"{registry}/team",
                    extra_excludes=[f"{name}-{variant}-*" for name in profiles for variant in ("base", "dev")])
     report, junit = tmp_path / "missing" / "sub" / "r.json", tmp_path / "r.xml"  # the parent is made up front
     result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--only", "*fail-*",
-                        "--keep-going", "--report", str(report), "--junit", str(junit), env=tb_env)
+                        "--keep-going", "--push", "--report", str(report), "--junit", str(junit), env=tb_env)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-4000:]
     assert "Traceback" not in output and "MarkupError" not in output
@@ -191,6 +193,9 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     assert sorted(cells) == ["prepfail-release-py311", "runfail-release-py311", "tiny-release-py311",
                              "verifyfail-release-py311"]
     assert cells["tiny-release-py311"]["status"] in ("built", "unchanged", "retagged")
+    assert registry_digest(registry, cells["tiny-release-py311"]["image"]) == cells["tiny-release-py311"]["digest"] != ""
+    assert registry_digest(registry, cells["verifyfail-release-py311"]["image"]) == ""  # a failed verification pushes nothing
+    assert cells["verifyfail-release-py311"]["digest"] == ""
     failures = {c: cells[c]["error"] for c in cells if c != "tiny-release-py311"}
     assert all(cells[c]["status"] == "failed" for c in failures)
     assert "torchbake-no-such-package" in failures["prepfail-release-py311"]
@@ -366,6 +371,7 @@ def test_a_registry_that_cannot_be_asked_builds_or_with_require_registry_fails(n
         probe.bind(("127.0.0.1", 0))
         host = f"127.0.0.1:{probe.getsockname()[1]}"
     matrix = write(registry=f"{host}/team")
+    tb_env = {**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.1"}  # connection refused is retried: briefly
     plan = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--plan", env=tb_env)
     assert plan.returncode == 0, plan.stdout + plan.stderr
     flat = re.sub(r"\s*│\s*|\s+", " ", plan.stdout)

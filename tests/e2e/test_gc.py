@@ -1,11 +1,14 @@
-"""`invoke gc` on the real engine: only what torchbake built and nothing uses goes; a dry run lists
-exactly that and removes nothing; a held cache entry and a silent engine stop it."""
+"""`invoke gc` on a real engine of its own (gc looks at every image of its engine: candidate tags
+of other builds running on a shared engine are not this test's to remove): only what torchbake
+built and nothing uses goes; a dry run lists exactly that and removes nothing; a held cache entry
+and a silent engine stop it."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import subprocess
 import time
 
 import filelock
@@ -18,7 +21,7 @@ from .helpers import docker, image_ids
 DAY = 86400
 
 
-def tiny_image(tmp_path, base_image, tag, note):
+def tiny_image(tmp_path, base_image, tag, note, engine):
     folder = tmp_path / f"ctx-{note}"
     folder.mkdir()
     # a layer of its own, as every build has: the image's Created is the time of this build
@@ -26,9 +29,9 @@ def tiny_image(tmp_path, base_image, tag, note):
     (folder / "Dockerfile").write_text(
         f"FROM {base_image}\nRUN echo {note} > /note\nLABEL torchbake.input-hash={note}"
         f" org.opencontainers.image.title={name} org.opencontainers.image.version={version}\n")
-    docker("build", "--quiet", "--tag", tag, str(folder), env={"DOCKER_BUILDKIT": "1"})
+    docker("build", "--quiet", "--tag", tag, str(folder), env={**engine, "DOCKER_BUILDKIT": "1"})
     time.sleep(1.1)  # Created has one-second resolution: keep the order
-    return json.loads(docker("image", "inspect", tag).stdout)[0]["Id"]
+    return json.loads(docker("image", "inspect", tag, env=engine).stdout)[0]["Id"]
 
 
 def aged(path, days):
@@ -36,22 +39,31 @@ def aged(path, days):
     os.utime(path, (stamp, stamp))
 
 
+@pytest.fixture(scope="module")
+def engine(second_engine, base_image):
+    """The second engine, with the session's base image."""
+    saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
+    subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
+                   env={**os.environ, **second_engine})
+    return dict(second_engine)
+
+
 @pytest.fixture
-def scene(tmp_path, base_image, run_id):
+def scene(tmp_path, base_image, run_id, engine):
     """Images torchbake "built" (recorded in the cache), one the user built, one a container uses,
     an old download, an old log and a failed build's log."""
     repo = f"torchbake-test/gc-{run_id}"
     # one repository, as configs/nightly.toml names its nine cells: v1, v2, v3 are current images of their tags
-    ids = {name: tiny_image(tmp_path, base_image, f"{repo}:{name}", name) for name in ("v1", "v2", "v3", "gone")}
-    ids["gone2"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "gone2")  # a rebuild took the tag of "gone"
+    ids = {name: tiny_image(tmp_path, base_image, f"{repo}:{name}", name, engine) for name in ("v1", "v2", "v3", "gone")}
+    ids["gone2"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "gone2", engine)  # a rebuild took the tag of "gone"
     # the user's own image, untagged (as a replaced image is): only the record says it is not torchbake's
-    ids["mine"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "mine")
-    docker("tag", ids["gone2"], f"{repo}:gone")
+    ids["mine"] = tiny_image(tmp_path, base_image, f"{repo}:gone", "mine", engine)
+    docker("tag", ids["gone2"], f"{repo}:gone", env=engine)
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "built-images.json").write_text(json.dumps({"h": [ids[n] for n in ("v1", "v2", "v3", "gone", "gone2")]}))
     container = f"torchbake-test-gc-{run_id}"
-    docker("create", "--name", container, f"{repo}:v1", "true")
+    docker("create", "--name", container, f"{repo}:v1", "true", env=engine)
     old = cache / "downloads" / "0123456789abcdef" / "kit.tar.gz"
     old.parent.mkdir(parents=True)
     old.write_bytes(b"k" * 4096)
@@ -63,16 +75,16 @@ def scene(tmp_path, base_image, run_id):
         (logs / f"{name}.manifest.json").write_text(json.dumps({"image": f"x/{name}:1", "status": status}))
         for item in logs.glob(f"{name}.*"):
             aged(item, 40)
-    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(cache), **engine}
     yield repo, ids, cache, env
-    docker("rm", "--force", container, check=False)
+    docker("rm", "--force", container, check=False, env=engine)
     for image_id in ids.values():
-        docker("image", "rm", "--force", image_id, check=False)
+        docker("image", "rm", "--force", image_id, check=False, env=engine)
 
 
 def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
     repo, ids, cache, env = scene
-    before = image_ids()
+    before = image_ids(env)
     dry = run_invoke("gc", "--dry-run", "--keep", "0", env=env)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     listed = dry.stdout
@@ -84,16 +96,16 @@ def test_dry_run_lists_exactly_what_would_go_and_gc_removes_only_that(scene):
     assert image_lines[0].startswith(f"would remove image {ids['gone'][:19]} (")
     assert image_lines[0].endswith(f"): a newer build of {repo}:gone took its tag; no tag, container or kept image uses it")
     assert "0123456789abcdef" in listed and "old.log" in listed and "broken.log" not in listed
-    assert before <= image_ids() and (cache / "downloads" / "0123456789abcdef").exists()  # removed nothing
+    assert before <= image_ids(env) and (cache / "downloads" / "0123456789abcdef").exists()  # removed nothing
 
     run = run_invoke("gc", "--keep", "0", env=env)
     assert run.returncode == 0, run.stdout + run.stderr
-    after = image_ids()
+    after = image_ids(env)
     assert ids["gone"] not in after, run.stdout
     # the current image of every tag (v1 is also used by a container), and the user's own untagged image
     assert {ids["v1"], ids["v2"], ids["v3"], ids["gone2"], ids["mine"]} <= after
     for name in ("v1", "v2", "v3"):
-        assert docker("image", "inspect", "--format", "{{.Id}}", f"{repo}:{name}").stdout.strip() == ids[name]
+        assert docker("image", "inspect", "--format", "{{.Id}}", f"{repo}:{name}", env=env).stdout.strip() == ids[name]
     assert re.search(r"Freed \S+ \S+ \(\d+ items\)", run.stdout), run.stdout
     assert not (cache / "downloads" / "0123456789abcdef").exists()
     assert not (cache / "logs" / "old.log").exists() and (cache / "logs" / "broken.log").exists()
@@ -107,11 +119,11 @@ def test_a_held_cache_entry_stays_and_a_silent_engine_stops_everything(scene, tm
     assert "another torchbake holds it" in held.stdout
     assert (cache / "downloads" / "0123456789abcdef").exists()
 
-    before = image_ids()
+    before = image_ids(env)
     dead = run_invoke("gc", "--keep", "0", env={**env, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
     assert dead.returncode == 4, dead.stdout + dead.stderr
     assert "No Docker engine answers" in dead.stderr
-    assert before <= image_ids() and (cache / "logs" / "broken.log").exists()  # removed nothing
+    assert before <= image_ids(env) and (cache / "logs" / "broken.log").exists()  # removed nothing
 
 
 def test_older_than_and_max_cache_from_the_command_line(scene):
@@ -131,4 +143,4 @@ def test_older_than_and_max_cache_from_the_command_line(scene):
     assert budget.returncode == 0, budget.stdout + budget.stderr
     assert f"removed download {download} (4.1 kB): the cache is over its budget; least recently used" in budget.stdout
     assert not download.exists() and log.exists()
-    assert set(ids.values()) <= image_ids()  # --keep 9: no image goes
+    assert set(ids.values()) <= image_ids(env)  # --keep 9: no image goes
