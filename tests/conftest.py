@@ -33,18 +33,8 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
     )
 
 
-# Modules that must not run beside each other under pytest-xdist: the as-typed commands make images
-# under torchbake's default names and set debian:* images aside, which the bad-input catalogue
-# watches for changes.
-SHARED_GROUPS = {"test_as_typed.py": "default-names", "test_bad_inputs.py": "default-names"}
-
-
 def pytest_collection_modifyitems(items):
-    """Every unit test is in the inner loop (-m quick); real-engine tests join it one by one. Under
-    pytest-xdist (--dist loadgroup) a module's tests stay together, in order, on one worker (their
-    module fixtures are built once), and SHARED_GROUPS's modules share one."""
+    """Every unit test is in the inner loop (-m quick); real-engine tests join it one by one."""
     for item in items:
         if "/unit/" in str(item.fspath):
             item.add_marker(pytest.mark.quick)
-        name = Path(str(item.fspath)).name
-        item.add_marker(pytest.mark.xdist_group(SHARED_GROUPS.get(name, name)))

@@ -33,6 +33,19 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.engine)
 
 
+@pytest.fixture
+def default_names_lock():
+    """Held by the tests that make, set aside or watch images under torchbake's default names and
+    debian:*/ubuntu:* (the as-typed commands, the bad-input catalogue): they take turns, also
+    across pytest-xdist workers and across test runs on one machine."""
+    import tempfile
+
+    import filelock
+
+    with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-default-names.lock"):
+        yield
+
+
 @pytest.fixture(scope="session")
 def run_id() -> str:
     return uuid.uuid4().hex[:8]

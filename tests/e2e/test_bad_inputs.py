@@ -18,6 +18,8 @@ from tests.conftest import run_invoke
 
 from .helpers import docker, engine_state
 
+pytestmark = pytest.mark.usefixtures("default_names_lock")  # see tests/e2e/conftest.py
+
 CPU = ("--config", "configs/cpu.toml")
 B = "BASE"  # replaced by the session's base image
 NO_SUCH = "torchbake-test/no-such-image:1"
