@@ -68,8 +68,10 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     rollback). Never the current image of a tag, an image a container uses, or an image a kept
     image starts FROM (its ``org.opencontainers.image.base.digest``)."""
     ours = built_image_ids(cache_dir)
-    used = {c.get("ImageID", "") for c in client.call("ps", "containers", all=True)}
-    found: list[Removal] = []
+    containers = client.call("ps", "containers", all=True)
+    found = [Removal("container", c["Names"][0].lstrip("/"), 0, "a verification container a run cut off left behind",
+                     c["Id"]) for c in containers if _stale_probe(c)]
+    used = {c.get("ImageID", "") for c in containers if not _stale_probe(c)}
     listed = client.call("images", "images")
     for image in listed:  # a build stopped between its build and its verification left this tag
         labels = image.get("Labels") or {}
@@ -89,6 +91,12 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
                                  f"a newer build of {name} took its tag; no tag, container or kept image uses it"
                                  + (f" (the newest {keep} such of {name} are kept)" if keep else ""), image["Id"]))
     return found
+
+
+def _stale_probe(container: dict) -> bool:
+    """A verification container (torchbake.probe) that is not running: its run was cut off (the
+    engine died under it) before it could remove it. A running one is a verification going on."""
+    return (container.get("Labels") or {}).get("torchbake.probe") == "true" and container.get("State") != "running"
 
 
 def _tags(image: dict) -> list[str]:
@@ -236,6 +244,12 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
     kept: list[str] = []
     locks = {str(path): lock for _, path, lock in _entries(cache_dir)}
     for removal in removals:
+        if removal.kind == "container":
+            try:
+                client.call(f"rm {removal.what}", "remove_container", removal.target, force=False)
+            except EngineError as exc:
+                kept.append(f"{removal.what}: {str(exc).splitlines()[0]}")
+            continue
         if removal.kind == "image":
             try:  # every tag of it goes; the engine still refuses an image that others are built FROM
                 client.call(f"image rm {removal.what}", "remove_image", removal.target,

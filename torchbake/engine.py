@@ -336,6 +336,9 @@ def _current_context(environ: Mapping[str, str]) -> str:
 
 
 def engine_is_local() -> bool:
-    """Whether the engine is the default one on this machine (so its /dev and socket are here)."""
-    return where_engine(os.environ) == f"unix://{LOCAL_SOCKET}" and os.path.exists(LOCAL_SOCKET)
+    """Whether the engine runs on this machine (so its /dev and data root are here): it answers on a
+    unix socket that exists here (the default one, a rootless engine's, a second engine's); an
+    ssh:// or tcp:// engine is elsewhere."""
+    where = where_engine(os.environ)
+    return where.startswith("unix://") and os.path.exists(where.removeprefix("unix://"))
 

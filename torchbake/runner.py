@@ -84,9 +84,17 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
 
 
 def first_error_line(text: str) -> str:
+    """The first line of a build log that says what failed. BuildKit's "importing cache manifest"
+    steps end in an ERROR line when the --cache-from image is not there yet (a first night): that
+    is no failure, and their lines are passed over."""
+    cache_steps: set[str] = set()
     for line in text.splitlines():
+        step = line.split(" ", 1)[0] if line.startswith("#") else ""
+        if step and "importing cache manifest from" in line:
+            cache_steps.add(step)
+            continue
         lowered = line.lower()
-        if "error" in lowered and "0 error" not in lowered:
+        if "error" in lowered and "0 error" not in lowered and step not in cache_steps:
             return line.strip()[:300]
     return text.strip().splitlines()[-1][:300] if text.strip() else ""
 

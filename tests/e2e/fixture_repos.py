@@ -88,7 +88,7 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
         "fixture_apex/__init__.py": "import torch\n",
     })
     commits["apex"] = _publish(work / "apex", srv / "apex.git", "24.04.01")
-    commits["extension"] = write_extension(work, srv, "dev1.5.1", "return x + 1;")
+    commits["extension"] = write_extension(work, srv, "dev1.5.1", "return 1;")
     write(work / "extension-lite", {
         "setup.py": (
             "from setuptools import Extension, setup\n"
@@ -108,7 +108,9 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
 
 
 def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
-    """The vendor extension: two C++ files compiled against torch; b.cpp's body varies."""
+    """The vendor extension: two C++ files, a.cpp compiled against torch's headers (the binding
+    and the tensor code) and b.cpp, plain C++ whose body varies (``return 1;``): touching it
+    recompiles b.cpp alone, a.cpp comes from ccache."""
     write(work / "extension", {
         "setup.py": (
             "from setuptools import setup\n"
@@ -119,9 +121,10 @@ def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
         "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
         "csrc/a.cpp": (
             "#include <torch/extension.h>\n"
-            "torch::Tensor plus_one(torch::Tensor x);\n"
+            "double amount();\n"
+            "torch::Tensor plus_one(torch::Tensor x) { return x + amount(); }\n"
             "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"plus_one\", &plus_one); }\n"),
-        "csrc/b.cpp": f"#include <torch/extension.h>\ntorch::Tensor plus_one(torch::Tensor x) {{ {b_body} }}\n",
+        "csrc/b.cpp": f"double amount() {{ {b_body} }}\n",
     })
     if (work / "extension" / ".git").exists():
         git("add", "-A", cwd=work / "extension")

@@ -127,21 +127,27 @@ def system_df(env: dict | None = None) -> dict[str, int]:
 
 
 def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
-    """What the engine holds under ``names`` (image references; a name's whole repository counts,
-    candidate tags included) and the containers made from those images or named one of ``names``:
+    """What the engine holds under ``names`` (image references: NAME:TAG and the candidate tags of
+    NAME; a name without a tag, its whole repository) and the containers made from those images or
+    named one of ``names``:
     the things a command given those names could create, and nothing another user of the engine
     makes meanwhile (a whole-engine listing would count theirs too)."""
     names = set(names)
-    repositories = {name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name for name in names}
+    tagged = {name for name in names if ":" in name.rsplit("/", 1)[-1]}
+    repositories = {name.rsplit(":", 1)[0] for name in tagged}
+    whole = names - tagged  # a name without a tag: its whole repository
     images = set()
     for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", env=env).stdout.splitlines():
         reference, image_id = line.rsplit(" ", 1)
-        if reference.rsplit(":", 1)[0] in repositories:
+        repository, tag = reference.rsplit(":", 1)
+        if repository in whole or reference in tagged or (repository in repositories and tag.startswith("torchbake-candidate-")):
             images.add(f"{reference} {image_id}")
     containers = set()
     for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).stdout.splitlines():
         container_id, image, name = line.split(" ", 2)
-        if image in names or image.rsplit(":", 1)[0] in repositories or name in names:
+        repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+        if image in names or repository in whole or name in names or (
+                repository in repositories and tag.startswith("torchbake-candidate-")):
             containers.add(f"{container_id} {image} {name}")
     return {"images": images, "containers": containers}
 

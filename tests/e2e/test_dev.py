@@ -95,7 +95,7 @@ def test_rebuild_after_touching_one_file_is_served_by_ccache(dev_image, dev_base
     name, first = dev_image
     assert first.returncode == 0
     config, credentials = dev_config
-    write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", "return x + 2;")
+    write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", "return 2;")
     result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
                         "--base-img", dev_base[0], "-c", str(credentials), env=tb_env)
     output = result.stdout + result.stderr

@@ -141,7 +141,10 @@ def leftovers(cache: Path, repository: str) -> dict[str, list[str]]:
         "contexts": sorted(p.name for p in contexts.iterdir()) if contexts.exists() else [],
         "candidates": [t for t in docker("images", "--format", "{{.Tag}}", repository).stdout.split()
                        if t.startswith("torchbake-candidate")],
-        "probes": docker("ps", "-aq", "--filter", "label=torchbake.probe=true").stdout.split(),
+        # verification containers of this repository's images (other tests may verify meanwhile)
+        "probes": [line.split()[0] for line in docker("ps", "-a", "--filter", "label=torchbake.probe=true", "--format",
+                                                      "{{.ID}} {{.Image}}").stdout.splitlines()
+                   if line.split()[1].startswith(repository + ":")],
     }
 
 

@@ -85,7 +85,8 @@ def test_derived_image_cannot_replace_torch(cpu_image, tmp_path, package, allowe
         f"RUN pip install --no-index --find-links /tmp/fake {package} && python -c 'import torch; print(\"TORCH\", torch.__version__)'\n"
     )
     tag = f"torchbake-test/derived:{package.replace('=', '-').replace('.', '-')}"
-    result = docker("build", "--progress=plain", "-t", tag, str(tmp_path), check=False, env={"DOCKER_BUILDKIT": "1"})
+    result = docker("build", "--progress=plain", "--no-cache", "-t", tag, str(tmp_path), check=False,
+                    env={"DOCKER_BUILDKIT": "1"})  # the steps' output is what is checked: none may come from the cache
     try:
         output = result.stdout + result.stderr
         if allowed:

@@ -81,7 +81,7 @@ def test_pip_instead_of_uv_no_uv_kept_and_the_bundle_in_the_trust_store_when_ask
         probe = docker("run", "--rm", image, "sh", "-c", "command -v uv || echo no-uv;"
                        " cat /usr/local/share/ca-certificates/torchbake-ca-bundle.crt").stdout
         assert probe.startswith("no-uv\n"), probe[:200]
-        assert probe.split("\n", 1)[1].strip() == ca.read_text().strip()
+        assert ca.read_text().strip() in probe.split("\n", 1)[1]  # the bundle torchbake trusts: the system's and this CA
     finally:
         docker("image", "rm", "--force", image, check=False)
 

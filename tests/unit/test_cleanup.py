@@ -150,3 +150,19 @@ def test_gc_forgets_recorded_ids_the_engine_no_longer_has(tmp_path):
     state.write_text(json.dumps({"h1": ["sha256:gone", "sha256:here"], "h2": ["sha256:gone2"]}))
     forget_missing(state, {"sha256:here", "sha256:other"})
     assert json.loads(state.read_text()) == {"h1": ["sha256:here"]}
+
+
+def test_a_verification_container_a_cut_off_run_left_goes_and_frees_its_candidate(tmp_path):
+    """The engine died under a verification: its probe container (stopped) and the candidate tag it
+    holds both go; a running probe is a verification going on, and its candidate stays."""
+    candidate = image("sha256:c", ["x/a:torchbake-candidate-1"], 1)
+    candidate["Labels"]["torchbake.version"] = "0.1.0"
+    live = image("sha256:l", ["x/b:torchbake-candidate-2"], 1)
+    live["Labels"]["torchbake.version"] = "0.1.0"
+    probe = {"Id": "p1", "Names": ["/torchbake-probe-1"], "ImageID": "sha256:c", "State": "exited",
+             "Labels": {"torchbake.probe": "true"}}
+    running = {"Id": "p2", "Names": ["/torchbake-probe-2"], "ImageID": "sha256:l", "State": "running",
+               "Labels": {"torchbake.probe": "true"}}
+    client = FakeEngine([candidate, live], containers=[probe, running])
+    found = [(r.kind, r.what) for r in cleanup.image_removals(client, tmp_path, keep=0)]
+    assert found == [("container", "torchbake-probe-1"), ("image", "x/a:torchbake-candidate-1")]

@@ -80,3 +80,19 @@ def test_proxy_variables_reach_the_build_by_name_only():
     assert argv == ["/usr/bin/docker", "build", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "t:1",
                     "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
     assert "secret" not in " ".join(argv)
+
+
+def test_an_engine_on_a_unix_socket_here_is_local_one_elsewhere_is_not(monkeypatch, tmp_path):
+    """Its /dev and data root are this machine's: a rootless engine's or a second engine's socket
+    counts as much as /var/run/docker.sock; ssh:// and tcp:// engines, and a socket not here, do not."""
+    import socket
+
+    from torchbake.engine import engine_is_local
+
+    path = tmp_path / "docker.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+        for host, local in ((f"unix://{path}", True), (f"unix://{tmp_path}/gone.sock", False),
+                            ("tcp://10.0.0.5:2376", False), ("ssh://builder@big-box", False)):
+            monkeypatch.setenv("DOCKER_HOST", host)
+            assert engine_is_local() is local, host

@@ -121,3 +121,12 @@ def test_the_exit_status_names_the_engine_or_registry_when_they_failed(monkeypat
     results["a-base"] = found["a-base"]
     assert results["a-base"].status == "built"
     assert runner.exit_status(results) == code
+
+
+def test_the_first_error_line_is_the_failure_not_a_missing_cache_image():
+    log = ("#4 importing cache manifest from 127.0.0.1:5000/team/x:release-py311\n"
+           "#4 ERROR: 127.0.0.1:5000/team/x:release-py311: not found\n"
+           "#9 [7/9] RUN bash /opt/torchbake/common/install_toolkits.sh\n"
+           "#9 0.4 installer failed\n"
+           "#9 ERROR: executor failed running [/bin/sh -c bash install_toolkits.sh]: exit code: 3\n")
+    assert runner.first_error_line(log) == "#9 ERROR: executor failed running [/bin/sh -c bash install_toolkits.sh]: exit code: 3"
