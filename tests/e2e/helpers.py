@@ -9,6 +9,7 @@ import json
 import subprocess
 import tarfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
@@ -175,3 +176,32 @@ exec "$@"
 def gpu_less(argv: list[str]) -> list[str]:
     """``argv`` run in a view of the host without GPUs (see _GPU_LESS); needs root, as the suite does."""
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _GPU_LESS, "gpu-less", *argv]
+
+
+BOOTSTRAP_LABEL = "torchbake.bootstrap.suite"  # on the OS images torchbake makes with debootstrap
+
+
+def image_exists(reference: str) -> bool:
+    return docker("image", "inspect", reference, check=False).returncode == 0
+
+
+@contextmanager
+def set_aside(reference: str):
+    """An engine without ``reference`` for the block, whoever made it: an image already there is
+    kept under a tag of the test's own meanwhile and given its name back afterwards (the image the
+    test made instead goes), so that the test shows a bootstrap and the user's image is untouched."""
+    import uuid
+
+    aside = f"torchbake-test/aside:{uuid.uuid4().hex[:12]}"
+    existed = image_exists(reference)
+    if existed:
+        docker("tag", reference, aside)
+        docker("image", "rm", reference)  # the tag only: the image keeps the aside tag
+    try:
+        yield
+    finally:
+        if image_exists(reference):
+            docker("image", "rm", "--force", reference, check=False)
+        if existed:
+            docker("tag", aside, reference)
+            docker("image", "rm", aside)

@@ -261,8 +261,10 @@ def files(tmp_path_factory, base_image):
 
 
 # The names torchbake gives when a command names none (configs/defaults.toml, configs/musa.toml) and
-# the OS images a missing FROM image would be made as.
-DEFAULT_NAMES = ("torchbake/pytorch-cpu", "torchbake/torch-musa", "debian", "ubuntu")
+# the OS images the catalogue's Pythons would be built FROM (3.11, 3.10, 3.8, 3.12; others are named
+# in the cases' arguments).
+DEFAULT_NAMES = ("torchbake/pytorch-cpu", "torchbake/torch-musa", "debian:bookworm", "ubuntu:22.04", "ubuntu:20.04",
+                 "ubuntu:24.04")
 
 
 def snapshot(cache_dir: Path, user_dir: Path, args: list[str]) -> dict:
