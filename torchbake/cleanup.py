@@ -94,9 +94,10 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
 
 
 def _stale_probe(container: dict) -> bool:
-    """A verification container (torchbake.probe) that is not running: its run was cut off (the
-    engine died under it) before it could remove it. A running one is a verification going on."""
-    return (container.get("Labels") or {}).get("torchbake.probe") == "true" and container.get("State") != "running"
+    """A verification container (torchbake.probe) that has ended: its run was cut off (the engine
+    died under it) before it could remove it. One running, or created and about to start, is a
+    verification going on."""
+    return (container.get("Labels") or {}).get("torchbake.probe") == "true" and container.get("State") in ("exited", "dead")
 
 
 def _tags(image: dict) -> list[str]:
