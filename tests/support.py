@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import itertools
 import os
 import shutil
 import socket
@@ -337,14 +338,15 @@ class SecondEngine(dict):
             self.process.wait(timeout=60)
 
 
-_SUBNETS = iter(range(8))
+_SUBNETS = itertools.count()
 
 
 def _next_subnet() -> int:
-    """A /24 of its own for each second engine: eight per test process, apart from the other
-    pytest-xdist workers' (gw0 from 10.213.16.0, gw1 from 10.213.24.0, …)."""
+    """A /24 for each second engine, apart from the other pytest-xdist workers' (gw0 from
+    10.213.16.0, gw1 from 10.213.24.0, …): eight in turn per test process (a process runs at most
+    two engines at once)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
-    return 16 + 8 * int(worker or 0) + next(_SUBNETS)
+    return 16 + 8 * int(worker or 0) + next(_SUBNETS) % 8
 
 
 @contextmanager

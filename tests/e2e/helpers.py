@@ -24,6 +24,17 @@ def docker(*args: str, check: bool = True, env: dict | None = None, timeout: flo
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
+def copy_image(image: str, engine: dict) -> None:
+    """``image`` from this machine's engine into another one (``engine``: its DOCKER_HOST),
+    streamed through `docker save | docker load` (never held in memory)."""
+    import os
+
+    save = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    load = subprocess.run([DOCKER, "load"], stdin=save.stdout, capture_output=True, env={**os.environ, **engine})
+    save.stdout.close()
+    assert save.wait() == 0 and load.returncode == 0, load.stdout + load.stderr
+
+
 def image_ids(env: dict | None = None) -> set[str]:
     return set(docker("images", "-aq", "--no-trunc", env=env).stdout.split())
 
@@ -137,19 +148,19 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
     tagged = {name for name in names if ":" in name.rsplit("/", 1)[-1]}
     repositories = {name.rsplit(":", 1)[0] for name in tagged}
     whole = names - tagged  # a name without a tag: its whole repository
-    images = set()
-    for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", env=env).stdout.splitlines():
-        reference, image_id = line.rsplit(" ", 1)
-        repository, tag = reference.rsplit(":", 1)
-        if repository in whole or reference in tagged or (repository in repositories and tag.startswith("torchbake-candidate-")):
-            images.add(f"{reference} {image_id}")
+
+    def concerns(reference: str) -> bool:
+        repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+        return reference in names or repository in whole or (
+            repository in repositories and tag.startswith("torchbake-candidate-"))
+
+    images = {line for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}",
+                                      env=env).stdout.splitlines() if concerns(line.rsplit(" ", 1)[0])}
     containers = set()
     for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).stdout.splitlines():
-        container_id, image, name = line.split(" ", 2)
-        repository, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
-        if image in names or repository in whole or name in names or (
-                repository in repositories and tag.startswith("torchbake-candidate-")):
-            containers.add(f"{container_id} {image} {name}")
+        _container_id, image, name = line.split(" ", 2)
+        if concerns(image) or name in names:
+            containers.add(line)
     return {"images": images, "containers": containers}
 
 

@@ -7,10 +7,8 @@ the dev cell compiles the plain C extension; the real wheel's story is test_rele
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
-import subprocess
 import tarfile
 import time
 import urllib.error
@@ -24,7 +22,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import faulty_proxy, registry_manifest, registry_requests, serve_registry
 
-from .helpers import docker, make_wheel
+from .helpers import copy_image, docker, make_wheel
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
 
@@ -244,9 +242,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         lean_image = images["lean-release-py311"]
         old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
 
-        saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
-        subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
-                       env={**os.environ, **second_engine})
+        copy_image(base_image, second_engine)
         mark = log.stat().st_size
         second = run_invoke("build-all", "--config", str(matrix), "--report", str(tmp_path / "b.json"), env=on_b)
         assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]

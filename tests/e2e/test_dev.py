@@ -4,7 +4,6 @@ secret), ccache across builds, and the bad inputs of source handling."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 
@@ -15,7 +14,7 @@ from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
-from .helpers import DOCKER, docker, engine_state, labels
+from .helpers import DOCKER, copy_image, docker, engine_state, labels
 
 
 @pytest.fixture(scope="module")
@@ -206,9 +205,7 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
             assert any(method == "PUT" for method, _ in seen), seen
             assert url not in on_a.stdout + on_a.stderr  # a secret: not echoed
 
-            saved = subprocess.run([DOCKER, "save", dev_base[0]], capture_output=True, check=True).stdout
-            subprocess.run([DOCKER, "load"], input=saved, capture_output=True, check=True,
-                           env={**os.environ, **second_engine})
+            copy_image(dev_base[0], second_engine)
             on_b = run_invoke(*args, env={**tb_env, **second_engine})
             output = on_b.stdout + on_b.stderr
             assert on_b.returncode == 0, output[-5000:]

@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import docker, make_wheel
+from .helpers import copy_image, docker, make_wheel
 
 KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
 
@@ -255,8 +255,7 @@ def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(b
     slow = make_wheel(tmp_path, "torchbake-slow-ext", "1.0", [],  # verify imports it: a window of 20 s
                       {"slow_ext/__init__.py": "import time\ntime.sleep(20)\n"})
     with start_second_engine(tmp_path_factory.mktemp("engine-dies")) as engine:
-        saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
-        subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine})
+        copy_image(base_image, engine)
         profile = tmp_path / "lean.toml"
         profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                            f'extension = "{slow}"\nextension_module = "slow_ext"\n'

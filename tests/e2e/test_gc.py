@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 
 import filelock
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, image_ids
+from .helpers import copy_image, docker, image_ids
 
 DAY = 86400
 
@@ -42,9 +41,7 @@ def aged(path, days):
 @pytest.fixture(scope="module")
 def engine(second_engine, base_image):
     """The second engine, with the session's base image."""
-    saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
-    subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
-                   env={**os.environ, **second_engine})
+    copy_image(base_image, second_engine)
     return dict(second_engine)
 
 

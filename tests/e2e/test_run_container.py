@@ -5,7 +5,6 @@ reuse, and an interactive shell driven through a real terminal (tmux)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from tests.conftest import ROOT, run_invoke
 
-from .helpers import docker, engine_state, gpu_less
+from .helpers import copy_image, docker, engine_state, gpu_less
 
 DATALOADER_CHECK = '''
 import os
@@ -242,9 +241,7 @@ def test_interactive_shell_through_a_real_terminal(image, tb_env, container_name
 def gpu_less_engine(second_engine, base_image):
     """The second engine (no GPU runtimes) with the session's base image: what the device profiles
     meet on a host without GPUs, whatever this machine has."""
-    saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
-    subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
-                   env={**os.environ, **second_engine})
+    copy_image(base_image, second_engine)
     return dict(second_engine)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import docker, make_wheel, system_df
+from .helpers import copy_image, docker, make_wheel, system_df
 
 NIGHTS = 10
 PADDING = 4 << 20  # each new wheel: 4 MB that do not compress
@@ -37,9 +37,7 @@ def test_ten_nights_stay_within_their_budgets(base_image, tiny_profile, tiny_tor
     wheels = work / "wheels"
     wheels.mkdir()
     with start_second_engine(work / "engine") as engine:
-        saved = subprocess.run(["/usr/bin/docker", "save", base_image], capture_output=True, check=True).stdout
-        subprocess.run(["/usr/bin/docker", "load"], input=saved, capture_output=True, check=True,
-                       env={**os.environ, **engine})
+        copy_image(base_image, engine)
         own = work / "own"  # a context of its own: the engine's data root is under `work`
         own.mkdir()
         (own / "Dockerfile").write_text(f"FROM {base_image}\nLABEL made.by=the-user\n")
