@@ -9,6 +9,7 @@ with ``--no-index``. Mirrors come from config; otherwise pip's own configuration
 from __future__ import annotations
 
 import email.parser
+import filecmp
 import re
 import shutil
 import sys
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging import tags
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
@@ -81,8 +83,13 @@ def resolve(
     argv = pip_download_command(requirements, cache_dir, python_version, options)
     with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time; gc waits its turn
         drop_broken_wheels(cache_dir)
-        result = _pip_download(argv, cache_dir, python_version, options, log_file)
-        names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
+        here = already_resolved(requirements, cache_dir, python_version, options.platforms)
+        if here is not None:
+            _say_resolved(requirements, here, cache_dir, log_file)
+            names = dict.fromkeys(here)
+        else:
+            result = _pip_download(argv, cache_dir, python_version, options, log_file)
+            names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
         if not names:
             raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
         link_into.mkdir(parents=True, exist_ok=True)
@@ -90,6 +97,63 @@ def resolve(
             link_or_copy(cache_dir / name, link_into / name)
             mark_used(cache_dir / name)  # `invoke gc` keeps what builds use
     return [w for w in wheels_in(link_into) if w.path.name in names]
+
+
+def supported_tags(python_version: str, platforms: Sequence[str]) -> set[tags.Tag]:
+    """The wheel tags pip accepts for the image (``pip download --python-version X.Y
+    --implementation cp --abi cpXY --abi abi3 --abi none --platform …``), as pip works them out."""
+    major, minor = (int(part) for part in python_version.split(".")[:2])
+    abi = f"cp{major}{minor}"
+    platform_tags = [*compatible_platforms(platforms), "any"]
+    return {*tags.cpython_tags((major, minor), [abi, "abi3", "none"], platform_tags),
+            *tags.compatible_tags((major, minor), abi, platform_tags)}
+
+
+def already_resolved(requirements: Sequence[str], cache_dir: Path, python_version: str,
+                     platforms: Sequence[str]) -> list[str] | None:
+    """The file names in ``cache_dir`` that are the whole resolution of ``requirements`` without
+    asking pip, or None when pip must resolve. That is so when each requirement is an exact pin
+    (``uv==0.13.9``) or a wheel file, met by exactly one wheel already in the wheelhouse that the
+    image can install (a wheel file: a byte-identical copy), and none of those wheels requires
+    anything for the image: then no index could change the answer, and pip would only say
+    "File was already downloaded" after a second or two of start-up and index requests."""
+    supported = supported_tags(python_version, platforms)
+    present = [wheel for wheel in wheels_in(cache_dir)
+               if supported & parse_wheel_filename(wheel.path.name)[3]]
+    found: list[str] = []
+    for spec in requirements:
+        if spec.endswith(".whl") and Path(spec).is_file():
+            copy = cache_dir / Path(spec).name
+            if not (copy in [w.path for w in present] and filecmp.cmp(spec, copy, shallow=False)):
+                return None
+            found.append(copy.name)
+            continue
+        try:
+            requirement = Requirement(spec)
+        except InvalidRequirement:
+            return None
+        pins = list(requirement.specifier)
+        if (requirement.url or requirement.extras or requirement.marker or len(pins) != 1
+                or pins[0].operator != "==" or pins[0].version.endswith(".*")):
+            return None
+        name = str(canonicalize_name(requirement.name))
+        matches = [w for w in present if w.name == name and requirement.specifier.contains(w.version, prereleases=True)]
+        if len(matches) != 1:
+            return None
+        found.append(matches[0].path.name)
+    if not found or any(requires_for_image(cache_dir / name, python_version, platforms) for name in found):
+        return None
+    return list(dict.fromkeys(found))
+
+
+def _say_resolved(requirements: Sequence[str], names: Sequence[str], cache_dir: Path, log_file: Path | None) -> None:
+    line = (f"Wheelhouse {cache_dir}: {' '.join(requirements)} is {', '.join(names)}, already there and"
+            " needing nothing else (pip not run)")
+    output.channel().say(line)
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        with log_file.open("a", encoding="utf-8") as log:
+            log.write(line + "\n")
 
 
 def drop_broken_wheels(folder: Path) -> None:
@@ -177,15 +241,35 @@ def requires(wheel: Path) -> list[str]:
     return headers.get_all("Requires-Dist") or []
 
 
+def image_environment(python_version: str, platforms: Sequence[str]) -> dict[str, str]:
+    """Marker values of the image (its Python, Linux, its machine), for Requires-Dist markers."""
+    machine = next((m for p in platforms for m in ("x86_64", "aarch64", "ppc64le", "s390x") if p.endswith(m)), "x86_64")
+    return {"python_version": python_version, "python_full_version": f"{python_version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "sys_platform": "linux", "os_name": "posix", "platform_system": "Linux",
+            "platform_machine": machine, "extra": ""}
+
+
+def requires_for_image(wheel: Path, python_version: str, platforms: Sequence[str]) -> list[str]:
+    """The projects ``wheel`` requires on the image: its Requires-Dist whose marker holds there (a
+    line that does not parse is kept as it is: something may be required)."""
+    environment = image_environment(python_version, platforms)
+    found = []
+    for line in requires(wheel):
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            found.append(line)
+            continue
+        if requirement.marker is None or requirement.marker.evaluate(environment):
+            found.append(str(canonicalize_name(requirement.name)))
+    return found
+
+
 def dependency_closure(wheels: Sequence[Wheel], roots: Iterable[str], python_version: str,
                        platforms: Sequence[str]) -> set[str]:
     """``roots`` and everything they require, among ``wheels`` (one resolved set): their
     Requires-Dist with markers evaluated for the image (its Python, Linux, its machine)."""
-    machine = next((m for p in platforms for m in ("x86_64", "aarch64", "ppc64le", "s390x") if p.endswith(m)), "x86_64")
-    environment = {"python_version": python_version, "python_full_version": f"{python_version}.0",
-                   "implementation_name": "cpython", "platform_python_implementation": "CPython",
-                   "sys_platform": "linux", "os_name": "posix", "platform_system": "Linux",
-                   "platform_machine": machine, "extra": ""}
     by_name = {wheel.name: wheel for wheel in wheels}
     found: set[str] = set()
     todo = [str(canonicalize_name(root)) for root in roots]
@@ -194,13 +278,7 @@ def dependency_closure(wheels: Sequence[Wheel], roots: Iterable[str], python_ver
         if name in found or name not in by_name:
             continue
         found.add(name)
-        for line in requires(by_name[name].path):
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is None or requirement.marker.evaluate(environment):
-                todo.append(str(canonicalize_name(requirement.name)))
+        todo += requires_for_image(by_name[name].path, python_version, platforms)
     return found
 
 

@@ -108,8 +108,8 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
 
 
 def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
-    """The vendor extension: two C++ files, a.cpp compiled against torch's headers (the binding
-    and the tensor code) and b.cpp, plain C++ whose body varies (``return 1;``): touching it
+    """The vendor extension: two C++ files, a.cpp compiled against torch's headers (a torch
+    operator and the module) and b.cpp, plain C++ whose body varies (``return 1;``): touching it
     recompiles b.cpp alone, a.cpp comes from ccache."""
     write(work / "extension", {
         "setup.py": (
@@ -118,12 +118,19 @@ def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
             "setup(name='torchbake-fixture-ext', version='1.5.1', packages=['torchbake_fixture_ext'],\n"
             "      ext_modules=[CppExtension('torchbake_fixture_ext._C', ['csrc/a.cpp', 'csrc/b.cpp'])],\n"
             "      cmdclass={'build_ext': BuildExtension.with_options(use_ninja=False)})\n"),
-        "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
+        "torchbake_fixture_ext/__init__.py": (
+            "import torch\nfrom . import _C  # registers torch.ops.torchbake_fixture_ext\n"
+            "plus_one = torch.ops.torchbake_fixture_ext.plus_one\n"),
+        # An operator registered with the dispatcher and a bare Python module (PyTorch's custom
+        # operator tutorial's layout): torch's own headers, a fifth of <torch/extension.h>'s compile.
         "csrc/a.cpp": (
-            "#include <torch/extension.h>\n"
+            "#include <Python.h>\n#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n"
             "double amount();\n"
-            "torch::Tensor plus_one(torch::Tensor x) { return x + amount(); }\n"
-            "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"plus_one\", &plus_one); }\n"),
+            "at::Tensor plus_one(const at::Tensor& x) { return x.add(amount()); }\n"
+            "TORCH_LIBRARY(torchbake_fixture_ext, m) { m.def(\"plus_one(Tensor x) -> Tensor\"); }\n"
+            "TORCH_LIBRARY_IMPL(torchbake_fixture_ext, CompositeExplicitAutograd, m) { m.impl(\"plus_one\", &plus_one); }\n"
+            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_C\", 0, -1, 0};\n"
+            "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }\n"),
         "csrc/b.cpp": f"double amount() {{ {b_body} }}\n",
     })
     if (work / "extension" / ".git").exists():

@@ -4,6 +4,7 @@ and the companions add), and the image's creation time."""
 from __future__ import annotations
 
 import zipfile
+from types import SimpleNamespace
 
 import pytest
 
@@ -74,3 +75,76 @@ def test_a_real_wheel_passes_the_check(tmp_path):
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("ext-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
     check_wheel(path, "https://files.example/ext-1.0-py3-none-any.whl", "wheels.extension")
+
+
+PLATFORMS = ["manylinux_2_28_x86_64"]
+
+
+def tagged(folder, name, version, tag, *requires):
+    """A wheel like wheel() under another tag (``cp311-cp311-manylinux_2_17_x86_64``)."""
+    path = wheel(folder, name, version, *requires)
+    return path.rename(path.with_name(path.name.replace("py3-none-any", tag)))
+
+
+def test_pins_and_wheel_files_already_in_the_wheelhouse_need_no_pip(tmp_path):
+    house = tmp_path / "house"
+    house.mkdir()
+    tagged(house, "uv", "0.13.9", "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64")
+    mine = wheel(tmp_path, "torch", "2.13.0+tiny")
+    (house / mine.name).write_bytes(mine.read_bytes())
+    assert wheelhouse.already_resolved(["uv==0.13.9", str(mine)], house, "3.11", PLATFORMS) == [
+        "uv-0.13.9-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "torch-2.13.0+tiny-py3-none-any.whl"]
+    assert wheelhouse.already_resolved(["torch==2.13.0"], house, "3.11", PLATFORMS) == [mine.name]  # a local label matches
+
+
+@pytest.mark.parametrize(("requirements", "why"), [
+    (["uv"], "not pinned: an index may have a newer one"),
+    (["uv>=0.13"], "a range"),
+    (["uv==0.13.*"], "a wildcard"),
+    (["uv[extra]==0.13.9"], "extras"),
+    (["uv==0.13.9; python_version > '3'"], "a marker"),
+    (["uv==0.14.0"], "no such version here"),
+    (["numpy==2.0"], "needs something else"),
+    (["old==1.0"], "only a wheel the image cannot install (cp39)"),
+    (["twice==1.0"], "two candidates: pip chooses"),
+    (["not a requirement"], "does not parse"),
+    ([], "nothing asked"),
+])
+def test_pip_resolves_whenever_the_wheelhouse_alone_cannot_answer(tmp_path, requirements, why):
+    wheel(tmp_path, "uv", "0.13.9")
+    wheel(tmp_path, "numpy", "2.0", "numpy-helper; python_version >= '3.9'")
+    tagged(tmp_path, "old", "1.0", "cp39-cp39-manylinux_2_17_x86_64")
+    tagged(tmp_path, "twice", "1.0", "cp311-cp311-manylinux_2_17_x86_64")
+    wheel(tmp_path, "twice", "1.0")
+    assert wheelhouse.already_resolved(requirements, tmp_path, "3.11", PLATFORMS) is None, why
+
+
+def test_a_wheel_file_that_differs_from_the_wheelhouse_copy_goes_to_pip(tmp_path):
+    house = tmp_path / "house"
+    house.mkdir()
+    mine = wheel(tmp_path, "torch", "2.13.0+tiny")
+    (house / mine.name).write_bytes(mine.read_bytes() + b"\0")
+    assert wheelhouse.already_resolved([str(mine)], house, "3.11", PLATFORMS) is None
+    (house / mine.name).unlink()
+    assert wheelhouse.already_resolved([str(mine)], house, "3.11", PLATFORMS) is None
+
+
+def test_resolve_runs_pip_only_when_the_wheelhouse_cannot_answer(tmp_path, monkeypatch):
+    house, context = tmp_path / "house", tmp_path / "context"
+    house.mkdir()
+    wheel(house, "uv", "0.13.9")
+    ran = []
+
+    def pip(argv, cache_dir, *_args):
+        ran.append(argv)
+        wheel(cache_dir, "uv", "0.14.0")
+        return type("Result", (), {"output": f"Saved {cache_dir}/uv-0.14.0-py3-none-any.whl\n"})()
+
+    monkeypatch.setattr(wheelhouse, "_pip_download", pip)
+    options = SimpleNamespace(platforms=tuple(PLATFORMS), index_url="", extra_index_urls=(), find_links=())
+    log = tmp_path / "build.log"
+    found = wheelhouse.resolve(["uv==0.13.9"], house, "3.11", options, link_into=context, log_file=log)
+    assert [w.path.name for w in found] == ["uv-0.13.9-py3-none-any.whl"] and ran == []
+    assert "uv==0.13.9 is uv-0.13.9-py3-none-any.whl, already there and needing nothing else (pip not run)" in log.read_text()
+    found = wheelhouse.resolve(["uv>=0.14"], house, "3.11", options, link_into=tmp_path / "context2")
+    assert [w.path.name for w in found] == ["uv-0.14.0-py3-none-any.whl"] and len(ran) == 1
