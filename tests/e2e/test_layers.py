@@ -10,7 +10,6 @@ import tarfile
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import registry_manifest
 
 from .helpers import docker, engine_state, labels, layers, make_wheel, new_layer_bytes
 
@@ -40,17 +39,14 @@ def sibling(tmp_path, base_image, tb_env, tag: str, config: str, *flags: str):
     return name
 
 
-def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id, registry):
+def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, tb_env, tmp_path, run_id):
+    """Torch's layer and every layer below it are the very same layers (same diff ids) in both
+    images, and the sibling adds about what pyyaml installs. (That a registry then holds torch's
+    layer as one blob both manifests name is docker push's part, proven where pushes happen:
+    test_build_all's fresh engine pushes only the layers above torch. Pushing the real 1.1 GB
+    layer here cost a minute of CPU and proved nothing more.)"""
     name = sibling(tmp_path, base_image, tb_env, f"{run_id}-yaml", '[wheels]\nextra = ["numpy", "pyyaml"]\n')
-    remote = [f"{registry}/team/pytorch-cpu:{tag}" for tag in ("one", "sibling")]
     try:
-        # In the registry too: torch's layer is one blob that both manifests name.
-        for image, target in zip((cpu, name), remote, strict=True):
-            docker("tag", image, target)
-            docker("push", target)
-        first, second = ([layer["digest"] for layer in registry_manifest(registry, target)["layers"]]
-                         for target in remote)
-        assert first[:torch_layer(cpu) + 1] == second[:torch_layer(cpu) + 1], (first, second)
         shared, added = new_layer_bytes(name, cpu)
         assert shared > torch_layer(cpu), (shared, torch_layer(cpu))  # torch and everything below it: the same layers
         installed = int(docker("run", "--rm", "--network", "none", name, "python", "-c",
@@ -60,7 +56,7 @@ def test_a_sibling_with_one_more_companion_shares_torchs_layer(cpu, base_image, 
         torch_bytes = layers(cpu)[torch_layer(cpu)][1]
         print(f"sibling +pyyaml: {added} new layer bytes = {100 * added / torch_bytes:.3f}% of torch's layer")
     finally:
-        docker("image", "rm", "--force", name, *remote, check=False)
+        docker("image", "rm", "--force", name, check=False)
 
 
 def test_a_changed_extension_wheel_rebuilds_only_the_layers_above_torch(base_image, tb_env, tmp_path, run_id, cpu):
