@@ -10,9 +10,10 @@ if [ -n "${CI:-}" ]; then
 fi
 # Three workers (pytest-xdist): most of a real-engine test is waiting on the engine, the network or
 # a server, so three share two cores well; a module's tests stay together, in order, on one worker
-# (--dist loadfile: their module fixtures are made once). PYTEST_WORKERS=0: one process (not a
-# TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile "$@"
+# (--dist loadfile: their module fixtures are made once), the longest modules first
+# (tests/conftest.py LONGEST_FIRST; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0:
+# one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"
 status=$?
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
