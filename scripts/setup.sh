@@ -25,8 +25,7 @@ bash scripts/ensure-engine.sh
 
 PYTHON=${PYTHON:-python3}
 # A pip that can install into another environment (pip >= 22.3, --python) fills .venv from
-# outside, pip included: ensurepip's own copy takes 8 s. Modules are compiled when first imported
-# (--no-compile), not all of them up front.
+# outside, pip included: ensurepip's own copy takes 8 s.
 if "$PYTHON" -m pip --python "$PYTHON" --version >/dev/null 2>&1; then
     venv_flags=(--without-pip)
 else
@@ -44,7 +43,7 @@ fi
 stamp=.venv/.torchbake-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing torchbake into .venv"
-    "${pip[@]}" install --quiet --no-compile --disable-pip-version-check pip --editable '.[test]'
+    "${pip[@]}" install --quiet --disable-pip-version-check pip --editable '.[test]'
     touch "$stamp"
 fi
 echo "setup: ready (.venv/bin/invoke --list shows the tasks)"

@@ -13,6 +13,9 @@ fi
 # (--dist loadfile: their module fixtures are made once), the longest modules first
 # (tests/conftest.py LONGEST_FIRST; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0:
 # one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
+# torchbake's own modules compiled once: every test starts invoke hundreds of times, and where
+# PYTHONDONTWRITEBYTECODE is set Python reads bytecode but never writes it (0.15 s a start).
+.venv/bin/python -m compileall -q torchbake tasks.py >/dev/null || exit 1
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"
 status=$?
 if [ "$status" = 5 ]; then
