@@ -4,20 +4,27 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 bash scripts/setup.sh || exit 1
+# torchbake's own modules compiled once: every test starts invoke hundreds of times, and where
+# PYTHONDONTWRITEBYTECODE is set Python reads bytecode but never writes it (0.15 s a start).
+.venv/bin/python -m compileall -q torchbake tasks.py >/dev/null || exit 1
+prune=""
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk.
-    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null || true
+    # Beside the tests, not before them: once the cache is past 20 GB it is half a minute of the
+    # engine deleting files, and BuildKit prunes only records no build is using.
+    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null 2>&1 &
+    prune=$!
 fi
 # Three workers (pytest-xdist): most of a real-engine test is waiting on the engine, the network or
 # a server, so three share two cores well; a module's tests stay together, in order, on one worker
 # (--dist loadfile: their module fixtures are made once), the longest modules first
 # (tests/conftest.py LONGEST_FIRST; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0:
 # one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
-# torchbake's own modules compiled once: every test starts invoke hundreds of times, and where
-# PYTHONDONTWRITEBYTECODE is set Python reads bytecode but never writes it (0.15 s a start).
-.venv/bin/python -m compileall -q torchbake tasks.py >/dev/null || exit 1
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@"
 status=$?
+if [ -n "$prune" ]; then
+    wait "$prune" || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
+fi
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
     exit 1
