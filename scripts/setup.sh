@@ -24,25 +24,24 @@ fi
 bash scripts/ensure-engine.sh
 
 PYTHON=${PYTHON:-python3}
-# A pip that can install into another environment (pip >= 22.3, --python) fills .venv from
-# outside, pip included: ensurepip's own copy takes 8 s.
-if "$PYTHON" -m pip --python "$PYTHON" --version >/dev/null 2>&1; then
-    venv_flags=(--without-pip)
-else
-    venv_flags=()
-fi
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
-    "$PYTHON" -m venv "${venv_flags[@]}" .venv
-fi
-if .venv/bin/python -m pip --version >/dev/null 2>&1; then
-    pip=(.venv/bin/python -m pip)
-else  # made --without-pip (and maybe cut short before pip was in): the outer pip installs it
-    pip=("$PYTHON" -m pip --python .venv/bin/python)
+    # A pip that can install into another environment (pip >= 22.3, --python) fills .venv from
+    # outside, pip included: ensurepip's own copy takes 8 s.
+    if "$PYTHON" -m pip --python "$PYTHON" --version >/dev/null 2>&1; then
+        "$PYTHON" -m venv --without-pip .venv
+    else
+        "$PYTHON" -m venv .venv
+    fi
 fi
 stamp=.venv/.torchbake-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "setup: installing torchbake into .venv"
+    if .venv/bin/python -m pip --version >/dev/null 2>&1; then
+        pip=(.venv/bin/python -m pip)
+    else  # made --without-pip (and maybe cut short before pip was in): the outer pip installs it
+        pip=("$PYTHON" -m pip --python .venv/bin/python)
+    fi
     "${pip[@]}" install --quiet --disable-pip-version-check pip --editable '.[test]'
     touch "$stamp"
 fi

@@ -28,6 +28,7 @@ from .downloads import file_lock, link_or_copy
 from .errors import CommandError, DiskSpaceError, DownloadError
 from .files import mark_used
 from .output import human_size
+from .redaction import redact
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,6 @@ def resolve(
     the persistent ``cache_dir`` (pip skips files already there), then link exactly the resolved
     set into ``link_into``."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    argv = pip_download_command(requirements, cache_dir, python_version, options)
     with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time; gc waits its turn
         drop_broken_wheels(cache_dir)
         here = already_resolved(requirements, cache_dir, python_version, options.platforms)
@@ -88,10 +88,11 @@ def resolve(
             _say_resolved(requirements, here, cache_dir, log_file)
             names = dict.fromkeys(here)
         else:
+            argv = pip_download_command(requirements, cache_dir, python_version, options)
             result = _pip_download(argv, cache_dir, python_version, options, log_file)
             names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
-        if not names:
-            raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
+            if not names:
+                raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
         link_into.mkdir(parents=True, exist_ok=True)
         for name in names:
             link_or_copy(cache_dir / name, link_into / name)
@@ -153,7 +154,7 @@ def _say_resolved(requirements: Sequence[str], names: Sequence[str], cache_dir: 
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with log_file.open("a", encoding="utf-8") as log:
-            log.write(line + "\n")
+            log.write(redact(line) + "\n")  # as command.run writes its lines (the console redacts its own)
 
 
 def drop_broken_wheels(folder: Path) -> None:

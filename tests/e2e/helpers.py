@@ -6,6 +6,7 @@ import base64
 import hashlib
 import io
 import json
+import os
 import subprocess
 import tarfile
 import zipfile
@@ -18,8 +19,6 @@ DOCKER = "/usr/bin/docker"  # Debian's client: BuildKit through DOCKER_BUILDKIT=
 
 
 def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    import os
-
     return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout,
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
@@ -27,8 +26,6 @@ def docker(*args: str, check: bool = True, env: dict | None = None, timeout: flo
 def copy_image(image: str, engine: dict) -> None:
     """``image`` from this machine's engine into another one (``engine``: its DOCKER_HOST),
     streamed through `docker save | docker load` (never held in memory)."""
-    import os
-
     save = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     load = subprocess.run([DOCKER, "load"], stdin=save.stdout, capture_output=True, env={**os.environ, **engine})
     save.stdout.close()
