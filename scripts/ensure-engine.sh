@@ -31,7 +31,10 @@ fi
 
 if ! pgrep -x dockerd >/dev/null; then
     echo "ensure-engine: starting dockerd in the background (log: $LOG)"
-    nohup dockerd >"$LOG" 2>&1 </dev/null &
+    # The engine's Go collector ran at the default pace (GOGC=100) for a fifth of its CPU while it
+    # built and exported the real torch image; on a machine this script sets up (a CI runner, a
+    # new desk machine) memory is cheaper than those cores. A GOGC of the caller's own is kept.
+    GOGC=${GOGC:-400} nohup dockerd >"$LOG" 2>&1 </dev/null &
 fi
 for _ in $(seq 1 60); do
     if engine_answers; then

@@ -310,6 +310,7 @@ class SecondEngine(dict):
                  "--host", self["DOCKER_HOST"], "--pidfile", str(self.short / "docker.pid"), "--bridge", self.bridge,
                  "--config-file", str(settings),
                  "--iptables=false", "--ip-masq=false"], stdout=sink, stderr=sink, stdin=subprocess.DEVNULL,
+                env={**os.environ, "GOGC": os.environ.get("GOGC", "400")},  # as scripts/ensure-engine.sh starts one
                 start_new_session=True)  # its own process group: dockerd and the containerd it starts
         for _ in range(120):
             if subprocess.run(["/usr/bin/docker", "version"], capture_output=True, env={**os.environ, **self}).returncode == 0:

@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from . import base_os, validation
+from . import os_releases, validation
 from .errors import ConfigurationError
 
 UNKNOWN_TORCH = "custom"  # {torch} when the torch source names no single version
@@ -87,8 +87,8 @@ def _os_image(values: Mapping[str, Any]) -> tuple[str, str]:
     """The OS image to start FROM and why ("" if no release ships the requested Python)."""
     python = values["python.version"]
     if values["python.provider"] == "standalone":
-        return base_os.DEFAULT_OS_IMAGE, '[python] provider = "standalone" (any OS; the default OS image)'
-    image = base_os.os_image_for_python(python)
+        return os_releases.DEFAULT_OS_IMAGE, '[python] provider = "standalone" (any OS; the default OS image)'
+    image = os_releases.os_image_for_python(python)
     return image, f"[python] version {python} (the OS Python of {image})"
 
 

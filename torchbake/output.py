@@ -11,13 +11,15 @@ import contextlib
 import contextvars
 import sys
 import threading
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 from rich.text import Text
 
 from .redaction import redact
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class _Redacting:
@@ -105,6 +107,9 @@ def result(text: str) -> None:
 def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:
     """The bar of every transfer (downloads, pushes): what moves (never read as markup), bytes,
     speed and time left; drawn only when ``enabled`` (a terminal)."""
+    # imported here: rich's progress machinery is a fifth of a task's start, and most tasks never draw a bar
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(),
                     TransferSpeedColumn(), TimeRemainingColumn(), console=console, disable=not enabled,
                     transient=transient)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchbake import base_os, config, derived
+from torchbake import config, derived, os_releases
 from torchbake.errors import ConfigurationError
 
 
@@ -86,15 +86,15 @@ def test_naming_templates_are_checked():
     ("nvidia/cuda:12.4.1-devel-ubuntu22.04", "", None), ("my/debian:12", "", None),
 ])
 def test_os_references(reference, suite, python):
-    assert base_os.suite_of(reference) == suite
-    release = base_os.release_of_reference(reference)
+    assert os_releases.suite_of(reference) == suite
+    release = os_releases.release_of_reference(reference)
     assert (release.python if release else None) == python
 
 
 def test_every_python_with_an_os_image_round_trips():
-    for release in base_os.OS_RELEASES:
-        assert base_os.release_of_reference(base_os.os_image_for_python(release.python)) == release
-    assert base_os.os_image_for_python("3.14") == ""
+    for release in os_releases.OS_RELEASES:
+        assert os_releases.release_of_reference(os_releases.os_image_for_python(release.python)) == release
+    assert os_releases.os_image_for_python("3.14") == ""
 
 
 def test_empty_tags_and_names_are_refused():

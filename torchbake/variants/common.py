@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
-from .. import __version__, base_os
+from .. import __version__, base_os, os_releases
 from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
 from ..downloads import require_pinned
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
@@ -176,10 +176,10 @@ def check_os_python(plan, os_release: dict[str, str]) -> None:
     """Fail before any slow work when provider "os" cannot give the requested Python."""
     if plan.python_provider != "os":
         return
-    release = base_os.release_of(os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
+    release = os_releases.release_of(os_release.get("ID", ""), os_release.get("VERSION_ID", ""))
     if release is None or release.python == plan.python_version:
         return
-    raise base_os.python_mismatch(plan.python_version, plan.base_image, release, plan.from_flag)
+    raise os_releases.python_mismatch(plan.python_version, plan.base_image, release, plan.from_flag)
 
 
 def parse_os_release(text: str) -> dict[str, str]:
