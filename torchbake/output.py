@@ -20,6 +20,7 @@ from .redaction import redact
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+    from rich.table import Table
 
 
 class _Redacting:
@@ -107,12 +108,20 @@ def result(text: str) -> None:
 def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:
     """The bar of every transfer (downloads, pushes): what moves (never read as markup), bytes,
     speed and time left; drawn only when ``enabled`` (a terminal)."""
-    # imported here: rich's progress machinery is a fifth of a task's start, and most tasks never draw a bar
+    # imported here: rich's progress machinery takes longer to import than the rest of rich, and most tasks draw no bar
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(),
                     TransferSpeedColumn(), TimeRemainingColumn(), console=console, disable=not enabled,
                     transient=transient)
+
+
+def table(*, title: str) -> Table:
+    """A table for :meth:`Channel.show` (rich's table module is imported when one is made: most
+    tasks print none)."""
+    from rich.table import Table
+
+    return Table(title=title)
 
 
 def human_size(count: int) -> str:

@@ -12,9 +12,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from xml.etree import ElementTree
-
-from rich.table import Table
 
 from . import command, output
 from . import config as configuration
@@ -26,6 +25,9 @@ from .matrix import Cell
 from .output import human_size, styled
 from .redaction import redact, redact_all
 from .variants import plan_base, plan_dev, plan_release
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 FAILED_STATES = ("failed", "blocked", "interrupted")
 DONE_STATES = ("built", "unchanged", "retagged", "unchanged (registry)", "retagged (registry)")
@@ -247,7 +249,7 @@ class MatrixRun:
 
 
 def summary_table(results: Mapping[str, CellResult]) -> Table:
-    table = Table(title="build-all")
+    table = output.table(title="build-all")
     table.add_column("cell", no_wrap=True, min_width=max((len(r.id) for r in results.values()), default=4))
     for column in ("image", "status", "reason", "time", "size", "digest"):
         table.add_column(column, overflow="fold")

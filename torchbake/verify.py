@@ -12,8 +12,6 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rich.table import Table
-
 from . import output
 from .engine import DockerClient
 from .errors import ImageNotFoundError, VerificationError
@@ -224,7 +222,7 @@ def _arch_check(facts: dict, arch_list: str) -> CheckResult:
 
 
 def render_table(image: str, checks: list[CheckResult]) -> None:
-    table = Table(title=f"verify {image}")
+    table = output.table(title=f"verify {image}")
     table.add_column("check")
     table.add_column("result")
     table.add_column("detail", overflow="fold")

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from ..base_os import OsImageSpec, bootstrap_os_image
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
+from ..lazy import LazyModule
+
+base_os = LazyModule("torchbake.base_os")  # imported when the task runs (see tasks/build.py)
 
 
 @task(
@@ -29,11 +31,11 @@ def bootstrap_os(c, suite="bookworm", name=None, mirror=None, variant=None, forc
     Builds do this by themselves for a missing debian:<suite> or ubuntu:<suite> FROM image."""
     settings = resolve_config(config, {"build.docker": docker, "bootstrap.mirror": mirror,
                                        "bootstrap.variant": variant}).settings()
-    spec = OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=settings.bootstrap.mirror,
+    spec = base_os.OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=settings.bootstrap.mirror,
                        variant=settings.bootstrap.variant, force=force)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
-    bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=dry_run)
+    base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=dry_run)
 
 
 ns = Collection(bootstrap_os)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from ..builder import build_image
-from ..builder import dry_run as show_plan
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
-from ..variants import plan_base, plan_dev, plan_release
+from ..lazy import LazyModule
+
+# The work behind a task is imported when the task runs: invoke imports every task module to
+# parse any command line, and a command that fails on its flags should not pay for all of them.
+builder = LazyModule("torchbake.builder")
+variants = LazyModule("torchbake.variants")
 
 BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or fail). [bootstrap] auto"
 
@@ -112,9 +115,9 @@ def _run(plan, settings, dry_run: bool, force: bool) -> None:
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     if dry_run:
-        show_plan(plan, client)
+        builder.dry_run(plan, client)
         return
-    build_image(plan, client, skip_unchanged=not (force or plan.no_cache))
+    builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache))
 
 
 @task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])
@@ -147,10 +150,10 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "torch_musa_tag": torch_musa_tag, "git_credential_file": git_credential_file, "keep_git": keep_git,
         "slim": slim, "torch_whl_url": torch_whl_url, "torch_musa_whl_url": torch_musa_whl_url})
     if settings.build.variant == "release":
-        plan = plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
+        plan = variants.plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
     else:
         python_given = resolved.sources["python.version"] != "default"
-        plan = plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
+        plan = variants.plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
     _run(plan, settings, dry_run, force)
 
 
@@ -200,7 +203,7 @@ def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, 
         **registry_overrides(registry, require_registry, no_registry_check),
     }
     settings = resolve_config(config, overrides, variant="base").settings()
-    _run(plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run, force)
+    _run(variants.plan_base(settings, reuse_context=no_prepare, no_cache=no_cache), settings, dry_run, force)
 
 
 ns = Collection(build, build_base)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 
 from invoke import Collection, Exit, task
-from rich.table import Table
 
-from .. import containers as running
 from .. import output
 from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
 from ..command import format_command
-from ..containers import RunRequest, list_containers, prepare_session, run_session, standard_input_kind
 from ..errors import ConfigurationError
+from ..lazy import LazyModule
+
+running = LazyModule("torchbake.containers")  # imported when a task runs (see tasks/build.py)
 
 RUN_HELP = {
     **COMMON_HELP,
@@ -49,7 +49,7 @@ def run_container(c, image=None, name=None, shm_size=None, privileged=False, env
     if command is not None and not command.strip():
         raise ConfigurationError("--command is empty; give the command to run, e.g. --command 'python -V',"
                                  " or leave --command out for an interactive shell.")
-    stdin = standard_input_kind()
+    stdin = running.standard_input_kind()
     interactive = stdin == "terminal" and sys.stdout.isatty()
     if not interactive and not command and stdin != "data":
         raise ConfigurationError(
@@ -74,13 +74,13 @@ def _run_session(settings, image: str, *, request_fields: dict, dry_run: bool) -
     if not image:
         image = running.most_recent_image(client, settings.paths.log_dir)
         output.channel().say(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.")
-    session = prepare_session(client, RunRequest.from_settings(settings, image, **request_fields))
+    session = running.prepare_session(client, running.RunRequest.from_settings(settings, image, **request_fields))
     for note in session.notes:
         output.channel().say(note)
     if dry_run:  # the commands, on stdout: a user can paste them
         output.result("".join(format_command(argv) + "\n" for argv in (*session.setup, session.attached)))
         return 0, session
-    return run_session(client, session), session
+    return running.run_session(client, session), session
 
 
 @task(klass=FlagTask, help=COMMON_HELP, iterable=["config"])
@@ -90,12 +90,12 @@ def containers(c, docker=None, config=None):
     settings = resolve_config(config, {"build.docker": docker}).settings()
     client = docker_client(settings, for_build=False)
     client.check_engine()
-    rows = list_containers(client)
+    rows = running.list_containers(client)
     out = output.channel()
     if not rows:
         out.say("No containers created by torchbake. `invoke run-container IMAGE` makes one.")
         return
-    table = Table(title="containers created by torchbake")
+    table = output.table(title="containers created by torchbake")
     for column in ("name", "image", "status", "profile", "created"):
         table.add_column(column, overflow="fold")
     for row in rows:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from .. import cleanup, output, validation
+from .. import output, validation
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
 from ..config import Settings
 from ..engine import DockerClient
 from ..errors import ConfigurationError
+from ..lazy import LazyModule
 from ..output import human_size
+
+cleanup = LazyModule("torchbake.cleanup")  # imported when the task runs (see tasks/build.py)
 
 HELP = {
     **COMMON_HELP,

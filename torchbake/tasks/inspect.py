@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from invoke import Collection, task
-from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
@@ -60,7 +59,7 @@ def show_build(c, image, docker=None, config=None):
     info = client.inspect_image(image)
     if info is None:
         raise ImageNotFoundError(image)
-    table = Table(title=f"how {image} was built")
+    table = output.table(title=f"how {image} was built")
     table.add_column("what", overflow="fold")
     table.add_column("value", overflow="fold")
     for what, value in describe(image, info, find_manifest(settings.paths.log_dir, info["Id"])):
@@ -88,7 +87,7 @@ def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - t
     if format == "toml":
         output.result(configuration.to_toml(resolved))
         return
-    table = Table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
+    table = output.table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")
     for row in configuration.describe(resolved):

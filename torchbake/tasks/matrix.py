@@ -6,30 +6,22 @@ import os
 from pathlib import Path
 
 from invoke import Collection, Exit, task
-from rich.table import Table
 from rich.text import Text
 
 from .. import config as configuration
 from .. import output
 from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
+from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..output import human_size
-from ..runner import (
-    DONE_STATES,
-    MatrixRun,
-    cell_plan,
-    exit_status,
-    failure_lines,
-    predict,
-    summary_table,
-    write_json,
-    write_junit,
-)
-from ..variants import how_to_set, ways_to_set
 from ..writable import check_output_file
 from .build import TRUST_HELP, registry_overrides, trust_overrides
 from .gc import collect
+
+# imported when the task runs (see tasks/build.py)
+runner = LazyModule("torchbake.runner")
+variants = LazyModule("torchbake.variants")
 
 HELP = {
     **COMMON_HELP,
@@ -85,7 +77,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
         try:
-            plans[cell.id] = cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust)
+            plans[cell.id] = runner.cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust)
         except MissingValuesError as exc:
             needs[cell.id] = [key for key, _ in exc.missing]
     if needs and not plan:
@@ -98,26 +90,26 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         _print_plan(cells, plans, needs, client, force=force)
         return
     out = output.channel()
-    run = MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
+    run = runner.MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
                     log_dir=settings.paths.log_dir)
     try:
         results = run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
         if "--report" in outputs:
-            write_json(outputs["--report"], run.results, run.started)
+            runner.write_json(outputs["--report"], run.results, run.started)
         if "--junit" in outputs:
-            write_junit(outputs["--junit"], run.results)
-    out.show(summary_table(results))
-    for line in failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
+            runner.write_junit(outputs["--junit"], run.results)
+    out.show(runner.summary_table(results))
+    for line in runner.failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
         out.say(line)
     if settings.gc.after_build_all:  # [gc] after_build_all: a year of nights stays within its budget
         done = collect(settings, client, dry_run=False)  # measures the disk before and after
         before, after = done.before, done.after
         out.say(f"Disk used: engine {human_size(before[0])} -> {human_size(after[0])},"
                 f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
-    status = exit_status(results)
+    status = runner.exit_status(results)
     if status:
-        failed = [r.id for r in results.values() if r.status not in DONE_STATES]
+        failed = [r.id for r in results.values() if r.status not in runner.DONE_STATES]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
 
@@ -140,16 +132,16 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
 
 def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
     """The ordered plan: what a run would do with each cell and why, or the values it still needs."""
-    table = Table(title="build-all plan")
+    table = output.table(title="build-all plan")
     for column in ("#", "cell", "image", "action", "why"):
         table.add_column(column, overflow="fold")
     for index, cell in enumerate(cells, 1):
         if cell.id in needs:
             action, why = "needs values", "\n".join(
-                f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in ways_to_set(key, matrix=True))}"
+                f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in variants.ways_to_set(key, matrix=True))}"
                 for key in needs[cell.id])
         else:
-            action, why = ("build", "--force") if force else predict(cell, plans[cell.id], client)
+            action, why = ("build", "--force") if force else runner.predict(cell, plans[cell.id], client)
         table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
     output.channel().show(table)
     if needs:
@@ -163,7 +155,7 @@ def missing_in_matrix(cells: list[Cell], needs: dict[str, list[str]]) -> Configu
     for cell in cells:
         for key in needs.get(cell.id, []):
             by_key.setdefault(key, []).append(cell.id)
-    lines = [f"  {key} (cells {', '.join(ids)}): set {how_to_set(key, matrix=True)}" for key, ids in by_key.items()]
+    lines = [f"  {key} (cells {', '.join(ids)}): set {variants.how_to_set(key, matrix=True)}" for key, ids in by_key.items()]
     return ConfigurationError(
         f"{len(needs)} of {len(cells)} cells need values that are not set; nothing was built:\n" + "\n".join(lines)
         + "\n`invoke build-all --plan` shows every cell and what it needs."
