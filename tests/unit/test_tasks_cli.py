@@ -2,17 +2,34 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from invoke import Collection
 
 import tasks
-from tests.conftest import run_invoke
+from tests.conftest import ROOT, run_invoke
 
 
 def test_root_collection_only_composes_the_task_modules():
     assert isinstance(tasks.ns, Collection)
     assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers", "gc",
                                            "run-container", "show-build", "show-config", "stop-container", "verify"]
+
+
+def test_the_task_collection_imports_no_task_s_work():
+    """invoke imports every task module to parse any command line: the work behind a task (builds,
+    the matrix runner, gc, containers, debootstrap, progress bars and tables) is imported only when a
+    task runs, so that a command refused for its flags starts fast."""
+    probe = ("import sys, tasks; print(' '.join(sorted(m for m in sys.modules if m.startswith(('torchbake.', 'rich.',"
+             " 'filelock', 'docker', 'plumbum')))))")
+    loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    work = ("torchbake.builder", "torchbake.variants", "torchbake.runner", "torchbake.cleanup", "torchbake.containers",
+            "torchbake.base_os", "torchbake.wheelhouse", "torchbake.downloads", "rich.progress", "rich.table",
+            "filelock", "docker", "plumbum")
+    assert [m for m in loaded if m in work] == []
+    assert "torchbake.cli" in loaded and "torchbake.tasks.build" in loaded  # the probe saw the task modules
 
 
 @pytest.mark.parametrize("name", ["build", "build-base", "build-all", "verify", "show-config", "bootstrap-os",
