@@ -21,7 +21,9 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     fi
 fi
 
-bash scripts/ensure-engine.sh
+# The engine starts (or is installed) while .venv is filled: neither needs the other.
+bash scripts/ensure-engine.sh &
+engine=$!
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
@@ -44,5 +46,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     fi
     "${pip[@]}" install --quiet --disable-pip-version-check pip --editable '.[test]'
     touch "$stamp"
+fi
+if ! wait "$engine"; then
+    echo "setup: no Docker engine answers (scripts/ensure-engine.sh said why, above)." >&2
+    exit 1
 fi
 echo "setup: ready (.venv/bin/invoke --list shows the tasks)"
