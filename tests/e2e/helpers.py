@@ -137,22 +137,39 @@ def system_df(env: dict | None = None) -> dict[str, int]:
 
 def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
     """What the engine holds under ``names`` (image references: NAME:TAG and the candidate tags of
-    NAME; a name without a tag, its whole repository) and the containers made from those images or
-    named one of ``names``:
+    NAME:TAG; a name without a tag, its whole repository) and the containers made from those images
+    or named one of ``names``:
     the things a command given those names could create, and nothing another user of the engine
-    makes meanwhile (a whole-engine listing would count theirs too)."""
+    makes meanwhile (a whole-engine listing would count theirs too). A candidate tag belongs to the
+    NAME:TAG its build was for (its org.opencontainers.image.version label): the candidates other
+    tests build beside this one under the same NAME, for their own tags, are theirs."""
     names = set(names)
     tagged = {name for name in names if ":" in name.rsplit("/", 1)[-1]}
-    repositories = {name.rsplit(":", 1)[0] for name in tagged}
+    tags_of = {}
+    for name in tagged:
+        repository, _, tag = name.rpartition(":")
+        tags_of.setdefault(repository, set()).add(tag)
     whole = names - tagged  # a name without a tag: its whole repository
 
-    def concerns(reference: str) -> bool:
+    def split(reference: str) -> tuple[str, str]:
         repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
-        return reference in names or repository in whole or (
-            repository in repositories and tag.startswith("torchbake-candidate-"))
+        return repository, tag
 
-    images = {line for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}",
-                                      env=env).stdout.splitlines() if concerns(line.rsplit(" ", 1)[0])}
+    listed = [line.rsplit(" ", 1) for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}",
+                                                      env=env).stdout.splitlines()]
+    candidates = {ref: image_id for ref, image_id in listed
+                  if split(ref)[0] in tags_of and split(ref)[1].startswith("torchbake-candidate-")}
+    built_for = {}  # candidate reference -> the tag its build was for
+    if candidates:
+        inspected = json.loads(docker("image", "inspect", *set(candidates.values()), check=False, env=env).stdout or "[]")
+        version = {i["Id"]: (i["Config"].get("Labels") or {}).get("org.opencontainers.image.version") for i in inspected}
+        built_for = {ref: version.get(image_id) for ref, image_id in candidates.items()}
+
+    def concerns(reference: str) -> bool:
+        repository, _ = split(reference)
+        return reference in names or repository in whole or built_for.get(reference) in tags_of.get(repository, ())
+
+    images = {f"{ref} {image_id}" for ref, image_id in listed if concerns(ref)}
     containers = set()
     for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).stdout.splitlines():
         _container_id, image, name = line.split(" ", 2)
