@@ -25,10 +25,12 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
     assert f"Built {name}" in output
     log = re.search(r"\(log: (\S+?\.log)\)", output.replace("\n", "")).group(1)
     # the whole build went to the log (steps may be cached when an earlier test built the same inputs)
-    assert "naming to docker.io/torchbake-test/pytorch-cpu:torchbake-candidate-" in Path(log).read_text()
-    # the candidate tag is gone once verification passed
+    candidate = re.search(r"naming to docker\.io/torchbake-test/pytorch-cpu:(torchbake-candidate-[0-9a-f]+)",
+                          Path(log).read_text())
+    assert candidate, "the build did not name its candidate"
+    # the candidate tag is gone once verification passed (other tests' candidates under this NAME are theirs)
     tags = docker("images", "--format", "{{.Tag}}", "torchbake-test/pytorch-cpu").stdout.split()
-    assert name.split(":")[1] in tags and [tag for tag in tags if tag.startswith("torchbake-candidate-")] == []
+    assert name.split(":")[1] in tags and candidate.group(1) not in tags
 
 
 def test_verify_task_passes_on_the_image(cpu_image):
