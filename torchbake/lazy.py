@@ -1,5 +1,6 @@
-"""Modules imported on first use: the docker SDK and plumbum cost tens of milliseconds that
-`invoke --list` and `invoke --help` never need."""
+"""Modules imported on first use: the docker SDK, plumbum and the work behind each task (builder,
+variants, runner, cleanup, containers, base_os) cost tens of milliseconds that `invoke --list`,
+`invoke --help` and a command refused for its flags never need."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ def bootstrap_os(c, suite="bookworm", name=None, mirror=None, variant=None, forc
     settings = resolve_config(config, {"build.docker": docker, "bootstrap.mirror": mirror,
                                        "bootstrap.variant": variant}).settings()
     spec = base_os.OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=settings.bootstrap.mirror,
-                       variant=settings.bootstrap.variant, force=force)
+                               variant=settings.bootstrap.variant, force=force)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=dry_run)
