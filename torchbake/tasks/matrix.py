@@ -91,7 +91,7 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         return
     out = output.channel()
     run = runner.MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
-                    log_dir=settings.paths.log_dir)
+                           log_dir=settings.paths.log_dir)
     try:
         results = run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
