@@ -36,7 +36,8 @@ def pip(*args):
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except Exception as exc:  # pip itself broke: a failed check, not a failed probe
-        code, _ = 1, captured.write(repr(exc))
+        code = 1
+        captured.write(repr(exc))
     finally:
         sys.argv = argv
     return code, captured.getvalue()
