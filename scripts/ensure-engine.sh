@@ -1,44 +1,144 @@
 #!/usr/bin/env bash
-# Make sure a Docker engine answers, idempotently.
-# On a Debian host as root with no engine answering: installs Debian's docker.io (which brings
-# the BuildKit-capable /usr/bin/docker client) and starts dockerd in the background.
-# Elsewhere it only checks, and says what to do.
+# Make sure a Docker engine torchbake can build with answers, idempotently: Docker >= 26 with the
+# buildx plugin and the containerd image store (the registry cache of every stage, pushes straight
+# from BuildKit and attestations need both).
+# On a Debian or Ubuntu host, as root, with no engine answering: installs what is missing (the
+# distribution's docker.io and docker-buildx where they are new enough, e.g. Debian trixie,
+# Ubuntu 24.04; on Debian bookworm, trixie's packages fetched with a temporary package list, the
+# system's sources left as they are), switches the containerd image store on in
+# /etc/docker/daemon.json and starts dockerd in the background.
+# Elsewhere, or where an older engine is running, it only checks, and says what to do.
 set -euo pipefail
 
 DOCKER=${TORCHBAKE_ENGINE_CLIENT:-/usr/bin/docker}
 LOG=${TORCHBAKE_DOCKERD_LOG:-/var/log/torchbake-dockerd.log}
+SETTINGS=${TORCHBAKE_DOCKERD_SETTINGS:-/etc/docker/daemon.json}
+MIN_MAJOR=26
+STORE_FEATURE='{"features": {"containerd-snapshotter": true}}'
 
-engine_answers() { [ -x "$DOCKER" ] && timeout 10 "$DOCKER" info >/dev/null 2>&1; }
+say() { echo "ensure-engine: $*"; }
+fail() { echo "ensure-engine: $*" >&2; exit 1; }
+major_of() { local v=${1#*:}; echo "${v%%.*}"; }  # "26.1.5+dfsg1-9" -> 26 (an epoch "5:" dropped)
+server_version() { timeout 10 "$DOCKER" version --format '{{.Server.Version}}' 2>/dev/null; }
+has_buildx() { [ -x "$DOCKER" ] && timeout 10 "$DOCKER" buildx version >/dev/null 2>&1; }
+containerd_store() { timeout 10 "$DOCKER" info --format '{{.DriverStatus}}' 2>/dev/null | grep -q 'io.containerd.snapshotter'; }
+is_root_debian() { [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; }
 
-if engine_answers; then
-    echo "ensure-engine: the engine answers ($("$DOCKER" version --format '{{.Server.Version}}'))."
-    exit 0
-fi
+# What an answering engine lacks ("" when nothing): the checks torchbake itself makes before a build.
+lacks() {
+    local version=$1
+    if [ "$(major_of "$version")" -lt "$MIN_MAJOR" ] 2>/dev/null; then
+        echo "it is Docker $version; torchbake needs Docker >= $MIN_MAJOR"
+    elif ! has_buildx; then
+        echo "its client $DOCKER has no buildx plugin"
+    elif ! containerd_store; then
+        echo "it keeps images in its own store, not containerd's"
+    fi
+}
 
-if [ "$(id -u)" != 0 ] || [ ! -f /etc/debian_version ]; then
-    echo "ensure-engine: no Docker engine answers at ${DOCKER_HOST:-the default socket}." >&2
-    echo "Start one (e.g. 'sudo systemctl start docker') or set DOCKER_HOST, then try again." >&2
-    exit 1
-fi
+# The distribution's sources for the given suite as a deb822 file in $1, from the system's own
+# mirror (its first "deb" source for the running release); the signing keyring is Debian's.
+trixie_sources() {
+    local folder=$1 uri=""
+    if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+        uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+    fi
+    if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+        uri=$(awk '$1 == "deb" && $0 !~ /security/ {for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) {print $i; exit}}' /etc/apt/sources.list)
+    fi
+    [ -n "$uri" ] || fail "found no Debian mirror in /etc/apt/sources.list(.d); add one and run this script again."
+    printf 'Types: deb\nURIs: %s\nSuites: trixie\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+        "$uri" >"$folder/trixie.sources"
+}
 
-need=()
-command -v dockerd >/dev/null 2>&1 && [ -x /usr/bin/docker ] || need+=(docker.io)
-if [ ${#need[@]} -gt 0 ]; then
-    echo "ensure-engine: installing ${need[*]} with apt-get"
+# Install Docker >= 26 with buildx (and containerd) from the distribution, or trixie's on bookworm.
+install_engine() {
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    local candidate
+    candidate=$(apt-cache policy docker.io 2>/dev/null | awk '/Candidate:/ {print $2}')
+    if [ -n "$candidate" ] && [ "$candidate" != "(none)" ] && [ "$(major_of "$candidate")" -ge "$MIN_MAJOR" ]; then
+        say "installing docker.io $candidate and docker-buildx with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io docker-buildx >/dev/null
+        return
+    fi
+    # shellcheck source=/dev/null
+    . /etc/os-release
+    if [ "${ID:-}" != debian ] || [ "${VERSION_CODENAME:-}" != bookworm ]; then
+        fail "${PRETTY_NAME:-this system} offers docker.io ${candidate:-none}; torchbake needs Docker >= $MIN_MAJOR with buildx. Install Docker Engine >= $MIN_MAJOR and its buildx plugin (Docker's own packages or your distribution's), then run this script again."
+    fi
+    local work
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' RETURN
+    trixie_sources "$work"
+    mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
+    local apt=(apt-get -o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$work"
+               -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache")
+    say "fetching docker.io, docker-cli, docker-buildx and containerd of Debian trixie (bookworm's docker.io is 20.10)"
+    "${apt[@]}" update -qq
+    (cd "$work/debs" && "${apt[@]}" download docker.io docker-cli docker-buildx containerd >/dev/null)
+    say "installing $(cd "$work/debs" && echo *.deb)"
+    # runc and tini stay bookworm's (trixie's need glibc 2.38); the rest resolves against bookworm.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$work"/debs/*.deb >/dev/null
+}
+
+# The containerd image store switched on in daemon.json, other settings kept.
+enable_containerd_store() {
+    mkdir -p "$(dirname "$SETTINGS")"
+    if [ ! -s "$SETTINGS" ]; then
+        echo "$STORE_FEATURE" >"$SETTINGS"
+    elif ! grep -q '"containerd-snapshotter": *true' "$SETTINGS"; then
+        command -v python3 >/dev/null || fail "$SETTINGS exists; add $STORE_FEATURE to it by hand and run this script again."
+        python3 - "$SETTINGS" <<'EOF'
+import json, sys
+path = sys.argv[1]
+with open(path) as f:
+    settings = json.load(f)
+settings.setdefault("features", {})["containerd-snapshotter"] = True
+with open(path + ".torchbake-new", "w") as f:
+    json.dump(settings, f, indent=2)
+    f.write("\n")
+EOF
+        mv "$SETTINGS.torchbake-new" "$SETTINGS"
+    fi
+}
+
+if version=$(server_version) && [ -n "$version" ]; then
+    missing=$(lacks "$version")
+    if [ -z "$missing" ]; then
+        say "the engine answers (Docker $version, buildx, containerd image store)."
+        exit 0
+    fi
+    fail "an engine answers at ${DOCKER_HOST:-the default socket}, but $missing.
+Docker >= $MIN_MAJOR with the buildx plugin and the containerd image store ($STORE_FEATURE in $SETTINGS)
+is what torchbake builds with. Stop that engine (e.g. 'systemctl stop docker docker.socket', or
+'kill \$(cat /var/run/docker.pid)') and run 'bash scripts/ensure-engine.sh' again: as root on Debian or
+Ubuntu it installs and starts one; images of the old engine stay on disk."
 fi
+
+if ! is_root_debian; then
+    fail "no Docker engine answers at ${DOCKER_HOST:-the default socket}.
+Start one (Docker >= $MIN_MAJOR with buildx and the containerd image store, e.g. 'sudo systemctl start docker')
+or set DOCKER_HOST, then try again."
+fi
+
+installed=$(dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9][^ ,]*\).*/\1/p' || true)
+if [ -z "$installed" ] || [ "$(major_of "$installed")" -lt "$MIN_MAJOR" ] || ! has_buildx || ! command -v containerd >/dev/null; then
+    install_engine
+fi
+enable_containerd_store
 
 if ! pgrep -x dockerd >/dev/null; then
-    echo "ensure-engine: starting dockerd in the background (log: $LOG)"
+    say "starting dockerd in the background (log: $LOG)"
     # The engine's Go collector ran at the default pace (GOGC=100) for a fifth of its CPU while it
     # built and exported the real torch image; on a machine this script sets up (a CI runner, a
     # new desk machine) memory is cheaper than those cores. A GOGC of the caller's own is kept.
-    GOGC=${GOGC:-400} nohup dockerd >"$LOG" 2>&1 </dev/null &
+    GOGC=${GOGC:-400} nohup dockerd --config-file "$SETTINGS" >"$LOG" 2>&1 </dev/null &
 fi
 for _ in $(seq 1 60); do
-    if engine_answers; then
-        echo "ensure-engine: the engine answers ($("$DOCKER" version --format '{{.Server.Version}}'))."
+    if version=$(server_version) && [ -n "$version" ]; then
+        missing=$(lacks "$version")
+        [ -z "$missing" ] || fail "the engine started, but $missing; see $LOG"
+        say "the engine answers (Docker $version, buildx, containerd image store)."
         exit 0
     fi
     sleep 1

@@ -303,7 +303,7 @@ class SecondEngine(dict):
         self.starts += 1
         log = self.root / "dockerd.log"
         settings = self.root / "daemon.json"  # not the host's /etc/docker/daemon.json: no GPU runtimes, no pools
-        settings.write_text("{}\n")
+        settings.write_text('{"features": {"containerd-snapshotter": true}}\n')  # as scripts/ensure-engine.sh sets the engine up
         with open(log, "ab") as sink:
             self.process = subprocess.Popen(
                 ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / f"exec{self.starts}"),
@@ -370,10 +370,21 @@ def start_second_engine(root: Path):
         yield engine
     finally:
         engine.stop()
+        # A killed engine's shims outlive it (their containerd is gone), holding its exec root.
+        subprocess.run(["pkill", "-f", f"containerd-shim.* -address {short}/"], check=False)
         subprocess.run(["ip", "link", "del", bridge], check=False)
-        for folder in (root / "data", short):  # what a killed engine left mounted
-            subprocess.run(["umount", "--recursive", "--lazy", str(folder)], capture_output=True, check=False)
+        for folder in (root / "data", short):  # what a killed engine left mounted (netns, overlays)
+            unmount_below(folder)
         subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)
+
+
+def unmount_below(folder: Path) -> None:
+    """Unmount every mount point at or below ``folder``, deepest first (`umount --recursive`
+    needs ``folder`` itself to be one)."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    below = [point for point in points if point == str(folder) or point.startswith(f"{folder}/")]
+    for point in sorted(below, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
 
 
 class _StorageHandler(http.server.BaseHTTPRequestHandler):

@@ -393,10 +393,6 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
-    problem = client.cache_problem(*build_cache(plan))
-    if problem:
-        raise ConfigurationError(f"{problem}. Use image references and \"inline\", or a client with buildx"
-                                 " (pass it with --docker).")
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say

@@ -1,10 +1,11 @@
 """The docker command-line client, for what only it does: BuildKit builds (the SDK has none,
 docker/docker-py#2230) and interactive terminals.
 
-Two kinds of client can build with BuildKit: one with the buildx plugin (``docker buildx build
---load``), and the pre-23 client, whose ``docker build`` uses the engine's built-in BuildKit when
-``DOCKER_BUILDKIT=1`` is set. Newer clients without buildx refuse BuildKit; torchbake detects
-that and says what to install or which binary to pass with ``--docker``.
+torchbake builds with ``docker buildx build`` (the buildx plugin; on Docker 23+ ``docker build``
+is buildx too): a registry cache of every stage, pushes straight from BuildKit and attestations
+need it. A client without the plugin (Docker 20.10's own ``docker build``, a newer client with no
+plugin installed) can still run containers; for a build torchbake says, before any work, what to
+install or which binary to pass with ``--docker``.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ FALLBACK_CLIENTS = ("/usr/bin/docker",)
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
                     "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 INSTALL_HINT = (
-    "Install the buildx plugin (Debian/Ubuntu: apt-get install docker-buildx), or use a client"
-    " older than 23.0 (Debian's docker.io provides /usr/bin/docker) and pass it with --docker."
+    "torchbake builds with Docker >= 26 and its buildx plugin: install the plugin (Debian trixie,"
+    " Ubuntu 24.04: apt-get install docker-buildx; elsewhere Docker's own docker-buildx-plugin), or run"
+    " `bash scripts/ensure-engine.sh` as root, which installs both; or pass a client that has it with --docker."
 )
 
 
@@ -37,7 +39,7 @@ INSTALL_HINT = (
 class DockerCLI:
     binary: str
     version: str
-    build_mode: str  # "buildx", "buildkit-env", or "none" (can run containers, not build)
+    build_mode: str  # "buildx", or "none" (can run containers, not build)
     environ: Mapping[str, str] = field(default_factory=dict)
     stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
 
@@ -57,11 +59,8 @@ class DockerCLI:
         cache_from: Sequence[str] = (),
         cache_to: Sequence[str] = (),
     ) -> tuple[list[str], dict[str, str]]:
-        """The exact ``docker build`` argument list and the variables it needs."""
-        if self.build_mode == "buildx":
-            argv, env = [self.binary, "buildx", "build", "--load"], {}
-        else:
-            argv, env = [self.binary, "build"], {"DOCKER_BUILDKIT": "1"}
+        """The exact ``docker buildx build`` argument list and the variables it needs."""
+        argv, env = [self.binary, "buildx", "build", "--load"], {}
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         argv += ["--target", target] if target else []
         argv += ["--no-cache"] if no_cache else []
@@ -79,28 +78,14 @@ class DockerCLI:
         return argv, env
 
     def cache_flags(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> list[str]:
-        """The build cache's flags: with buildx, ``--cache-from``/``--cache-to`` specs (a plain
-        image reference is a registry cache); with the legacy client, image references to import
-        from and the inline cache (a build arg) to export."""
+        """The build cache's flags: buildx ``--cache-from``/``--cache-to`` specs (a plain image
+        reference is a registry cache; "inline" is the cache in the image itself)."""
         flags: list[str] = []
         for source in cache_from:
-            flags += ["--cache-from", source if "=" in source or self.build_mode != "buildx" else f"type=registry,ref={source}"]
+            flags += ["--cache-from", source if "=" in source else f"type=registry,ref={source}"]
         for target in cache_to:
-            if self.build_mode == "buildx":
-                flags += ["--cache-to", "type=inline" if target == "inline" else target]
-            else:
-                flags += ["--build-arg", "BUILDKIT_INLINE_CACHE=1"]
+            flags += ["--cache-to", "type=inline" if target == "inline" else target]
         return flags
-
-    def cache_problem(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> str:
-        """Why this client cannot use these cache specs ("" when it can)."""
-        if self.build_mode == "buildx":
-            return ""
-        specs = [s for s in cache_from if "=" in s] + [t for t in cache_to if t != "inline"]
-        if specs:
-            return (f"{self.binary} ({self.version}) builds without buildx, which takes only image references in"
-                    f" [registry] cache_from and \"inline\" in cache_to, not {specs[0]!r}")
-        return ""
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         """Run a build: no time limit (a PyTorch build takes hours), but one that prints nothing
@@ -136,9 +121,7 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
         return client
     if buildx.exception() is None and buildx.result().returncode == 0:
         return DockerCLI(binary, version, "buildx", client.environ)
-    if int(match.group(1)) < 23:
-        return DockerCLI(binary, version, "buildkit-env", client.environ)
-    return f"client {version} has no buildx plugin, so it cannot build with BuildKit"
+    return f"client {version} has no buildx plugin (`{binary} buildx version` failed), so it cannot build"
 
 
 def candidate_clients(path_env: str) -> list[str]:
@@ -180,5 +163,5 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
             "No docker client was found on PATH. Install one (Debian: apt-get install docker.io;"
             " or run scripts/ensure-engine.sh as root)."
         )
-    raise EngineError("No docker client that can build with BuildKit was found:\n" + "\n".join(reasons)
+    raise EngineError("No docker client that can build with buildx was found:\n" + "\n".join(reasons)
                       + f"\n{INSTALL_HINT}")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
 
-DOCKER = "/usr/bin/docker"  # Debian's client: BuildKit through DOCKER_BUILDKIT=1
+DOCKER = "/usr/bin/docker"  # the engine's own client (scripts/ensure-engine.sh): `docker build` is buildx
 
 
 def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -44,16 +44,35 @@ def labels(image: str) -> dict[str, str]:
     return json.loads(docker("image", "inspect", image).stdout)[0]["Config"]["Labels"]
 
 
+def saved_layers(saved: bytes) -> list[bytes]:
+    """The layers of a `docker save` archive, uncompressed, bottom first (the archive's
+    manifest.json names them: blobs/sha256/… in an OCI layout, compressed or not)."""
+    import gzip
+
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))
+        layers = [outer.extractfile(path).read() for path in manifest[0]["Layers"]]
+    return [gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data for data in layers]
+
+
+def saved_contents(image: str) -> bytes:
+    """Everything `docker save` writes of the image, to search: its config, manifests and history,
+    and every layer uncompressed (a compressed layer would hide any string it holds)."""
+    saved = subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        layer_paths = set(json.load(outer.extractfile("manifest.json"))[0]["Layers"])
+        others = [outer.extractfile(member).read() for member in outer.getmembers()
+                  if member.isfile() and member.name not in layer_paths]
+    return b"\n".join([*others, *saved_layers(saved)])
+
+
 def layer_file_names(image: str) -> list[str]:
     """Every path in every layer of the image, read from `docker save`."""
     saved = subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
     names = []
-    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
-        for member in outer.getmembers():
-            if member.name.endswith("layer.tar"):
-                data = outer.extractfile(member).read()
-                with tarfile.open(fileobj=io.BytesIO(data)) as layer:
-                    names += layer.getnames()
+    for data in saved_layers(saved):
+        with tarfile.open(fileobj=io.BytesIO(data)) as layer:
+            names += layer.getnames()
     return names
 
 

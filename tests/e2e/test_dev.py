@@ -14,7 +14,7 @@ from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
-from .helpers import DOCKER, copy_image, docker, engine_state, labels
+from .helpers import copy_image, docker, engine_state, labels, saved_contents
 
 
 @pytest.fixture(scope="module")
@@ -81,8 +81,7 @@ def test_credentials_are_used_but_found_nowhere(dev_image, repos, tb_env, cache_
     assert result.returncode == 0
     assert any(h.startswith("Basic ") for h in repos["seen_auth"])  # the private repo asked, and got them
     assert CANARY not in result.stdout + result.stderr
-    saved = subprocess.run([DOCKER, "save", name], capture_output=True, check=True).stdout
-    assert CANARY.encode() not in saved
+    assert CANARY.encode() not in saved_contents(name)
     assert CANARY not in docker("history", "--no-trunc", name).stdout
     assert CANARY not in docker("image", "inspect", name).stdout
     assert CANARY not in docker("run", "--rm", name, "bash", "-c", "cat /home/extension/.git/config; env").stdout

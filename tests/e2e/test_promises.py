@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import http.server
 import json
-import subprocess
 from pathlib import Path
 
 from tests.conftest import run_invoke
 from tests.support import serving
 
-from .helpers import DOCKER, docker, labels, make_wheel
+from .helpers import docker, labels, make_wheel, saved_contents
 
 WHEEL_SECRET = "wheel-secret-5c1f0e"
 CCACHE_SECRET = "ccache-secret-9ad2b7"
@@ -85,7 +84,7 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
         assert labels(f"{name}:1")["torchbake.extension"] == "torchbake-secret-ext==1.0.0"
         history = docker("history", "--no-trunc", f"{name}:1").stdout
         inspect = docker("image", "inspect", f"{name}:1").stdout
-        saved = subprocess.run([DOCKER, "save", f"{name}:1"], capture_output=True, check=True).stdout
+        saved = saved_contents(f"{name}:1")
         written = _everything_written(cache_dir)
         for secret in SECRETS:
             for text in printed:

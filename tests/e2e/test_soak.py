@@ -41,7 +41,7 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
         own = work / "own"  # a context of its own: the engine's data root is under `work`
         own.mkdir()
         (own / "Dockerfile").write_text(f"FROM {base_image}\nLABEL made.by=the-user\n")
-        docker("build", "--quiet", "--tag", f"user/own:{run_id}", str(own), env={**engine, "DOCKER_BUILDKIT": "1"})
+        docker("build", "--quiet", "--tag", f"user/own:{run_id}", str(own), env=engine)
         matrix = work / "nightly.toml"
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **engine,
                "TORCHBAKE_PATHS_CACHE_DIR": str(cache)}
@@ -71,10 +71,10 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
             freed += [float(n) for n in re.findall(r"^Freed ([\d.]+) \S+ ", result.stdout, re.M)]
             if night == 1:  # the user builds on tonight's image, then rebuilds: the first one dangles
                 (own / "Dockerfile").write_text(f"FROM {sibling_image}\nRUN echo mine > /mine\n")
-                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env={**engine, "DOCKER_BUILDKIT": "1"})
+                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env=engine)
                 derived = docker("image", "inspect", "--format", "{{.Id}}", f"user/derived:{run_id}", env=engine).stdout.strip()
                 (own / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo mine again > /mine\n")
-                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env={**engine, "DOCKER_BUILDKIT": "1"})
+                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env=engine)
                 assert docker("image", "inspect", "--format", '{{index .Config.Labels "org.opencontainers.image.title"}}',
                               derived, env=engine).stdout.strip() == "torchbake-soak/sibling"
 

@@ -11,7 +11,7 @@ import tarfile
 from tests.conftest import run_invoke
 from tests.support import flaky_server, make_test_ca
 
-from .helpers import docker, http_server
+from .helpers import docker, http_server, saved_contents
 
 SECRET_WORD = b"reached-through-the-private-ca"
 
@@ -51,8 +51,8 @@ def test_build_steps_trust_the_ca_bundle_and_keep_it_out_of_layers(base_image, t
         assert "torchbake: trusting the CA bundle given with --ca-bundle for this step" in trusted.stdout
         assert "--secret id=ca_bundle,src=" in trusted.stdout
     try:
-        saved = docker_save(f"{repository}:ca")
-        # docker save: uncompressed layer tars, the config and the history. No line of the bundle's
+        saved = saved_contents(f"{repository}:ca")
+        # docker save: the layers (uncompressed), the config and the history. No line of the bundle's
         # body is in any of them (a `cp "$TORCHBAKE_CA" …` or an ENV holding it would put them there).
         body = [line.encode() for line in ca.read_text().splitlines() if line and not line.startswith("-----")]
         assert len(body) > 10 and all(len(line) >= 40 for line in body[:-1])
@@ -84,11 +84,3 @@ def test_pip_instead_of_uv_no_uv_kept_and_the_bundle_in_the_trust_store_when_ask
         assert ca.read_text().strip() in probe.split("\n", 1)[1]  # the bundle torchbake trusts: the system's and this CA
     finally:
         docker("image", "rm", "--force", image, check=False)
-
-
-def docker_save(image: str) -> bytes:
-    import subprocess
-
-    from .helpers import DOCKER
-
-    return subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout

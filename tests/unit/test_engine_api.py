@@ -32,7 +32,7 @@ def client_with(api: FakeAPI) -> DockerClient:
         def api(self):
             return api
 
-    return Client(binary="/usr/bin/docker", version="20.10.24", build_mode="buildkit-env", timeout=3)
+    return Client(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", timeout=3)
 
 
 def test_not_found_is_none_and_other_failures_are_engine_errors():

@@ -24,16 +24,28 @@ def fake_docker(folder, version: str, buildx: bool):
     return str(script)
 
 
-def test_skips_a_new_client_without_buildx_and_takes_the_legacy_one(tmp_path, monkeypatch):
+def test_skips_a_client_without_buildx_and_takes_one_with_it(tmp_path, monkeypatch):
     monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
-    new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
-    old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
-    path = os.pathsep.join([str(tmp_path / "new"), str(tmp_path / "old")])
+    plain = fake_docker(tmp_path / "plain", "28.2.2", buildx=False)
+    capable = fake_docker(tmp_path / "capable", "26.1.5+dfsg1", buildx=True)
+    path = os.pathsep.join([str(tmp_path / "plain"), str(tmp_path / "capable")])
     client = find_client("auto", {"PATH": path})
-    assert client.binary == old
-    assert client.build_mode == "buildkit-env"
-    assert client.version == "20.10.24"
-    assert new != old
+    assert client.binary == capable != plain
+    assert client.build_mode == "buildx"
+    assert client.version == "26.1.5"
+
+
+def test_the_legacy_client_of_docker_20_10_cannot_build_and_is_told_what_to_install(tmp_path, monkeypatch):
+    """Docker 20.10's `docker build` with DOCKER_BUILDKIT=1 has no registry cache of every stage, no
+    direct push, no attestations: refused before any work, naming what to install."""
+    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
+    with pytest.raises(EngineError) as info:
+        find_client("auto", {"PATH": str(tmp_path / "old")})
+    text = str(info.value)
+    assert f"{old}: client 20.10.24 has no buildx plugin (`{old} buildx version` failed), so it cannot build" in text
+    assert "Docker >= 26 and its buildx plugin" in text and "bash scripts/ensure-engine.sh" in text
+    assert find_client("auto", {"PATH": str(tmp_path / "old")}, for_build=False).build_mode == "none"  # runs containers
 
 
 def test_prefers_buildx_when_present(tmp_path, monkeypatch):
@@ -49,7 +61,7 @@ def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
     with pytest.raises(EngineError) as info:
         find_client("auto", {"PATH": str(tmp_path / "new")})
     text = str(info.value)
-    assert f"{new}: client 28.2.2 has no buildx plugin, so it cannot build with BuildKit" in text
+    assert f"{new}: client 28.2.2 has no buildx plugin (`{new} buildx version` failed), so it cannot build" in text
     assert "apt-get install docker-buildx" in text
     assert "--docker" in text
 
@@ -73,11 +85,11 @@ def test_proxy_variables_reach_the_build_by_name_only():
 
     from torchbake.engine import DockerClient
 
-    client = DockerClient(binary="/usr/bin/docker", version="20.10.24", build_mode="buildkit-env",
+    client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx",
                           environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
                                    "PIP_INDEX_URL": "https://mirror.invalid/simple", "HTTP_PROXY": ""})
     argv, env = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
-    assert argv == ["/usr/bin/docker", "build", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "t:1",
+    assert argv == ["/usr/bin/docker", "buildx", "build", "--load", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "t:1",
                     "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
     assert "secret" not in " ".join(argv)
 

@@ -52,29 +52,22 @@ def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():
     assert "COPY wheelhouse" not in text and "ADD " not in text
 
 
-def client(mode: str) -> DockerClient:
-    return DockerClient(binary="/usr/bin/docker", version="20.10.24", build_mode=mode)
+def client() -> DockerClient:
+    return DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx")
 
 
-def test_build_command_legacy_client_uses_docker_buildkit_env():
-    argv, env = client("buildkit-env").build_command(
+def test_build_command_buildx_loads_into_the_engine():
+    argv, env = client().build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c",
         build_args={"BASE_IMAGE": "debian:12"}, labels={"torchbake.python": "3.11"},
         secrets=[("ca", Path("/ca.pem"))], iidfile=Path("/tmp/iid"),
     )
-    assert env == {"DOCKER_BUILDKIT": "1"}
+    assert env == {}
     assert argv == [
-        "/usr/bin/docker", "build", "--progress=plain", "--file", "/ctx/Dockerfile", "--tag", "a/b:c",
-        "--build-arg", "BASE_IMAGE=debian:12", "--label", "torchbake.python=3.11",
+        "/usr/bin/docker", "buildx", "build", "--load", "--progress=plain", "--file", "/ctx/Dockerfile",
+        "--tag", "a/b:c", "--build-arg", "BASE_IMAGE=debian:12", "--label", "torchbake.python=3.11",
         "--secret", "id=ca,src=/ca.pem", "--iidfile", "/tmp/iid", "/ctx",
     ]
-
-
-def test_build_command_buildx_loads_into_the_engine():
-    argv, env = client("buildx").build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
-    assert env == {}
-    assert argv == ["/usr/bin/docker", "buildx", "build", "--load", "--progress=plain", "--file",
-                    "/ctx/Dockerfile", "--tag", "a/b:c", "/ctx"]
 
 
 def test_pip_download_command_targets_the_image_python():
