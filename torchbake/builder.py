@@ -274,12 +274,14 @@ def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | 
 
 def build_cache(plan: Plan) -> tuple[list[str], list[str]]:
     """The build cache's sources and destinations (``[registry] cache_from`` / ``cache_to``,
-    their fields filled in); with a registry and none given, the image's own inline cache."""
+    their fields filled in); with a registry and none given, the cache of every stage (mode=max)
+    at the image's ``[registry] cache_ref``, imported from there on the next build."""
     options = plan.settings.registry
     name, tag = plan.image.rsplit(":", 1)
     fields = {"image": plan.image, "name": name, "tag": tag}
-    sources = options.cache_from or (("{image}",) if options.url else ())
-    targets = options.cache_to or (("inline",) if options.url else ())
+    fields["cache"] = options.cache_ref.format(**fields)
+    sources = options.cache_from or (("{cache}",) if options.url else ())
+    targets = options.cache_to or (("type=registry,ref={cache},mode=max",) if options.url else ())
     return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
 
 

@@ -212,6 +212,7 @@ class RegistryOptions:
     url: str = checked_by(validation.registry_url)
     check: bool
     require: bool
+    cache_ref: str = checked_by(validation.cache_ref)
     cache_from: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
     cache_to: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
 

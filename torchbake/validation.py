@@ -305,15 +305,26 @@ def registry_url(value: str) -> None:
                          " '127.0.0.1:5000' or 'localhost:5000/ml' (no scheme; a host without a dot needs a port)")
 
 
-CACHE_FIELDS = ("image", "name", "tag")
+CACHE_FIELDS = ("image", "name", "tag", "cache")
+
+
+def _cache_fields(value: str, fields: tuple[str, ...]) -> None:
+    for _literal, field_name, _spec, _conversion in string.Formatter().parse(value):
+        if field_name is not None and field_name not in fields:
+            raise ValueError(f"unknown field {{{field_name}}}; the fields are {', '.join('{' + f + '}' for f in fields)}")
+
+
+def cache_ref(value: str) -> None:
+    """The registry reference of an image's build cache, with {image}, {name} and {tag} filled in."""
+    _cache_fields(value, CACHE_FIELDS[:3])
+    if not re.fullmatch(r"[^\s:]\S*:[\w{][\w.{}-]*", value.strip()):
+        raise ValueError('expected a reference NAME:TAG such as "{name}-buildcache:{tag}" or "{name}:cache-{tag}"')
 
 
 def cache_spec(value: str) -> None:
     """A build cache source or destination: "inline", an image reference or a buildx ``type=…``
-    spec, with {image}, {name} and {tag} filled in per image."""
-    for _literal, field_name, _spec, _conversion in string.Formatter().parse(value):
-        if field_name is not None and field_name not in CACHE_FIELDS:
-            raise ValueError(f"unknown field {{{field_name}}}; the fields are {', '.join('{' + f + '}' for f in CACHE_FIELDS)}")
+    spec, with {image}, {name}, {tag} and {cache} filled in per image."""
+    _cache_fields(value, CACHE_FIELDS)
     if not value.strip():
         raise ValueError('expected "inline", an image reference such as "{image}" or a buildx spec such as'
                          ' "type=registry,ref={name}:cache"')

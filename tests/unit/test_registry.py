@@ -94,12 +94,23 @@ def settings(**overrides):
     return config.resolve([str(config.CONFIG_DIR / "cpu.toml")], dict(os.environ), overrides, variant="release").settings()
 
 
-def test_a_registry_prefixes_the_image_and_brings_the_inline_cache():
+def test_a_registry_prefixes_the_image_and_brings_the_cache_of_every_stage():
     plan = plan_release(settings(**{"registry.url": "127.0.0.1:5000/team", "image.base": "debian:bookworm"}))
     assert plan.image == "127.0.0.1:5000/team/torchbake/pytorch-cpu:2.13.0-py3.11"
-    assert build_cache(plan) == (["127.0.0.1:5000/team/torchbake/pytorch-cpu:2.13.0-py3.11"], ["inline"])
+    cache = "127.0.0.1:5000/team/torchbake/pytorch-cpu-buildcache:2.13.0-py3.11"
+    assert build_cache(plan) == ([cache], [f"type=registry,ref={cache},mode=max"])
     plain = plan_release(settings(**{"image.base": "debian:bookworm"}))
     assert plain.image == "torchbake/pytorch-cpu:2.13.0-py3.11" and build_cache(plain) == ([], [])
+    elsewhere = plan_release(settings(**{"registry.url": "127.0.0.1:5000/team", "image.base": "debian:bookworm",
+                                         "registry.cache_ref": "{name}:cache-{tag}", "registry.cache_to": ["inline"]}))
+    assert build_cache(elsewhere) == (["127.0.0.1:5000/team/torchbake/pytorch-cpu:cache-2.13.0-py3.11"], ["inline"])
+
+
+@pytest.mark.parametrize("bad", ["{name}", "{name}-cache:{digest}", "a cache:{tag}"])
+def test_a_bad_cache_ref_is_rejected_naming_what_is_accepted(bad):
+    with pytest.raises(Exception, match=r"unknown field \{digest\}|expected a reference NAME:TAG") as caught:
+        settings(**{"registry.cache_ref": bad})
+    assert "cache_ref" in str(caught.value)
 
 
 @pytest.mark.parametrize("bad", ["http://reg.example.com", "registry", "Reg.Example.com/x", "reg.example.com/Team"])
