@@ -20,7 +20,7 @@ from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
 from . import config, writable
-from .docker_cli import find_client
+from .docker_cli import check_builder, find_client
 from .engine import DockerClient, check_answers
 from .errors import ConfigurationError, EngineError, FatalError
 from .redaction import redact
@@ -30,6 +30,13 @@ COMMON_HELP = {
     "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
     "docker": "Docker client binary for builds and terminals ([build] docker; default auto: the first that can build"
               " with BuildKit)",
+}
+
+
+# The build tasks' own (build, build-base, build-all).
+BUILDER_HELP = {
+    "builder": "buildx builder that runs the builds, e.g. a remote BuildKit fleet ([build] builder; default: buildx's"
+               " current one, the engine's own)",
 }
 
 
@@ -159,5 +166,9 @@ def docker_client(settings: config.Settings, *, for_build: bool = True, choice: 
     except EngineError:  # no client would do: say so only if the engine itself answers, else that it does not
         check_answers(dict(os.environ), settings.build.engine_timeout)
         raise
-    return DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
-                           "stall_timeout": settings.build.stall_timeout})
+    client = DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
+                             "stall_timeout": settings.build.stall_timeout,
+                             "builder": settings.build.builder if for_build else ""})
+    if client.builder:
+        check_builder(client, client.engine_info().get("ID", ""), timeout=min(20.0, settings.build.engine_timeout))
+    return client

@@ -42,6 +42,7 @@ class DockerCLI:
     build_mode: str  # "buildx", or "none" (can run containers, not build)
     environ: Mapping[str, str] = field(default_factory=dict)
     stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
+    builder: str = ""  # the buildx builder that runs builds ([build] builder); "" = buildx's current one
 
     def build_command(
         self,
@@ -61,6 +62,7 @@ class DockerCLI:
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker buildx build`` argument list and the variables it needs."""
         argv, env = [self.binary, "buildx", "build", "--load"], {}
+        argv += ["--builder", self.builder] if self.builder else []
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         argv += ["--target", target] if target else []
         argv += ["--no-cache"] if no_cache else []
@@ -94,6 +96,32 @@ class DockerCLI:
             argv, env=dict(env), log_file=log_file, error=BuildError, idle_timeout=self.stall_timeout,
             failure_hint=f"The build failed; the log above (kept in {log_file}) shows the failing step.",
         )
+
+
+def check_builder(client: DockerCLI, engine_id: str, timeout: float = 20.0) -> None:
+    """The builder of ``client`` exists and leaves its image on the engine torchbake uses
+    (``engine_id``): a builder of the docker driver builds on its own engine, so it must be this
+    one; the docker-container, remote and kubernetes drivers load their image into this engine."""
+    def ask(*args: str) -> command.CommandResult:
+        return command.run([client.binary, *args], capture=True, check=False, echo=False, timeout=timeout)
+
+    inspected = ask("buildx", "inspect", client.builder)
+    if inspected.returncode != 0:
+        raise EngineError(f"No buildx builder {client.builder!r} ([build] builder / --builder):"
+                          f" {inspected.output.strip()[:300]}. `{client.binary} buildx ls` lists the builders;"
+                          " `docker buildx create` makes one.")
+    fields = dict(line.split(":", 1) for line in inspected.output.splitlines() if ":" in line)
+    if fields.get("Driver", "").strip() != "docker":
+        return
+    endpoint = fields.get("Endpoint", "").strip()
+    where = ["--host", endpoint] if "://" in endpoint else ["--context", endpoint]
+    other = ask(*where, "info", "--format", "{{.ID}}")
+    if other.returncode == 0 and other.output.strip() != engine_id:
+        raise EngineError(
+            f"Builder {client.builder!r} uses the docker driver on another engine ({endpoint}), which would keep the"
+            " image there, not on the engine torchbake verifies and tags it on. Use that engine for the whole run"
+            f" (DOCKER_CONTEXT={endpoint} or DOCKER_HOST), or a builder that loads its image here (drivers"
+            " docker-container, remote, kubernetes).")
 
 
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)

@@ -177,6 +177,13 @@ def docker_binary(value: str) -> None:
         raise ValueError("expected 'auto' or a docker client: a name on PATH or a path")
 
 
+def builder_name(value: str) -> None:
+    """A buildx builder's name ("" = buildx's current builder)."""
+    if value and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        raise ValueError("expected the name of a buildx builder (letters, digits, '_', '.', '-'; `docker buildx ls`"
+                         " lists them), or \"\" for buildx's current one")
+
+
 def existing_folder(value: str) -> None:
     if value and not Path(value).expanduser().is_dir():
         raise ValueError("no such folder; expected an existing folder (or \"\" for none)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invoke import Collection, task
 
-from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
+from ..cli import BUILDER_HELP, COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError
 from ..lazy import LazyModule
 
@@ -44,6 +44,7 @@ def registry_overrides(registry: str | None, require_registry: bool, no_registry
 
 HELP = {
     **COMMON_HELP,
+    **BUILDER_HELP,
     "name": "Image name (build.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
     "tag": "Image tag (build.sh -t/--tag). [image] tag, default from [naming] (dev-py3.11; release: 2.13.0-py3.11), or latest with --name",
     "base_img": "Image to build FROM (build.sh -b/--base_img). [image] base, default: release the OS image of the Python"
@@ -126,8 +127,9 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           musa_toolkits_url=None, mudnn_url=None, mccl_url=None, torch_whl_url=None,
           torch_musa_whl_url=None, release=False, torch_musa_tag=None, git_credential_file=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
-          dry_run=False, no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False,
-          ca_bundle=None, force=False, registry=None, require_registry=False, no_registry_check=False):
+          dry_run=False, no_verify=False, no_cache=False, docker=None, builder=None, no_bootstrap=False,
+          require_hashes=False, ca_bundle=None, force=False, registry=None, require_registry=False,
+          no_registry_check=False):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
 
     With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
@@ -138,7 +140,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
         "toolkits.mudnn_url": mudnn_url, "toolkits.mccl_url": mccl_url,
         "wheels.torch": torch_whl_url, "wheels.extension": torch_musa_whl_url,
         "build.variant": "release" if release else None, "build.dir": build_dir,
-        "build.verify": False if no_verify else None, "build.docker": docker,
+        "build.verify": False if no_verify else None, "build.docker": docker, "build.builder": builder,
         "sources.extension_tag": torch_musa_tag, "dev.git_credential_file": git_credential_file,
         "sources.keep_git": True if keep_git else None, "dev.slim": True if slim else None,
         "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
@@ -159,6 +161,8 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
 
 BASE_HELP = {
     **COMMON_HELP,
+    **BUILDER_HELP,
+    **BUILDER_HELP,
     "name": "Image name of the base image (build_base.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
     "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default from [naming]: base-py<python>, or latest with --name",
     "sys": "OS image to start FROM, e.g. debian:trixie (build_base.sh -s/--sys). [base] sys, default the OS image of"
@@ -188,8 +192,8 @@ BASE_HELP = {
 @reports_errors
 def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, vision_tag=None, audio_tag=None,
                source_root=None, keep_git=False, build_dir=None, no_prepare=False, config=None, dry_run=False,
-               no_verify=False, no_cache=False, docker=None, no_bootstrap=False, require_hashes=False, ca_bundle=None,
-               force=False, registry=None, require_registry=False, no_registry_check=False):
+               no_verify=False, no_cache=False, docker=None, builder=None, no_bootstrap=False, require_hashes=False,
+               ca_bundle=None, force=False, registry=None, require_registry=False, no_registry_check=False):
     """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags.
 
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
@@ -198,7 +202,7 @@ def build_base(c, name=None, tag=None, sys=None, python=None, pytorch_tag=None, 
         "image.name": name, "image.tag": tag, "base.sys": sys, "python.version": python,
         "sources.pytorch_tag": pytorch_tag, "sources.vision_tag": vision_tag, "sources.audio_tag": audio_tag,
         "sources.root": source_root, "sources.keep_git": True if keep_git else None, "build.dir": build_dir,
-        "build.verify": False if no_verify else None, "build.docker": docker,
+        "build.verify": False if no_verify else None, "build.docker": docker, "build.builder": builder,
         "bootstrap.auto": False if no_bootstrap else None, **trust_overrides(require_hashes, ca_bundle),
         **registry_overrides(registry, require_registry, no_registry_check),
     }

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from .. import config as configuration
 from .. import output
-from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
+from ..cli import BUILDER_HELP, COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
@@ -25,6 +25,7 @@ variants = LazyModule("torchbake.variants")
 
 HELP = {
     **COMMON_HELP,
+    **BUILDER_HELP,
     "config": "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell (e.g. vendor URLs); repeatable",
     "only": "Build only cells whose id matches this glob (e.g. 'musa-*-py310'); repeatable; their dependencies come along",
     "skip": "Leave out cells whose id matches this glob; repeatable",
@@ -60,7 +61,7 @@ def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell],
 @reports_errors
 def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
               force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None,
-              require_hashes=False, ca_bundle=None, require_registry=False, no_registry_check=False):
+              builder=None, require_hashes=False, ca_bundle=None, require_registry=False, no_registry_check=False):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
     _check_flags(keep_going=keep_going, fail_fast=fail_fast, jobs=jobs, emit_matrix=emit_matrix, plan=plan,
                  reports=bool(report or junit), no_cache=no_cache, force=force)
@@ -73,7 +74,8 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     trust = {k: v for k, v in {**trust_overrides(require_hashes, ca_bundle),
-                               **registry_overrides(None, require_registry, no_registry_check)}.items() if v is not None}
+                               **registry_overrides(None, require_registry, no_registry_check),
+                               "build.builder": builder}.items() if v is not None}
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
         try:
