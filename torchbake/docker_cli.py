@@ -117,11 +117,11 @@ def check_builder(client: DockerCLI, engine_id: str, timeout: float = 20.0) -> N
     where = ["--host", endpoint] if "://" in endpoint else ["--context", endpoint]
     other = ask(*where, "info", "--format", "{{.ID}}")
     if other.returncode == 0 and other.output.strip() != engine_id:
+        use = f"DOCKER_HOST={endpoint}" if "://" in endpoint else f"DOCKER_CONTEXT={endpoint}"
         raise EngineError(
             f"Builder {client.builder!r} uses the docker driver on another engine ({endpoint}), which would keep the"
             " image there, not on the engine torchbake verifies and tags it on. Use that engine for the whole run"
-            f" (DOCKER_CONTEXT={endpoint} or DOCKER_HOST), or a builder that loads its image here (drivers"
-            " docker-container, remote, kubernetes).")
+            f" ({use}), or a builder that loads its image here (drivers docker-container, remote, kubernetes).")
 
 
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)
