@@ -463,7 +463,6 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     else:
         folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
         prepared = None
-    iidfile = settings.paths.cache_dir / "iid" / f"{uuid.uuid4().hex}.txt"
     held = contextlib.ExitStack()  # secret files: they exist while the builds below run, no longer
     try:
         if prepared is None:
@@ -476,19 +475,18 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
         })
         tag = candidate_tag(plan.image) if plan.verify else plan.image
-        iidfile.parent.mkdir(parents=True, exist_ok=True)
         cache_from, cache_to = build_cache(plan)
         secrets = held.enter_context(secret_files(build_secrets(plan)))
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-            labels=image_labels(plan, prepared, facts, digest), secrets=secrets, iidfile=iidfile,
+            labels=image_labels(plan, prepared, facts, digest), secrets=secrets,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
             cache_from=cache_from, cache_to=cache_to,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:
             client.build(argv, env, log_file)
-            image_id = iidfile.read_text().strip()
+            image_id = built_image_id(client, tag)
             if plan.versions_known_after_build:
                 image_id = _label_built_versions(client, tag, log_file)
             record.facts["candidate_id"] = image_id
@@ -504,7 +502,6 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets)
     finally:
         held.close()
-        iidfile.unlink(missing_ok=True)
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
@@ -540,6 +537,16 @@ BUILT_PROBE = (
 )
 
 
+def built_image_id(client: DockerClient, tag: str) -> str:
+    """The id of the image a build just left under ``tag`` (its own tag: no other build writes it).
+    Asked of the engine, not read from ``--iidfile``: with the containerd image store an image's id
+    is its manifest's digest, while the iidfile holds the config's."""
+    info = client.inspect_image(tag)
+    if info is None:
+        raise EngineError(f"The build finished but the engine has no image {tag}.")
+    return info["Id"]
+
+
 def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str:
     """Versions built from source are known only after the build: add them as labels (a
     FROM-only build, no new layer). Returns the labelled image's id."""
@@ -556,11 +563,10 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
     with tempfile.TemporaryDirectory(prefix="torchbake-label-") as tmp:
         folder = Path(tmp)
         (folder / "Dockerfile").write_text(f"FROM {tag}\n")
-        iidfile = folder / "iid"
         argv, env = client.build_command(context=folder, dockerfile=folder / "Dockerfile", tag=tag,
-                                         labels={k: v for k, v in labels.items() if v}, iidfile=iidfile)
+                                         labels={k: v for k, v in labels.items() if v})
         client.build(argv, env, log_file)
-        return iidfile.read_text().strip()
+        return built_image_id(client, tag)
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,

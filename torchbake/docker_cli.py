@@ -53,7 +53,6 @@ class DockerCLI:
         build_args: Mapping[str, str] = {},  # noqa: B006 - read-only
         labels: Mapping[str, str] = {},  # noqa: B006
         secrets: Sequence[tuple[str, Path]] = (),
-        iidfile: Path | None = None,
         target: str | None = None,
         no_cache: bool = False,
         network: str = "",
@@ -61,7 +60,9 @@ class DockerCLI:
         cache_to: Sequence[str] = (),
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker buildx build`` argument list and the variables it needs."""
-        argv, env = [self.binary, "buildx", "build", "--load"], {}
+        # The image loaded here carries no attestation: buildx's default provenance would give every
+        # build of the same inputs a new image id (its index holds the build's time).
+        argv, env = [self.binary, "buildx", "build", "--load", "--provenance=false"], {}
         argv += ["--builder", self.builder] if self.builder else []
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         argv += ["--target", target] if target else []
@@ -75,7 +76,6 @@ class DockerCLI:
             argv += ["--label", f"{key}={value}"]
         for secret_id, path in secrets:
             argv += ["--secret", f"id={secret_id},src={path}"]
-        argv += ["--iidfile", str(iidfile)] if iidfile is not None else []
         argv.append(str(context))
         return argv, env
 

@@ -19,7 +19,7 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
     assert "Traceback" not in output
-    assert "/usr/bin/docker buildx build --load --progress=plain" in output
+    assert re.search(r"\S+/docker buildx build --load --provenance=false --progress=plain", output)  # whichever client has buildx
     for check in ("python version", "torch imports", "torch version", "pip check", "torch pinned"):
         assert re.search(rf"{check}\s*│\s*pass", output), check
     assert f"Built {name}" in output
@@ -109,7 +109,8 @@ def test_dry_run_creates_nothing(base_image, tb_env, cache_dir):
                         base_image, "--dry-run", env=tb_env)
     assert result.returncode == 0, result.stderr
     assert "Docker command:" in result.stdout
-    assert "/usr/bin/docker buildx build --load --progress=plain --file '<context>/Dockerfile'" in result.stdout
+    assert re.search(r"\S+/docker buildx build --load --provenance=false --progress=plain --file '<context>/Dockerfile'",
+                     result.stdout)
     assert engine_state(["torchbake-test/dry", base_image]) == engine_before
     assert sorted(p for p in cache_dir.rglob("*")) == before
 

@@ -60,13 +60,13 @@ def test_build_command_buildx_loads_into_the_engine():
     argv, env = client().build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c",
         build_args={"BASE_IMAGE": "debian:12"}, labels={"torchbake.python": "3.11"},
-        secrets=[("ca", Path("/ca.pem"))], iidfile=Path("/tmp/iid"),
+        secrets=[("ca", Path("/ca.pem"))],
     )
     assert env == {}
     assert argv == [
-        "/usr/bin/docker", "buildx", "build", "--load", "--progress=plain", "--file", "/ctx/Dockerfile",
+        "/usr/bin/docker", "buildx", "build", "--load", "--provenance=false", "--progress=plain", "--file", "/ctx/Dockerfile",
         "--tag", "a/b:c", "--build-arg", "BASE_IMAGE=debian:12", "--label", "torchbake.python=3.11",
-        "--secret", "id=ca,src=/ca.pem", "--iidfile", "/tmp/iid", "/ctx",
+        "--secret", "id=ca,src=/ca.pem", "/ctx",
     ]
 
 
