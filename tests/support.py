@@ -439,15 +439,25 @@ def storage_server(root: Path):
 
 
 def registry_manifest(host: str, reference: str) -> dict:
-    """The manifest of ``reference`` as the registry on ``host`` (plain HTTP) serves it."""
+    """The manifest of ``reference`` as the registry on ``host`` (plain HTTP) serves it; of an
+    index (an image with attestations beside it), the image's own amd64 manifest."""
     import json
     import urllib.request
 
     repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}",
-                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
+    accept = ", ".join(("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
+                        "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))
+
+    def fetch(ref: str) -> dict:
+        request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{ref}", headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+    manifest = fetch(tag)
+    if "manifests" in manifest:
+        image = next(m for m in manifest["manifests"] if m.get("platform", {}).get("architecture") == "amd64")
+        manifest = fetch(image["digest"])
+    return manifest
 
 
 def registry_requests(log: Path, since: int) -> list[tuple[str, str, int]]:

@@ -101,16 +101,19 @@ def sha256_of(path: Path) -> str:
 
 
 def layers(image: str) -> list[tuple[str, int]]:
-    """(diff id, bytes) of each layer of the image, bottom first: the sizes from the local
-    engine's layer store (what a registry would ship, uncompressed)."""
+    """(diff id, bytes) of each layer of the image, bottom first: the sizes of its manifest's
+    layer blobs (what a registry ships and a fresh engine pulls, compressed), read from the
+    engine's containerd content store."""
     info = json.loads(docker("image", "inspect", image).stdout)[0]
-    engine = json.loads(docker("info", "--format", "{{json .}}").stdout)
-    store = Path(engine["DockerRootDir"]) / "image" / engine["Driver"] / "layerdb" / "sha256"
-    found, chain = [], ""
-    for diff in info["RootFS"]["Layers"]:
-        chain = diff if not chain else "sha256:" + hashlib.sha256(f"{chain} {diff}".encode()).hexdigest()
-        found.append((diff, int((store / chain.split(":", 1)[1] / "size").read_text())))
-    return found
+    root = json.loads(docker("info", "--format", "{{json .}}").stdout)["DockerRootDir"]
+    blobs = Path(root) / "containerd" / "daemon" / "io.containerd.content.v1.content" / "blobs" / "sha256"
+    manifest = json.loads((blobs / info["Id"].split(":", 1)[1]).read_text())
+    if "manifests" in manifest:  # an index: this machine's manifest
+        entry = next(m for m in manifest["manifests"] if m.get("platform", {}).get("architecture") == "amd64")
+        manifest = json.loads((blobs / entry["digest"].split(":", 1)[1]).read_text())
+    sizes = [layer["size"] for layer in manifest["layers"]]
+    assert len(sizes) == len(info["RootFS"]["Layers"]), (image, manifest)
+    return list(zip(info["RootFS"]["Layers"], sizes, strict=True))
 
 
 def new_layer_bytes(image: str, other: str) -> tuple[int, int]:

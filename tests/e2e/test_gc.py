@@ -28,7 +28,13 @@ def tiny_image(tmp_path, base_image, tag, note, engine):
     (folder / "Dockerfile").write_text(
         f"FROM {base_image}\nRUN echo {note} > /note\nLABEL torchbake.input-hash={note}"
         f" org.opencontainers.image.title={name} org.opencontainers.image.version={version}\n")
-    docker("build", "--quiet", "--tag", tag, str(folder), env=engine)
+    # Built under a tag of its own, then tagged as ``tag``: an image whose tag a later image takes
+    # stays on the engine untagged (as one torchbake's build replaced does), where an image the
+    # build itself wrote over would be gone (the containerd image store keeps no such image).
+    own = f"{tag}-{note}"
+    docker("build", "--quiet", "--tag", own, str(folder), env=engine)
+    docker("tag", own, tag, env=engine)
+    docker("image", "rm", own, env=engine)
     time.sleep(1.1)  # Created has one-second resolution: keep the order
     return json.loads(docker("image", "inspect", tag, env=engine).stdout)[0]["Id"]
 
