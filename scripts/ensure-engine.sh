@@ -71,6 +71,10 @@ install_engine() {
     trap 'rm -rf "$work"' RETURN
     trixie_sources "$work"
     mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
+    if id _apt >/dev/null 2>&1; then  # apt fetches as _apt (its sandbox user)
+        chmod 755 "$work"
+        chown _apt "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
+    fi
     local apt=(apt-get -o Dir::Etc::sourcelist=/dev/null -o "Dir::Etc::sourceparts=$work"
                -o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache")
     say "fetching docker.io, docker-cli, docker-buildx and containerd of Debian trixie (bookworm's docker.io is 20.10)"

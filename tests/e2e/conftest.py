@@ -62,21 +62,37 @@ def tb_env(cache_dir) -> dict[str, str]:
     return {"TORCHBAKE_PATHS_CACHE_DIR": str(cache_dir)}
 
 
+SHARED_BASE = "torchbake-test/debian:bookworm"  # the tests' bootstrapped base, kept between runs
+
+
 @pytest.fixture(scope="session")
 def base_image(run_id, tb_env):
     """A Debian bookworm base made by `invoke bootstrap-os` (debootstrap + docker import), under a
     name of the session's own. Where torchbake already made `debian:bookworm` on this engine (the
     main job, an earlier run), that image is used under the session's name instead of a minute of
     debootstrap (the bootstrap itself is proven by test_bootstrap (trixie, bullseye) and test_as_typed (bookworm))."""
+    import tempfile
+
+    import filelock
+
     name = f"torchbake-test/debian:bookworm-{run_id}"
-    made = docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.bootstrap.suite"}}',
-                  "debian:bookworm", check=False).stdout.strip()
-    if made == "bookworm":
-        docker("tag", "debian:bookworm", name)
-    else:
-        result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", name, env=tb_env)
-        assert result.returncode == 0, result.stdout + result.stderr
-        assert f"Created {name}" in result.stdout
+
+    def made_by_torchbake(image: str) -> bool:
+        return docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.bootstrap.suite"}}',
+                      image, check=False).stdout.strip() == "bookworm"
+
+    # One bootstrap for the pytest-xdist workers of a run, kept for later runs on this engine
+    # (a cache, as the engine's build cache is): the others wait for it and tag it.
+    with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-base-image.lock"):
+        if made_by_torchbake("debian:bookworm"):
+            docker("tag", "debian:bookworm", name)
+        elif made_by_torchbake(SHARED_BASE):
+            docker("tag", SHARED_BASE, name)
+        else:
+            result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", SHARED_BASE, env=tb_env)
+            assert result.returncode == 0, result.stdout + result.stderr
+            assert f"Created {SHARED_BASE}" in result.stdout
+            docker("tag", SHARED_BASE, name)
     yield name
     # Every image this session built (candidates of failed verifications and images a rebuild
     # left untagged included): their base is one of this session's images, all named with run_id.
