@@ -21,7 +21,7 @@ from pathlib import Path
 import filelock
 
 from .builder import forget_missing
-from .engine import DockerClient
+from .engine import DockerClient, content_id
 from .errors import EngineError
 from .output import human_size
 
@@ -82,7 +82,9 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     starts_from = {(i.get("Labels") or {}).get("org.opencontainers.image.base.digest", "") for i in kept}
     replaced: dict[str, list[dict]] = {}
     for image in listed:
-        if image["Id"] in ours and not _tags(image) and image["Id"] not in used and image["Id"] not in starts_from:
+        # a child labels its base by content (engine.content_id); older children by image id
+        if (image["Id"] in ours and not _tags(image) and image["Id"] not in used and image["Id"] not in starts_from
+                and content_id(client.inspect_image(image["Id"]) or {}) not in starts_from):
             replaced.setdefault(_named(image), []).append(image)
     for name, members in replaced.items():
         members.sort(key=lambda i: (i.get("Created", 0), i["Id"]), reverse=True)  # newest first, ties the same way

@@ -233,6 +233,22 @@ class DockerClient(DockerCLI):
         return digest
 
 
+# What a FROM image gives the images built on it besides its layers.
+INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", "ExposedPorts", "Volumes", "Shell",
+                    "StopSignal", "OnBuild", "Healthcheck")
+
+
+def content_id(info: Mapping[str, Any]) -> str:
+    """An image's identity by content, the same on every engine and in a registry: its layers'
+    diff ids and the config its children inherit, from ``docker image inspect`` or the config
+    blob. An image id is not: it is the config's digest on one image store and the manifest's
+    on the containerd store, and the config holds engine-local facts (its build's history)."""
+    config = info.get("Config") or {}
+    material = {"layers": list((info.get("RootFS") or {}).get("Layers") or []),
+                "config": {key: config.get(key) or None for key in INHERITED_CONFIG}}
+    return "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
 def _relay(attached: Any, stdin: bool) -> None:
     """Copy this process's standard input into an attached container stream (then close its
     writing half, so the command sees end of file), and the container's stdout and stderr frames

@@ -143,7 +143,8 @@ class Registry:
             found = {"RepoDigests": [f"{self.host}/{repository}@{digest}"], "Id": "", "Config": {}}
             if manifest.get("mediaType", MANIFEST_TYPES[0]) in MANIFEST_TYPES and "config" in manifest:
                 config = json.loads(b"".join(client.pull_blob(manifest["config"]["digest"])))
-                found.update(Id=manifest["config"]["digest"], Config=config.get("config") or {})
+                found.update(Id=manifest["config"]["digest"], Config=config.get("config") or {},
+                             RootFS={"Layers": (config.get("rootfs") or {}).get("diff_ids") or []})
             return found
 
         return self._ask(f"look up {repository}:{tag}", look)

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from torchbake import cleanup
+from torchbake.engine import content_id
 
 DAY = 86400.0
 
@@ -20,7 +21,10 @@ class FakeEngine:
         return {"images": self.images, "containers": self.containers, "df": {"BuildCache": [], "LayersSize": 0}}[method]
 
     def check_engine(self):
-        return "20.10"
+        return "26.1.5"
+
+    def inspect_image(self, image_id):
+        return {"Id": image_id, "RootFS": {"Layers": [image_id.replace("sha256:", "sha256:layer-")]}, "Config": {}}
 
 
 def image(image_id, tags, created, size=100, built_as="", base=""):
@@ -37,7 +41,7 @@ def record(cache_dir: Path, *ids: str) -> None:
 
 
 def test_only_replaced_images_go_never_the_current_image_of_a_tag(tmp_path):
-    record(tmp_path, *(f"sha256:{c}" for c in "abcdefgh"))
+    record(tmp_path, *(f"sha256:{c}" for c in "abcdefghij"))
     engine = FakeEngine([
         # nine cells in one repository, as configs/nightly.toml names them: every current image stays
         image("sha256:a", ["t/x:base-py310"], 1, built_as="t/x:base-py310"),
@@ -49,6 +53,10 @@ def test_only_replaced_images_go_never_the_current_image_of_a_tag(tmp_path):
         image("sha256:f", [], -2, built_as="t/x:release-py310"),
         image("sha256:g", [], -3, built_as="t/x:release-py310"),  # a container uses it
         image("sha256:h", [], -4, built_as="t/x:base-py310"),  # replaced, but t/x:dev-py310 starts FROM it
+        # replaced, but t/x:dev2-py310 starts FROM it, labelled by content as torchbake labels bases now
+        image("sha256:i", [], -4, built_as="t/x:base-py310"),
+        image("sha256:j", ["t/x:dev2-py310"], 2, built_as="t/x:dev2-py310",
+              base=content_id({"RootFS": {"Layers": ["sha256:layer-i"]}, "Config": {}})),
         image("sha256:u", [], -5, built_as="t/x:release-py310"),  # not in the record: the user's
     ], containers=[{"ImageID": "sha256:g"}])
     removals = cleanup.image_removals(engine, tmp_path, keep=2)

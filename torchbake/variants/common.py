@@ -17,6 +17,7 @@ from typing import ClassVar, TypeVar
 from .. import __version__, base_os, os_releases
 from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
 from ..downloads import require_pinned
+from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, write_atomically
 
@@ -315,5 +316,5 @@ def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] |
             f" (docker/ubuntu/) support {', '.join(supported)}."
         )
     check_os_python(plan, os_release)
-    return Preflight(base_id=base["Id"], base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
+    return Preflight(base_id=content_id(base), base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
                      python_version=plan.python_version, source_commits=source_commits or {})

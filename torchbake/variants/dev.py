@@ -10,6 +10,7 @@ from pathlib import Path
 from .. import context, registry, sources
 from ..config import Settings
 from ..downloads import DownloadPolicy
+from ..engine import content_id
 from ..errors import ConfigurationError, RegistryError
 from ..files import SecretSource
 from .common import (
@@ -146,7 +147,7 @@ class DevPlan(PlanCommon):
             info = client.engine_info()
             max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
         vision = self.vision_tree()
-        return Preflight(base_id=base["Id"], base_labels=labels, python_version=python, extension_commit=commit,
+        return Preflight(base_id=content_id(base), base_labels=labels, python_version=python, extension_commit=commit,
                          max_jobs=max_jobs, source_commits={"vision": vision.commit} if vision else {})
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
