@@ -272,16 +272,21 @@ def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | 
     return digest
 
 
-def build_cache(plan: Plan) -> tuple[list[str], list[str]]:
+def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[list[str], list[str]]:
     """The build cache's sources and destinations (``[registry] cache_from`` / ``cache_to``,
     their fields filled in); with a registry and none given, the cache of every stage (mode=max)
-    at the image's ``[registry] cache_ref``, imported from there on the next build."""
+    at the image's ``[registry] cache_ref``: imported by every build, exported by one that
+    publishes (``publish``: build-all --push), never failing it (a registry that refuses the
+    cache refuses the push too, which says so). ``image``: another image of the plan's build (the
+    slim runtime image), whose cache is its own."""
     options = plan.settings.registry
-    name, tag = plan.image.rsplit(":", 1)
-    fields = {"image": plan.image, "name": name, "tag": tag}
+    image = image or plan.image
+    name, tag = image.rsplit(":", 1)
+    fields = {"image": image, "name": name, "tag": tag}
     fields["cache"] = options.cache_ref.format(**fields)
     sources = options.cache_from or (("{cache}",) if options.url else ())
-    targets = options.cache_to or (("type=registry,ref={cache},mode=max",) if options.url else ())
+    targets = options.cache_to or (("type=registry,ref={cache},mode=max,ignore-error=true",)
+                                   if options.url and publish else ())
     return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
 
 
@@ -390,8 +395,9 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
 
 @in_plan_environment
 def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = False,
-                log_file: Path | None = None) -> BuildResult:
-    """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan``."""
+                log_file: Path | None = None, publish: bool = False) -> BuildResult:
+    """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan`` (``publish``: it
+    is pushed afterwards, so its build cache goes to the registry too)."""
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
@@ -427,7 +433,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
     try:
         result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
-                        user_context, tagged)
+                        user_context, tagged, publish)
     except BaseException as exc:
         record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
         raise
@@ -449,7 +455,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
 
 def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Preflight, digest: str,
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
-           user_context: tuple[Path, PreparedContext | None] | None, replaced: str) -> BuildResult:
+           user_context: tuple[Path, PreparedContext | None] | None, replaced: str, publish: bool) -> BuildResult:
     settings = plan.settings
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
@@ -475,7 +481,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
         })
         tag = candidate_tag(plan.image) if plan.verify else plan.image
-        cache_from, cache_to = build_cache(plan)
+        cache_from, cache_to = build_cache(plan, publish=publish)
         secrets = held.enter_context(secret_files(build_secrets(plan)))
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
@@ -499,7 +505,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                 client.remove_image(tag)
             raise
         if plan.slim:
-            _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets)
+            _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish)
     finally:
         held.close()
         if temporary:
@@ -570,15 +576,19 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,
-                digest: str, log_file: Path, secrets: list[tuple[str, Path]]) -> None:
-    """The runtime stage of the same Dockerfile (the dev stages come from the layer cache)."""
+                digest: str, log_file: Path, secrets: list[tuple[str, Path]], publish: bool) -> None:
+    """The runtime stage of the same Dockerfile (the dev stages come from the layer cache, or the
+    dev image's registry cache)."""
     image = f"{plan.image}-slim"
+    slim_from, cache_to = build_cache(plan, publish=publish, image=image)
+    dev_from, _ = build_cache(plan)
     tag = candidate_tag(image) if plan.verify else image
     labels = {**image_labels(plan, prepared, facts, digest), "torchbake.slim": "true",
               "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
         labels=labels, secrets=secrets, network=plan.settings.build.network, target="runtime",
+        cache_from=list(dict.fromkeys(slim_from + dev_from)), cache_to=cache_to,
     )
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)

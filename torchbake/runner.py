@@ -217,7 +217,8 @@ class MatrixRun:
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
             with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
-                result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log)
+                result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log,
+                                     publish=self.push)
             registry_done = result.status.endswith("(registry)")
             digest = self._push(cell, result.input_hash) if self.push and not registry_done else ""
             digest = result.image_id if registry_done else digest

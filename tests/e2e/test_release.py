@@ -219,7 +219,7 @@ def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env,
     assert record["input_hash"] == labels(name)["torchbake.input-hash"]
     assert record["inputs"] == [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}]
     assert any(f.startswith("torch-2.13.0") for f in record["files"])  # the wheel pip resolved, with its digest
-    assert "build --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
+    assert "buildx build --load --provenance=false --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
     assert set(record["seconds"]) == {"preflight", "prepare", "build", "verify", "total"}
     assert Path(record["log"]).is_file()
     shown = run_invoke("show-build", name, env=tb_env)

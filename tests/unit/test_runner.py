@@ -27,7 +27,7 @@ CELLS = [cell("a-base"), cell("a-dev", "a-base"), cell("b-release"), cell("c-rel
 def run_matrix(monkeypatch, tmp_path, failing: set[str], error=BuildError, **options):
     order = []
 
-    def fake_build(plan, client, *, skip_unchanged, log_file):
+    def fake_build(plan, client, *, skip_unchanged, log_file, publish):
         order.append(plan)
         log_file.write_text("step 1\nERROR: no matching distribution for x\n" if plan in failing else "ok\n")
         if plan in failing:
@@ -93,7 +93,7 @@ def test_a_dependent_of_a_rebuilt_cell_is_not_skipped(monkeypatch, tmp_path):
 
     built = []
 
-    def fake_build(plan, client, *, skip_unchanged, log_file):
+    def fake_build(plan, client, *, skip_unchanged, log_file, publish):
         built.append(plan)
         return BuildResult(image=plan, image_id="sha256:" + "1" * 64, size_bytes=1, log_file=log_file,
                            input_hash="h", seconds=1.0)
