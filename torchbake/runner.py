@@ -88,9 +88,12 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
 def first_error_line(text: str) -> str:
     """The first line of a build log that says what failed. BuildKit's "importing cache manifest"
     steps end in an ERROR line when the --cache-from image is not there yet (a first night): that
-    is no failure, and their lines are passed over."""
+    is no failure, and their lines are passed over; so are the commands torchbake ran ("+ …", whose
+    arguments may hold the word, e.g. a cache spec's ignore-error=true)."""
     cache_steps: set[str] = set()
     for line in text.splitlines():
+        if line.startswith("+ "):
+            continue
         step = line.split(" ", 1)[0] if line.startswith("#") else ""
         if step and "importing cache manifest from" in line:
             cache_steps.add(step)

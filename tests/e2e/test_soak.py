@@ -31,6 +31,16 @@ def padded_wheel(folder: Path, name: str, version: str, module: str) -> Path:
     return make_wheel(folder, name, version, [], {f"{module}/__init__.py": "", f"{module}/blob.txt": os.urandom(PADDING // 2).hex()})
 
 
+
+def user_build(context, tag: str, engine: dict) -> None:
+    """A user's build that takes ``tag`` from the image before it, which then dangles (untagged, kept):
+    through `docker tag`, as a build's own exporter would remove the image it overwrites on the
+    containerd image store."""
+    docker("build", "--quiet", "--tag", f"{tag}-new", str(context), env=engine)
+    docker("tag", f"{tag}-new", tag, env=engine)
+    docker("image", "rm", f"{tag}-new", env=engine)
+
+
 def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile, tiny_torch, tmp_path_factory, run_id):
     work = tmp_path_factory.mktemp("soak")
     cache = work / "cache"
@@ -71,10 +81,10 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
             freed += [float(n) for n in re.findall(r"^Freed ([\d.]+) \S+ ", result.stdout, re.M)]
             if night == 1:  # the user builds on tonight's image, then rebuilds: the first one dangles
                 (own / "Dockerfile").write_text(f"FROM {sibling_image}\nRUN echo mine > /mine\n")
-                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env=engine)
+                user_build(own, f"user/derived:{run_id}", engine)
                 derived = docker("image", "inspect", "--format", "{{.Id}}", f"user/derived:{run_id}", env=engine).stdout.strip()
                 (own / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo mine again > /mine\n")
-                docker("build", "--quiet", "--tag", f"user/derived:{run_id}", str(own), env=engine)
+                user_build(own, f"user/derived:{run_id}", engine)
                 assert docker("image", "inspect", "--format", '{{index .Config.Labels "org.opencontainers.image.title"}}',
                               derived, env=engine).stdout.strip() == "torchbake-soak/sibling"
 

@@ -124,7 +124,8 @@ def test_the_exit_status_names_the_engine_or_registry_when_they_failed(monkeypat
 
 
 def test_the_first_error_line_is_the_failure_not_a_missing_cache_image():
-    log = ("#4 importing cache manifest from 127.0.0.1:5000/team/x:release-py311\n"
+    log = ("+ docker buildx build --load --cache-to type=registry,ref=r/x-buildcache:1,mode=max,ignore-error=true .\n"
+           "#4 importing cache manifest from 127.0.0.1:5000/team/x:release-py311\n"
            "#4 ERROR: 127.0.0.1:5000/team/x:release-py311: not found\n"
            "#9 [7/9] RUN bash /opt/torchbake/common/install_toolkits.sh\n"
            "#9 0.4 installer failed\n"

@@ -1,0 +1,56 @@
+"""`--builder NAME` on real buildx builders: a builder reached through a docker context of this
+engine builds the image (and its name is in the build command); one of the docker driver on a
+second engine, which would keep the image there, is refused before any work, naming the context
+that makes that engine the one for the whole run; a builder that does not exist is named with
+`docker buildx ls`. Contexts and builders live in a DOCKER_CONFIG of the test's own."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_invoke
+
+from .helpers import DOCKER, docker, engine_state
+
+REAL_SOCKET = "unix:///var/run/docker.sock"
+
+
+@pytest.fixture
+def contexts(tmp_path, second_engine):
+    """A DOCKER_CONFIG holding two contexts: "tb-here" (this engine) and "tb-there" (the second)."""
+    config = tmp_path / "docker-config"
+    config.mkdir()
+    env = {"DOCKER_CONFIG": str(config)}
+    docker("context", "create", "tb-here", "--docker", f"host={REAL_SOCKET}", env=env)
+    docker("context", "create", "tb-there", "--docker", f"host={second_engine['DOCKER_HOST']}", env=env)
+    return env
+
+
+def test_a_builder_of_this_engine_builds_one_elsewhere_is_refused_before_any_work(
+        contexts, base_image, tb_env, tiny_profile, run_id):
+    name = f"torchbake-test/builder-{run_id}"
+    args = ("build", "--config", str(tiny_profile), "--base-img", base_image, "--name", name, "--tag", "1",
+            "--no-verify", "--docker", DOCKER)
+    env = {**tb_env, **contexts}
+    try:
+        before = engine_state([name])
+        elsewhere = run_invoke(*args, "--builder", "tb-there", env=env)
+        assert elsewhere.returncode == 4, elsewhere.stdout + elsewhere.stderr
+        said = elsewhere.stderr
+        assert "Builder 'tb-there' uses the docker driver on another engine (tb-there)" in said, said
+        assert "Use that engine for the whole run (DOCKER_CONTEXT=tb-there)" in said, said
+        assert "Preparing the build context" not in elsewhere.stdout  # before any work
+        assert engine_state([name]) == before
+
+        missing = run_invoke(*args, "--builder", "tb-nosuch", env=env)
+        assert missing.returncode == 4, missing.stdout + missing.stderr
+        assert "No buildx builder 'tb-nosuch' ([build] builder / --builder)" in missing.stderr
+        assert f"`{DOCKER} buildx ls` lists the builders" in missing.stderr
+
+        here = run_invoke(*args, "--builder", "tb-here", env=env)
+        assert here.returncode == 0, (here.stdout + here.stderr)[-3000:]
+        assert f"{DOCKER} buildx build --load --provenance=false --builder tb-here --progress=plain" in here.stdout
+        assert docker("image", "inspect", "--format", "{{index .Config.Labels \"torchbake.variant\"}}",
+                      f"{name}:1").stdout.strip() == "release"
+    finally:
+        docker("image", "rm", "--force", f"{name}:1", check=False)
