@@ -170,5 +170,5 @@ def docker_client(settings: config.Settings, *, for_build: bool = True, choice: 
                              "stall_timeout": settings.build.stall_timeout,
                              "builder": settings.build.builder if for_build else ""})
     if client.builder:
-        check_builder(client, client.engine_info().get("ID", ""), timeout=min(20.0, settings.build.engine_timeout))
+        check_builder(client, timeout=min(20.0, settings.build.engine_timeout))
     return client

@@ -98,10 +98,11 @@ class DockerCLI:
         )
 
 
-def check_builder(client: DockerCLI, engine_id: str, timeout: float = 20.0) -> None:
-    """The builder of ``client`` exists and leaves its image on the engine torchbake uses
-    (``engine_id``): a builder of the docker driver builds on its own engine, so it must be this
-    one; the docker-container, remote and kubernetes drivers load their image into this engine."""
+def check_builder(client: DockerCLI, timeout: float = 20.0) -> None:
+    """The builder of ``client`` exists and buildx will build with it here. A builder of the
+    docker driver is a docker context's engine, which buildx builds with only where that context
+    is the current one (and then it is the engine torchbake uses too); the docker-container,
+    remote and kubernetes drivers build anywhere and load their image into this engine."""
     def ask(*args: str) -> command.CommandResult:
         return command.run([client.binary, *args], capture=True, check=False, echo=False, timeout=timeout)
 
@@ -113,15 +114,13 @@ def check_builder(client: DockerCLI, engine_id: str, timeout: float = 20.0) -> N
     fields = dict(line.split(":", 1) for line in inspected.output.splitlines() if ":" in line)
     if fields.get("Driver", "").strip() != "docker":
         return
-    endpoint = fields.get("Endpoint", "").strip()
-    where = ["--host", endpoint] if "://" in endpoint else ["--context", endpoint]
-    other = ask(*where, "info", "--format", "{{.ID}}")
-    if other.returncode == 0 and other.output.strip() != engine_id:
-        use = f"DOCKER_HOST={endpoint}" if "://" in endpoint else f"DOCKER_CONTEXT={endpoint}"
+    current = ask("context", "show").output.strip()
+    if client.builder != current:
         raise EngineError(
-            f"Builder {client.builder!r} uses the docker driver on another engine ({endpoint}), which would keep the"
-            " image there, not on the engine torchbake verifies and tags it on. Use that engine for the whole run"
-            f" ({use}), or a builder that loads its image here (drivers docker-container, remote, kubernetes).")
+            f"Builder {client.builder!r} is the docker driver of context {client.builder!r}, and buildx builds with it"
+            f" only where that context is the current one (here it is {current!r}). Make its engine the one for the"
+            f" whole run (DOCKER_CONTEXT={client.builder}, DOCKER_HOST unset), or use a builder that loads its image"
+            " into this engine (drivers docker-container, remote, kubernetes).")
 
 
 _VERSION_RE = re.compile(r"version\s+v?(\d+)\.(\d+)\.?(\d+)?", re.IGNORECASE)

@@ -234,8 +234,9 @@ class MatrixRun:
                 self.results[cell.id].reason = "the run was interrupted"
                 return
             text = str(exc)
-            # a failed step's own error line from the log; a failed verification's is its message
-            from_log = log.exists() and not isinstance(exc, VerificationError)
+            # a failed step's own error line from the log; a failed verification's or push's is its
+            # message (the build before it went well, whatever its log says of an optional cache export)
+            from_log = log.exists() and not isinstance(exc, VerificationError | RegistryError)
             error = first_error_line(log.read_text(errors="replace")) if from_log else ""
             self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
                          log=str(log), error=error or text.splitlines()[0], exit_code=exc.exit_code)

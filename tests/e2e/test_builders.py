@@ -1,8 +1,8 @@
-"""`--builder NAME` on real buildx builders: a builder reached through a docker context of this
-engine builds the image (and its name is in the build command); one of the docker driver on a
-second engine, which would keep the image there, is refused before any work, naming the context
-that makes that engine the one for the whole run; a builder that does not exist is named with
-`docker buildx ls`. Contexts and builders live in a DOCKER_CONFIG of the test's own."""
+"""`--builder NAME` on real buildx builders, reached through docker contexts (the builders of
+the docker driver): the current context's builds the image (its name in the build command); one
+of another context (the second engine, which buildx would refuse) is refused before any work,
+naming the DOCKER_CONTEXT that makes its engine the one for the whole run; a builder that does
+not exist is named with `docker buildx ls`. Contexts live in a DOCKER_CONFIG of the test's own."""
 
 from __future__ import annotations
 
@@ -31,14 +31,15 @@ def test_a_builder_of_this_engine_builds_one_elsewhere_is_refused_before_any_wor
     name = f"torchbake-test/builder-{run_id}"
     args = ("build", "--config", str(tiny_profile), "--base-img", base_image, "--name", name, "--tag", "1",
             "--no-verify", "--docker", DOCKER)
-    env = {**tb_env, **contexts}
+    env = {**tb_env, **contexts, "DOCKER_CONTEXT": "tb-here"}
     try:
         before = engine_state([name])
         elsewhere = run_invoke(*args, "--builder", "tb-there", env=env)
         assert elsewhere.returncode == 4, elsewhere.stdout + elsewhere.stderr
         said = elsewhere.stderr
-        assert "Builder 'tb-there' uses the docker driver on another engine (tb-there)" in said, said
-        assert "Use that engine for the whole run (DOCKER_CONTEXT=tb-there)" in said, said
+        assert ("Builder 'tb-there' is the docker driver of context 'tb-there', and buildx builds with it only where"
+                " that context is the current one (here it is 'tb-here')") in said, said
+        assert "(DOCKER_CONTEXT=tb-there, DOCKER_HOST unset)" in said, said
         assert "Preparing the build context" not in elsewhere.stdout  # before any work
         assert engine_state([name]) == before
 

@@ -111,20 +111,18 @@ def test_an_engine_on_a_unix_socket_here_is_local_one_elsewhere_is_not(monkeypat
             assert engine_is_local() is local, host
 
 
-def fake_builders(folder, builders: dict[str, tuple[str, str]], engines: dict[str, str]) -> str:
-    """A client whose `buildx inspect NAME` knows ``builders`` (name → driver, endpoint) and whose
-    `--context C info` / `--host H info` answers the engine ID of ``engines``."""
+def fake_builders(folder, builders: dict[str, str], current: str) -> str:
+    """A client whose `buildx inspect NAME` knows ``builders`` (name → driver) and whose current
+    docker context is ``current``."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "docker"
-    inspect = "".join(f'  {name}) printf "Name: {name}\\nDriver: {driver}\\nNodes:\\nName: {name}\\nEndpoint: {endpoint}\\n"; exit 0;;\n'
-                      for name, (driver, endpoint) in builders.items())
-    info = "".join(f'  {where}) echo {engine_id}; exit 0;;\n' for where, engine_id in engines.items())
+    inspect = "".join(f'  {name}) printf "Name: {name}\\nDriver: {driver}\\nNodes:\\nName: {name}0\\n"; exit 0;;\n'
+                      for name, driver in builders.items())
     script.write_text(
         "#!/bin/sh\n"
         'if [ "$1" = buildx ] && [ "$2" = inspect ]; then case "$3" in\n'
         f'{inspect}  *) echo "ERROR: no builder \\"$3\\" found" >&2; exit 1;; esac; fi\n'
-        'if [ "$3" = info ]; then case "$2" in\n'
-        f'{info}  *) echo "cannot connect" >&2; exit 1;; esac; fi\n'
+        f'if [ "$1" = context ] && [ "$2" = show ]; then echo {current}; exit 0; fi\n'
         "exit 0\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
@@ -132,30 +130,27 @@ def fake_builders(folder, builders: dict[str, tuple[str, str]], engines: dict[st
 
 
 def test_a_builder_is_checked_before_any_work(tmp_path):
-    """Missing: named, with the command that lists builders. The docker driver on another engine
-    would keep the image there: refused, naming it; on this engine, or another driver: taken."""
+    """Missing: named, with the command that lists builders. A docker-driver builder (a context's
+    engine) that is not the current context, which buildx would refuse: refused, naming the
+    DOCKER_CONTEXT that makes it the run's engine; the current one, or another driver: taken."""
     from torchbake.docker_cli import DockerCLI, check_builder
 
-    binary = fake_builders(tmp_path, {"fleet": ("remote", "tcp://buildkit.example:1234"),
-                                      "here": ("docker", "default"), "there": ("docker", "unix:///run/b/docker.sock")},
-                           {"default": "ENGINE-A", "unix:///run/b/docker.sock": "ENGINE-B"})
+    binary = fake_builders(tmp_path, {"fleet": "remote", "here": "docker", "there": "docker"}, current="here")
 
     def client(builder: str) -> DockerCLI:
         return DockerCLI(binary, "26.1.5", "buildx", builder=builder)
 
     with pytest.raises(EngineError) as missing:
-        check_builder(client("nosuch"), "ENGINE-A")
+        check_builder(client("nosuch"))
     assert str(missing.value).startswith("No buildx builder 'nosuch' ([build] builder / --builder): ERROR: no builder")
     assert f"`{binary} buildx ls` lists the builders" in str(missing.value)
     with pytest.raises(EngineError) as elsewhere:
-        check_builder(client("there"), "ENGINE-A")
-    assert "uses the docker driver on another engine (unix:///run/b/docker.sock)" in str(elsewhere.value)
-    assert "Use that engine for the whole run (DOCKER_HOST=unix:///run/b/docker.sock)" in str(elsewhere.value)
-    with pytest.raises(EngineError, match=r"\(DOCKER_CONTEXT=default\)"):
-        check_builder(client("here"), "ENGINE-B")
-    check_builder(client("here"), "ENGINE-A")
-    check_builder(client("fleet"), "ENGINE-A")
-    check_builder(client("there"), "ENGINE-B")
+        check_builder(client("there"))
+    assert ("Builder 'there' is the docker driver of context 'there', and buildx builds with it only where that"
+            " context is the current one (here it is 'here')") in str(elsewhere.value)
+    assert "(DOCKER_CONTEXT=there, DOCKER_HOST unset)" in str(elsewhere.value)
+    check_builder(client("here"))
+    check_builder(client("fleet"))
 
 
 def test_the_builder_is_passed_to_buildx():
