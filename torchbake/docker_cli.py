@@ -2,8 +2,7 @@
 docker/docker-py#2230) and interactive terminals.
 
 torchbake builds with ``docker buildx build`` (the buildx plugin; on Docker 23+ ``docker build``
-is buildx too): a registry cache of every stage, pushes straight from BuildKit and attestations
-need it. A client without the plugin (Docker 20.10's own ``docker build``, a newer client with no
+is buildx too): the registry cache of every stage (mode=max) and attestations need it. A client without the plugin (Docker 20.10's own ``docker build``, a newer client with no
 plugin installed) can still run containers; for a build torchbake says, before any work, what to
 install or which binary to pass with ``--docker``.
 """
