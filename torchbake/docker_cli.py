@@ -2,8 +2,9 @@
 docker/docker-py#2230) and interactive terminals.
 
 torchbake builds with ``docker buildx build`` (the buildx plugin; on Docker 23+ ``docker build``
-is buildx too): the registry cache of every stage (mode=max) and attestations need it. A client without the plugin (Docker 20.10's own ``docker build``, a newer client with no
-plugin installed) can still run containers; for a build torchbake says, before any work, what to
+is buildx too): the registry cache of every stage (mode=max) and attestations need it. A client
+without the plugin (Docker 20.10's own ``docker build``, a newer client with no plugin installed)
+can still run containers; for a build torchbake says, before any work, what to
 install or which binary to pass with ``--docker``.
 """
 
@@ -97,13 +98,18 @@ class DockerCLI:
         )
 
 
+def ask_client(binary: str, *args: str, timeout: float) -> command.CommandResult:
+    """``binary ARGS`` run quietly, its output captured and its exit status left to the caller."""
+    return command.run([binary, *args], capture=True, check=False, echo=False, timeout=timeout)
+
+
 def check_builder(client: DockerCLI, timeout: float = 20.0) -> None:
     """The builder of ``client`` exists and buildx will build with it here. A builder of the
     docker driver is a docker context's engine, which buildx builds with only where that context
     is the current one (and then it is the engine torchbake uses too); the docker-container,
     remote and kubernetes drivers build anywhere and load their image into this engine."""
     def ask(*args: str) -> command.CommandResult:
-        return command.run([client.binary, *args], capture=True, check=False, echo=False, timeout=timeout)
+        return ask_client(client.binary, *args, timeout=timeout)
 
     inspected = ask("buildx", "inspect", client.builder)
     if inspected.returncode != 0:
@@ -130,7 +136,7 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
     """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
     client that cannot build is still usable for running containers)."""
     def ask(*args: str) -> command.CommandResult:
-        return command.run([binary, *args], capture=True, check=False, echo=False, timeout=timeout)
+        return ask_client(binary, *args, timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: every task starts with this
         buildx = pool.submit(ask, "buildx", "version") if for_build else None

@@ -11,17 +11,19 @@ from torchbake.docker_cli import find_client
 from torchbake.errors import EngineError
 
 
-def fake_docker(folder, version: str, buildx: bool):
+def fake_client(folder, body: str) -> str:
+    """An executable ``docker`` in ``folder``: a shell script of ``body`` that exits 0 otherwise."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "docker"
-    script.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "--version" ]; then echo "Docker version {version}, build abc"; exit 0; fi\n'
-        f'if [ "$1" = "buildx" ]; then {"echo buildx v0.12; exit 0" if buildx else "echo unknown command >&2; exit 1"}; fi\n'
-        "exit 0\n"
-    )
+    script.write_text(f"#!/bin/sh\n{body}exit 0\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
+
+
+def fake_docker(folder, version: str, buildx: bool):
+    return fake_client(folder,
+        f'if [ "$1" = "--version" ]; then echo "Docker version {version}, build abc"; exit 0; fi\n'
+        f'if [ "$1" = "buildx" ]; then {"echo buildx v0.12; exit 0" if buildx else "echo unknown command >&2; exit 1"}; fi\n')
 
 
 def test_skips_a_client_without_buildx_and_takes_one_with_it(tmp_path, monkeypatch):
@@ -114,19 +116,12 @@ def test_an_engine_on_a_unix_socket_here_is_local_one_elsewhere_is_not(monkeypat
 def fake_builders(folder, builders: dict[str, str], current: str) -> str:
     """A client whose `buildx inspect NAME` knows ``builders`` (name → driver) and whose current
     docker context is ``current``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    script = folder / "docker"
     inspect = "".join(f'  {name}) printf "Name: {name}\\nDriver: {driver}\\nNodes:\\nName: {name}0\\n"; exit 0;;\n'
                       for name, driver in builders.items())
-    script.write_text(
-        "#!/bin/sh\n"
+    return fake_client(folder,
         'if [ "$1" = buildx ] && [ "$2" = inspect ]; then case "$3" in\n'
         f'{inspect}  *) echo "ERROR: no builder \\"$3\\" found" >&2; exit 1;; esac; fi\n'
-        f'if [ "$1" = context ] && [ "$2" = show ]; then echo {current}; exit 0; fi\n'
-        "exit 0\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return str(script)
+        f'if [ "$1" = context ] && [ "$2" = show ]; then echo {current}; exit 0; fi\n')
 
 
 def test_a_builder_is_checked_before_any_work(tmp_path):
