@@ -72,7 +72,7 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     found = [Removal("container", c["Names"][0].lstrip("/"), 0, "a verification container a run cut off left behind",
                      c["Id"]) for c in containers if _stale_probe(c)]
     used = {c.get("ImageID", "") for c in containers if not _stale_probe(c)}
-    listed = client.call("images", "images")
+    listed = client.images()
     for image in listed:  # a build stopped between its build and its verification left this tag
         labels = image.get("Labels") or {}
         for tag in image.get("RepoTags") or []:
@@ -272,7 +272,7 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
             Path(removal.what).unlink(missing_ok=True)
         elif removal.kind == "build cache":
             client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
-    forget_missing(cache_dir / "built-images.json", {i["Id"] for i in client.call("images", "images", all=True)})
+    forget_missing(cache_dir / "built-images.json", {i["Id"] for i in client.images(all=True)})
     return Outcome(kept=kept, before=before, after=disk_use(client, cache_dir))
 
 

@@ -37,6 +37,7 @@ else:  # the SDK is imported at the first engine call, not when the tasks are li
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 _RAISE = object()  # DockerClient.call: a missing object is an error
+_LISTING_ATTEMPTS = 5  # DockerClient.images: listings asked while images are removed beside them
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,18 @@ class DockerClient(DockerCLI):
                 if missing is _RAISE:
                     raise
                 return missing
+
+    def images(self, *, all: bool = False) -> list[dict]:  # noqa: A002 - the Engine API's name
+        """The engine's image list. The containerd image store reads each image's content while it
+        lists, so an image another client removes meanwhile makes the whole listing fail as "not
+        found"; such a listing is asked again, a few times, and a lasting failure is raised."""
+        for attempt in range(_LISTING_ATTEMPTS):
+            try:
+                return self.call("images", "images", all=all)
+            except EngineError as exc:
+                if attempt + 1 == _LISTING_ATTEMPTS or not isinstance(exc.__cause__, docker.errors.NotFound):
+                    raise
+        raise AssertionError("unreachable")
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         """A BuildKit build (see :meth:`DockerCLI.build`); one that failed because the engine

@@ -23,6 +23,18 @@ def docker(*args: str, check: bool = True, env: dict | None = None, timeout: flo
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
+def listing(*args: str, env: dict | None = None) -> str:
+    """`docker images …` / `docker ps -a …`: on the containerd image store a listing reads each
+    image's content, and fails as "not found" when another test removes an image meanwhile; such a
+    listing is asked again (a lasting failure still fails), as torchbake's DockerClient.images does."""
+    for _attempt in range(4):
+        result = docker(*args, env=env, check=False)
+        if result.returncode == 0 or "not found" not in result.stderr:
+            break
+    assert result.returncode == 0, (args, result.stderr)
+    return result.stdout
+
+
 def copy_image(image: str, engine: dict) -> None:
     """``image`` from this machine's engine into another one (``engine``: its DOCKER_HOST),
     streamed through `docker save | docker load` (never held in memory)."""
@@ -33,11 +45,11 @@ def copy_image(image: str, engine: dict) -> None:
 
 
 def image_ids(env: dict | None = None) -> set[str]:
-    return set(docker("images", "-aq", "--no-trunc", env=env).stdout.split())
+    return set(listing("images", "-aq", "--no-trunc", env=env).split())
 
 
 def container_ids() -> set[str]:
-    return set(docker("ps", "-aq", "--no-trunc").stdout.split())
+    return set(listing("ps", "-aq", "--no-trunc").split())
 
 
 def labels(image: str) -> dict[str, str]:
@@ -177,8 +189,8 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
         repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
         return repository, tag
 
-    listed = [line.rsplit(" ", 1) for line in docker("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}",
-                                                      env=env).stdout.splitlines()]
+    listed = [line.rsplit(" ", 1) for line in listing("images", "--no-trunc", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}",
+                                                       env=env).splitlines()]
     candidates = {ref: image_id for ref, image_id in listed
                   if split(ref)[0] in tags_of and split(ref)[1].startswith("torchbake-candidate-")}
     built_for = {}  # candidate reference -> the tag its build was for
@@ -193,7 +205,7 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
 
     images = {f"{ref} {image_id}" for ref, image_id in listed if concerns(ref)}
     containers = set()
-    for line in docker("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).stdout.splitlines():
+    for line in listing("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).splitlines():
         _container_id, image, name = line.split(" ", 2)
         if concerns(image) or name in names:
             containers.add(line)

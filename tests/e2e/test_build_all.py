@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import faulty_proxy, registry_manifest, registry_requests, serve_registry
 
-from .helpers import copy_image, docker, make_wheel
+from .helpers import copy_image, docker, listing, make_wheel
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
 
@@ -52,8 +52,7 @@ def nightly(tmp_path_factory, run_id, base_image, lite_dev_config, tiny_profile,
         return path
 
     yield folder, lean, write
-    listing = docker("images", "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
-    for ref in listing:
+    for ref in listing("images", "--format", "{{.Repository}}:{{.Tag}}").split():
         if "torchbake-test/nightly-" in ref and ref.endswith(run_id):
             docker("image", "rm", "--force", ref, check=False)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import copy_image, docker, make_wheel
+from .helpers import copy_image, docker, listing, make_wheel
 
 KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
 
@@ -139,11 +139,11 @@ def leftovers(cache: Path, repository: str) -> dict[str, list[str]]:
     contexts = cache / "contexts"
     return {
         "contexts": sorted(p.name for p in contexts.iterdir()) if contexts.exists() else [],
-        "candidates": [t for t in docker("images", "--format", "{{.Tag}}", repository).stdout.split()
+        "candidates": [t for t in listing("images", "--format", "{{.Tag}}", repository).split()
                        if t.startswith("torchbake-candidate")],
         # verification containers of this repository's images (other tests may verify meanwhile)
-        "probes": [line.split()[0] for line in docker("ps", "-a", "--filter", "label=torchbake.probe=true", "--format",
-                                                      "{{.ID}} {{.Image}}").stdout.splitlines()
+        "probes": [line.split()[0] for line in listing("ps", "-a", "--filter", "label=torchbake.probe=true", "--format",
+                                                       "{{.ID}} {{.Image}}").splitlines()
                    if line.split()[1].startswith(repository + ":")],
     }
 
@@ -244,7 +244,7 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
     said = [line for line in run.output.splitlines() if "failed " in line]
     assert all(line.endswith("ERROR: failed to solve: Canceled: context canceled") for line in said), said
     assert leftovers(cache, repository) == {"contexts": [], "candidates": [], "probes": []}
-    assert docker("images", "-q", repository).stdout.strip() == ""
+    assert listing("images", "-q", repository).strip() == ""
     downloads_are_complete_and_verified(cache)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, engine_state, labels, layers, make_wheel, new_layer_bytes
+from .helpers import docker, engine_state, labels, layers, listing, make_wheel, new_layer_bytes
 
 MB = 1 << 20
 
@@ -84,7 +84,7 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, b
     before = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
     created = labels(cpu)["org.opencontainers.image.created"]
     ours = ("--filter", "dangling=true", "--filter", f"label=org.opencontainers.image.title={cpu.split(':')[0]}")
-    images, dangling = engine_state([cpu]), docker("images", "-q", *ours).stdout.split()
+    images, dangling = engine_state([cpu]), listing("images", "-q", *ours).split()
     args = ("build", "--config", "configs/cpu.toml", "--name", cpu.split(":")[0], "--tag", cpu.split(":")[1],
             "--base-img", base_image)
     again = run_invoke(*args, env=tb_env)
@@ -100,7 +100,7 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, b
     # The same inputs give the same image (its config keeps created = when they were first built):
     # the rebuild from the layer cache is the very same image.
     assert after == before
-    now_dangling = docker("images", "-q", *ours).stdout.split()
+    now_dangling = listing("images", "-q", *ours).split()
     assert sorted(now_dangling) == sorted(dangling), [
         docker("image", "inspect", "--format", "{{.Id}} {{.Created}} {{json .Config.Labels}}", i).stdout[:400]
         for i in set(now_dangling) ^ set(dangling)] + [forced.stdout[-2500:]]

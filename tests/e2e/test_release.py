@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, engine_state, http_server, labels, layer_file_names, make_wheel, sha256_of
+from .helpers import docker, engine_state, http_server, labels, layer_file_names, listing, make_wheel, sha256_of
 
 
 def test_cpu_release_image_builds_and_verifies(cpu_image):
@@ -29,7 +29,7 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
                           Path(log).read_text())
     assert candidate, "the build did not name its candidate"
     # the candidate tag is gone once verification passed (other tests' candidates under this NAME are theirs)
-    tags = docker("images", "--format", "{{.Tag}}", "torchbake-test/pytorch-cpu").stdout.split()
+    tags = listing("images", "--format", "{{.Tag}}", "torchbake-test/pytorch-cpu").split()
     assert name.split(":")[1] in tags and candidate.group(1) not in tags
 
 

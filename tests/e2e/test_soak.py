@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import copy_image, docker, make_wheel, system_df
+from .helpers import copy_image, docker, listing, make_wheel, system_df
 
 NIGHTS = 6  # enough to pass both budgets below without gc (gc must free bytes: asserted); more cost CPU
 PADDING = 4 << 20  # each new wheel: 4 MB that do not compress
@@ -92,7 +92,7 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
         df = system_df(dict(engine))
         assert df["Build Cache"] <= MAX_BUILD_CACHE, df
         assert sum(p.stat().st_size for p in Path(cache).rglob("*") if p.is_file()) <= MAX_CACHE
-        dangling = set(docker("images", "--filter", "dangling=true", "--filter", "label=torchbake.version", "-q",
-                              "--no-trunc", env=engine).stdout.split())
+        dangling = set(listing("images", "--filter", "dangling=true", "--filter", "label=torchbake.version", "-q",
+                               "--no-trunc", env=engine).split())
         assert dangling == {derived}  # the user's own: torchbake's labels, not in torchbake's record
         assert docker("image", "inspect", f"user/own:{run_id}", env=engine, check=False).returncode == 0

@@ -15,10 +15,13 @@ DAY = 86400.0
 
 class FakeEngine:
     def __init__(self, images, containers=()):
-        self.images, self.containers = images, list(containers)
+        self.listed, self.containers = images, list(containers)
 
     def call(self, what, method, *args, **kwargs):
-        return {"images": self.images, "containers": self.containers, "df": {"BuildCache": [], "LayersSize": 0}}[method]
+        return {"containers": self.containers, "df": {"BuildCache": [], "LayersSize": 0}}[method]
+
+    def images(self, **_kwargs):
+        return self.listed
 
     def check_engine(self):
         return "26.1.5"

@@ -48,6 +48,27 @@ def test_not_found_is_none_and_other_failures_are_engine_errors():
         refused.tag("a", "b:c")
 
 
+def test_an_image_list_that_meets_an_image_removed_meanwhile_is_asked_again():
+    response = requests.Response()
+    response.status_code = 404
+    vanished = docker.errors.NotFound("404", response=response, explanation="content digest sha256:19df: not found")
+    answers = [vanished, vanished, [{"Id": "sha256:1"}]]
+
+    def listing(**_kwargs):
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    assert client_with(FakeAPI(images=listing)).images() == [{"Id": "sha256:1"}]
+    assert answers == []
+    with pytest.raises(EngineError, match="`docker images` failed: content digest sha256:19df: not found"):
+        client_with(FakeAPI(images=vanished)).images()  # not forever
+    refused = client_with(FakeAPI(images=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
+    with pytest.raises(EngineError, match="disk I/O error"):
+        refused.images()
+
+
 def test_push_reports_progress_and_its_digest(tmp_path):
     events = [
         {"status": "Preparing", "id": "l1"},
