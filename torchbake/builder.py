@@ -12,7 +12,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -23,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from . import command, diskspace, output, registry
+from .build_time import source_date_epoch
 from .config import COMMON_DIR
 from .context import (
     MARKER,
@@ -33,7 +33,7 @@ from .context import (
 )
 from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import ConfigurationError, EngineError, FatalError, RegistryError
+from .errors import EngineError, FatalError, RegistryError
 from .files import SecretSource, secret_files, secret_paths, write_atomically
 from .manifest import BuildRecord
 from .output import human_size
@@ -59,6 +59,7 @@ class BuildResult:
 
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
     args = plan.build_args(facts)
+    args["SOURCE_DATE_EPOCH"] = str(source_date_epoch())  # BuildKit's too: the config's and history's times
     trust = plan.settings.downloads
     if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
         args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
@@ -101,36 +102,22 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
-    if facts is not None and digest:
-        labels["org.opencontainers.image.created"] = created_time(plan, digest)
     return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
 
 
-def source_date_epoch() -> datetime | None:
-    """``SOURCE_DATE_EPOCH`` (reproducible builds' convention), checked."""
-    value = os.environ.get("SOURCE_DATE_EPOCH", "")
-    if not value:
-        return None
-    if not value.isdigit():
-        raise ConfigurationError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970-01-01 UTC;"
-                                 " set it to a whole number of seconds, e.g. 1700000000 (the time of the sources' last commit), or unset it.")
-    return datetime.fromtimestamp(int(value), UTC)
+def note_first_built(plan: Plan, digest: str) -> None:
+    """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
+    keeps the newest images of a tag by it (the images themselves all carry the same time)."""
+    state = first_built_file(plan)
+    with file_lock(state.with_name(state.name + ".lock")):
+        times = read_record(state)
+        if digest not in times:
+            times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
 
 
-def created_time(plan: Plan, digest: str) -> str:
-    """The image's creation time: SOURCE_DATE_EPOCH when set, else when these inputs (this input
-    hash) were first built on this host. The same inputs so give the same image config, and a
-    rebuild whose layers all come from the cache gives the same image id."""
-    when = source_date_epoch()
-    if when is None:
-        state = plan.settings.paths.cache_dir / "first-built.json"
-        with file_lock(state.with_name(state.name + ".lock")):
-            times = _read_record(state)
-            if digest not in times:
-                times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
-        return times[digest]
-    return when.strftime("%Y-%m-%dT%H:%M:%SZ")
+def first_built_file(plan: Plan) -> Path:
+    return plan.settings.paths.cache_dir / "first-built.json"
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
@@ -186,7 +173,7 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
     hash, the record (images derived FROM a torchbake image inherit its labels) and the image's
     own title and version labels must all fit. An image built under another name keeps its
     labels, which would then lie about the tag, so it is never re-tagged."""
-    recorded = _read_record(state).get(digest)
+    recorded = read_record(state).get(digest)
     current = client.inspect_image(image)
     if (current and _input_hash_of(current) == digest and labels_fit(current, image)
             and (recorded is None or current["Id"] in recorded)):  # no record at all: the image's labels decide
@@ -303,7 +290,7 @@ def remove_replaced(client: DockerClient, image_id: str, state: Path) -> None:
     """Remove the image a build took the tag from, when torchbake built it (recorded in
     ``state``) and no tag, container or child image uses it; a user's own image stays."""
     info = client.inspect_image(image_id)
-    ours = any(image_id in ids for ids in _read_record(state).values())
+    ours = any(image_id in ids for ids in read_record(state).values())
     if info is None or info.get("RepoTags") or not ours:
         return
     if client.containers_of(image_id):
@@ -321,7 +308,7 @@ def _input_hash_of(info: dict) -> str:
     return ((info.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash", "")
 
 
-def _read_record(state: Path | None) -> dict:
+def read_record(state: Path | None) -> dict:
     """A JSON record of the cache folder (built images, first-built times); {} if absent or unreadable."""
     if state is None or not state.is_file():
         return {}
@@ -338,7 +325,7 @@ def record_built(state: Path, digest: str, image_id: str) -> None:
     used last; an id stays until `invoke gc` finds its image gone from the engine. The read-modify-write
     holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
     with file_lock(state.with_name(state.name + ".lock")):
-        data = _read_record(state)
+        data = read_record(state)
         data[digest] = [i for i in data.get(digest, []) if i != image_id] + [image_id]  # kept until gc finds it gone
         write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
 
@@ -350,7 +337,7 @@ def forget_missing(state: Path, present: set[str]) -> None:
     if not state.is_file():
         return
     with file_lock(state.with_name(state.name + ".lock")):
-        data = {digest: [i for i in ids if i in present] for digest, ids in _read_record(state).items()
+        data = {digest: [i for i in ids if i in present] for digest, ids in read_record(state).items()
                 if isinstance(ids, list)}
         write_atomically(state, json.dumps({d: ids for d, ids in data.items() if ids}, indent=1, sort_keys=True))
 
@@ -457,6 +444,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
            user_context: tuple[Path, PreparedContext | None] | None, replaced: str, publish: bool) -> BuildResult:
     settings = plan.settings
+    if digest:
+        note_first_built(plan, digest)
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},

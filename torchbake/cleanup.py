@@ -20,7 +20,7 @@ from pathlib import Path
 
 import filelock
 
-from .builder import forget_missing
+from .builder import forget_missing, read_record
 from .engine import DockerClient, content_id
 from .errors import EngineError
 from .output import human_size
@@ -68,6 +68,7 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     rollback). Never the current image of a tag, an image a container uses, or an image a kept
     image starts FROM (its ``org.opencontainers.image.base.digest``)."""
     ours = built_image_ids(cache_dir)
+    first_built = read_record(cache_dir / "first-built.json")
     containers = client.call("ps", "containers", all=True)
     found = [Removal("container", c["Names"][0].lstrip("/"), 0, "a verification container a run cut off left behind",
                      c["Id"]) for c in containers if _stale_probe(c)]
@@ -87,7 +88,10 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
                 and content_id(client.inspect_image(image["Id"]) or {}) not in starts_from):
             replaced.setdefault(_named(image), []).append(image)
     for name, members in replaced.items():
-        members.sort(key=lambda i: (i.get("Created", 0), i["Id"]), reverse=True)  # newest first, ties the same way
+        # newest first: by when their inputs were first built here (every image carries the same
+        # creation time, SOURCE_DATE_EPOCH), then by the engine's time, ties the same way
+        members.sort(key=lambda i: (first_built.get((i.get("Labels") or {}).get("torchbake.input-hash", ""), ""),
+                                    i.get("Created", 0), i["Id"]), reverse=True)
         for image in members[keep:]:
             found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
                                  f"a newer build of {name} took its tag; no tag, container or kept image uses it"

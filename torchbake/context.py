@@ -96,7 +96,7 @@ def _companion_step(folder: str) -> str:
     """The install step of one companion's wheel folder (wheelhouse/companions/<folder>)."""
     return (f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
             "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
-            "    TORCHBAKE_INSTALLER=${INSTALLER} bash /opt/torchbake/common/install_wheels.sh /tmp/torchbake/wheels"
+            "    TORCHBAKE_INSTALLER=${INSTALLER} bash /opt/torchbake/common/step.sh install_wheels.sh /tmp/torchbake/wheels"
             " /tmp/torchbake/uv")
 
 

@@ -145,10 +145,10 @@ def test_a_cut_short_wheel_is_dropped_with_a_warning(tmp_path, capsys):
 
 
 def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewritten(tmp_path, capsys):
-    from torchbake.builder import _read_record, record_built
+    from torchbake.builder import read_record, record_built
     state = tmp_path / "built-images.json"
     state.write_text('{"abc": ["sha256:1"')
-    assert _read_record(state) == {}
+    assert read_record(state) == {}
     assert "is unreadable" in capsys.readouterr().out
     record_built(state, "abc", "sha256:2")
     assert json.loads(state.read_text()) == {"abc": ["sha256:2"]}

@@ -34,7 +34,7 @@ def test_each_companion_gets_its_own_install_step_in_order():
     template = "FROM x\n# @torchbake-companions@\nCOPY constraints.txt /etc/torchbake/constraints.txt\n"
     step = ("RUN --mount=type=bind,source=wheelhouse/companions/{0},target=/tmp/torchbake/wheels \\\n"
             "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
-            "    TORCHBAKE_INSTALLER=${{INSTALLER}} bash /opt/torchbake/common/install_wheels.sh /tmp/torchbake/wheels"
+            "    TORCHBAKE_INSTALLER=${{INSTALLER}} bash /opt/torchbake/common/step.sh install_wheels.sh /tmp/torchbake/wheels"
             " /tmp/torchbake/uv")
     assert render_dockerfile(template, {}, "cpu", companions=["01-numpy", "02-pyyaml"]) == (
         "FROM x\n" + step.format("01-numpy") + "\n\n" + step.format("02-pyyaml")
@@ -87,7 +87,7 @@ def test_build_args_of_the_cpu_profile():
     settings = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}).settings()
     assert build_args(plan_release(settings)) == {
         "BASE_IMAGE": "debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
-        "RENDER_GID": "0", "INSTALLER": "uv", "KEEP_UV": "1",
+        "RENDER_GID": "0", "INSTALLER": "uv", "KEEP_UV": "1", "SOURCE_DATE_EPOCH": "0",
     }
 
 

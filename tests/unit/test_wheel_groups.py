@@ -3,12 +3,13 @@ and the companions add), and the image's creation time."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from types import SimpleNamespace
 
 import pytest
 
-from torchbake import builder, wheelhouse
+from torchbake import build_time, builder, wheelhouse
 from torchbake.config import resolve
 from torchbake.errors import ConfigurationError
 from torchbake.variants import plan_release
@@ -37,17 +38,22 @@ def test_torchs_closure_follows_requirements_and_markers_for_the_image(tmp_path)
     assert extension == {"torch-musa", "pyyaml"}  # numpy and colorama are the companions' (or no one's)
 
 
-def test_the_creation_time_is_the_first_builds_or_source_date_epoch(tmp_path, monkeypatch):
+def test_every_build_writes_source_date_epoch_and_the_created_label_only_when_it_is_given(tmp_path, monkeypatch):
     settings = resolve([], {}, {"paths.cache_dir": str(tmp_path), "build.variant": "release"}).settings()
     plan = plan_release(settings)
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    first = builder.created_time(plan, "a" * 64)
-    assert builder.created_time(plan, "a" * 64) == first  # the same inputs: the same time, later too
+    assert builder.build_args(plan)["SOURCE_DATE_EPOCH"] == "0"  # never the moment of the build
+    assert build_time.created_time() == ""
+    builder.note_first_built(plan, "a" * 64)
+    first = json.loads((tmp_path / "first-built.json").read_text())
+    builder.note_first_built(plan, "a" * 64)
+    assert json.loads((tmp_path / "first-built.json").read_text()) == first  # the first build's, later too
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    assert builder.created_time(plan, "a" * 64) == "2023-11-14T22:13:20Z"
+    assert builder.build_args(plan)["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert build_time.created_time() == "2023-11-14T22:13:20Z"
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     with pytest.raises(ConfigurationError, match="SOURCE_DATE_EPOCH='yesterday' is not a number of seconds"):
-        builder.source_date_epoch()
+        build_time.source_date_epoch()
 
 
 @pytest.mark.parametrize(("name", "content", "message"), [

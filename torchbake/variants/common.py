@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
 from .. import __version__, base_os, os_releases
+from ..build_time import created_time
 from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
 from ..downloads import require_pinned
 from ..engine import content_id
@@ -60,8 +60,7 @@ class PlanCommon:
         return {
             "org.opencontainers.image.title": self.image.rsplit(":", 1)[0],
             "org.opencontainers.image.version": self.image.rsplit(":", 1)[1],
-            "org.opencontainers.image.created": (datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                                                 if facts else "<build time>"),
+            "org.opencontainers.image.created": created_time(),  # SOURCE_DATE_EPOCH's, when given
             "org.opencontainers.image.base.name": self.base_image,
             "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
             "torchbake.version": __version__,

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run one build step, then make what it wrote the same bytes on any engine, any day.
+# Usage: step.sh SCRIPT|COMMAND [ARGS...]
+#   SCRIPT: a script beside this one (e.g. install_wheels.sh), run with bash; else COMMAND is run.
+# With SOURCE_DATE_EPOCH set (torchbake passes it to every build), after the step:
+#   - every file and folder the step made or changed gets that modification time, so the layer's
+#     tar is the same without the exporter's slow timestamp-rewriting pass;
+#   - what records the moment of the build goes: dpkg's, apt's and update-alternatives' logs are
+#     emptied, ldconfig's aux-cache removed, and uv's uv_cache.json (when the wheel landed in this
+#     engine) removed with its line in the RECORD;
+#   - Python compiles hash-based .pyc files (CPython does so itself while SOURCE_DATE_EPOCH is
+#     set), which stay valid whatever the sources' modification times: imports stay fast.
+set -euo pipefail
+here=$(dirname "$0")
+marker=$(mktemp -p /dev/shm torchbake-step.XXXXXX)  # /dev/shm: never part of the layer
+trap 'rm -f "$marker"' EXIT
+# Two seconds back: the kernel stamps files with a coarse clock, so a file the step makes at once
+# can carry the marker's own time; and BuildKit's mount stubs, made just before, count too.
+touch -d "@$(($(date +%s) - 2))" "$marker"
+if [ -f "$here/$1" ]; then
+    bash "$here/$1" "${@:2}"
+else
+    "$@"
+fi
+[ -n "${SOURCE_DATE_EPOCH:-}" ] || exit 0
+
+# Not what is mounted into the step (/proc, the build's bind mounts and secrets, /etc/hosts, ...):
+# none of it is part of the layer.
+mounted=()
+while read -r mount_point; do
+    mounted+=(-path "$mount_point" -o)
+done < <(awk '$5 != "/" { print $5 }' /proc/self/mountinfo)
+changed() {  # changed FIND-ARGS...: what the step made or changed, NUL-separated
+    find / -xdev \( "${mounted[@]}" -path /proc \) -prune -o -newer "$marker" "$@" -print0
+}
+for log in /var/log/dpkg.log /var/log/alternatives.log /var/log/apt/history.log /var/log/apt/term.log; do
+    if [ -s "$log" ] && [ "$log" -nt "$marker" ]; then
+        : > "$log"
+    fi
+done
+if [ /var/cache/ldconfig/aux-cache -nt "$marker" ]; then
+    rm -f /var/cache/ldconfig/aux-cache
+fi
+changed -name uv_cache.json -path '*.dist-info/*' | while IFS= read -r -d '' stamp; do
+    rm -f "$stamp"
+    sed -i '/\/uv_cache\.json,/d' "$(dirname "$stamp")/RECORD"
+done
+changed | xargs -0 -r touch -h -d "@$SOURCE_DATE_EPOCH"
+# BuildKit writes the stubs of its /etc/hosts and /etc/resolv.conf mounts before the step starts:
+# /etc's time is then the moment of the build, whether or not the step itself changed /etc.
+if [ "$(stat -c %Y /etc)" != "$SOURCE_DATE_EPOCH" ]; then
+    touch -h -d "@$SOURCE_DATE_EPOCH" /etc
+fi
