@@ -438,6 +438,23 @@ def storage_server(root: Path):
         yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
 
 
+def registry_digest(host: str, reference: str) -> str:
+    """The digest the registry on ``host`` holds under ``reference``'s tag ("" when it has none)."""
+    import urllib.error
+    import urllib.request
+
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", method="HEAD",
+                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.headers["Docker-Content-Digest"]
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return ""
+        raise
+
+
 def registry_manifest(host: str, reference: str) -> dict:
     """The manifest of ``reference`` as the registry on ``host`` (plain HTTP) serves it; of an
     index (an image with attestations beside it), the image's own amd64 manifest."""

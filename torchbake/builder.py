@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import command, diskspace, output, registry
+from . import command, diskspace, output, registry, reproducible
 from .build_time import source_date_epoch
 from .config import COMMON_DIR
 from .context import (
@@ -33,7 +33,7 @@ from .context import (
 )
 from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import EngineError, FatalError, RegistryError
+from .errors import EngineError, FatalError, RegistryError, VerificationError
 from .files import SecretSource, secret_files, secret_paths, write_atomically
 from .manifest import BuildRecord
 from .output import human_size
@@ -382,9 +382,10 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
 
 @in_plan_environment
 def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = False,
-                log_file: Path | None = None, publish: bool = False) -> BuildResult:
+                log_file: Path | None = None, publish: bool = False, check_reproducible: bool = False) -> BuildResult:
     """Build (or, with ``skip_unchanged``, skip or re-tag) the image of ``plan`` (``publish``: it
-    is pushed afterwards, so its build cache goes to the registry too)."""
+    is pushed afterwards, so its build cache goes to the registry too; ``check_reproducible``: then
+    built again without any cache, and the two compared)."""
     started = time.monotonic()
     settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
@@ -420,7 +421,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
     try:
         result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
-                        user_context, tagged, publish)
+                        user_context, tagged, publish, check_reproducible)
     except BaseException as exc:
         record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
         raise
@@ -442,7 +443,8 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
 
 def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Preflight, digest: str,
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
-           user_context: tuple[Path, PreparedContext | None] | None, replaced: str, publish: bool) -> BuildResult:
+           user_context: tuple[Path, PreparedContext | None] | None, replaced: str, publish: bool,
+           check_reproducible: bool) -> BuildResult:
     settings = plan.settings
     if digest:
         note_first_built(plan, digest)
@@ -495,6 +497,12 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             raise
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish)
+        if check_reproducible:
+            again, _ = client.build_command(
+                context=folder, dockerfile=folder / "Dockerfile", tag=candidate_tag(plan.image),
+                build_args=build_args(plan, facts), labels=image_labels(plan, prepared, facts, digest),
+                secrets=secrets, no_cache=True, network=settings.build.network, target=plan.target)
+            _check_reproducible(plan, client, image_id, again, env, log_file)
     finally:
         held.close()
         if temporary:
@@ -509,6 +517,28 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
                          f"{human_size(result.size_bytes)} in {result.seconds:.0f} s (log: {log_file})")
     return result
+
+
+def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, argv: list[str], env: dict[str, str],
+                        log_file: Path) -> None:
+    """Build the same context again with no cache at all (``argv``) and compare with ``image_id``:
+    the same image, or a VerificationError naming the files that differ."""
+    say = output.channel().say
+    say(f"Building {plan.image} again without any cache, to compare")
+    tag = argv[argv.index("--tag") + 1]
+    try:
+        client.build(argv, env, log_file)
+        again = built_image_id(client, tag)
+        if again == image_id:
+            say((f"Reproducible: {plan.image}", "bold green"), f" a build without any cache gave the same image {image_id}")
+            return
+        found = reproducible.differences(client, image_id, tag, plan.settings.paths.cache_dir)
+    finally:
+        client.remove_image(tag, force=False)  # the tag only, when the image is the same
+    raise VerificationError(
+        f"{plan.image} is not reproducible: a build of the same context without any cache gave {again}, not"
+        f" {image_id}.\n" + "\n".join(found or ["(no file differs: the manifests do)"])
+        + f"\nThe image itself was built and tagged; the log of both builds: {log_file}")
 
 
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:

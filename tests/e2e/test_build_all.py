@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import faulty_proxy, registry_manifest, registry_requests, serve_registry
+from tests.support import faulty_proxy, registry_digest, registry_manifest, registry_requests, serve_registry
 
 from .helpers import copy_image, docker, listing, make_wheel
 
@@ -321,20 +321,6 @@ def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry
     assert cell["digest"].startswith("sha256:")
     image = cell["image"].replace(proxy, registry)
     assert registry_manifest(registry, image)["layers"]
-
-
-def registry_digest(host: str, reference: str) -> str:
-    """The digest the registry on ``host`` holds under ``reference``'s tag ("" when it has none)."""
-    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", method="HEAD",
-                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return answer.headers["Docker-Content-Digest"]
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return ""
-        raise
 
 
 def test_a_push_the_registry_refuses_names_docker_login_and_changes_nothing(nightly, registry, tb_env, tmp_path):

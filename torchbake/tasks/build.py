@@ -18,6 +18,9 @@ BOOTSTRAP_HELP = "Never make a missing debian:/ubuntu: FROM image with debootstr
 FORCE_HELP = ("Build even when the image under NAME:TAG already has these inputs (the same input hash);"
               " without it such a build prints 'unchanged' and does nothing")
 
+CHECK_REPRODUCIBLE_HELP = ("Then build the same context again without any cache and compare: the same image"
+                           " digest, or exit 6 naming the files that differ (implies --force)")
+
 TRUST_HELP = {
     "require_hashes": "Fail unless every URL input carries a sha256 (#sha256= or [checksums]). [downloads] require_hashes",
     "ca_bundle": "PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and the build's network steps (a BuildKit secret). [downloads] ca_bundle",
@@ -66,6 +69,7 @@ HELP = {
     "keep_git": "Keep .git folders of source trees in the image",
     "slim": "Dev: also build NAME:TAG-slim, the runtime stage without compilers and sources, and report both sizes",
     "no_cache": "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
+    "check_reproducible": CHECK_REPRODUCIBLE_HELP,
     "force": FORCE_HELP,
     "no_bootstrap": BOOTSTRAP_HELP,
     **TRUST_HELP,
@@ -112,13 +116,14 @@ def _no_flags_without_effect(variant: str, given: dict) -> None:
                                      f" Leave it out, or build {other}.")
 
 
-def _run(plan, settings, dry_run: bool, force: bool) -> None:
+def _run(plan, settings, dry_run: bool, force: bool, check_reproducible: bool = False) -> None:
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     if dry_run:
         builder.dry_run(plan, client)
         return
-    builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache))
+    builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
+                        check_reproducible=check_reproducible)
 
 
 @task(klass=FlagTask, names=NAMES, help=HELP, iterable=["config"])
@@ -129,7 +134,7 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
           keep_git=False, slim=False, build_dir=None, no_prepare=False, config=None,
           dry_run=False, no_verify=False, no_cache=False, docker=None, builder=None, no_bootstrap=False,
           require_hashes=False, ca_bundle=None, force=False, registry=None, require_registry=False,
-          no_registry_check=False):
+          no_registry_check=False, check_reproducible=False):
     """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
 
     With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
@@ -156,12 +161,11 @@ def build(c, name=None, tag=None, base_img=None, docker_file=None, python=None,
     else:
         python_given = resolved.sources["python.version"] != "default"
         plan = variants.plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
-    _run(plan, settings, dry_run, force)
+    _run(plan, settings, dry_run, force, check_reproducible)
 
 
 BASE_HELP = {
     **COMMON_HELP,
-    **BUILDER_HELP,
     **BUILDER_HELP,
     "name": "Image name of the base image (build_base.sh -n/--name). [image] name, default from [naming]: torchbake/pytorch-<profile>",
     "tag": "Image tag (build_base.sh -t/--tag). [image] tag, default from [naming]: base-py<python>, or latest with --name",

@@ -1,0 +1,91 @@
+"""Reproducible release images on real engines: the same inputs give the same digest, pushed, on
+two engines with nothing in common; a changed input gives another; `build --check-reproducible`
+passes for the release image and names the file a step that is not reproducible wrote.
+
+The image installs the small stand-in torch (tests.e2e.helpers.make_tiny_torch) through every
+step of the release Dockerfile; the real torch wheel goes through the same steps."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.conftest import run_invoke
+from tests.support import registry_digest, serve_registry
+
+from .conftest import TINY_PROFILE
+from .helpers import copy_image, docker, labels, listing
+
+NAME = "torchbake-test/reproducible"
+
+
+def cached_run_steps(log: str) -> list[str]:
+    """The RUN steps a BuildKit log (--progress=plain) shows as CACHED."""
+    steps = dict(re.findall(r"^(#\d+) \[[^\]]+\] (RUN .*)$", log, re.MULTILINE))
+    return [steps[step] for step in re.findall(r"^(#\d+) CACHED$", log, re.MULTILINE) if step in steps]
+
+
+def push(image: str, target: str, engine: dict | None = None) -> None:
+    for args in (("tag", image, target), ("push", target)):
+        result = docker(*args, env=engine, check=False)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_two_engines_with_nothing_in_common_push_the_same_digest(second_engine, tiny_torch, base_image, tb_env,
+                                                                  tmp_path, run_id):
+    """Engine A (checking itself: a second build without any cache) and engine B (empty but for the
+    OS image, its own cache folder) build the same inputs: the same image id, the same digest in the
+    registry. SOURCE_DATE_EPOCH, an input, changes the digest and becomes the created label."""
+    profile = tmp_path / "tiny.toml"
+    profile.write_text(TINY_PROFILE.format(wheel=tiny_torch) + 'network = "host"\n')  # B has no NAT
+    args = ("build", "--config", str(profile), "--name", NAME, "--base-img", base_image)
+    image = f"{NAME}:{run_id}"
+    copy_image(base_image, second_engine)
+    try:
+        on_a = run_invoke(*args, "--tag", run_id, "--check-reproducible", env=tb_env)
+        assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-4000:]
+        digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+        assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in on_a.stdout
+
+        on_b = run_invoke(*args, "--tag", run_id, env={**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")})
+        assert on_b.returncode == 0, (on_b.stdout + on_b.stderr)[-4000:]
+        assert cached_run_steps("".join(p.read_text() for p in (tmp_path / "cache-b").rglob("*.log"))) == []
+        digest_b = docker("image", "inspect", "--format", "{{.Id}}", image, env=second_engine).stdout.strip()
+        assert digest_b == digest_a
+        assert "org.opencontainers.image.created" not in labels(image)
+
+        with serve_registry(tmp_path) as host:
+            push(image, f"{host}/team/reproducible:a")
+            push(image, f"{host}/team/reproducible:b", second_engine)
+            assert registry_digest(host, f"{host}/team/reproducible:a") == digest_a
+            assert registry_digest(host, f"{host}/team/reproducible:b") == digest_a
+
+        later = run_invoke(*args, "--tag", f"{run_id}-epoch", env={**tb_env, "SOURCE_DATE_EPOCH": "1700000000"})
+        assert later.returncode == 0, (later.stdout + later.stderr)[-4000:]
+        other = docker("image", "inspect", "--format", "{{.Id}}", f"{image}-epoch").stdout.strip()
+        assert other.startswith("sha256:") and other != digest_a
+        assert labels(f"{image}-epoch")["org.opencontainers.image.created"] == "2023-11-14T22:13:20Z"
+    finally:
+        docker("image", "rm", "--force", image, f"{image}-epoch", check=False)
+
+
+def test_check_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, base_image, tb_env,
+                                                                                   tmp_path, run_id):
+    template = tmp_path / "dockerfile.stamp"
+    template.write_text((Path(__file__).parents[2] / "docker/ubuntu/dockerfile.release").read_text().replace(
+        'CMD ["/bin/bash"]', 'RUN date +%s%N > /opt/stamp\nCMD ["/bin/bash"]'))
+    image = f"{NAME}:{run_id}-stamp"
+    try:
+        result = run_invoke("build", "--config", str(tiny_profile), "--name", NAME, "--tag", f"{run_id}-stamp",
+                            "--base-img", base_image, "--docker-file", str(template), "--check-reproducible", env=tb_env)
+        output = result.stdout + result.stderr
+        assert result.returncode == 6, output[-4000:]
+        assert f"{image} is not reproducible: a build of the same context without any cache gave sha256:" in output
+        assert "/opt/stamp (content, modification time)" in output
+        assert "Traceback" not in output
+        # the image was built and verified; only the comparison's candidate is gone
+        assert docker("image", "inspect", image, check=False).returncode == 0
+        tags = listing("images", "--format", "{{.Tag}}", NAME).split()
+        assert not [t for t in tags if t.startswith("torchbake-candidate-")], tags
+    finally:
+        docker("image", "rm", "--force", image, check=False)
