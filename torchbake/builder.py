@@ -105,6 +105,9 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
     return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
 
 
+FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on this host (cache folder)
+
+
 def note_first_built(plan: Plan, digest: str) -> None:
     """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
     keeps the newest images of a tag by it (the images themselves all carry the same time)."""
@@ -117,7 +120,7 @@ def note_first_built(plan: Plan, digest: str) -> None:
 
 
 def first_built_file(plan: Plan) -> Path:
-    return plan.settings.paths.cache_dir / "first-built.json"
+    return plan.settings.paths.cache_dir / FIRST_BUILT
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:

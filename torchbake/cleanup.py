@@ -20,7 +20,7 @@ from pathlib import Path
 
 import filelock
 
-from .builder import forget_missing, read_record
+from .builder import FIRST_BUILT, forget_missing, read_record
 from .engine import DockerClient, content_id
 from .errors import EngineError
 from .output import human_size
@@ -68,7 +68,7 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     rollback). Never the current image of a tag, an image a container uses, or an image a kept
     image starts FROM (its ``org.opencontainers.image.base.digest``)."""
     ours = built_image_ids(cache_dir)
-    first_built = read_record(cache_dir / "first-built.json")
+    first_built = read_record(cache_dir / FIRST_BUILT)
     containers = client.call("ps", "containers", all=True)
     found = [Removal("container", c["Names"][0].lstrip("/"), 0, "a verification container a run cut off left behind",
                      c["Id"]) for c in containers if _stale_probe(c)]

@@ -68,6 +68,17 @@ def test_only_replaced_images_go_never_the_current_image_of_a_tag(tmp_path):
     assert sorted(r.target for r in cleanup.image_removals(engine, tmp_path, keep=0)) == ["sha256:d", "sha256:e", "sha256:f"]
 
 
+def test_replaced_images_all_made_at_source_date_epoch_are_kept_newest_first_by_their_first_build(tmp_path):
+    record(tmp_path, "sha256:a", "sha256:b", "sha256:c", "sha256:d")
+    (tmp_path / "first-built.json").write_text(json.dumps(
+        {"hash-b": "2026-11-02T00:00:00Z", "hash-c": "2026-11-03T00:00:00Z", "hash-d": "2026-11-01T00:00:00Z"}))
+    replaced = [image(f"sha256:{x}", [], 0, built_as="t/x:1") for x in "bcd"]  # every image: created at epoch 0
+    for entry, digest in zip(replaced, ("hash-b", "hash-c", "hash-d"), strict=True):
+        entry["Labels"]["torchbake.input-hash"] = digest
+    engine = FakeEngine([image("sha256:a", ["t/x:1"], 0, built_as="t/x:1"), *reversed(replaced)])
+    assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=1)] == ["sha256:b", "sha256:d"]
+
+
 def test_an_image_with_any_tag_stays(tmp_path):
     record(tmp_path, "sha256:a", "sha256:b")
     engine = FakeEngine([image("sha256:a", ["t/x:2"], 5, built_as="t/x:1"), image("sha256:b", ["t/x:1", "t/y:1"], 4)])

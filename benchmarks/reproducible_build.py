@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Benchmark: what reproducibility costs the CPU release build, and `import torch` in its image.
+
+Side by side in one run, on the same engine, the same base image and the same inputs (the CPU
+profile: torch 2.13.0 + numpy on Debian bookworm), each build with --no-cache (every step runs):
+
+  before   the release Dockerfile as it was before docker/common/step.sh (COPY steps, no
+           clamped times; passed with --docker-file), built by torchbake
+  after    today's release Dockerfile, built twice: the two image ids must be equal
+
+then `import torch` in a fresh container of each image (median of --imports runs).
+Prints seconds, the ratio after / before, and whether the two "after" builds gave one digest.
+Images it makes are removed.
+Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--imports N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = "/usr/bin/docker"
+BASE = "torchbake/debian:bookworm"
+NAME = "torchbake-bench/reproducible"
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+IMPORT = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=os.environ)
+    if result.returncode != 0:
+        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def cold_build(tag: str, template: Path | None) -> tuple[float, str]:
+    argv = [*INVOKE, "build", "--release", "--name", NAME, "--tag", tag, "--base-img", BASE, "--no-cache"]
+    if template is not None:
+        argv += ["--docker-file", str(template)]
+    started = time.monotonic()
+    run(argv)
+    seconds = time.monotonic() - started
+    return seconds, run([DOCKER, "image", "inspect", "--format", "{{.Id}}", f"{NAME}:{tag}"]).stdout.strip()
+
+
+def import_seconds(tag: str, times: int) -> float:
+    return statistics.median(float(run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c",
+                                        IMPORT]).stdout.split()[-1]) for _ in range(times))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--before-commit", default="46e3a9b", help="commit whose release Dockerfile is 'before'")
+    parser.add_argument("--imports", type=int, default=3, help="`import torch` runs per image")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        before = Path(tmp) / "dockerfile.release"
+        before.write_text(run(["git", "-C", str(ROOT), "show", f"{args.before_commit}:docker/ubuntu/dockerfile.release"]).stdout)
+        try:
+            rows = {"before": cold_build("before", before), "after": cold_build("after", None),
+                    "after, again": cold_build("after-again", None)}
+            imports = {"before": import_seconds("before", args.imports), "after": import_seconds("after", args.imports)}
+        finally:
+            for tag in ("before", "after", "after-again"):
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
+    print(f"{'build (--no-cache)':<22} {'seconds':>8}  image id")
+    for label, (seconds, image_id) in rows.items():
+        print(f"{label:<22} {seconds:8.1f}  {image_id[:19]}")
+    print(f"after / before: {rows['after'][0] / rows['before'][0]:.2f} (first after build), "
+          f"{rows['after, again'][0] / rows['before'][0]:.2f} (second)")
+    print(f"the two 'after' builds gave one digest: {rows['after'][1] == rows['after, again'][1]}")
+    print(f"import torch, median of {args.imports}: before {imports['before']:.2f} s, after {imports['after']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
