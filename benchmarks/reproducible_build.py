@@ -6,9 +6,11 @@ profile: torch 2.13.0 + numpy on Debian bookworm), each build with --no-cache (e
 
   before   the release Dockerfile as it was before docker/common/step.sh (COPY steps, no
            clamped times; passed with --docker-file), built by torchbake
-  after    today's release Dockerfile, built twice: the two image ids must be equal
+  after    today's release Dockerfile, built twice under the same NAME:TAG (the tag is a label):
+           the two image ids must be equal
 
-then `import torch` in a fresh container of each image (median of --imports runs).
+then `import torch` in a fresh container of each image, the images taking turns (median of
+--imports runs each).
 Prints seconds, the ratio after / before, and whether the two "after" builds gave one digest.
 Images it makes are removed.
 Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--imports N]
@@ -50,25 +52,31 @@ def cold_build(tag: str, template: Path | None) -> tuple[float, str]:
     return seconds, run([DOCKER, "image", "inspect", "--format", "{{.Id}}", f"{NAME}:{tag}"]).stdout.strip()
 
 
-def import_seconds(tag: str, times: int) -> float:
-    return statistics.median(float(run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c",
-                                        IMPORT]).stdout.split()[-1]) for _ in range(times))
+def import_seconds(tags: tuple[str, ...], times: int) -> dict[str, float]:
+    """The median `import torch` time of each image, the images taking turns (the machine's load
+    drifts; turns share it fairly)."""
+    seen: dict[str, list[float]] = {tag: [] for tag in tags}
+    for _ in range(times):
+        for tag in tags:
+            seen[tag].append(float(run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c",
+                                        IMPORT]).stdout.split()[-1]))
+    return {tag: statistics.median(values) for tag, values in seen.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before-commit", default="46e3a9b", help="commit whose release Dockerfile is 'before'")
-    parser.add_argument("--imports", type=int, default=3, help="`import torch` runs per image")
+    parser.add_argument("--imports", type=int, default=12, help="`import torch` runs per image")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "dockerfile.release"
         before.write_text(run(["git", "-C", str(ROOT), "show", f"{args.before_commit}:docker/ubuntu/dockerfile.release"]).stdout)
         try:
             rows = {"before": cold_build("before", before), "after": cold_build("after", None),
-                    "after, again": cold_build("after-again", None)}
-            imports = {"before": import_seconds("before", args.imports), "after": import_seconds("after", args.imports)}
+                    "after, again": cold_build("after", None)}
+            imports = import_seconds(("before", "after"), args.imports)
         finally:
-            for tag in ("before", "after", "after-again"):
+            for tag in ("before", "after"):
                 subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
     print(f"{'build (--no-cache)':<22} {'seconds':>8}  image id")
     for label, (seconds, image_id) in rows.items():

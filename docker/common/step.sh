@@ -8,8 +8,9 @@
 #   - what records the moment of the build goes: dpkg's, apt's and update-alternatives' logs are
 #     emptied, ldconfig's aux-cache removed, and uv's uv_cache.json (when the wheel landed in this
 #     engine) removed with its line in the RECORD;
-#   - Python compiles hash-based .pyc files (CPython does so itself while SOURCE_DATE_EPOCH is
-#     set), which stay valid whatever the sources' modification times: imports stay fast.
+#   - the .pyc files it compiled (hash-based, as CPython writes them while SOURCE_DATE_EPOCH is
+#     set) become timestamp-based ones that match their sources' new times (pyc_timestamps.py):
+#     reproducible, and imports as fast as before.
 set -euo pipefail
 here=$(dirname "$0")
 marker=$(mktemp -p /dev/shm torchbake-step.XXXXXX)  # /dev/shm: never part of the layer
@@ -45,7 +46,14 @@ changed -name uv_cache.json -path '*.dist-info/*' | while IFS= read -r -d '' sta
     rm -f "$stamp"
     sed -i '/\/uv_cache\.json,/d' "$(dirname "$stamp")/RECORD"
 done
+compiled=$(mktemp -p /dev/shm torchbake-pyc.XXXXXX)
+trap 'rm -f "$marker" "$compiled"' EXIT
+changed -name '*.pyc' -type f > "$compiled"
 changed | xargs -0 -r touch -h -d "@$SOURCE_DATE_EPOCH"
+if [ -s "$compiled" ] && command -v python3 >/dev/null; then
+    python3 "$here/pyc_timestamps.py" < "$compiled"
+    xargs -0 -r touch -h -d "@$SOURCE_DATE_EPOCH" < "$compiled"
+fi
 # BuildKit writes the stubs of its /etc/hosts and /etc/resolv.conf mounts before the step starts:
 # /etc's time is then the moment of the build, whether or not the step itself changed /etc.
 if [ "$(stat -c %Y /etc)" != "$SOURCE_DATE_EPOCH" ]; then
