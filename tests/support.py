@@ -444,8 +444,10 @@ def registry_digest(host: str, reference: str) -> str:
     import urllib.request
 
     repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    accept = ", ".join(("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
+                        "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))
     request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", method="HEAD",
-                                     headers={"Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+                                     headers={"Accept": accept})
     try:
         with urllib.request.urlopen(request, timeout=30) as answer:
             return answer.headers["Docker-Content-Digest"]
@@ -453,6 +455,34 @@ def registry_digest(host: str, reference: str) -> str:
         if exc.code == 404:
             return ""
         raise
+
+
+def registry_provenance(host: str, reference: str) -> tuple[dict, str, str, set[str]] | None:
+    """The SLSA provenance BuildKit attached to ``reference`` in the registry on ``host``: the
+    in-toto statement, its text as stored (to search), the digest of the image manifest beside it
+    in the index, and the attestation's own blobs; None when the index holds none."""
+    import json
+    import urllib.request
+
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
+
+    def fetch(path: str) -> bytes:
+        request = urllib.request.Request(f"http://{host}/v2/{repository}/{path}", headers={"Accept": accept})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.read()
+
+    index = json.loads(fetch(f"manifests/{tag}"))
+    attestations = [m for m in index.get("manifests", [])
+                    if (m.get("annotations") or {}).get("vnd.docker.reference.type") == "attestation-manifest"]
+    if not attestations:
+        return None
+    manifest = json.loads(fetch(f"manifests/{attestations[0]['digest']}"))
+    layer = next(layer for layer in manifest["layers"] if layer["mediaType"] == "application/vnd.in-toto+json")
+    text = fetch(f"blobs/{layer['digest']}").decode()
+    image = next(m for m in index["manifests"] if m.get("platform", {}).get("architecture") == "amd64")
+    blobs = {manifest["config"]["digest"], *(layer["digest"] for layer in manifest["layers"])}
+    return json.loads(text), text, image["digest"], blobs
 
 
 def registry_manifest(host: str, reference: str) -> dict:

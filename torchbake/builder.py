@@ -481,7 +481,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
             labels=image_labels(plan, prepared, facts, digest), secrets=secrets,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
-            cache_from=cache_from, cache_to=cache_to,
+            cache_from=cache_from, cache_to=cache_to, provenance=publish and not plan.versions_known_after_build,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import command
 from .errors import BuildError, CommandError, EngineError
+from .redaction import redact
 
 STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
@@ -58,11 +59,17 @@ class DockerCLI:
         network: str = "",
         cache_from: Sequence[str] = (),
         cache_to: Sequence[str] = (),
+        provenance: bool = False,
     ) -> tuple[list[str], dict[str, str]]:
-        """The exact ``docker buildx build`` argument list and the variables it needs."""
-        # The image loaded here carries no attestation: buildx's default provenance would give every
-        # build of the same inputs a new image id (its index holds the build's time).
-        argv, env = [self.binary, "buildx", "build", "--load", "--provenance=false"], {}
+        """The exact ``docker buildx build`` argument list and the variables it needs.
+
+        ``provenance`` (an image that is pushed): BuildKit's SLSA provenance goes into the image's
+        index beside the image (the image's own manifest, the reproducible one, is unchanged).
+        ``mode=max`` records the build args; when one of them carries a credential (a proxy URL
+        with a password) ``mode=min``, which records none. Without it, no attestation: it holds
+        the build's time and id, so every build of the same inputs would be a new image id."""
+        argv = [self.binary, "buildx", "build", "--load", f"--provenance={self.provenance_mode(build_args, provenance)}"]
+        env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         argv += ["--target", target] if target else []
@@ -78,6 +85,12 @@ class DockerCLI:
             argv += ["--secret", f"id={secret_id},src={path}"]
         argv.append(str(context))
         return argv, env
+
+    def provenance_mode(self, build_args: Mapping[str, str], wanted: bool) -> str:
+        if not wanted:
+            return "false"
+        values = [*build_args.values(), *(self.environ.get(key, "") for key in PROXY_BUILD_ARGS)]
+        return "mode=min" if any(redact(value) != value for value in values) else "mode=max"
 
     def cache_flags(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> list[str]:
         """The build cache's flags: buildx ``--cache-from``/``--cache-to`` specs (a plain image

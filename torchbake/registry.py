@@ -140,6 +140,9 @@ class Registry:
                 raise
             digest = response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(text.encode())
             manifest = json.loads(text)
+            image = image_entry(manifest)
+            if image is not None:  # an index: the image beside its provenance attestation
+                manifest = json.loads(client.get_manifest_and_response(image["digest"])[0])
             found = {"RepoDigests": [f"{self.host}/{repository}@{digest}"], "Id": "", "Config": {}}
             if manifest.get("mediaType", MANIFEST_TYPES[0]) in MANIFEST_TYPES and "config" in manifest:
                 config = json.loads(b"".join(client.pull_blob(manifest["config"]["digest"])))
@@ -167,6 +170,15 @@ class Registry:
             return response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(text.encode())
 
         return self._ask(f"tag {repository}:{source} as {target}", copy)
+
+
+def image_entry(index: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The image in an index (torchbake pushes one image, with BuildKit's provenance attestation
+    beside it, whose platform is unknown/unknown); None when ``index`` is a plain manifest."""
+    entries = [m for m in index.get("manifests") or []
+               if (m.get("platform") or {}).get("os", "unknown") != "unknown"
+               and not (m.get("annotations") or {}).get("vnd.docker.reference.type")]
+    return entries[0] if entries else None
 
 
 def is_insecure(host: str, engine_info: Mapping[str, Any]) -> bool:

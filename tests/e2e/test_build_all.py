@@ -20,8 +20,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import faulty_proxy, registry_digest, registry_manifest, registry_requests, serve_registry
+from tests.support import (
+    faulty_proxy,
+    registry_digest,
+    registry_manifest,
+    registry_provenance,
+    registry_requests,
+    serve_registry,
+)
 
+from .conftest import CANARY
 from .helpers import copy_image, docker, listing, make_wheel
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
@@ -240,6 +248,13 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
         lean_image = images["lean-release-py311"]
         old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
+        # the builder's provenance went with the release image, its build args recorded (mode=max),
+        # no secret in it; the image's own manifest is the reproducible one beside it
+        statement, text, image_digest, _ = registry_provenance(host, lean_image)
+        assert statement["predicateType"] == "https://slsa.dev/provenance/v0.2"
+        assert statement["predicate"]["invocation"]["parameters"]["args"]["build-arg:SOURCE_DATE_EPOCH"] == "0"
+        assert "sha256:" + statement["subject"][0]["digest"]["sha256"] == image_digest
+        assert CANARY not in text  # the dev cells' git credentials
 
         copy_image(base_image, second_engine)
         mark = log.stat().st_size
@@ -299,11 +314,13 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
             shared += 1
         torch_layer = layer_of_step(host, lean_image, new, "install_wheels.sh")  # torch's: the first wheels installed
         assert shared > torch_layer, (shared, torch_layer)  # torch's layer and all below it: the same blobs
-        # the image's own blobs (its build cache goes to <name>-buildcache beside it)
+        # the image's own blobs and its provenance's (its build cache goes to <name>-buildcache beside it)
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path, _size in registry_requests(log, mark)
                     if method == "PUT" and "digest=" in path and "-buildcache/" not in path}
-        assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]}, (uploaded, new_layers, shared)
+        attestation = registry_provenance(host, lean_image)[3]
+        assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]} | attestation, (
+            uploaded, new_layers, shared)
 
 
 def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry, tb_env, run_id, tmp_path):
