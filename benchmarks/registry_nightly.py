@@ -10,7 +10,7 @@ machine's, A, and a second, empty one, B, without NAT, as a fresh CI runner):
   no change   B (only the OS image loaded): `build-all` with nothing changed; every cell is
               found in the registry (median of --rounds); target <= 5% of cold
   one wheel   B: the lean cell's extension wheel changes: `build-all --push` rebuilds that cell
-              with the registry's inline cache; the bytes of layer blobs B pulled and pushed,
+              with the registry's cache of every step (mode=max); the bytes of layer blobs B pulled and pushed,
               and then what a node that runs yesterday's image (A) pulls to get tonight's (from
               the registry's access log), against torch's layer; target <= 5%
 
