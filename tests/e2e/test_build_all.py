@@ -30,6 +30,7 @@ from tests.support import (
 )
 
 from .conftest import CANARY
+from .fixture_repos import git
 from .helpers import copy_image, docker, listing, make_wheel
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
@@ -389,3 +390,53 @@ def test_a_registry_that_cannot_be_asked_builds_or_with_require_registry_fails(n
     cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
     assert cell["status"] == "failed" and host in cell["reason"], cell
     assert "docker build" not in output
+
+
+def test_a_fresh_engine_compiles_only_the_extension_whose_tag_moved(nightly, second_engine, repos, tb_env, tmp_path,
+                                                                     base_image):
+    """Engine A builds and pushes the fixture base + dev cells (every step's cache to the
+    registry, mode=max). The extension's tag moves; engine B, empty but for the OS image, rebuilds
+    the dev cell: the PyTorch fixture's compile step comes from the registry's cache (no compiler
+    runs in it), the extension's step runs, every layer below the extension's is the same blob,
+    and the labels name the new commit. (Last in this module: the tag stays moved.)"""
+    folder, _lean, write = nightly
+    log = tmp_path / "registry-access.log"
+    only = ("--only", "fixture-lite-*")
+    with serve_registry(tmp_path, log) as host:
+        matrix = write(registry=f"{host}/team")
+        first = run_invoke("build-all", "--config", str(matrix), *only, "--force", "--push", "--report",
+                           str(tmp_path / "a.json"), env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
+        dev = next(c["image"] for c in json.loads((tmp_path / "a.json").read_text())["cells"] if "-dev-" in c["id"])
+        old = registry_manifest(host, dev)
+
+        work = repos["root"] / "work" / "extension-lite"
+        (work / "csrc" / "c.c").write_text((work / "csrc" / "c.c").read_text() + "/* moved */\n")
+        for args in (("commit", "-q", "-am", "moved"), ("tag", "-f", "dev1.5.1"),
+                     ("push", "-q", "--force", "origin", "main", "refs/tags/dev1.5.1")):
+            git(*args, cwd=work)
+        moved = git("rev-parse", "HEAD", cwd=work)
+
+        copy_image(base_image, second_engine)
+        on_b = {**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")}
+        second = run_invoke("build-all", "--config", str(matrix), *only, "--push", "--report", str(tmp_path / "b.json"),
+                            env=on_b)
+        assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+        cells = {c["id"]: c for c in json.loads((tmp_path / "b.json").read_text())["cells"]}
+        assert {i: c["status"] for i, c in cells.items()} == {"fixture-lite-base-py311": "unchanged (registry)",
+                                                               "fixture-lite-dev-py311": "built"}
+        build_log = Path(cells["fixture-lite-dev-py311"]["log"]).read_text()
+        steps = dict(re.findall(r"^#(\d+) \[[^\]]+\] RUN .*common/(build_source\.sh pytorch|build_extension\.sh)",
+                                build_log, re.M))
+        pytorch, extension = (next(s for s, what in steps.items() if what.startswith(name)) for name in
+                              ("build_source", "build_extension"))
+        assert not re.search(rf"^#{pytorch} \d+\.\d+ ", build_log, re.M), build_log[-4000:]  # nothing ran in it
+        assert re.search(rf"^#{pytorch} (CACHED|DONE)", build_log, re.M), build_log[-4000:]
+        assert re.search(rf"^#{extension} \d+\.\d+ .*\bgcc\b", build_log, re.M), build_log[-4000:]  # compiled
+
+        new = registry_manifest(host, dev)
+        extension_layer = layer_of_step(host, dev, new, "build_extension.sh")
+        assert new["layers"][:extension_layer] == old["layers"][:extension_layer]
+        assert new["layers"][extension_layer] != old["layers"][extension_layer]
+        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", dev, env=second_engine).stdout
+        assert f"@{moved}" in json.loads(labels)["torchbake.built.extension"]
