@@ -6,14 +6,16 @@ profile: torch 2.13.0 + numpy on Debian bookworm), each build with --no-cache (e
 
   before   the release Dockerfile as it was before docker/common/step.sh (COPY steps, no
            clamped times; passed with --docker-file), built by torchbake
-  after    today's release Dockerfile, built twice under the same NAME:TAG (the tag is a label):
-           the two image ids must be equal
+  after    today's release Dockerfile, under the same NAME:TAG every round (the tag is a
+           label): every round's image id must be the same
 
+the two taking turns for --rounds rounds,
 then `import torch` in a fresh container of each image, the images taking turns (median of
 --imports runs each).
-Prints seconds, the ratio after / before, and whether the two "after" builds gave one digest.
+Prints seconds, the ratio of the medians after / before, and whether every "after" build gave
+one digest.
 Images it makes are removed.
-Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--imports N]
+Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--rounds N] [--imports N]
 """
 
 from __future__ import annotations
@@ -66,24 +68,30 @@ def import_seconds(tags: tuple[str, ...], times: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before-commit", default="46e3a9b", help="commit whose release Dockerfile is 'before'")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of before, after (medians are shown)")
     parser.add_argument("--imports", type=int, default=12, help="`import torch` runs per image")
     args = parser.parse_args()
+    seconds: dict[str, list[float]] = {"before": [], "after": []}
+    ids: dict[str, set[str]] = {"before": set(), "after": set()}
     with tempfile.TemporaryDirectory() as tmp:
         before = Path(tmp) / "dockerfile.release"
         before.write_text(run(["git", "-C", str(ROOT), "show", f"{args.before_commit}:docker/ubuntu/dockerfile.release"]).stdout)
         try:
-            rows = {"before": cold_build("before", before), "after": cold_build("after", None),
-                    "after, again": cold_build("after", None)}
+            for _ in range(args.rounds):  # the two take turns: the machine's load drifts
+                for tag, template in (("before", before), ("after", None)):
+                    took, image_id = cold_build(tag, template)
+                    seconds[tag].append(took)
+                    ids[tag].add(image_id)
             imports = import_seconds(("before", "after"), args.imports)
         finally:
-            for tag in ("before", "after"):
+            for tag in seconds:
                 subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
-    print(f"{'build (--no-cache)':<22} {'seconds':>8}  image id")
-    for label, (seconds, image_id) in rows.items():
-        print(f"{label:<22} {seconds:8.1f}  {image_id[:19]}")
-    print(f"after / before: {rows['after'][0] / rows['before'][0]:.2f} (first after build), "
-          f"{rows['after, again'][0] / rows['before'][0]:.2f} (second)")
-    print(f"the two 'after' builds gave one digest: {rows['after'][1] == rows['after, again'][1]}")
+    print(f"{'build (--no-cache)':<12} {'runs (s)':<24} {'median':>7}  image ids")
+    for tag, runs in seconds.items():
+        print(f"{tag:<12} {', '.join(f'{r:.1f}' for r in runs):<24} {statistics.median(runs):7.1f}"
+              f"  {', '.join(sorted(i[:19] for i in ids[tag]))}")
+    print(f"after / before (medians): {statistics.median(seconds['after']) / statistics.median(seconds['before']):.2f}")
+    print(f"every 'after' build gave one digest: {len(ids['after']) == 1}; 'before' builds: {len(ids['before'])} digests")
     print(f"import torch, median of {args.imports}: before {imports['before']:.2f} s, after {imports['after']:.2f} s")
 
 

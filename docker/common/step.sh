@@ -44,7 +44,10 @@ if [ /var/cache/ldconfig/aux-cache -nt "$marker" ]; then
 fi
 changed -name uv_cache.json -path '*.dist-info/*' | while IFS= read -r -d '' stamp; do
     rm -f "$stamp"
-    sed -i '/\/uv_cache\.json,/d' "$(dirname "$stamp")/RECORD"
+    record="$(dirname "$stamp")/RECORD"
+    if [ -f "$record" ]; then
+        sed -i '/\/uv_cache\.json,/d' "$record"
+    fi
 done
 compiled=$(mktemp -p /dev/shm torchbake-pyc.XXXXXX)
 trap 'rm -f "$marker" "$compiled"' EXIT
