@@ -438,18 +438,27 @@ def storage_server(root: Path):
         yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
 
 
+REGISTRY_ACCEPT = ", ".join((  # every manifest kind: an index is what an image with provenance is
+    "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))
+
+
+def registry_get(host: str, repository: str, path: str, method: str = "GET"):
+    """An answer of the registry on ``host`` (plain HTTP) for ``/v2/REPOSITORY/PATH``; a context manager."""
+    import urllib.request
+
+    request = urllib.request.Request(f"http://{host}/v2/{repository}/{path}", method=method,
+                                     headers={"Accept": REGISTRY_ACCEPT})
+    return urllib.request.urlopen(request, timeout=30)
+
+
 def registry_digest(host: str, reference: str) -> str:
     """The digest the registry on ``host`` holds under ``reference``'s tag ("" when it has none)."""
     import urllib.error
-    import urllib.request
 
     repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    accept = ", ".join(("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
-                        "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))
-    request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{tag}", method="HEAD",
-                                     headers={"Accept": accept})
     try:
-        with urllib.request.urlopen(request, timeout=30) as answer:
+        with registry_get(host, repository, f"manifests/{tag}", method="HEAD") as answer:
             return answer.headers["Docker-Content-Digest"]
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -462,14 +471,11 @@ def registry_provenance(host: str, reference: str) -> tuple[dict, str, str, set[
     in-toto statement, its text as stored (to search), the digest of the image manifest beside it
     in the index, and the attestation's own blobs; None when the index holds none."""
     import json
-    import urllib.request
 
     repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    accept = "application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json"
 
     def fetch(path: str) -> bytes:
-        request = urllib.request.Request(f"http://{host}/v2/{repository}/{path}", headers={"Accept": accept})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with registry_get(host, repository, path) as response:
             return response.read()
 
     index = json.loads(fetch(f"manifests/{tag}"))
@@ -489,15 +495,11 @@ def registry_manifest(host: str, reference: str) -> dict:
     """The manifest of ``reference`` as the registry on ``host`` (plain HTTP) serves it; of an
     index (an image with attestations beside it), the image's own amd64 manifest."""
     import json
-    import urllib.request
 
     repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
-    accept = ", ".join(("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
-                        "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))
 
     def fetch(ref: str) -> dict:
-        request = urllib.request.Request(f"http://{host}/v2/{repository}/manifests/{ref}", headers={"Accept": accept})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with registry_get(host, repository, f"manifests/{ref}") as response:
             return json.load(response)
 
     manifest = fetch(tag)

@@ -111,16 +111,12 @@ FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on thi
 def note_first_built(plan: Plan, digest: str) -> None:
     """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
     keeps the newest images of a tag by it (the images themselves all carry the same time)."""
-    state = first_built_file(plan)
+    state = plan.settings.paths.cache_dir / FIRST_BUILT
     with file_lock(state.with_name(state.name + ".lock")):
         times = read_record(state)
         if digest not in times:
             times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
-
-
-def first_built_file(plan: Plan) -> Path:
-    return plan.settings.paths.cache_dir / FIRST_BUILT
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
@@ -477,9 +473,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         tag = candidate_tag(plan.image) if plan.verify else plan.image
         cache_from, cache_to = build_cache(plan, publish=publish)
         secrets = held.enter_context(secret_files(build_secrets(plan)))
+        args, labels = build_args(plan, facts), image_labels(plan, prepared, facts, digest)
         argv, env = client.build_command(
-            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-            labels=image_labels(plan, prepared, facts, digest), secrets=secrets,
+            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
             no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
             cache_from=cache_from, cache_to=cache_to, provenance=publish and not plan.versions_known_after_build,
         )
@@ -501,11 +497,11 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish)
         if check_reproducible:
-            again, _ = client.build_command(
-                context=folder, dockerfile=folder / "Dockerfile", tag=candidate_tag(plan.image),
-                build_args=build_args(plan, facts), labels=image_labels(plan, prepared, facts, digest),
+            again = candidate_tag(plan.image)
+            again_argv, again_env = client.build_command(
+                context=folder, dockerfile=folder / "Dockerfile", tag=again, build_args=args, labels=labels,
                 secrets=secrets, no_cache=True, network=settings.build.network, target=plan.target)
-            _check_reproducible(plan, client, image_id, again, env, log_file)
+            _check_reproducible(plan, client, image_id, again, again_argv, again_env, log_file)
     finally:
         held.close()
         if temporary:
@@ -522,13 +518,12 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     return result
 
 
-def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, argv: list[str], env: dict[str, str],
-                        log_file: Path) -> None:
-    """Build the same context again with no cache at all (``argv``) and compare with ``image_id``:
-    the same image, or a VerificationError naming the files that differ."""
+def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, tag: str, argv: list[str],
+                        env: dict[str, str], log_file: Path) -> None:
+    """Build the same context again with no cache at all (``argv``, under ``tag``) and compare with
+    ``image_id``: the same image, or a VerificationError naming the files that differ."""
     say = output.channel().say
     say(f"Building {plan.image} again without any cache, to compare")
-    tag = argv[argv.index("--tag") + 1]
     try:
         client.build(argv, env, log_file)
         again = built_image_id(client, tag)

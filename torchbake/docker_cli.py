@@ -10,6 +10,7 @@ install or which binary to pass with ``--docker``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -121,9 +122,7 @@ def check_builder(client: DockerCLI, timeout: float = 20.0) -> None:
     docker driver is a docker context's engine, which buildx builds with only where that context
     is the current one (and then it is the engine torchbake uses too); the docker-container,
     remote and kubernetes drivers build anywhere and load their image into this engine."""
-    def ask(*args: str) -> command.CommandResult:
-        return ask_client(client.binary, *args, timeout=timeout)
-
+    ask = functools.partial(ask_client, client.binary, timeout=timeout)
     inspected = ask("buildx", "inspect", client.builder)
     if inspected.returncode != 0:
         raise EngineError(f"No buildx builder {client.builder!r} ([build] builder / --builder):"
@@ -148,8 +147,7 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
                  timeout: float = 20.0) -> DockerCLI | str:
     """A usable client, or the reason this binary cannot build with BuildKit (``for_build``: a
     client that cannot build is still usable for running containers)."""
-    def ask(*args: str) -> command.CommandResult:
-        return ask_client(binary, *args, timeout=timeout)
+    ask = functools.partial(ask_client, binary, timeout=timeout)
 
     with ThreadPoolExecutor(max_workers=2) as pool:  # both at once: every task starts with this
         buildx = pool.submit(ask, "buildx", "version") if for_build else None

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from .engine import DockerClient
+from .registry import image_entry
 
 NAMED = 12  # files named per comparison: enough to see the cause, short enough to read
 
@@ -73,7 +74,8 @@ def _image(archive: tarfile.TarFile) -> tuple[dict[str, Any], list[str]]:
     """The config and the layer digests of the one image in a `docker save` archive."""
     manifest = json.loads(_blob(archive, json.load(archive.extractfile("index.json"))["manifests"][0]["digest"]).read())
     while "manifests" in manifest:  # an index (the containerd image store saves one): its image manifest
-        manifest = json.loads(_blob(archive, manifest["manifests"][0]["digest"]).read())
+        entry = image_entry(manifest) or manifest["manifests"][0]  # not a provenance attestation beside it
+        manifest = json.loads(_blob(archive, entry["digest"]).read())
     config = json.loads(_blob(archive, manifest["config"]["digest"]).read())
     return config, [layer["digest"] for layer in manifest["layers"]]
 

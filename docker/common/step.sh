@@ -13,8 +13,10 @@
 #     reproducible, and imports as fast as before.
 set -euo pipefail
 here=$(dirname "$0")
-marker=$(mktemp -p /dev/shm torchbake-step.XXXXXX)  # /dev/shm: never part of the layer
-trap 'rm -f "$marker"' EXIT
+# /dev/shm: never part of the layer
+marker=$(mktemp -p /dev/shm torchbake-step.XXXXXX)
+compiled=$(mktemp -p /dev/shm torchbake-pyc.XXXXXX)
+trap 'rm -f "$marker" "$compiled"' EXIT
 # Two seconds back: the kernel stamps files with a coarse clock, so a file the step makes at once
 # can carry the marker's own time; and BuildKit's mount stubs, made just before, count too.
 touch -d "@$(($(date +%s) - 2))" "$marker"
@@ -49,8 +51,6 @@ changed -name uv_cache.json -path '*.dist-info/*' | while IFS= read -r -d '' sta
         sed -i '/\/uv_cache\.json,/d' "$record"
     fi
 done
-compiled=$(mktemp -p /dev/shm torchbake-pyc.XXXXXX)
-trap 'rm -f "$marker" "$compiled"' EXIT
 changed -name '*.pyc' -type f > "$compiled"
 changed | xargs -0 -r touch -h -d "@$SOURCE_DATE_EPOCH"
 if [ -s "$compiled" ] && command -v python3 >/dev/null; then

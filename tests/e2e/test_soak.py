@@ -31,7 +31,6 @@ def padded_wheel(folder: Path, name: str, version: str, module: str) -> Path:
     return make_wheel(folder, name, version, [], {f"{module}/__init__.py": "", f"{module}/blob.txt": os.urandom(PADDING // 2).hex()})
 
 
-
 def user_build(context, tag: str, engine: dict) -> None:
     """A user's build that takes ``tag`` from the image before it, which then dangles (untagged, kept):
     through `docker tag`, as a build's own exporter would remove the image it overwrites on the
