@@ -89,6 +89,7 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
         "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
                           settings.wheels.find_links],
         "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
+        "compression": settings.build.compression,  # the same files, other layer digests: what a push sends
         "sources": facts.source_commits,
     }
     variant_material, digests = plan.hash_inputs(cache)
@@ -271,7 +272,8 @@ def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[
     fields = {"image": image, "name": name, "tag": tag}
     fields["cache"] = options.cache_ref.format(**fields)
     sources = options.cache_from or (("{cache}",) if options.url else ())
-    targets = options.cache_to or (("type=registry,ref={cache},mode=max,ignore-error=true",)
+    compression = plan.settings.build.compression  # the image's own: its layers are exported once, not twice
+    targets = options.cache_to or ((f"type=registry,ref={{cache}},mode=max,compression={compression},ignore-error=true",)
                                    if options.url and publish else ())
     return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
 

@@ -168,7 +168,8 @@ def docker_client(settings: config.Settings, *, for_build: bool = True, choice: 
         raise
     client = DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
                              "stall_timeout": settings.build.stall_timeout,
-                             "builder": settings.build.builder if for_build else ""})
+                             "builder": settings.build.builder if for_build else "",
+                             "compression": settings.build.compression})
     if client.builder:
         check_builder(client, timeout=min(20.0, settings.build.engine_timeout))
     return client

@@ -134,6 +134,7 @@ class BuildOptions:
     dir: str
     docker: str = checked_by(validation.docker_binary)
     builder: str = checked_by(validation.builder_name)
+    compression: str = checked_by(validation.one_of(validation.COMPRESSIONS))
     verify: bool
     network: str = checked_by(validation.one_of_or_empty(("default", "host", "none"), "Docker's default"))
     engine_timeout: int = checked_by(lambda v: validation.bounded(v, 1, 86400, "seconds"))

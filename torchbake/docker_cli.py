@@ -45,6 +45,7 @@ class DockerCLI:
     environ: Mapping[str, str] = field(default_factory=dict)
     stall_timeout: float = STALL_TIMEOUT  # seconds a build may go without printing a line ([build] stall_timeout)
     builder: str = ""  # the buildx builder that runs builds ([build] builder); "" = buildx's current one
+    compression: str = "zstd"  # of the layers a build makes ([build] compression)
 
     def build_command(
         self,
@@ -69,7 +70,8 @@ class DockerCLI:
         ``mode=max`` records the build args; when one of them carries a credential (a proxy URL
         with a password) ``mode=min``, which records none. Without it, no attestation: it holds
         the build's time and id, so every build of the same inputs would be a new image id."""
-        argv = [self.binary, "buildx", "build", "--load", f"--provenance={self.provenance_mode(build_args, provenance)}"]
+        argv = [self.binary, "buildx", "build", f"--output=type=docker,compression={self.compression}",
+                f"--provenance={self.provenance_mode(build_args, provenance)}"]
         env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import zstandard
+
 from .engine import DockerClient
 from .registry import image_entry
 
@@ -88,11 +90,23 @@ def _entries(archive: tarfile.TarFile, digest: str) -> dict[str, tuple]:
     return found
 
 
-def _members(stream: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, str]]:
-    head = stream.read(2)
+GZIP_MAGIC, ZSTD_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd"
+
+
+def layer_tar(stream: IO[bytes]) -> IO[bytes]:
+    """A layer blob's tar stream, whichever compression it has (gzip, zstd or none): told by its
+    first bytes, as containerd does, not by a media type the blob may have lost on the way."""
+    head = stream.read(4)
     stream.seek(0)
-    layer = gzip.GzipFile(fileobj=stream) if head == b"\x1f\x8b" else stream
-    with tarfile.open(fileobj=layer, mode="r|") as tar:
+    if head[:2] == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=stream)
+    if head == ZSTD_MAGIC:
+        return zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
+    return stream
+
+
+def _members(stream: IO[bytes]) -> Iterator[tuple[tarfile.TarInfo, str]]:
+    with tarfile.open(fileobj=layer_tar(stream), mode="r|") as tar:
         for member in tar:
             digest = hashlib.sha256()
             if member.isfile():

@@ -13,6 +13,7 @@ SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
 PROFILES = ("cpu", "cuda", "rocm", "musa")
 VARIANTS = ("dev", "release")
 PYTHON_PROVIDERS = ("os", "standalone")
+COMPRESSIONS = ("zstd", "gzip", "uncompressed")  # BuildKit's layer compressions ([build] compression)
 
 # Docker's reference grammar (distribution/reference), without the digest part for names.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

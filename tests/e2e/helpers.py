@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
+from torchbake.reproducible import layer_tar
 
 DOCKER = "/usr/bin/docker"  # the engine's own client (scripts/ensure-engine.sh): `docker build` is buildx
 
@@ -58,13 +59,10 @@ def labels(image: str) -> dict[str, str]:
 
 def saved_layers(saved: bytes) -> list[bytes]:
     """The layers of a `docker save` archive, uncompressed, bottom first (the archive's
-    manifest.json names them: blobs/sha256/… in an OCI layout, compressed or not)."""
-    import gzip
-
+    manifest.json names them: blobs/sha256/… in an OCI layout, gzip, zstd or uncompressed)."""
     with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
         manifest = json.load(outer.extractfile("manifest.json"))
-        layers = [outer.extractfile(path).read() for path in manifest[0]["Layers"]]
-    return [gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data for data in layers]
+        return [layer_tar(outer.extractfile(path)).read() for path in manifest[0]["Layers"]]
 
 
 def saved_contents(image: str) -> bytes:

@@ -50,7 +50,7 @@ def test_a_builder_of_this_engine_builds_one_elsewhere_is_refused_before_any_wor
 
         here = run_invoke(*args, "--builder", "tb-here", env=env)
         assert here.returncode == 0, (here.stdout + here.stderr)[-3000:]
-        assert f"{DOCKER} buildx build --load --provenance=false --builder tb-here --progress=plain" in here.stdout
+        assert f"{DOCKER} buildx build --output=type=docker,compression=zstd --provenance=false --builder tb-here --progress=plain" in here.stdout
         assert docker("image", "inspect", "--format", "{{index .Config.Labels \"torchbake.variant\"}}",
                       f"{name}:1").stdout.strip() == "release"
     finally:

@@ -91,7 +91,7 @@ def test_proxy_variables_reach_the_build_by_name_only():
                           environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
                                    "PIP_INDEX_URL": "https://mirror.invalid/simple", "HTTP_PROXY": ""})
     argv, env = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
-    assert argv == ["/usr/bin/docker", "buildx", "build", "--load", "--provenance=false", "--progress=plain", "--file",
+    assert argv == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd", "--provenance=false", "--progress=plain", "--file",
                     "/ctx/Dockerfile", "--tag", "t:1",
                     "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
     assert "secret" not in " ".join(argv)
@@ -173,4 +173,4 @@ def test_the_builder_is_passed_to_buildx():
 
     argv, _ = DockerCLI("/usr/bin/docker", "26.1.5", "buildx", builder="fleet").build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
-    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--load", "--provenance=false", "--builder", "fleet"]
+    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd", "--provenance=false", "--builder", "fleet"]
