@@ -17,10 +17,10 @@ import re
 import shutil
 import tempfile
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
-from . import command, output, validation
+from . import command, image_archive, output, validation
+from .build_time import created_time, source_date_epoch
 from .downloads import file_lock
 from .engine import DockerClient
 from .errors import CommandError, ConfigurationError
@@ -42,6 +42,7 @@ class OsImageSpec:
     mirror: str = ""  # "" = debootstrap's default mirror for the suite
     variant: str = "minbase"
     force: bool = False
+    compression: str = "zstd"  # of the image's layer ([build] compression)
 
 
 def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
@@ -78,32 +79,33 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
         raise ConfigurationError("debootstrap needs root: run this as root (or with sudo).")
 
 
-def import_changes(spec: OsImageSpec) -> list[str]:
-    """The Dockerfile instructions the import applies: PATH, a shell, and labels saying how it was made."""
-    labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant,
-              "date": datetime.now(UTC).strftime("%Y-%m-%d")}
-    return [f"ENV PATH={DEFAULT_PATH}", 'CMD ["/bin/bash"]',
-            *(f'LABEL {LABEL_PREFIX}{key}="{value}"' for key, value in labels.items())]
+def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
+    """The image around the root file system: PATH, a shell, and labels saying how it was made
+    (the date only with SOURCE_DATE_EPOCH, its date: the moment of making is not in the image)."""
+    labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant}
+    if created_time():
+        labels["date"] = created_time()[:10]
+    return image_archive.ImageSpec(
+        reference=spec.name, epoch=source_date_epoch(), compression=spec.compression,
+        created_by=f"debootstrap --variant={spec.variant} {spec.suite} {spec.mirror or ''}".rstrip(),
+        env=[f"PATH={DEFAULT_PATH}"], cmd=["/bin/bash"], labels={LABEL_PREFIX + k: v for k, v in labels.items()})
 
 
-def bootstrap_commands(spec: OsImageSpec, binary: str, rootfs: str = "<rootfs>",
-                       tarball: str = "<rootfs.tar>") -> tuple[list[str], list[str]]:
-    """The debootstrap command line, and the `docker import` one that does what torchbake does
-    through the Engine API (shown, so a user can do it by hand)."""
-    rootfs_cmd = ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
-    import_cmd = [binary, "import"]
-    for change in import_changes(spec):
-        import_cmd += ["--change", change]
-    return rootfs_cmd, import_cmd + [tarball, spec.name]
+def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>") -> list[str]:
+    return ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
 
 
 def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, *, dry_run: bool = False) -> str:
-    """Create the image; returns its id. An existing image is kept unless ``force``."""
+    """Create the image; returns its id. An existing image is kept unless ``force``. The same
+    mirror state gives the same image digest on any engine: what debootstrap writes of the moment
+    (logs, caches, dates) is cleared, and the image is written as an archive, not imported."""
     check_spec(spec)
     if dry_run:
-        rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary)
-        output.channel().say(f"Would run:\n  {command.format_command(rootfs_cmd)}\n  tar -C <rootfs> -cf <rootfs.tar> .\n"
-            f"  {command.format_command(import_cmd)}")
+        tar = image_archive.tar_command(Path("<rootfs>"), Path("<rootfs.tar>"), source_date_epoch())
+        output.channel().say(f"Would run:\n  {command.format_command(bootstrap_command(spec))}\n"
+                             f"  {command.format_command(tar)}\n"
+                             f"  then load <rootfs.tar> as {spec.name}, its layer {spec.compression}-compressed"
+                             f" (an OCI archive: docker load -i <image.oci.tar>)")
         return ""
     client.check_engine()
     # One lock per image reference: two builds at once that need the same missing image make it once.
@@ -115,17 +117,21 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
         work_root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
         try:
-            rootfs, tarball = work / "rootfs", work / "rootfs.tar"
-            rootfs_cmd, import_cmd = bootstrap_commands(spec, client.binary, str(rootfs), str(tarball))
-            command.run(rootfs_cmd, error=CommandError,
+            rootfs = work / "rootfs"
+            command.run(bootstrap_command(spec, str(rootfs)), error=CommandError,
+                        env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
                         failure_hint=f"debootstrap could not make {spec.suite} from"
                                      f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that the"
                                      " mirror answers, or name a reachable one: [bootstrap] mirror in a --config file,"
                                      " TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os --mirror URL`.")
-            _trim(rootfs)
-            command.run(["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(tarball), "."])
-            command.show_command(import_cmd)
-            image_id = client.import_image(tarball, spec.name, import_changes(spec))
+            _trim(rootfs, source_date_epoch())
+            archive, digest = image_archive.pack(rootfs, work, image_spec(spec))
+            output.channel().say(f"Loading {spec.name} ({digest[:19]})")
+            client.load_image(archive)
+            info = client.inspect_image(spec.name)
+            if info is None:
+                raise CommandError(f"Loading {archive.name} gave no image {spec.name}; see `docker images`.")
+            image_id = info["Id"]
         finally:
             remove_rootfs(work)
     output.channel().say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
@@ -155,12 +161,33 @@ def remove_rootfs(work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def _trim(rootfs: Path) -> None:
-    """Drop what debootstrap leaves behind that no image needs: downloaded .debs, apt lists."""
+# What debootstrap writes of the moment or of this host, emptied or removed (reproducible-builds.org's
+# list for Debian chroots, as mmdebstrap clears it): logs, caches, the host's name and resolver.
+EMPTIED = ("var/log/dpkg.log", "var/log/alternatives.log", "var/log/bootstrap.log", "var/log/apt/history.log",
+           "var/log/apt/term.log", "etc/machine-id", "etc/hostname", "etc/resolv.conf")
+REMOVED = ("var/cache/ldconfig/aux-cache", "var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin",
+           "var/lib/dbus/machine-id", "var/log/apt/eipp.log.xz")
+
+
+def _trim(rootfs: Path, epoch: int) -> None:
+    """Drop what no image needs (downloaded .debs, apt lists) and what would make two bootstraps
+    of the same mirror differ: logs, caches, host files, and the day of each password change."""
     for folder in (rootfs / "var/cache/apt/archives", rootfs / "var/lib/apt/lists"):
         for path in folder.glob("*"):
             if path.is_file() and path.name != "lock":
                 path.unlink()
+    for name in EMPTIED:
+        path = rootfs / name
+        if path.is_file() and not path.is_symlink():
+            path.write_bytes(b"")
+    for name in REMOVED:
+        (rootfs / name).unlink(missing_ok=True)
+    day = str(epoch // 86400)
+    for name in ("etc/shadow", "etc/shadow-"):  # field 3: the day of the last password change
+        path = rootfs / name
+        if path.is_file():
+            lines = [line.split(":") for line in path.read_text().splitlines()]
+            path.write_text("".join(":".join(f[:2] + [day] + f[3:] if len(f) > 2 and f[2] else f) + "\n" for f in lines))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -170,12 +197,13 @@ class OnDemand:
     auto: bool
     mirror: str
     variant: str
+    compression: str
     work_root: Path
 
     @classmethod
     def from_settings(cls, settings) -> OnDemand:
-        return cls(auto=settings.bootstrap.auto, mirror=settings.bootstrap.mirror,
-                   variant=settings.bootstrap.variant, work_root=settings.paths.cache_dir / "bootstrap")
+        return cls(auto=settings.bootstrap.auto, mirror=settings.bootstrap.mirror, variant=settings.bootstrap.variant,
+                   compression=settings.build.compression, work_root=settings.paths.cache_dir / "bootstrap")
 
 
 def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
@@ -212,7 +240,8 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
             f" ({registry_said}). Load it (`docker load -i FILE`) or pull it where a registry answers; only"
             " debian:<suite> and ubuntu:<suite> images are made offline."
         )
-    spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant)
+    spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant,
+                       compression=on_demand.compression)
     if not on_demand.auto:  # said first: whether this host's debootstrap could make it does not matter then
         raise ConfigurationError(
             f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"

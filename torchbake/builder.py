@@ -139,9 +139,10 @@ def candidate_tag(image: str) -> str:
     return f"{image.rsplit(':', 1)[0]}:torchbake-candidate-{uuid.uuid4().hex[:8]}"
 
 
-def dry_run(plan: Plan, client: DockerClient) -> str:
+def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = False) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
-    context are shown as placeholders). Touches nothing."""
+    context are shown as placeholders), and the comparison build ``check_reproducible`` adds.
+    Touches nothing."""
     source_date_epoch()
     cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
@@ -151,6 +152,9 @@ def dry_run(plan: Plan, client: DockerClient) -> str:
         network=plan.settings.build.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
     text = describe_plan(plan, argv, env)
+    if check_reproducible:
+        text += ("\nThen build the same context again with --no-cache under another candidate tag, compare the image"
+                 " ids, and name the files that differ (exit 6) or say Reproducible; the comparison tag is removed.")
     output.channel().say(text)
     return text
 

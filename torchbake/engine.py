@@ -130,15 +130,10 @@ class DockerClient(DockerCLI):
                 return str(exc.explanation or exc)
         return ""
 
-    def import_image(self, tarball: Path, reference: str, changes: Sequence[str]) -> str:
-        """``docker import``: a root file system tarball as ``reference``; returns the image id."""
-        repository, tag = docker.utils.parse_repository_tag(reference)
-        with engine_errors(f"import {reference}", max(self.timeout, 600)):
-            self.api.import_image_from_file(str(tarball), repository=repository, tag=tag, changes=list(changes))
-        info = self.inspect_image(reference)
-        if info is None:
-            raise EngineError(f"Importing {reference} gave no image; `docker import` it by hand to see why.")
-        return info["Id"]
+    def load_image(self, archive: Path) -> None:
+        """``docker load -i ARCHIVE``: the images an image archive holds, under its names."""
+        with engine_errors(f"load {archive.name}", max(self.timeout, 600)), archive.open("rb") as data:
+            self.api.load_image(data)
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
                     network: str | None = "none", timeout: float = 600) -> command.CommandResult:

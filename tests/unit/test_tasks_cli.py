@@ -62,6 +62,14 @@ def test_command_line_beats_environment_and_config():
     assert "Plan for torchbake/pytorch-cpu:cli" in result.stdout
 
 
+def test_a_dry_run_says_it_would_build_again_to_compare_when_asked():
+    plain = run_invoke("build", "--release", "--dry-run", "--docker", "/usr/bin/docker")
+    checked = run_invoke("build", "--release", "--dry-run", "--check-reproducible", "--docker", "/usr/bin/docker")
+    assert plain.returncode == checked.returncode == 0, plain.stderr + checked.stderr
+    assert "again with --no-cache" not in plain.stdout
+    assert "Then build the same context again with --no-cache under another candidate tag" in checked.stdout
+
+
 def test_show_config_names_sources():
     result = run_invoke("show-config", "--config", "configs/cpu.toml", env={"TORCHBAKE_IMAGE_TAG": "from-env"})
     assert result.returncode == 0, result.stderr

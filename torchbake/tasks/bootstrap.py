@@ -26,13 +26,13 @@ base_os = LazyModule("torchbake.base_os")  # imported when the task runs (see ta
 @reports_errors
 def bootstrap_os(c, suite="bookworm", name=None, mirror=None, variant=None, force=False, docker=None,
                  config=None, dry_run=False):
-    """Make a base OS image with debootstrap + docker import (for air-gapped sites).
+    """Make a base OS image with debootstrap (for air-gapped sites): the same mirror state, the same digest.
 
     Builds do this by themselves for a missing debian:<suite> or ubuntu:<suite> FROM image."""
     settings = resolve_config(config, {"build.docker": docker, "bootstrap.mirror": mirror,
                                        "bootstrap.variant": variant}).settings()
     spec = base_os.OsImageSpec(suite=suite, name=name or f"torchbake/debian:{suite}", mirror=settings.bootstrap.mirror,
-                               variant=settings.bootstrap.variant, force=force)
+                               variant=settings.bootstrap.variant, force=force, compression=settings.build.compression)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=dry_run)

@@ -120,7 +120,7 @@ def _run(plan, settings, dry_run: bool, force: bool, check_reproducible: bool = 
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
     if dry_run:
-        builder.dry_run(plan, client)
+        builder.dry_run(plan, client, check_reproducible=check_reproducible)
         return
     builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
                         check_reproducible=check_reproducible)

@@ -1,0 +1,147 @@
+"""An image archive that ``docker load`` reads, written byte for byte from a root file system.
+
+``docker import`` stamps the image with the moment of the import, so the same root file system
+imported twice is two images. Written here instead, everything in the archive comes from its
+inputs: the layer is a tar of the tree with its entries sorted, owners numeric and every
+modification time clamped to ``SOURCE_DATE_EPOCH``; it is compressed without a timestamp; the
+config's and history's times are that same time. The same tree and the same labels give the same
+manifest digest (the image id with the containerd image store) on any engine.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import zstandard
+
+from . import command
+
+LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
+               "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
+               "uncompressed": "application/vnd.oci.image.layer.v1.tar"}
+CHUNK = 1 << 20
+
+
+def tar_command(rootfs: Path, tarball: Path, epoch: int) -> list[str]:
+    """GNU tar of ``rootfs`` with nothing of the moment or the machine in it: names sorted,
+    owners as numbers, modification times after ``epoch`` set to it."""
+    return ["tar", "--sort=name", "--numeric-owner", "--format=gnu", f"--mtime=@{epoch}", "--clamp-mtime",
+            "-C", str(rootfs), "-cf", str(tarball), "."]
+
+
+def compress(source: Path, target: Path, compression: str) -> None:
+    """``source`` compressed as ``compression`` into ``target``: the same bytes in, the same out
+    (gzip without a name or time in its header; zstd at its default level, one frame)."""
+    with source.open("rb") as raw, target.open("wb") as out:
+        if compression == "gzip":
+            with gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0) as packed:
+                while chunk := raw.read(CHUNK):
+                    packed.write(chunk)
+        elif compression == "zstd":
+            zstandard.ZstdCompressor(level=3).copy_stream(raw, out, size=source.stat().st_size)
+        else:
+            while chunk := raw.read(CHUNK):
+                out.write(chunk)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            digest.update(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageSpec:
+    """What the archive's one image is besides its layer."""
+
+    reference: str  # the name ``docker load`` gives it
+    epoch: int  # SOURCE_DATE_EPOCH: the config's and history's time, and the files' latest
+    created_by: str  # the history entry: how the layer was made
+    compression: str  # of the layer: zstd, gzip or uncompressed ([build] compression)
+    env: Sequence[str] = ()
+    cmd: Sequence[str] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    architecture: str = "amd64"
+
+
+def write_archive(tarball: Path, archive: Path, image: ImageSpec) -> str:
+    """An OCI image layout archive at ``archive`` holding one image of the one layer ``tarball``;
+    returns the manifest's digest."""
+    layer = archive.with_suffix(".layer")
+    compress(tarball, layer, image.compression)
+    epoch = image.epoch
+    created = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    config = _json({
+        "architecture": image.architecture, "os": "linux", "created": created,
+        "config": {"Env": list(image.env), "Cmd": list(image.cmd), "Labels": dict(image.labels)},
+        "rootfs": {"type": "layers", "diff_ids": [_sha256(tarball)]},
+        "history": [{"created": created, "created_by": image.created_by}],
+    })
+    layer_digest = _sha256(layer)
+    manifest = _json({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
+                   "digest": "sha256:" + hashlib.sha256(config).hexdigest()},
+        "layers": [{"mediaType": LAYER_TYPES[image.compression], "size": layer.stat().st_size, "digest": layer_digest}],
+    })
+    manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+    index = _json({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "size": len(manifest),
+                       "digest": manifest_digest,
+                       "annotations": {"io.containerd.image.name": containerd_name(image.reference),
+                                       "org.opencontainers.image.ref.name": image.reference.rsplit(":", 1)[-1]}}],
+    })
+    try:
+        with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as out:
+            _add_bytes(out, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}), epoch)
+            _add_bytes(out, "index.json", index, epoch)
+            for blob in (config, manifest):
+                _add_bytes(out, "blobs/sha256/" + hashlib.sha256(blob).hexdigest(), blob, epoch)
+            info = out.gettarinfo(str(layer), "blobs/sha256/" + layer_digest.split(":", 1)[1])
+            info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
+            with layer.open("rb") as fh:
+                out.addfile(info, fh)
+    finally:
+        layer.unlink(missing_ok=True)
+    return manifest_digest
+
+
+def containerd_name(reference: str) -> str:
+    """``reference`` as containerd names images: with its registry and, for Docker Hub's
+    official images, ``library/`` (``debian:bookworm`` → ``docker.io/library/debian:bookworm``)."""
+    first = reference.split("/", 1)[0]
+    if "/" in reference and ("." in first or ":" in first or first == "localhost"):
+        return reference
+    return f"docker.io/{reference if '/' in reference else 'library/' + reference}"
+
+
+def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, epoch: int) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), epoch, 0o644
+    archive.addfile(info, io.BytesIO(data))
+
+
+def pack(rootfs: Path, work: Path, image: ImageSpec) -> tuple[Path, str]:
+    """``rootfs`` as a loadable archive in ``work``; returns the archive and the manifest digest
+    the engine will give the image."""
+    tarball, archive = work / "rootfs.tar", work / "image.oci.tar"
+    command.run(tar_command(rootfs, tarball, image.epoch))
+    try:
+        return archive, write_archive(tarball, archive, image)
+    finally:
+        tarball.unlink(missing_ok=True)
