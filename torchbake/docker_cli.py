@@ -70,7 +70,7 @@ class DockerCLI:
         ``mode=max`` records the build args; when one of them carries a credential (a proxy URL
         with a password) ``mode=min``, which records none. Without it, no attestation: it holds
         the build's time and id, so every build of the same inputs would be a new image id."""
-        argv = [self.binary, "buildx", "build", f"--output=type=docker,compression={self.compression}",
+        argv = [self.binary, "buildx", "build", self.output_flag(),
                 f"--provenance={self.provenance_mode(build_args, provenance)}"]
         env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
@@ -88,6 +88,15 @@ class DockerCLI:
             argv += ["--secret", f"id={secret_id},src={path}"]
         argv.append(str(context))
         return argv, env
+
+    def output_flag(self) -> str:
+        """The image into this engine (``--load``), its new layers compressed as ``[build]
+        compression`` says, described with OCI media types: a zstd layer in a Docker schema 2
+        manifest has a media type no engine unpacks (`docker load` elsewhere fails with
+        "mismatched image rootfs and manifest layers"). Another compression than zstd is asked
+        for clients that cannot read zstd: then every layer gets it, the cached and the base's too."""
+        forced = ",force-compression=true" if self.compression != "zstd" else ""
+        return f"--output=type=docker,compression={self.compression},oci-mediatypes=true{forced}"
 
     def provenance_mode(self, build_args: Mapping[str, str], wanted: bool) -> str:
         if not wanted:

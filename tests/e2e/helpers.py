@@ -65,6 +65,18 @@ def saved_layers(saved: bytes) -> list[bytes]:
         return [layer_tar(outer.extractfile(path)).read() for path in manifest[0]["Layers"]]
 
 
+def layer_media_types(image: str) -> list[str]:
+    """The media type of each layer of ``image``, from its manifest as `docker save` writes it."""
+    saved = subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
+        def blob(digest):
+            return json.load(outer.extractfile("blobs/sha256/" + digest.split(":", 1)[1]))
+        manifest = blob(json.load(outer.extractfile("index.json"))["manifests"][0]["digest"])
+        while "manifests" in manifest:
+            manifest = blob(manifest["manifests"][0]["digest"])
+        return [layer["mediaType"] for layer in manifest["layers"]]
+
+
 def saved_contents(image: str) -> bytes:
     """Everything `docker save` writes of the image, to search: its config, manifests and history,
     and every layer uncompressed (a compressed layer would hide any string it holds)."""

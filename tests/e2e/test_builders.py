@@ -2,7 +2,7 @@
 the docker driver): the current context's builds the image (its name in the build command); one
 of another context (the second engine, which buildx would refuse) is refused before any work,
 naming the DOCKER_CONTEXT that makes its engine the one for the whole run; a builder that does
-not exist is named with `docker buildx ls`. Contexts live in a DOCKER_CONFIG of the test's own."""
+not exist is named with `docker buildx ls`; `[build] compression = "gzip"` gives every layer gzip. Contexts live in a DOCKER_CONFIG of the test's own."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import DOCKER, docker, engine_state
+from .helpers import DOCKER, docker, engine_state, layer_media_types
 
 REAL_SOCKET = "unix:///var/run/docker.sock"
 
@@ -48,9 +48,12 @@ def test_a_builder_of_this_engine_builds_one_elsewhere_is_refused_before_any_wor
         assert "No buildx builder 'tb-nosuch' ([build] builder / --builder)" in missing.stderr
         assert f"`{DOCKER} buildx ls` lists the builders" in missing.stderr
 
-        here = run_invoke(*args, "--builder", "tb-here", env=env)
+        # ... and builds here, every layer gzip-compressed when asked (for clients that cannot read zstd)
+        here = run_invoke(*args, "--builder", "tb-here", env={**env, "TORCHBAKE_BUILD_COMPRESSION": "gzip"})
         assert here.returncode == 0, (here.stdout + here.stderr)[-3000:]
-        assert f"{DOCKER} buildx build --output=type=docker,compression=zstd --provenance=false --builder tb-here --progress=plain" in here.stdout
+        assert (f"{DOCKER} buildx build --output=type=docker,compression=gzip,oci-mediatypes=true,force-compression=true"
+                " --provenance=false --builder tb-here --progress=plain") in here.stdout
+        assert set(layer_media_types(f"{name}:1")) == {"application/vnd.oci.image.layer.v1.tar+gzip"}
         assert docker("image", "inspect", "--format", "{{index .Config.Labels \"torchbake.variant\"}}",
                       f"{name}:1").stdout.strip() == "release"
     finally:

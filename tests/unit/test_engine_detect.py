@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -91,7 +92,7 @@ def test_proxy_variables_reach_the_build_by_name_only():
                           environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
                                    "PIP_INDEX_URL": "https://mirror.invalid/simple", "HTTP_PROXY": ""})
     argv, env = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
-    assert argv == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd", "--provenance=false", "--progress=plain", "--file",
+    assert argv == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true", "--provenance=false", "--progress=plain", "--file",
                     "/ctx/Dockerfile", "--tag", "t:1",
                     "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
     assert "secret" not in " ".join(argv)
@@ -173,4 +174,17 @@ def test_the_builder_is_passed_to_buildx():
 
     argv, _ = DockerCLI("/usr/bin/docker", "26.1.5", "buildx", builder="fleet").build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
-    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd", "--provenance=false", "--builder", "fleet"]
+    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true", "--provenance=false", "--builder", "fleet"]
+
+
+@pytest.mark.parametrize(("compression", "flag"), [
+    ("zstd", "--output=type=docker,compression=zstd,oci-mediatypes=true"),
+    ("gzip", "--output=type=docker,compression=gzip,oci-mediatypes=true,force-compression=true"),
+    ("uncompressed", "--output=type=docker,compression=uncompressed,oci-mediatypes=true,force-compression=true"),
+])
+def test_layers_get_the_compression_asked_for_with_oci_media_types(compression, flag):
+    from torchbake.engine import DockerClient
+
+    client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", compression=compression)
+    argv, _ = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
+    assert argv[3] == flag
