@@ -32,7 +32,7 @@ def main() -> int:
     for name in sys.stdin.buffer.read().split(b"\0"):
         pyc = Path(os.fsdecode(name))
         source = source_of(pyc) if name else None
-        if source is None or not source.is_file() or pyc.is_symlink():
+        if source is None or not source.is_file() or pyc.is_symlink() or not pyc.is_file():
             continue
         with pyc.open("r+b") as handle:
             header = handle.read(16)

@@ -1,5 +1,6 @@
 """FROM images made on demand with debootstrap, on the real engine: other Pythons on other Debian
-releases (build-base --sys debian:trixie / debian:bullseye, made once), and a bootstrap whose
+releases (build-base --sys debian:trixie / debian:bullseye, made once; bullseye made again from the
+same mirror state is the same image id, byte for byte), and a bootstrap whose
 mirror fails half-way (nothing imported, nothing left). An image of the user's under those names
 is set aside for the test and given back."""
 
@@ -59,8 +60,13 @@ def test_build_base_makes_its_debian_release_on_demand(suite, python, other_pyth
             assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
             assert "debootstrap" not in again.stdout + again.stderr  # made once
             assert docker("image", "inspect", "--format", "{{.Id}}", os_image).stdout == made_id
+
+            if suite == "bullseye":  # made again from the same mirror state: the same image, byte for byte
+                remade = run_invoke("bootstrap-os", "--suite", suite, "--name", f"{name}-os", env=tb_env)
+                assert remade.returncode == 0, (remade.stdout + remade.stderr)[-3000:]
+                assert docker("image", "inspect", "--format", "{{.Id}}", f"{name}-os").stdout == made_id
         finally:
-            docker("image", "rm", "--force", name, check=False)
+            docker("image", "rm", "--force", name, f"{name}-os", check=False)
 
 
 
