@@ -84,6 +84,8 @@ def main() -> None:
             images = [c["image"] for c in json.loads((work / "a.json").read_text())["cells"]]
             torch_bytes = max(layer["size"] for layer in registry_manifest(host, images[0])["layers"])  # compressed, as shipped
             layer_blobs = {layer["digest"] for image in images for layer in registry_manifest(host, image)["layers"]}
+            lean_manifest = registry_manifest(host, images[1])
+            base_layers = lean_manifest["layers"][:1]  # the OS image's one layer: B has it loaded
 
             saved = subprocess.run([DOCKER, "save", BASE], capture_output=True, check=True).stdout
             subprocess.run([DOCKER, "load"], input=saved, capture_output=True, check=True, env={**os.environ, **engine_b})
@@ -103,8 +105,14 @@ def main() -> None:
                              engine_b)
             after = registry_requests(log, mark)
             pulled = sum(n for m, p, n in after if m == "GET" and "/blobs/sha256:" in p and p.rsplit("/", 1)[1] in layer_blobs)
+            fetches = [p.rsplit("/", 1)[1] for m, p, _n in after if m == "GET" and "/blobs/sha256:" in p
+                       and p.rsplit("/", 1)[1] in layer_blobs]
             new = registry_manifest(host, images[1])
             sizes = {layer["digest"]: layer["size"] for layer in new["layers"]}
+            old_layers = [layer["digest"] for layer in lean_manifest["layers"]]
+            kept = [d for d in old_layers if d in sizes]  # the layers below the change: the same blobs
+            base_blobs = {layer["digest"] for layer in base_layers}
+            below = sum(sizes[d] for d in kept if d not in base_blobs)  # what the changed step runs on
             pushed_digests = {urllib.parse.unquote(p.split("digest=", 1)[1].split("&", 1)[0])
                               for m, p, _n in after if m == "PUT" and "digest=" in p}
             pushed = sum(sizes.get(d, 0) for d in pushed_digests)
@@ -127,6 +135,8 @@ def main() -> None:
     print(f"{'one extension wheel changed, B rebuilds and pushes that cell':<66} {changed:>11.1f}s")
     print(f"{'torch layer (compressed, as the registry holds it)':<66} {torch_bytes / 1e6:>10.1f}MB")
     print(f"{'  layer bytes pulled by B':<66} {pulled / 1e6:>10.2f}MB  {100 * pulled / torch_bytes:.2f}% of torch's (<= 5%)")
+    print(f"{'  layers below the change (the changed step runs on them), base excluded':<66} {below / 1e6:>10.2f}MB"
+          f"  B pulled {100 * pulled / max(below, 1):.1f}% of that; {len(fetches)} fetches of {len(set(fetches))} blobs")
     print(f"{'  layer bytes pushed by B':<66} {pushed / 1e6:>10.3f}MB  {100 * pushed / torch_bytes:.3f}% of torch's (<= 5%)")
     print(f"{'  layer bytes a node with yesterday image pulls for it':<66} {node_pulled / 1e6:>10.3f}MB  "
           f"{100 * node_pulled / torch_bytes:.3f}% of torch's (<= 5%)")
