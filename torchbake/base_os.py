@@ -25,6 +25,7 @@ from .downloads import file_lock
 from .engine import DockerClient
 from .errors import CommandError, ConfigurationError
 from .os_releases import OS_RELEASES, python_mismatch, release_of_reference, suite_of
+from .redaction import redact
 
 SCRIPTS_DIR = Path("/usr/share/debootstrap/scripts")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -81,13 +82,15 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
 
 def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
     """The image around the root file system: PATH, a shell, and labels saying how it was made
-    (the date only with SOURCE_DATE_EPOCH, its date: the moment of making is not in the image)."""
-    labels = {"suite": spec.suite, "mirror": spec.mirror or "debootstrap's default", "variant": spec.variant}
+    (the date only with SOURCE_DATE_EPOCH, its date: the moment of making is not in the image). A
+    mirror's credentials stay out of it."""
+    mirror = redact(spec.mirror)
+    labels = {"suite": spec.suite, "mirror": mirror or "debootstrap's default", "variant": spec.variant}
     if created_time():
         labels["date"] = created_time()[:10]
     return image_archive.ImageSpec(
         reference=spec.name, epoch=source_date_epoch(), compression=spec.compression,
-        created_by=f"debootstrap --variant={spec.variant} {spec.suite} {spec.mirror or ''}".rstrip(),
+        created_by=f"debootstrap --variant={spec.variant} {spec.suite} {mirror}".rstrip(),
         env=[f"PATH={DEFAULT_PATH}"], cmd=["/bin/bash"], labels={LABEL_PREFIX + k: v for k, v in labels.items()})
 
 

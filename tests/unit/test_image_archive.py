@@ -106,3 +106,10 @@ def test_trim_clears_what_debootstrap_writes_of_the_moment_and_host(tmp_path):
                  "var/lib/apt/lists/deb.debian.org_Packages", "var/log/apt/eipp.log.xz"):
         assert not (root / gone).exists()
     assert (root / "etc/shadow").read_text() == "root:*:19675:0:99999:7:::\nnobody:!::0:99999:7:::\n"
+
+
+def test_a_mirrors_credentials_are_not_in_the_image():
+    spec = base_os.OsImageSpec(suite="bookworm", name="debian:bookworm", mirror="https://user:s3cret@mirror.example/debian")
+    image = base_os.image_spec(spec)
+    assert "s3cret" not in json.dumps(image.labels) + image.created_by
+    assert image.labels["torchbake.bootstrap.mirror"] == "https://user:***@mirror.example/debian"

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Benchmark: what the layers' compression costs a build on the containerd image store.
+
+The CPU release context (torch 2.13.0 + numpy on Debian bookworm) is prepared once by torchbake
+(`--build-dir`); then the exact `docker buildx build` command torchbake recorded for it runs with
+--no-cache (every step runs, every layer is new and compressed), three ways taking turns:
+
+  plain   `--load`: what a plain `docker build` does (gzip, Docker schema 2 media types)
+  gzip    torchbake with `[build] compression = "gzip"`
+  zstd    torchbake's default, `[build] compression = "zstd"`
+
+Prints each build's seconds and the exporter's own ("exporting layers … done"), the medians'
+ratios against plain, and the compressed size of the layers each made (`docker save`).
+Images it makes are removed.
+Usage: .venv/bin/python benchmarks/layer_compression.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from torchbake.docker_cli import DockerCLI  # noqa: E402
+
+DOCKER = "/usr/bin/docker"
+BASE = "torchbake/debian:bookworm"
+NAME = "torchbake-bench/compression"
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+KINDS = {"plain": "--load",
+         "gzip": DockerCLI(DOCKER, "", "buildx", compression="gzip").output_flag(),
+         "zstd": DockerCLI(DOCKER, "", "buildx", compression="zstd").output_flag()}
+
+
+def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=os.environ)
+    if result.returncode != 0:
+        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def recorded_command(output: str) -> list[str]:
+    """The docker command of the build whose torchbake output is ``output`` (its manifest)."""
+    log = re.search(r"\(log: (\S+\.log)\)", output)
+    if log is None:
+        sys.exit(f"no log path in torchbake's output:\n{output[-2000:]}")
+    manifest = json.loads(Path(log.group(1)).with_suffix(".manifest.json").read_text())
+    return shlex.split(manifest["docker_command"])
+
+
+def layer_bytes(image: str) -> int:
+    """The compressed size of the image's layers, as `docker save` holds them."""
+    with tempfile.TemporaryFile() as saved:
+        subprocess.run([DOCKER, "save", image], stdout=saved, check=True)
+        saved.seek(0)
+        with tarfile.open(fileobj=saved) as archive:
+            manifest = json.load(archive.extractfile("manifest.json"))
+            return sum(archive.getmember(path).size for path in manifest[0]["Layers"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of plain, gzip, zstd (medians are shown)")
+    args = parser.parse_args()
+    seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    exports: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    sizes: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="torchbake-compression-") as folder:
+        prepared = run([*INVOKE, "build", "--release", "--name", NAME, "--tag", "prepared", "--base-img", BASE,
+                        "--build-dir", folder, "--no-verify", "--force"])
+        argv = recorded_command(prepared.stdout)
+        output_at = next(i for i, arg in enumerate(argv) if arg.startswith("--output=") or arg == "--load")
+        tag_at = argv.index("--tag") + 1
+        try:
+            for _ in range(args.rounds):  # taking turns: the machine's load drifts
+                for kind, flag in KINDS.items():
+                    command = [*argv[:output_at], flag, "--no-cache", *argv[output_at + 1:]]
+                    command[tag_at + 1] = f"{NAME}:{kind}"  # --no-cache went in before it
+                    started = time.monotonic()
+                    result = run(command)
+                    seconds[kind].append(time.monotonic() - started)
+                    took = re.findall(r"exporting layers ([\d.]+)s done", result.stdout + result.stderr)
+                    exports[kind].append(float(took[-1]) if took else 0.0)
+            for kind in KINDS:
+                sizes[kind] = layer_bytes(f"{NAME}:{kind}")
+        finally:
+            for tag in (*KINDS, "prepared"):
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
+    plain = statistics.median(seconds["plain"])
+    print(f"{'build (--no-cache)':<20} {'runs (s)':<20} {'median':>7} {'vs plain':>9} {'export (s)':>16} {'layers':>10}")
+    for kind, runs in seconds.items():
+        print(f"{kind:<20} {', '.join(f'{r:.1f}' for r in runs):<20} {statistics.median(runs):7.1f}"
+              f" {statistics.median(runs) / plain:8.2f}x {', '.join(f'{e:.1f}' for e in exports[kind]):>16}"
+              f" {sizes[kind] / 1e6:8.1f}MB")
+
+
+if __name__ == "__main__":
+    main()
