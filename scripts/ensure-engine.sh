@@ -135,8 +135,12 @@ if ! pgrep -x dockerd >/dev/null; then
     say "starting dockerd in the background (log: $LOG)"
     # The engine's Go collector ran at the default pace (GOGC=100) for a fifth of its CPU while it
     # built and exported the real torch image; on a machine this script sets up (a CI runner, a
-    # new desk machine) memory is cheaper than those cores. A GOGC of the caller's own is kept.
-    GOGC=${GOGC:-400} nohup dockerd --config-file "$SETTINGS" >"$LOG" 2>&1 </dev/null &
+    # new desk machine) memory is cheaper than those cores. But not without bound: at GOGC=400 the
+    # heap may grow to five times what is live, and one suite run saw 21 GB and the kernel's OOM
+    # killer; GOMEMLIMIT (a quarter of the memory) makes the collector keep up near it. A GOGC or
+    # GOMEMLIMIT of the caller's own is kept.
+    limit=$(awk '/^MemTotal:/ { printf "%dMiB", $2 / 4096 }' /proc/meminfo)
+    GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-$limit} nohup dockerd --config-file "$SETTINGS" >"$LOG" 2>&1 </dev/null &
 fi
 for _ in $(seq 1 60); do
     if version=$(server_version) && [ -n "$version" ]; then
