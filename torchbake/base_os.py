@@ -86,8 +86,8 @@ def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
     mirror's credentials stay out of it."""
     mirror = redact(spec.mirror)
     labels = {"suite": spec.suite, "mirror": mirror or "debootstrap's default", "variant": spec.variant}
-    if created_time():
-        labels["date"] = created_time()[:10]
+    if created := created_time():
+        labels["date"] = created[:10]
     return image_archive.ImageSpec(
         reference=spec.name, epoch=source_date_epoch(), compression=spec.compression,
         created_by=f"debootstrap --variant={spec.variant} {spec.suite} {mirror}".rstrip(),

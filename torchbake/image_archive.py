@@ -23,6 +23,7 @@ from pathlib import Path
 import zstandard
 
 from . import command
+from .downloads import file_sha256
 
 LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
                "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -50,14 +51,6 @@ def compress(source: Path, target: Path, compression: str) -> None:
         else:
             while chunk := raw.read(CHUNK):
                 out.write(chunk)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return "sha256:" + digest.hexdigest()
 
 
 def _json(value: object) -> bytes:
@@ -88,10 +81,10 @@ def write_archive(tarball: Path, archive: Path, image: ImageSpec) -> str:
     config = _json({
         "architecture": image.architecture, "os": "linux", "created": created,
         "config": {"Env": list(image.env), "Cmd": list(image.cmd), "Labels": dict(image.labels)},
-        "rootfs": {"type": "layers", "diff_ids": [_sha256(tarball)]},
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + file_sha256(tarball)]},
         "history": [{"created": created, "created_by": image.created_by}],
     })
-    layer_digest = _sha256(layer)
+    layer_digest = "sha256:" + file_sha256(layer)
     manifest = _json({
         "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
