@@ -40,7 +40,8 @@ def test_hadolint_is_clean_on_the_rendered_dockerfile(template, tmp_path):
     """Each template as torchbake renders it: ENV blocks and companion steps filled in."""
     text = (PROJECT_ROOT / "docker/ubuntu" / f"dockerfile.{template}").read_text()
     rendered = render_dockerfile(text, {"TORCH_CUDA_ARCH_LIST": "8.0;9.0", "MUSA_HOME": "/usr/local/musa"}, "cuda",
-                                 runtime_env={"LD_LIBRARY_PATH": "/usr/local/musa/lib"}, companions=["01-numpy", "02-pyyaml"])
+                                 runtime_env={"LD_LIBRARY_PATH": "/usr/local/musa/lib"}, companions=["01-numpy", "02-pyyaml"],
+                                 steps={"toolkits", "extension"})
     assert "@torchbake-" not in rendered
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(rendered)

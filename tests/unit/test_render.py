@@ -42,6 +42,16 @@ def test_each_companion_gets_its_own_install_step_in_order():
     assert render_dockerfile(template, {}, "cpu") == template.replace("# @torchbake-companions@", "# (no companions)")
 
 
+def test_an_optional_step_stays_only_when_the_context_has_something_for_it():
+    template = ("FROM x\n# @torchbake-if toolkits@\nRUN --mount=type=bind,source=toolkits,target=/t \\\n"
+                "    bash install_toolkits.sh /t\n\n# @torchbake-if extension@\nRUN install extension\n\nCMD [\"bash\"]\n")
+    assert render_dockerfile(template, {}, "cpu", steps={"toolkits"}) == (
+        "FROM x\nRUN --mount=type=bind,source=toolkits,target=/t \\\n    bash install_toolkits.sh /t\n\n"
+        "# (no extension)\n\nCMD [\"bash\"]\n")
+    assert render_dockerfile(template, {}, "cpu", steps={"extension"}) == (
+        "FROM x\n# (no toolkits)\n\nRUN install extension\n\nCMD [\"bash\"]\n")
+
+
 def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():
     text = (config.PROJECT_ROOT / "docker/ubuntu/dockerfile.release").read_text()
     assert not [line for line in text.splitlines() if line.replace(" ", "").startswith("#syntax=")]
