@@ -31,6 +31,7 @@ from .context import (
     load_prepared,
     tree_sha256,
 )
+from .docker_cli import compression_options
 from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .errors import EngineError, FatalError, RegistryError, VerificationError
@@ -89,7 +90,7 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
         "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
                           settings.wheels.find_links],
         "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
-        "compression": settings.build.compression,  # the same files, other layer digests: what a push sends
+        "compression": compression_options(settings.build.compression),  # the same files, other blobs: what a push sends
         "sources": facts.source_commits,
     }
     variant_material, digests = plan.hash_inputs(cache)
@@ -276,8 +277,8 @@ def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[
     fields = {"image": image, "name": name, "tag": tag}
     fields["cache"] = options.cache_ref.format(**fields)
     sources = options.cache_from or (("{cache}",) if options.url else ())
-    compression = plan.settings.build.compression  # the image's own: its layers are exported once, not twice
-    targets = options.cache_to or ((f"type=registry,ref={{cache}},mode=max,compression={compression},ignore-error=true",)
+    layers = compression_options(plan.settings.build.compression)  # the image's own blobs: each exported once
+    targets = options.cache_to or ((f"type=registry,ref={{cache}},mode=max,{layers},ignore-error=true",)
                                    if options.url and publish else ())
     return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
 

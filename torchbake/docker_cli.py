@@ -37,6 +37,12 @@ INSTALL_HINT = (
 )
 
 
+def compression_options(compression: str) -> str:
+    """The exporter options that give every layer the same blob on any engine, for the image and
+    for its registry cache alike."""
+    return f"compression={compression},oci-mediatypes=true,force-compression=true"
+
+
 @dataclass(frozen=True)
 class DockerCLI:
     binary: str
@@ -90,13 +96,14 @@ class DockerCLI:
         return argv, env
 
     def output_flag(self) -> str:
-        """The image into this engine (``--load``), its new layers compressed as ``[build]
+        """The image into this engine (``--load``), every layer compressed as ``[build]
         compression`` says, described with OCI media types: a zstd layer in a Docker schema 2
         manifest has a media type no engine unpacks (`docker load` elsewhere fails with
-        "mismatched image rootfs and manifest layers"). Another compression than zstd is asked
-        for clients that cannot read zstd: then every layer gets it, the cached and the base's too."""
-        forced = ",force-compression=true" if self.compression != "zstd" else ""
-        return f"--output=type=docker,compression={self.compression},oci-mediatypes=true{forced}"
+        "mismatched image rootfs and manifest layers"). Forced onto every layer, the base's and
+        the cached ones too: otherwise a layer keeps whichever compression its blob has on this
+        engine (a gzip base here, the registry cache's zstd copy on a fresh engine), and the same
+        inputs give other digests on other engines."""
+        return f"--output=type=docker,{compression_options(self.compression)}"
 
     def provenance_mode(self, build_args: Mapping[str, str], wanted: bool) -> str:
         if not wanted:

@@ -319,7 +319,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
             shared += 1
         torch_layer = layer_of_step(host, lean_image, new, "install_wheels.sh")  # torch's: the first wheels installed
-        assert shared > torch_layer, (shared, torch_layer)  # torch's layer and all below it: the same blobs
+        assert shared > torch_layer, (shared, torch_layer, old_layers, new_layers)  # torch's layer and all below it: the same blobs
         # the image's own blobs and its provenance's (its build cache goes to <name>-buildcache beside it)
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path, _size in registry_requests(log, mark)

@@ -19,7 +19,7 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
     assert "Traceback" not in output
-    assert re.search(r"\S+/docker buildx build --output=type=docker,compression=zstd,oci-mediatypes=true --provenance=false --progress=plain", output)  # whichever client has buildx
+    assert re.search(r"\S+/docker buildx build --output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true --provenance=false --progress=plain", output)  # whichever client has buildx
     for check in ("python version", "torch imports", "torch version", "pip check", "torch pinned"):
         assert re.search(rf"{check}\s*│\s*pass", output), check
     assert f"Built {name}" in output
@@ -109,7 +109,7 @@ def test_dry_run_creates_nothing(base_image, tb_env, cache_dir):
                         base_image, "--dry-run", env=tb_env)
     assert result.returncode == 0, result.stderr
     assert "Docker command:" in result.stdout
-    assert re.search(r"\S+/docker buildx build --output=type=docker,compression=zstd,oci-mediatypes=true --provenance=false --progress=plain --file '<context>/Dockerfile'",
+    assert re.search(r"\S+/docker buildx build --output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true --provenance=false --progress=plain --file '<context>/Dockerfile'",
                      result.stdout)
     assert engine_state(["torchbake-test/dry", base_image]) == engine_before
     assert sorted(p for p in cache_dir.rglob("*")) == before
@@ -219,7 +219,7 @@ def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env,
     assert record["input_hash"] == labels(name)["torchbake.input-hash"]
     assert record["inputs"] == [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}]
     assert any(f.startswith("torch-2.13.0") for f in record["files"])  # the wheel pip resolved, with its digest
-    assert "buildx build --output=type=docker,compression=zstd,oci-mediatypes=true --provenance=false --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
+    assert "buildx build --output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true --provenance=false --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
     assert set(record["seconds"]) == {"preflight", "prepare", "build", "verify", "total"}
     assert Path(record["log"]).is_file()
     shown = run_invoke("show-build", name, env=tb_env)

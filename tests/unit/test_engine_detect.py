@@ -92,7 +92,7 @@ def test_proxy_variables_reach_the_build_by_name_only():
                           environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
                                    "PIP_INDEX_URL": "https://mirror.invalid/simple", "HTTP_PROXY": ""})
     argv, env = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
-    assert argv == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true", "--provenance=false", "--progress=plain", "--file",
+    assert argv == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true", "--provenance=false", "--progress=plain", "--file",
                     "/ctx/Dockerfile", "--tag", "t:1",
                     "--build-arg", "HTTPS_PROXY", "--build-arg", "no_proxy", "/ctx"]
     assert "secret" not in " ".join(argv)
@@ -174,11 +174,11 @@ def test_the_builder_is_passed_to_buildx():
 
     argv, _ = DockerCLI("/usr/bin/docker", "26.1.5", "buildx", builder="fleet").build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
-    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true", "--provenance=false", "--builder", "fleet"]
+    assert argv[:7] == ["/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true", "--provenance=false", "--builder", "fleet"]
 
 
 @pytest.mark.parametrize(("compression", "flag"), [
-    ("zstd", "--output=type=docker,compression=zstd,oci-mediatypes=true"),
+    ("zstd", "--output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true"),
     ("gzip", "--output=type=docker,compression=gzip,oci-mediatypes=true,force-compression=true"),
     ("uncompressed", "--output=type=docker,compression=uncompressed,oci-mediatypes=true,force-compression=true"),
 ])

@@ -99,7 +99,7 @@ def test_a_registry_prefixes_the_image_and_brings_the_cache_of_every_stage():
     assert plan.image == "127.0.0.1:5000/team/torchbake/pytorch-cpu:2.13.0-py3.11"
     cache = "127.0.0.1:5000/team/torchbake/pytorch-cpu-buildcache:2.13.0-py3.11"
     assert build_cache(plan) == ([cache], [])  # a build that is not pushed writes nothing to the registry
-    assert build_cache(plan, publish=True) == ([cache], [f"type=registry,ref={cache},mode=max,compression=zstd,ignore-error=true"])
+    assert build_cache(plan, publish=True) == ([cache], [f"type=registry,ref={cache},mode=max,compression=zstd,oci-mediatypes=true,force-compression=true,ignore-error=true"])
     plain = plan_release(settings(**{"image.base": "debian:bookworm"}))
     assert plain.image == "torchbake/pytorch-cpu:2.13.0-py3.11" and build_cache(plain) == ([], [])
     elsewhere = plan_release(settings(**{"registry.url": "127.0.0.1:5000/team", "image.base": "debian:bookworm",

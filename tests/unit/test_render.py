@@ -74,7 +74,7 @@ def test_build_command_buildx_loads_into_the_engine():
     )
     assert env == {}
     assert argv == [
-        "/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true", "--provenance=false", "--progress=plain", "--file", "/ctx/Dockerfile",
+        "/usr/bin/docker", "buildx", "build", "--output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true", "--provenance=false", "--progress=plain", "--file", "/ctx/Dockerfile",
         "--tag", "a/b:c", "--build-arg", "BASE_IMAGE=debian:12", "--label", "torchbake.python=3.11",
         "--secret", "id=ca,src=/ca.pem", "/ctx",
     ]
