@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import command, diskspace, output, registry, reproducible
 from .build_time import source_date_epoch
-from .config import COMMON_DIR
+from .config import COMMON_DIR, to_toml
 from .context import (
     MARKER,
     PreparedContext,
@@ -461,6 +461,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                    for option, location in plan.given_inputs().items()],
     })
     record.facts["sources"].update(plan.source_records(facts))
+    record.facts["configuration"] = to_toml(settings.values)  # what `verify --reproducible` plans again
     if user_context is not None:
         (folder, prepared), temporary = user_context, False
     else:
@@ -526,9 +527,10 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
 
 
 def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, tag: str, argv: list[str],
-                        env: dict[str, str], log_file: Path) -> None:
+                        env: dict[str, str], log_file: Path, kept: str = "The image itself was built and tagged") -> None:
     """Build the same context again with no cache at all (``argv``, under ``tag``) and compare with
-    ``image_id``: the same image, or a VerificationError naming the files that differ."""
+    ``image_id``: the same image, or a VerificationError naming the files that differ (``kept``:
+    what became of the image compared with)."""
     say = output.channel().say
     say(f"Building {plan.image} again without any cache, to compare")
     try:
@@ -543,7 +545,39 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, tag: st
     raise VerificationError(
         f"{plan.image} is not reproducible: a build of the same context without any cache gave {again}, not"
         f" {image_id}.\n" + "\n".join(found or ["(no file differs: the manifests do)"])
-        + f"\nThe image itself was built and tagged; the log of both builds: {log_file}")
+        + f"\n{kept}; the log: {log_file}")
+
+
+@in_plan_environment
+def reproduce(plan: Plan, client: DockerClient, image_id: str) -> None:
+    """`verify --reproducible`: build ``plan`` (the configuration recorded when ``image_id`` was
+    built here) without any cache under a candidate tag and compare with ``image_id``. Its inputs
+    must still be the image's (the same input hash), or the comparison would say nothing."""
+    settings = plan.settings
+    source_date_epoch()
+    facts, digest, _found = assess(plan, client, look=False)
+    cache = DownloadCache.for_settings(settings)
+    log_file = log_path(settings.paths.log_dir, plan.image)
+    recorded = ((client.inspect_image(image_id) or {}).get("Config") or {}).get("Labels") or {}
+    folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
+    with contextlib.ExitStack() as held:
+        if temporary:
+            held.callback(shutil.rmtree, folder, ignore_errors=True)
+        output.channel().say(f"Preparing the build context of {plan.image} in {folder} (log: {log_file})")
+        prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
+        digest = digest or fingerprint(plan, facts, cache)
+        if digest != recorded.get("torchbake.input-hash"):
+            raise VerificationError(
+                f"{plan.image} cannot be built again from its inputs: they have moved since it was built (input"
+                f" hash {digest[:16]}, the image's {recorded.get('torchbake.input-hash', '(none)')[:16]}); a URL"
+                " may now give another file, or the base image was made again. Nothing was built.")
+        tag = candidate_tag(plan.image)
+        secrets = held.enter_context(secret_files(build_secrets(plan)))
+        argv, env = client.build_command(
+            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
+            labels=image_labels(plan, prepared, facts, digest), secrets=secrets, no_cache=True,
+            network=settings.build.network, target=plan.target)
+        _check_reproducible(plan, client, image_id, tag, argv, env, log_file, kept="The image itself is unchanged")
 
 
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:

@@ -262,6 +262,9 @@ class Settings:
     gc: GcOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
+    # every option as resolved ("section.key" → value): what to_toml writes, and what a build
+    # records so that `verify --reproducible` can plan it again
+    values: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 SECTION_TYPES: dict[str, type] = {
@@ -546,13 +549,14 @@ def build_settings(values: Mapping[str, Any]) -> Settings:
         for name, cls in SECTION_TYPES.items()
     }
     checksums = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("checksums.")}
-    return Settings(**built, checksums=checksums)
+    return Settings(**built, checksums=checksums, values=dict(values))
 
 
-def to_toml(resolved: ResolvedConfig) -> str:
-    """The resolved configuration as a TOML file that --config reads back to the same settings."""
+def to_toml(values: Mapping[str, Any]) -> str:
+    """The resolved configuration (``ResolvedConfig.values``, ``Settings.values``) as a TOML file
+    that --config reads back to the same settings, credentials masked."""
     tables: dict[str, dict[str, Any]] = {}
-    for key, value in resolved.values.items():
+    for key, value in values.items():
         section, name = key.split(".", 1)
         tables.setdefault(section, {})[name] = redaction.redact_all(value)
     text = tomli_w.dumps(tables)

@@ -66,6 +66,10 @@ CASES = [
      " `invoke build-base --name torchbake/pytorch-cpu --tag base-py3.9 --python 3.9`"),
     ("not-a-torchbake-base", ["build", "--name", "a/b", "--base-img", B], {}, "is not a torchbake base image"),
     ("verify-no-image", ["verify", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
+    ("verify-reproducible-checks", ["verify", B, "--reproducible", "--python", "3.11"], {},
+     "--python: not with --reproducible, which compares the image with a build of its own recorded configuration"),
+    ("verify-reproducible-no-record", ["verify", B, "--reproducible"], {},
+     "has no build record with its configuration on this host"),
     ("show-build-no-image", ["show-build", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
     ("run-no-image", ["run-container", NO_SUCH, "--command", "true"], {}, f"Image '{NO_SUCH}' does not exist on this engine"),
     # config files

@@ -1,6 +1,6 @@
 """Reproducible release images on real engines: the same inputs give the same digest, pushed, on
-two engines with nothing in common; `build --check-reproducible` passes for the release image and
-names the file a step that is not reproducible wrote.
+two engines with nothing in common; `build --check-reproducible` and, later, `verify --reproducible
+IMAGE` pass for the release image and name the file a step that is not reproducible wrote.
 
 The image installs the small stand-in torch (tests.e2e.helpers.make_tiny_torch) through every
 step of the release Dockerfile; the real torch wheel goes through the same steps."""
@@ -47,6 +47,10 @@ def test_two_engines_with_nothing_in_common_push_the_same_digest(second_engine, 
         assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-4000:]
         digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
         assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in on_a.stdout
+        # later, from the configuration this host recorded: built again without cache, compared
+        again = run_invoke("verify", image, "--reproducible", env=tb_env)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
+        assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in again.stdout
 
         on_b = run_invoke(*args, "--tag", run_id,
                           env={**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")})
@@ -83,5 +87,22 @@ def test_check_reproducible_names_the_files_a_step_that_is_not_reproducible_wrot
         assert docker("image", "inspect", image, check=False).returncode == 0
         tags = listing("images", "--format", "{{.Tag}}", NAME).split()
         assert not [t for t in tags if t.startswith("torchbake-candidate-")], tags
+
+        built = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+        later = run_invoke("verify", image, "--reproducible", env=tb_env)  # from this host's record of the build
+        output = later.stdout + later.stderr
+        assert later.returncode == 6, output[-4000:]
+        assert f"{image} is not reproducible: a build of the same context without any cache gave sha256:" in output
+        assert "/opt/stamp (content, modification time)" in output and "The image itself is unchanged" in output
+        assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == built
+        tags = listing("images", "--format", "{{.Tag}}", NAME).split()
+        assert not [t for t in tags if t.startswith("torchbake-candidate-")], tags
+
+        moved = tmp_path / "moved.toml"  # a file over the record that changes an input: nothing to compare
+        moved.write_text('[image]\nenv = { TORCHBAKE_TEST_MOVED = "1" }\n')
+        refused = run_invoke("verify", image, "--reproducible", "--config", str(moved), env=tb_env)
+        assert refused.returncode == 6, (refused.stdout + refused.stderr)[-3000:]
+        assert f"{image} cannot be built again from its inputs: they have moved since it was built" in refused.stderr
+        assert "Building" not in refused.stdout + refused.stderr
     finally:
         docker("image", "rm", "--force", image, check=False)

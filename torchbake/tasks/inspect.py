@@ -1,16 +1,23 @@
-"""``invoke verify`` and ``invoke show-config``: looking at images and settings."""
+"""``invoke verify`` (and ``verify --reproducible``), ``show-build`` and ``show-config``: looking at images and settings."""
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 from invoke import Collection, task
 from rich.text import Text
 
 from .. import config as configuration
-from .. import output, validation
+from .. import output, redaction, validation
 from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
+from ..lazy import LazyModule
 from ..manifest import describe, find_manifest
 from ..verify import Expectations, verify_image
+
+builder = LazyModule("torchbake.builder")  # verify --reproducible's build: imported when it runs
+variants = LazyModule("torchbake.variants")
 
 
 @task(
@@ -22,14 +29,28 @@ from ..verify import Expectations, verify_image
         "torch_version": "Expected torch version (default: the torchbake.torch-version label)",
         "extension_module": "Extension module that must import (default: the torchbake.extension-module label)",
         "cuda_arch_list": "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list label)",
+        "reproducible": "Instead: build the image again without any cache from the configuration this host recorded"
+                        " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
+                        " over that configuration (e.g. credentials, which records keep masked)",
     },
     positional=["image"],
     iterable=["config"],
 )
 @reports_errors
 def verify(c, image, python=None, torch_version=None, extension_module=None, cuda_arch_list=None,
-           docker=None, config=None):
-    """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails."""
+           reproducible=False, docker=None, config=None):
+    """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails.
+    With --reproducible: build the image again without any cache and compare."""
+    if reproducible:
+        given = [flag for flag, value in (("--python", python), ("--torch-version", torch_version),
+                                          ("--extension-module", extension_module), ("--cuda-arch-list", cuda_arch_list))
+                 if value]
+        if given:
+            raise ConfigurationError(f"{', '.join(given)}: not with --reproducible, which compares the image with a"
+                                     " build of its own recorded configuration (run verify without --reproducible"
+                                     " for the checks).")
+        _verify_reproducible(image, config or [], docker)
+        return
     settings = resolve_config(config, {"build.docker": docker}).settings()
     for flag, value, check in (("--python", python, validation.python_version),
                                ("--cuda-arch-list", cuda_arch_list, validation.cuda_arch_list)):
@@ -43,6 +64,41 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
     expected = Expectations.of_image(client, image, python=python, torch=torch_version,
                                      extension_module=extension_module, cuda_arch_list=cuda_arch_list)
     verify_image(client, image, expected)
+
+
+def _verify_reproducible(image: str, config_files: list[str], docker: str | None) -> None:
+    """The image's build as this host recorded it (its manifest's configuration, with
+    ``config_files`` over it), made again without any cache and compared with the image."""
+    settings = resolve_config(config_files, {"build.docker": docker}).settings()
+    client = docker_client(settings)
+    client.check_engine()
+    info = client.inspect_image(image)
+    if info is None:
+        raise ImageNotFoundError(image)
+    found = find_manifest(settings.paths.log_dir, info["Id"])
+    recorded = found[1].get("configuration") if found else None
+    if not recorded:
+        raise ConfigurationError(
+            f"{image} has no build record with its configuration on this host (in {settings.paths.log_dir}):"
+            " verify --reproducible builds an image again from what the host that built it recorded. Build it"
+            " here and compare at once with `invoke build ... --check-reproducible`, or run this where it was built.")
+    variant = found[1].get("variant")
+    if variant != "release":
+        raise ConfigurationError(f"{image} is a {variant} image; verify --reproducible compares release images"
+                                 " (dev and base images compile or clone at build time and are not made reproducible).")
+    with tempfile.TemporaryDirectory(prefix="torchbake-recorded-") as folder:
+        path = Path(folder) / "recorded.toml"
+        path.write_text(recorded)
+        resolved = resolve_config([str(path), *config_files], {"build.docker": docker}, variant="release")
+        masked = sorted(key for key, value in resolved.values.items() if redaction.MASK in str(value))
+        if masked:
+            raise ConfigurationError(
+                f"{image} was built with credentials, which its record keeps masked: {', '.join(masked)}. Give them"
+                " again with --config FILE (a TOML file with just those options) or TORCHBAKE_<SECTION>_<KEY>.")
+        plan = variants.plan_release(resolved.settings(), no_cache=True)
+        if plan.image != found[1].get("image"):
+            raise ConfigurationError(f"The recorded configuration names {plan.image}, not {found[1].get('image')}.")
+        builder.reproduce(plan, client, info["Id"])
 
 
 @task(klass=FlagTask, positional=["image"], iterable=["config"], help={
@@ -85,7 +141,7 @@ def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - t
     resolved = resolve_config(config, {"build.variant": variant if variant in ("dev", "release") else None},
                               variant=variant)
     if format == "toml":
-        output.result(configuration.to_toml(resolved))
+        output.result(configuration.to_toml(resolved.values))
         return
     table = output.table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
