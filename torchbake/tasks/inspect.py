@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -95,7 +96,8 @@ def _verify_reproducible(image: str, config_files: list[str], docker: str | None
             raise ConfigurationError(
                 f"{image} was built with credentials, which its record keeps masked: {', '.join(masked)}. Give them"
                 " again with --config FILE (a TOML file with just those options) or TORCHBAKE_<SECTION>_<KEY>.")
-        plan = variants.plan_release(resolved.settings(), no_cache=True)
+        # a context of its own, in a temporary folder: never the one a --build-dir of the build keeps
+        plan = dataclasses.replace(variants.plan_release(resolved.settings(), no_cache=True), build_dir="")
         if plan.image != found[1].get("image"):
             raise ConfigurationError(f"The recorded configuration names {plan.image}, not {found[1].get('image')}.")
         builder.reproduce(plan, client, info["Id"])
