@@ -53,6 +53,13 @@ COMPANIONS_MARKER = "# @torchbake-companions@"
 # layer, and two empty layers in a row make BuildKit's mode=max cache export take minutes and
 # gigabytes (docker/buildx#537; measured: 313 s and 12 GB for a tiny release image, 3.5 s without).
 OPTIONAL_STEP = re.compile(r"^# @torchbake-if ([a-z-]+)@\n((?:.+\n?)*)", re.MULTILINE)
+OPTIONAL_STEPS = ("toolkits", "extension")  # what a context can have something for
+
+
+def unknown_optional_steps(template: str) -> list[str]:
+    """The names on ``# @torchbake-if NAME@`` lines of ``template`` that no context has something
+    for: a misspelt name would drop its step from every image."""
+    return sorted({match[1] for match in OPTIONAL_STEP.finditer(template)} - set(OPTIONAL_STEPS))
 
 
 @dataclass(frozen=True)

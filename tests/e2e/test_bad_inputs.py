@@ -66,6 +66,8 @@ CASES = [
      " `invoke build-base --name torchbake/pytorch-cpu --tag base-py3.9 --python 3.9`"),
     ("not-a-torchbake-base", ["build", "--name", "a/b", "--base-img", B], {}, "is not a torchbake base image"),
     ("verify-no-image", ["verify", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
+    ("docker-file-misspelt-step", ["build", "--release", "--docker-file", "MISSPELT_STEP"], {},
+     "'# @torchbake-if toolkit@' names no step torchbake knows; expected toolkits or extension"),
     ("verify-reproducible-checks", ["verify", B, "--reproducible", "--python", "3.11"], {},
      "--python: not with --reproducible, which compares the image with a build of its own recorded configuration"),
     ("verify-reproducible-no-record", ["verify", B, "--reproducible"], {},
@@ -242,6 +244,7 @@ def files(tmp_path_factory, base_image):
         "BAD_SUM": '[checksums]\n"kit.tar.gz" = "abc"\n',
         "BAD_PROFILE": '[accelerator]\nprofile = "tpu"\n',
         "NOT_PEM": "hello\n",
+        "MISSPELT_STEP": "FROM scratch\n# @torchbake-if toolkit@\nRUN true\n",
     }
     prepared = user_dir / "prepared"  # a context torchbake prepared, and the user's files put in it since
     (prepared / "wheelhouse").mkdir(parents=True)

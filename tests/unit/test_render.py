@@ -6,7 +6,7 @@ from pathlib import Path
 
 from torchbake import config, wheelhouse
 from torchbake.builder import build_args
-from torchbake.context import render_dockerfile
+from torchbake.context import render_dockerfile, unknown_optional_steps
 from torchbake.engine import DockerClient
 from torchbake.variants import plan_release
 
@@ -50,6 +50,12 @@ def test_an_optional_step_stays_only_when_the_context_has_something_for_it():
         "# (no extension)\n\nCMD [\"bash\"]\n")
     assert render_dockerfile(template, {}, "cpu", steps={"extension"}) == (
         "FROM x\n# (no toolkits)\n\nRUN install extension\n\nCMD [\"bash\"]\n")
+
+
+def test_the_templates_name_only_steps_a_context_can_have_something_for():
+    assert unknown_optional_steps("# @torchbake-if toolkit@\nRUN a\n\n# @torchbake-if extension@\nRUN b\n") == ["toolkit"]
+    for variant in ("base", "dev", "release"):
+        assert unknown_optional_steps((config.PROJECT_ROOT / f"docker/ubuntu/dockerfile.{variant}").read_text()) == []
 
 
 def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():

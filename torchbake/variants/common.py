@@ -16,6 +16,7 @@ from typing import ClassVar, TypeVar
 from .. import __version__, base_os, os_releases
 from ..build_time import created_time
 from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
+from ..context import OPTIONAL_STEPS, unknown_optional_steps
 from ..downloads import require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
@@ -214,6 +215,11 @@ def template_of(settings: Settings, variant: str) -> Path:
     path = Path(settings.image.docker_file) if settings.image.docker_file else DOCKER_DIR / "ubuntu" / f"dockerfile.{variant}"
     if not path.is_file():
         raise ConfigurationError(f"Dockerfile {path} (--docker-file) does not exist.")
+    unknown = unknown_optional_steps(path.read_text(errors="replace"))
+    if unknown:
+        raise ConfigurationError(
+            f"Dockerfile {path} (--docker-file): '# @torchbake-if {unknown[0]}@' names no step torchbake knows;"
+            f" expected {' or '.join(OPTIONAL_STEPS)} (a step without such a line always stays).")
     return path
 
 
