@@ -505,11 +505,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish)
         if check_reproducible:
-            again = candidate_tag(plan.image)
-            again_argv, again_env = client.build_command(
-                context=folder, dockerfile=folder / "Dockerfile", tag=again, build_args=args, labels=labels,
-                secrets=secrets, no_cache=True, network=settings.build.network, target=plan.target)
-            _check_reproducible(plan, client, image_id, again, again_argv, again_env, log_file)
+            _check_reproducible(plan, client, image_id, folder, args, labels, secrets, log_file)
     finally:
         held.close()
         if temporary:
@@ -526,11 +522,16 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     return result
 
 
-def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, tag: str, argv: list[str],
-                        env: dict[str, str], log_file: Path, kept: str = "The image itself was built and tagged") -> None:
-    """Build the same context again with no cache at all (``argv``, under ``tag``) and compare with
-    ``image_id``: the same image, or a VerificationError naming the files that differ (``kept``:
-    what became of the image compared with)."""
+def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder: Path, args: dict[str, str],
+                        labels: dict[str, str], secrets: list[tuple[str, Path]], log_file: Path,
+                        kept: str = "The image itself was built and tagged") -> None:
+    """Build the context in ``folder`` again (the same build args, labels and secrets) with no
+    cache at all, under a candidate tag, and compare with ``image_id``: the same image, or a
+    VerificationError naming the files that differ (``kept``: what became of the image compared with)."""
+    tag = candidate_tag(plan.image)
+    argv, env = client.build_command(
+        context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
+        no_cache=True, network=plan.settings.build.network, target=plan.target)
     say = output.channel().say
     say(f"Building {plan.image} again without any cache, to compare")
     try:
@@ -549,16 +550,15 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, tag: st
 
 
 @in_plan_environment
-def reproduce(plan: Plan, client: DockerClient, image_id: str) -> None:
+def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) -> None:
     """`verify --reproducible`: build ``plan`` (the configuration recorded when ``image_id`` was
     built here) without any cache under a candidate tag and compare with ``image_id``. Its inputs
-    must still be the image's (the same input hash), or the comparison would say nothing."""
+    must still be the image's (``input_hash``, its label), or the comparison would say nothing."""
     settings = plan.settings
     source_date_epoch()
     facts, digest, _found = assess(plan, client, look=False)
     cache = DownloadCache.for_settings(settings)
     log_file = log_path(settings.paths.log_dir, plan.image)
-    recorded = ((client.inspect_image(image_id) or {}).get("Config") or {}).get("Labels") or {}
     folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
     with contextlib.ExitStack() as held:
         if temporary:
@@ -566,18 +566,15 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str) -> None:
         output.channel().say(f"Preparing the build context of {plan.image} in {folder} (log: {log_file})")
         prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
         digest = digest or fingerprint(plan, facts, cache)
-        if digest != recorded.get("torchbake.input-hash"):
+        if digest != input_hash:
             raise VerificationError(
                 f"{plan.image} cannot be built again from its inputs: they have moved since it was built (input"
-                f" hash {digest[:16]}, the image's {recorded.get('torchbake.input-hash', '(none)')[:16]}); a URL"
-                " may now give another file, or the base image was made again. Nothing was built.")
-        tag = candidate_tag(plan.image)
+                f" hash {digest[:16]}, the image's {input_hash[:16] or '(none)'}); a URL may now give another file,"
+                " or the base image was made again. Nothing was built.")
         secrets = held.enter_context(secret_files(build_secrets(plan)))
-        argv, env = client.build_command(
-            context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-            labels=image_labels(plan, prepared, facts, digest), secrets=secrets, no_cache=True,
-            network=settings.build.network, target=plan.target)
-        _check_reproducible(plan, client, image_id, tag, argv, env, log_file, kept="The image itself is unchanged")
+        _check_reproducible(plan, client, image_id, folder, build_args(plan, facts),
+                            image_labels(plan, prepared, facts, digest), secrets, log_file,
+                            kept="The image itself is unchanged")
 
 
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:

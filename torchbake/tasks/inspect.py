@@ -100,7 +100,8 @@ def _verify_reproducible(image: str, config_files: list[str], docker: str | None
         plan = dataclasses.replace(variants.plan_release(resolved.settings(), no_cache=True), build_dir="")
         if plan.image != found[1].get("image"):
             raise ConfigurationError(f"The recorded configuration names {plan.image}, not {found[1].get('image')}.")
-        builder.reproduce(plan, client, info["Id"])
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        builder.reproduce(plan, client, info["Id"], labels.get("torchbake.input-hash", ""))
 
 
 @task(klass=FlagTask, positional=["image"], iterable=["config"], help={
