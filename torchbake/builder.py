@@ -67,19 +67,16 @@ def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
     return args
 
 
-def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
-    """The input hash: everything declared that decides the image (Dockerfile, scripts, build
-    args, base image id, every input's digest, source commits), known before any context is
-    prepared. "" when an input's digest is known only after downloading it. A context the user
-    keeps (``--no-prepare``) is hashed as it is on disk: what is built is what was hashed."""
-    settings = plan.settings
+def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:
+    """What the input hash is made of; None when an input's digest is known only after
+    downloading it. A context the user keeps (``--no-prepare``) is hashed as it is on disk: what
+    is built is what was hashed."""
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
         load_prepared(folder)  # not a prepared context: the error, before anything is looked up
-        return hashlib.sha256(json.dumps({
-            "variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
-            "context": tree_sha256(folder, skip={MARKER}), "target": plan.target,
-        }, sort_keys=True).encode()).hexdigest()
+        return {"variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
+                "context": tree_sha256(folder, skip={MARKER}), "target": plan.target}
+    settings = plan.settings
     material: dict[str, object] = {
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
@@ -96,14 +93,68 @@ def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
     variant_material, digests = plan.hash_inputs(cache)
     material.update(variant_material)
     if any(value == "" for value in digests.values()):
-        return ""
+        return None
     material["inputs"] = digests
-    return hashlib.sha256(json.dumps(material, sort_keys=True, default=list).encode()).hexdigest()
+    return material
+
+
+def _digest_of(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=list).encode()).hexdigest()
+
+
+def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
+    """The input hash: everything declared that decides the image (Dockerfile, scripts, build
+    args, base image id, every input's digest, source commits), known before any context is
+    prepared. "" when an input's digest is known only after downloading it."""
+    material = _hash_material(plan, facts, cache)
+    return "" if material is None else _digest_of(material)
+
+
+INPUT_PARTS_LABEL = "torchbake.input-parts"
+SPLIT_PARTS = ("build_args", "sources", "inputs")  # material whose entries are compared one by one
+
+
+def input_parts(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, str]:
+    """The input hash's material, part by part (``build_args.EXTENSION_COMMIT``,
+    ``wheels.torch``, ``dockerfile``, …), each with a short digest: an image carries them (label
+    ``torchbake.input-parts``), so that a later plan can say which inputs changed since."""
+    parts: dict[str, str] = {}
+    for key, value in (_hash_material(plan, facts, cache) or {}).items():
+        if key in SPLIT_PARTS and isinstance(value, dict):
+            parts.update({(name if key == "inputs" else f"{key}.{name}"): _digest_of(entry)[:12]
+                          for name, entry in value.items()})
+        else:
+            parts[key] = _digest_of(value)[:12]
+    return dict(sorted(parts.items()))
+
+
+def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
+    """Which inputs changed since the image NAME:TAG holds now (on this engine, or else in the
+    registry), and the step of the image's Dockerfile that a build runs again from: what a plan
+    can know before building. "" when there is no such image or it carries no parts."""
+    held, where = client.inspect_image(plan.image), "this engine's image"
+    remote = registry_of(plan, client) if held is None else None
+    if remote is not None:
+        with contextlib.suppress(RegistryError):  # unanswered: the plan says why elsewhere
+            held, where = remote[0].inspect(remote[1], remote[2]), "the registry's image"
+    recorded = ((held or {}).get("Config") or {}).get("Labels") or {}
+    try:
+        before = json.loads(recorded.get(INPUT_PARTS_LABEL, ""))
+    except ValueError:
+        return ""
+    now = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
+    changed = sorted(key for key in {*before, *now} if before.get(key) != now.get(key))
+    if not changed:
+        return ""
+    return f"changed since {where}: {', '.join(changed)}; {plan.steps_again(changed)}"
 
 
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
+    if facts is not None and digest:
+        parts = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
+        labels[INPUT_PARTS_LABEL] = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
 
 

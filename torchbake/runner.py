@@ -17,7 +17,7 @@ from xml.etree import ElementTree
 
 from . import command, output
 from . import config as configuration
-from .builder import ask_registry, assess, build_image, find_in_registry, log_path, publish, skip_reason
+from .builder import ask_registry, assess, build_image, changed_since, find_in_registry, log_path, publish, skip_reason
 from .engine import DockerClient
 from .errors import BaseImagePending, EngineError, FatalError, RegistryError, VerificationError
 from .files import write_atomically
@@ -64,7 +64,7 @@ def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
     """What a run would do with this cell, and why — without building or tagging anything."""
     try:
-        _facts, digest, found = assess(plan, client, apply=False)
+        facts, digest, found = assess(plan, client, apply=False)
     except BaseImagePending as exc:
         return "build", str(exc)
     except FatalError as exc:
@@ -80,7 +80,8 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
         except FatalError as exc:  # --require-registry: the run would fail here
             return "fail", str(exc).splitlines()[0]
     if found is None:
-        return "build", f"no image has these inputs ({note})" if note else "no image has these inputs"
+        changed = changed_since(plan, client, facts)
+        return "build", "; ".join(["no image has these inputs" + (f" ({note})" if note else ""), *([changed] if changed else [])])
     status, image_id = found
     return ("skip" if status.startswith("unchanged") else "retag"), f"{status}: {skip_reason(status, image_id)}"
 

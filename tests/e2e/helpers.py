@@ -250,6 +250,21 @@ def gpu_less(argv: list[str]) -> list[str]:
 BOOTSTRAP_LABEL = "torchbake.bootstrap.suite"  # on the OS images torchbake makes with debootstrap
 
 
+def table_rows(text: str) -> list[list[str]]:
+    """The rows of a table torchbake printed (rich, box lines), each cell's folded lines joined
+    with spaces: a row starts where its first column is not empty."""
+    rows: list[list[str]] = []
+    for line in text.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [cell.strip() for cell in line.strip("│").split("│")]
+        if cells[0] or not rows:
+            rows.append(cells)
+        else:
+            rows[-1] = [f"{old} {new}".strip() for old, new in zip(rows[-1], cells, strict=True)]
+    return rows
+
+
 def image_exists(reference: str) -> bool:
     return docker("image", "inspect", reference, check=False).returncode == 0
 

@@ -31,7 +31,7 @@ from tests.support import (
 
 from .conftest import CANARY
 from .fixture_repos import git
-from .helpers import copy_image, docker, listing, make_wheel
+from .helpers import copy_image, docker, listing, make_wheel, table_rows
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
 
@@ -424,6 +424,15 @@ def test_a_fresh_engine_compiles_only_the_extension_whose_tag_moved(nightly, sec
 
         copy_image(base_image, second_engine)
         on_b = {**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")}
+        # the plan knows, from the registry's image alone, what changed and which steps run again
+        plan = run_invoke("build-all", "--config", str(matrix), *only, "--plan", env=on_b)
+        assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
+        rows = {row[1]: row[3:] for row in table_rows(plan.stdout)}
+        assert rows["fixture-lite-base-py311"][0] == "skip", plan.stdout
+        action, why = rows["fixture-lite-dev-py311"]
+        assert action == "build" and why.startswith("no image has these inputs; "), plan.stdout
+        assert why.endswith("changed since the registry's image: build_args.EXTENSION_COMMIT; runs again from the"
+                            " extension step on"), plan.stdout
         second = run_invoke("build-all", "--config", str(matrix), *only, "--push", "--report", str(tmp_path / "b.json"),
                             env=on_b)
         assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]

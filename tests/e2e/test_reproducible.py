@@ -33,20 +33,20 @@ def push(image: str, target: str, engine: dict | None = None) -> None:
 
 def test_two_engines_with_nothing_in_common_push_the_same_digest(second_engine, tiny_torch, base_image, tb_env,
                                                                   tmp_path, run_id):
-    """Engine A (checking itself: a second build without any cache) and engine B (empty but for the
-    OS image, its own cache folder) build the same inputs: the same image id, the same digest in the
-    registry. (A changed input changes the digest: test_layers' rebuilds; SOURCE_DATE_EPOCH is an
-    input: tests/unit/test_wheel_groups.py.)"""
+    """Engine A, then `verify --reproducible` (built again without any cache, from what this host
+    recorded), and engine B (empty but for the OS image, its own cache folder) build the same
+    inputs: the same image id, the same digest in the registry. (A changed input changes the
+    digest: test_layers' rebuilds; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
+    `build --check-reproducible` makes the same comparison: the next test.)"""
     profile = tmp_path / "tiny.toml"
     profile.write_text(TINY_PROFILE.format(wheel=tiny_torch) + 'network = "host"\n')  # B has no NAT
     args = ("build", "--config", str(profile), "--name", NAME, "--base-img", base_image)
     image = f"{NAME}:{run_id}"
     copy_image(base_image, second_engine)
     try:
-        on_a = run_invoke(*args, "--tag", run_id, "--check-reproducible", env=tb_env)
+        on_a = run_invoke(*args, "--tag", run_id, env=tb_env)
         assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-4000:]
         digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
-        assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in on_a.stdout
         # later, from the configuration this host recorded: built again without cache, compared
         again = run_invoke("verify", image, "--reproducible", env=tb_env)
         assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from torchbake import config
+from torchbake import builder, config
+from torchbake.downloads import DownloadCache
 from torchbake.errors import ConfigurationError, MissingValuesError
 from torchbake.variants import plan_release
-from torchbake.variants.common import check_os_python, parse_os_release
+from torchbake.variants.common import Preflight, check_os_python, parse_os_release
 
 
 def settings(*files, **overrides):
@@ -79,3 +80,30 @@ def test_os_python_mismatch_is_explained():
         ' "standalone" with a standalone_url for that version.'
     )
     check_os_python(plan_release(settings("cpu.toml")), os_release)  # 3.11 on bookworm is fine
+
+
+def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_from(tmp_path):
+    """builder.input_parts: the input hash's material part by part (an image's
+    torchbake.input-parts label); the variant's INPUT_STEPS map changed parts to a step."""
+    facts = Preflight(base_id="sha256:" + "0" * 64)
+
+    def planned(**overrides):
+        resolved = settings("cpu.toml", **{"paths.cache_dir": str(tmp_path), **overrides})
+        plan = plan_release(resolved)
+        cache = DownloadCache.for_settings(resolved, read_only=True)
+        return plan, builder.input_parts(plan, facts, cache), builder.fingerprint(plan, facts, cache)
+
+    plan, before, digest = planned()
+    for overrides, changed, steps in [
+        ({"wheels.torch": "torch==2.12.0"}, ["wheels.torch"], "runs again from the torch step on"),
+        ({"wheels.extra": ["numpy", "packaging"]}, ["extra"], "runs again from the companions step on"),
+        ({"build.compression": "gzip"}, ["compression"], "no step runs again; the layers are exported anew"),
+        ({"image.render_gid": 7}, ["build_args.RENDER_GID"], "runs every step again"),
+        ({"image.env": {"A": "1"}}, ["env"], "runs again from the image environment step on"),
+    ]:
+        other, after, other_digest = planned(**overrides)
+        assert other_digest != digest  # every part the input hash has is a part the label names
+        found = sorted(key for key in {*before, *after} if before.get(key) != after.get(key))
+        assert (found, other.steps_again(found)) == (changed, steps)
+    assert plan.steps_again(["wheels.extension", "toolkits.mccl_url"]) == "runs again from the toolkits step on"
+    assert plan.steps_again(["base_image_id", "wheels.extension"]) == "runs every step again"

@@ -39,6 +39,8 @@ class BasePlan(PlanCommon):
 
     variant = "base"
     from_flag = "--sys"
+    INPUT_STEPS = (("Python environment", ("python", "installer")), ("requirements", ("requirements", "wheel_options")),
+                   ("sources", ("sources.*", "keep_git")), ("image environment", ("env",)))
     base_image: str  # the OS image (--sys)
     dockerfile_template: Path
     python_version: str

@@ -51,6 +51,23 @@ class PlanCommon:
     versions_known_after_build: ClassVar[bool] = False
 
     slim: ClassVar[bool] = False  # also build the slim runtime image (dev builds that ask for it)
+    # The Dockerfile's steps in order, each with the input-hash parts (builder.input_parts; a
+    # trailing * matches a prefix) that only it and the steps after it read. A part no step names
+    # (the base image, the Dockerfile, the scripts, most build args) feeds the first step.
+    INPUT_STEPS: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
+    EXPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"compression"})  # changes blobs, runs no step
+
+    def steps_again(self, changed: list[str]) -> str:
+        """Which steps a build with these input-hash parts changed runs again, in words."""
+        def step_of(part: str) -> int:
+            return next((index for index, (_, parts) in enumerate(self.INPUT_STEPS, 1)
+                         if any(part == p or (p.endswith("*") and part.startswith(p[:-1])) for p in parts)), 0)
+
+        runs = [step_of(part) for part in changed if part not in self.EXPORT_ONLY]
+        if not runs:
+            return "no step runs again; the layers are exported anew"
+        first = min(runs)
+        return f"runs again from the {self.INPUT_STEPS[first - 1][0]} step on" if first else "runs every step again"
 
     def source_records(self, facts) -> dict[str, dict[str, str]]:
         """What the build manifest records of the sources this variant uses."""

@@ -58,6 +58,10 @@ class DevPlan(PlanCommon):
     keep_git: bool
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
+    INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ()),
+                   ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT")),
+                   ("extensions", ("extensions",)), ("vision and audio", ("sources.*",)),
+                   ("slim runtime stage", ("runtime_env", "build_args.RUNTIME_BASE", "build_args.RUNTIME_PATHS")))
 
     @property
     def dockerfile_env(self) -> dict[str, str]:

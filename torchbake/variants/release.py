@@ -38,6 +38,9 @@ from .common import (
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(PlanCommon):
     variant = "release"
+    INPUT_STEPS = (("Python environment", ("python", "installer")), ("torch", ("wheels.torch", "wheel_options")),
+                   ("companions", ("wheels.torchvision", "wheels.torchaudio", "extra")), ("toolkits", ("toolkits.*",)),
+                   ("extension", ("wheels.extension",)), ("image environment", ("env",)))
 
     base_image: str
     dockerfile_template: Path
