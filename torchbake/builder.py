@@ -142,6 +142,8 @@ def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
         before = json.loads(recorded.get(INPUT_PARTS_LABEL, ""))
     except ValueError:
         return ""
+    if not isinstance(before, dict):  # not torchbake's label (a user's image under that tag)
+        return ""
     now = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
     changed = sorted(key for key in {*before, *now} if before.get(key) != now.get(key))
     if not changed:
