@@ -5,46 +5,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 from rich.text import Text
 
 from .. import config as configuration
 from .. import output
-from ..cli import BUILDER_HELP, COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors
+from ..cli import check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
 from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
+from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
 from ..writable import check_output_file
-from .build import TRUST_HELP, registry_overrides, trust_overrides
 from .gc import collect
 
 # imported when the task runs (see tasks/build.py)
 runner = LazyModule("torchbake.runner")
 variants = LazyModule("torchbake.variants")
-
-HELP = {
-    **COMMON_HELP,
-    **BUILDER_HELP,
-    "config": "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell (e.g. vendor URLs); repeatable",
-    "only": "Build only cells whose id matches this glob (e.g. 'musa-*-py310'); repeatable; their dependencies come along",
-    "skip": "Leave out cells whose id matches this glob; repeatable",
-    "jobs": "Cells built at once (independent cells only), default 1",
-    "keep_going": "After a failure, still build the cells that do not depend on it (the default)",
-    "fail_fast": "Stop at the first failed cell",
-    "push": "Push each verified image to its registry and record its digest",
-    "force": "Build every cell even if its image already has the same input hash",
-    "no_cache": "With --force: build every step again, ignoring the engine's layer cache (build_all.sh's way)",
-    "report": "Write a JSON report to this file",
-    "junit": "Write a JUnit XML report to this file",
-    "plan": "Print the ordered plan (build, skip, re-tag, and why) and touch nothing",
-    "shard": "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together",
-    "emit_matrix": "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)",
-    "require_registry": "A cell whose registry cannot be asked fails instead of building. [registry] require",
-    "no_registry_check": "Do not ask [matrix] registry whether it holds a cell's image already. [registry] check",
-    **TRUST_HELP,
-}
-
 
 def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell], list[str]]:
     files = config_files or [str(configuration.CONFIG_DIR / "nightly.toml")]
@@ -57,25 +34,23 @@ def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell],
     return cells, files
 
 
-@task(klass=FlagTask, help=HELP, iterable=["config", "only", "skip"])
+@flag_task(*BUILD_ALL_FLAGS)
 @reports_errors
-def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fail_fast=False, push=False,
-              force=False, no_cache=False, report=None, junit=None, plan=False, shard=None, emit_matrix=None, docker=None,
-              builder=None, require_hashes=False, ca_bundle=None, require_registry=False, no_registry_check=False):
+def build_all(c, **given):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
-    _check_flags(keep_going=keep_going, fail_fast=fail_fast, jobs=jobs, emit_matrix=emit_matrix, plan=plan,
-                 reports=bool(report or junit), no_cache=no_cache, force=force)
+    report, junit, plan, force, no_cache = (given[k] for k in ("report", "junit", "plan", "force", "no_cache"))
+    emit_matrix, shard_text = given["emit_matrix"], given["shard"]
+    _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
+                 emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force)
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
-    cells, files = _cells(list(config or []), only, skip, None if emit_matrix else shard)
+    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], None if emit_matrix else shard_text)
     if emit_matrix:
-        count = parse_shard(shard)[1] if shard else len(groups(cells))
+        count = parse_shard(shard_text)[1] if shard_text else len(groups(cells))
         output.result(github_matrix(cells, count) + "\n")
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
-    trust = {k: v for k, v in {**trust_overrides(require_hashes, ca_bundle),
-                               **registry_overrides(None, require_registry, no_registry_check),
-                               "build.builder": builder}.items() if v is not None}
+    trust = overrides(BUILD_ALL_FLAGS, given)  # the command line's options, for every cell
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
         try:
@@ -86,13 +61,14 @@ def build_all(c, config=None, only=None, skip=None, jobs=1, keep_going=False, fa
         raise missing_in_matrix(cells, needs)
     settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
     check_folders(settings, create=not plan)
-    client = docker_client(settings, choice=docker)
+    client = docker_client(settings, choice=given["docker"])
     client.check_engine()
     if plan:
         _print_plan(cells, plans, needs, client, force=force)
         return
     out = output.channel()
-    run = runner.MatrixRun(cells, plans, client, out, jobs=jobs, keep_going=not fail_fast, force=force, push=push,
+    run = runner.MatrixRun(cells, plans, client, out, jobs=given["jobs"], keep_going=not given["fail_fast"],
+                           force=force, push=given["push"],
                            log_dir=settings.paths.log_dir)
     try:
         results = run.run()
