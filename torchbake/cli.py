@@ -25,20 +25,6 @@ from .engine import DockerClient, check_answers
 from .errors import ConfigurationError, EngineError, FatalError
 from .redaction import redact
 
-# Help of the flags every task has, written once.
-COMMON_HELP = {
-    "config": "TOML config file layered over configs/defaults.toml; repeatable, later files win",
-    "docker": "Docker client binary for builds and terminals ([build] docker; default auto: the first that can build"
-              " with BuildKit)",
-}
-
-
-# The build tasks' own (build, build-base, build-all).
-BUILDER_HELP = {
-    "builder": "buildx builder that runs the builds, e.g. a remote BuildKit fleet ([build] builder; default: buildx's"
-               " current one, the engine's own)",
-}
-
 
 class FlagTask(Task):
     """A task whose flags may carry extra spellings: ``names={"python": ["v", "python_version"]}``.

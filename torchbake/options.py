@@ -206,3 +206,90 @@ BUILD_ALL_FLAGS = (
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
     DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
 )
+
+# --- run-container, containers, stop-container ------------------------------------------------
+
+RUN_CONTAINER_FLAGS = (
+    Flag("image", "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile); default the"
+                  " image of this host's most recent successful build", positional=True),
+    Flag("name", "Container name; reused if it exists (started if stopped). [run] name, default <repository>-<tag>",
+         key="run.name"),
+    Flag("shm_size", "Size of /dev/shm, e.g. 80G; under 1G warns (DataLoader workers need it). [run] shm_size, default"
+                     " auto = half the host's memory", key="run.shm_size", aliases=("shm_size",)),
+    Flag("privileged", "Give the container every host device and capability. [run] privileged", key="run.privileged",
+         default=SWITCH, sets=True),
+    Flag("env", "KEY=VALUE for the container and this shell; repeatable, adds to [run] env", repeatable=True),
+    Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
+         repeatable=True),
+    Flag("workdir", "Working directory in the container. [run] workdir, default the image's", key="run.workdir"),
+    Flag("device_profile", "cpu | cuda (--gpus all) | rocm (/dev/kfd, /dev/dri) | musa (privileged,"
+                           " MTHREADS_VISIBLE_DEVICES=all); default the image's profile", key="run.device_profile",
+         aliases=("device_profile",)),
+    Flag("rm", "Run a throwaway container, removed when the shell or command ends", default=SWITCH),
+    Flag("command", "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's"),
+    Flag("replace", "Remove a container of this name that torchbake created (other image or settings) and create it"
+                    " again", default=SWITCH),
+    DRY_RUN, CONFIG, DOCKER,
+)
+CONTAINERS_FLAGS = (DOCKER, CONFIG)
+STOP_CONTAINER_FLAGS = (
+    Flag("name", "Container to stop (one torchbake created; `invoke containers` lists them)", positional=True),
+    Flag("rm", "Also remove it", default=SWITCH),
+    Flag("time", "Seconds to wait for it to stop before it is killed (default 10)", default=10),
+    DOCKER, CONFIG,
+)
+
+# --- gc ---------------------------------------------------------------------------------------
+
+GC_FLAGS = (
+    Flag("dry_run", "List exactly what would be removed, and why; remove nothing", default=SWITCH),
+    Flag("keep", "Replaced images (a newer build took their NAME:TAG) kept per NAME:TAG for a rollback; the current"
+                 " image of a tag always stays. [gc] keep, default 3", key="gc.keep"),
+    Flag("older_than", "Cache entries no build used, and logs and manifests, older than this go, e.g. 30d, 12h."
+                       " [gc] older_than, default 30d", key="gc.older_than"),
+    Flag("max_cache", "Budget of the cache folder, e.g. 50G: least recently used entries go beyond it. [gc] max_cache",
+         key="gc.max_cache"),
+    Flag("max_build_cache", "Budget of the engine's build cache, e.g. 20G (docker builder prune --keep-storage)."
+                            " [gc] max_build_cache", key="gc.max_build_cache"),
+    DOCKER, CONFIG,
+)
+
+# --- verify, show-build, show-config ----------------------------------------------------------
+
+VERIFY_CHECKS = (  # what verify expects of the image; not with --reproducible
+    Flag("python", "Expected Python X.Y (default: the image's torchbake.python label)"),
+    Flag("torch_version", "Expected torch version (default: the torchbake.torch-version label)"),
+    Flag("extension_module", "Extension module that must import (default: the torchbake.extension-module label)"),
+    Flag("cuda_arch_list", "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list"
+                           " label)"),
+)
+VERIFY_FLAGS = (
+    Flag("image", "Image to verify, NAME:TAG or id", positional=True),
+    *VERIFY_CHECKS,
+    Flag("reproducible", "Instead: build the image again without any cache from the configuration this host recorded"
+                         " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
+                         " over that configuration (e.g. credentials, which records keep masked)", default=SWITCH),
+    DOCKER, CONFIG,
+)
+SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)
+SHOW_CONFIG_FLAGS = (
+    CONFIG,
+    Flag("variant", "Show the values derived for this kind of build: base (build-base), dev or release (build"
+                    " --release); default [build] variant"),
+    Flag("format", "table (default: each value and where it came from) or toml (a file --config reads back to the same"
+                   " settings)", default="table"),
+)
+
+# --- bootstrap-os -----------------------------------------------------------------------------
+
+BOOTSTRAP_OS_FLAGS = (
+    Flag("suite", "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)", default="bookworm"),
+    Flag("name", "Image to create (default torchbake/debian:<suite>)"),
+    Flag("mirror", "Package mirror URL. [bootstrap] mirror, default debootstrap's own for the suite",
+         key="bootstrap.mirror"),
+    Flag("variant", "debootstrap variant: minbase or buildd. [bootstrap] variant, default minbase",
+         key="bootstrap.variant"),
+    Flag("force", "Make the image again even if it exists", default=SWITCH),
+    DOCKER, CONFIG,
+    Flag("dry_run", "Print the commands and touch nothing", default=SWITCH),
+)

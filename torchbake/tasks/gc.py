@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-from invoke import Collection, task
+from invoke import Collection
 
 from .. import output, validation
-from ..cli import COMMON_HELP, FlagTask, check_folders, docker_client, reports_errors, resolve_config
+from ..cli import check_folders, docker_client, reports_errors, resolve_config
 from ..config import Settings
 from ..engine import DockerClient
 from ..errors import ConfigurationError
 from ..lazy import LazyModule
+from ..options import GC_FLAGS, flag_task, overrides
 from ..output import human_size
 
 cleanup = LazyModule("torchbake.cleanup")  # imported when the task runs (see tasks/build.py)
-
-HELP = {
-    **COMMON_HELP,
-    "dry_run": "List exactly what would be removed, and why; remove nothing",
-    "keep": "Replaced images (a newer build took their NAME:TAG) kept per NAME:TAG for a rollback; the current"
-            " image of a tag always stays. [gc] keep, default 3",
-    "older_than": "Cache entries no build used, and logs and manifests, older than this go, e.g. 30d, 12h."
-                  " [gc] older_than, default 30d",
-    "max_cache": "Budget of the cache folder, e.g. 50G: least recently used entries go beyond it. [gc] max_cache",
-    "max_build_cache": "Budget of the engine's build cache, e.g. 20G (docker builder prune --keep-storage). [gc] max_build_cache",
-}
-
 
 def limits_of(settings: Settings) -> cleanup.Limits:
     gc = settings.gc
@@ -56,24 +45,23 @@ def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> clean
     return outcome
 
 
-@task(klass=FlagTask, help=HELP, iterable=["config"])
+@flag_task(*GC_FLAGS)
 @reports_errors
-def gc(c, dry_run=False, keep=None, older_than=None, max_cache=None, max_build_cache=None, docker=None, config=None):
+def gc(c, **given):
     """Remove what torchbake left behind: its images a newer build replaced and nothing uses (beyond
     the newest --keep per NAME:TAG), cache entries and logs older than --older-than, caches over budget.
 
     Never an image torchbake did not build on this host, one a container uses, a cache entry
     another torchbake holds, or anything while the engine does not answer."""
-    if keep is not None:
+    if given["keep"] is not None:
         try:
-            keep = int(keep)
+            given["keep"] = int(given["keep"])
         except ValueError:
-            raise ConfigurationError(f"--keep {keep!r}: expected a whole number of images, 0 or more.") from None
-    settings = resolve_config(config, {"build.docker": docker, "gc.keep": keep, "gc.older_than": older_than,
-                                       "gc.max_cache": max_cache, "gc.max_build_cache": max_build_cache}).settings()
+            raise ConfigurationError(f"--keep {given['keep']!r}: expected a whole number of images, 0 or more.") from None
+    settings = resolve_config(given["config"], overrides(GC_FLAGS, given)).settings()
     check_folders(settings, create=False)
     client = docker_client(settings, for_build=False)
-    collect(settings, client, dry_run=dry_run)
+    collect(settings, client, dry_run=given["dry_run"])
 
 
 ns = Collection(gc)

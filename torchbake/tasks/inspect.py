@@ -6,53 +6,38 @@ import dataclasses
 import tempfile
 from pathlib import Path
 
-from invoke import Collection, task
+from invoke import Collection
 from rich.text import Text
 
 from .. import config as configuration
 from .. import output, redaction, validation
-from ..cli import COMMON_HELP, FlagTask, docker_client, reports_errors, resolve_config
+from ..cli import docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
 from ..lazy import LazyModule
 from ..manifest import describe, find_manifest
+from ..options import SHOW_BUILD_FLAGS, SHOW_CONFIG_FLAGS, VERIFY_CHECKS, VERIFY_FLAGS, flag_task, overrides
 from ..verify import Expectations, verify_image
 
 builder = LazyModule("torchbake.builder")  # verify --reproducible's build: imported when it runs
 variants = LazyModule("torchbake.variants")
 
 
-@task(
-    klass=FlagTask,
-    help={
-        **COMMON_HELP,
-        "image": "Image to verify, NAME:TAG or id",
-        "python": "Expected Python X.Y (default: the image's torchbake.python label)",
-        "torch_version": "Expected torch version (default: the torchbake.torch-version label)",
-        "extension_module": "Extension module that must import (default: the torchbake.extension-module label)",
-        "cuda_arch_list": "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list label)",
-        "reproducible": "Instead: build the image again without any cache from the configuration this host recorded"
-                        " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
-                        " over that configuration (e.g. credentials, which records keep masked)",
-    },
-    positional=["image"],
-    iterable=["config"],
-)
+@flag_task(*VERIFY_FLAGS)
 @reports_errors
-def verify(c, image, python=None, torch_version=None, extension_module=None, cuda_arch_list=None,
-           reproducible=False, docker=None, config=None):
+def verify(c, **given):
     """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails.
     With --reproducible: build the image again without any cache and compare."""
-    if reproducible:
-        given = [flag for flag, value in (("--python", python), ("--torch-version", torch_version),
-                                          ("--extension-module", extension_module), ("--cuda-arch-list", cuda_arch_list))
-                 if value]
-        if given:
-            raise ConfigurationError(f"{', '.join(given)}: not with --reproducible, which compares the image with a"
+    image, config, docker = given["image"], given["config"], given["docker"]
+    python, cuda_arch_list = given["python"], given["cuda_arch_list"]
+    if given["reproducible"]:
+        checks = [f"--{flag.param.replace('_', '-')}" for flag in VERIFY_CHECKS if given[flag.param]]
+        if checks:
+            raise ConfigurationError(f"{', '.join(checks)}: not with --reproducible, which compares the image with a"
                                      " build of its own recorded configuration (run verify without --reproducible"
                                      " for the checks).")
         _verify_reproducible(image, config or [], docker)
         return
-    settings = resolve_config(config, {"build.docker": docker}).settings()
+    settings = resolve_config(config, overrides(VERIFY_FLAGS, given)).settings()
     for flag, value, check in (("--python", python, validation.python_version),
                                ("--cuda-arch-list", cuda_arch_list, validation.cuda_arch_list)):
         try:
@@ -62,8 +47,8 @@ def verify(c, image, python=None, torch_version=None, extension_module=None, cud
             raise ConfigurationError(f"{flag} {value!r} is invalid: {exc}.") from None
     client = docker_client(settings, for_build=False)
     client.check_engine()
-    expected = Expectations.of_image(client, image, python=python, torch=torch_version,
-                                     extension_module=extension_module, cuda_arch_list=cuda_arch_list)
+    expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
+                                     extension_module=given["extension_module"], cuda_arch_list=cuda_arch_list)
     verify_image(client, image, expected)
 
 
@@ -104,15 +89,13 @@ def _verify_reproducible(image: str, config_files: list[str], docker: str | None
         builder.reproduce(plan, client, info["Id"], labels.get("torchbake.input-hash", ""))
 
 
-@task(klass=FlagTask, positional=["image"], iterable=["config"], help={
-    **COMMON_HELP,
-    "image": "Image to describe, NAME:TAG or id",
-})
+@flag_task(*SHOW_BUILD_FLAGS)
 @reports_errors
-def show_build(c, image, docker=None, config=None):
+def show_build(c, **given):
     """Print how an image was built: its labels and, from this host's build manifest, every input
     with its digest, the docker command and the timings."""
-    settings = resolve_config(config, {"build.docker": docker}).settings()
+    image = given["image"]
+    settings = resolve_config(given["config"], overrides(SHOW_BUILD_FLAGS, given)).settings()
     client = docker_client(settings, for_build=False)
     client.check_engine()
     info = client.inspect_image(image)
@@ -126,16 +109,12 @@ def show_build(c, image, docker=None, config=None):
     output.channel().show(table)
 
 
-@task(klass=FlagTask, iterable=["config"], help={
-    "config": COMMON_HELP["config"],
-    "variant": "Show the values derived for this kind of build: base (build-base), dev or release (build --release);"
-               " default [build] variant",
-    "format": "table (default: each value and where it came from) or toml (a file --config reads back to the same settings)",
-})
+@flag_task(*SHOW_CONFIG_FLAGS)
 @reports_errors
-def show_config(c, config=None, variant=None, format="table"):  # noqa: A002 - the flag's name
+def show_config(c, **given):
     """Print the resolved configuration and where each value came from ("derived from …" for
     names, tags and FROM images nobody set)."""
+    config, variant, format = given["config"], given["variant"], given["format"]  # noqa: A001 - the flag's name
     if variant not in (None, "base", "dev", "release"):
         raise ConfigurationError(f"--variant {variant!r}: expected base, dev or release.")
     if format not in ("table", "toml"):

@@ -1,0 +1,41 @@
+"""The option table (torchbake.options): each flag declared once, and what comes from it."""
+
+from __future__ import annotations
+
+import pytest
+
+import tasks
+from torchbake import config, options
+from torchbake.errors import ConfigurationError
+
+TABLES = {name: value for name, value in vars(options).items() if name.endswith("_FLAGS")}
+
+
+@pytest.mark.parametrize("table", sorted(TABLES))
+def test_every_flag_sets_an_option_that_exists_and_a_switch_says_what_it_sets(table):
+    known = config.schema()
+    for flag in TABLES[table]:
+        assert not flag.key or flag.key in known, f"{table} --{flag.param}: no option {flag.key}"
+        assert flag.default is not options.SWITCH or not flag.key or flag.sets is not None, flag.param
+        assert bool(flag.only) == bool(flag.why), flag.param
+
+
+def test_each_task_takes_exactly_the_flags_of_its_table():
+    for table, flags in TABLES.items():
+        task = tasks.ns.tasks[table.removesuffix("_FLAGS").lower().replace("_", "-")]
+        assert [p for p in task.argspec(task.body).parameters] == [f.param for f in flags]
+        assert {a.name: a.help for a in task.get_arguments()} == {f.param: f.help for f in flags}
+
+
+def test_overrides_are_what_the_given_flags_set():
+    given = {"name": "team/torch", "release": True, "no_verify": True, "keep_git": False, "python": None,
+             "no_registry_check": True, "dry_run": True, "config": []}
+    assert options.overrides(options.BUILD_FLAGS, given) == {
+        "image.name": "team/torch", "build.variant": "release", "build.verify": False, "registry.check": False}
+
+
+def test_a_flag_without_effect_on_the_variant_is_named_with_why():
+    with pytest.raises(ConfigurationError, match=r"^--torch-whl-url has no effect on a dev image: a dev image builds"
+                                                 r" torch from source\. Leave it out, or build a release image"):
+        options.check_effect(options.BUILD_FLAGS, "dev", {"torch_whl_url": "torch==2.13.0"})
+    options.check_effect(options.BUILD_FLAGS, "release", {"torch_whl_url": "torch==2.13.0"})
