@@ -42,7 +42,11 @@ class FlagTask(Task):
         super().__init__(*args, **kwargs)
 
     def get_arguments(self, *args: Any, **kwargs: Any) -> list[Argument]:
-        arguments = super().get_arguments(*args, **kwargs)
+        helps = dict(self.help)  # invoke pops each help text it hands out: asked again, it would have none
+        try:
+            arguments = super().get_arguments(*args, **kwargs)
+        finally:
+            self.help = helps
         for argument in arguments:
             argument.optional_positional = argument.name in self.optional_positional  # type: ignore[attr-defined]
         return arguments

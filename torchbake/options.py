@@ -80,6 +80,13 @@ def check_effect(flags: tuple[Flag, ...], variant: str, given: Mapping[str, Any]
                                      f" Leave it out, or build {other}.")
 
 
+def flag_setting(key: str) -> str:
+    """The flag of ``invoke build`` (or else ``build-base``) that sets the option ``key``, for
+    messages that tell the user what to pass ("" when no flag sets it)."""
+    return next((f"--{flag.param.replace('_', '-')}" for flag in (*BUILD_FLAGS, *BUILD_BASE_FLAGS)
+                 if flag.key == key and flag.default is VALUE), "")
+
+
 # --- flags many tasks take -------------------------------------------------------------------
 
 CONFIG = Flag("config", "TOML config file layered over configs/defaults.toml; repeatable, later files win", repeatable=True)

@@ -15,22 +15,13 @@ from typing import ClassVar, TypeVar
 
 from .. import __version__, base_os, os_releases
 from ..build_time import created_time
-from ..config import DOCKER_DIR, TOOLKITS, Settings, env_var_name
+from ..config import DOCKER_DIR, Settings, env_var_name
 from ..context import OPTIONAL_STEPS, unknown_optional_steps
 from ..downloads import require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, write_atomically
-
-# Option → the flag that sets it, for messages that tell the user what to pass.
-FLAGS = {
-    "image.name": "--name",
-    "image.base": "--base-img",
-    "wheels.torch": "--torch-whl-url",
-    "wheels.extension": "--torch-musa-whl-url",
-    "base.sys": "--sys",
-    **{f"toolkits.{k}": flag for k, (flag, _) in TOOLKITS.items()},
-}
+from ..options import flag_setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,8 +154,8 @@ def ways_to_set(key: str, *, matrix: bool = False) -> list[str]:
     ways = [f"[{section}] {name} = ... in a --config file", env_var_name(key)]
     if matrix and section == "wheels":
         ways.insert(0, f'[matrix.options.release] "{key}" (a template: {{cp}} is cp310 for Python 3.10)')
-    elif not matrix and key in FLAGS:
-        ways.insert(0, FLAGS[key])
+    elif not matrix and flag_setting(key):
+        ways.insert(0, flag_setting(key))
     return ways
 
 
