@@ -40,6 +40,7 @@ from .manifest import BuildRecord
 from .output import human_size
 from .plan import describe_plan
 from .redaction import redact
+from .status import Status
 from .variants import DevPlan, Plan, Preflight
 from .verify import Expectations, verify_image
 
@@ -54,7 +55,7 @@ class BuildResult:
     log_file: Path | None
     input_hash: str
     seconds: float
-    status: str = "built"  # built | unchanged (skipped) | retagged
+    status: Status = Status.BUILT
     reason: str = ""
 
 
@@ -222,7 +223,7 @@ def preflight(plan: Plan, client: DockerClient, *, writes: bool = True) -> Prefl
 
 
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
-                   apply: bool = True) -> tuple[str, str] | None:
+                   apply: bool = True) -> tuple[Status, str] | None:
     """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when an
     image torchbake built for ``image`` (recorded in ``state``, however long ago) has it — tagged
     ``image`` when ``apply``; None when it must be built.
@@ -235,13 +236,13 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
     current = client.inspect_image(image)
     if (current and _input_hash_of(current) == digest and labels_fit(current, image)
             and (recorded is None or current["Id"] in recorded)):  # no record at all: the image's labels decide
-        return "unchanged", current["Id"]
+        return Status.UNCHANGED, current["Id"]
     for image_id in reversed(recorded or []):
         info = client.inspect_image(image_id)
         if info and _input_hash_of(info) == digest and labels_fit(info, image):
             if apply:
                 client.tag(image_id, image)
-            return "retagged", image_id
+            return Status.RETAGGED, image_id
     return None
 
 
@@ -263,7 +264,7 @@ def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> t
     return registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy), repository, tag
 
 
-def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[str, str] | None:
+def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[Status, str] | None:
     """("unchanged (registry)", manifest digest) when the registry's NAME:TAG has these inputs;
     ("retagged (registry)", digest) when the tag named by the input hash has them (NAME:TAG is
     pointed at it inside the registry when ``apply``: no layer moves); None otherwise."""
@@ -273,17 +274,17 @@ def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bo
     remote, repository, tag = found
     held = remote.held(repository, tag)
     if held and held.input_hash == digest:
-        return "unchanged (registry)", held.digest
+        return Status.UNCHANGED_IN_REGISTRY, held.digest
     by_inputs = remote.held(repository, registry.inputs_tag(digest))
     if by_inputs and by_inputs.input_hash == digest:
         if apply:
             remote.copy_tag(repository, registry.inputs_tag(digest), tag)
-        return "retagged (registry)", by_inputs.digest
+        return Status.RETAGGED_IN_REGISTRY, by_inputs.digest
     return None
 
 
 def ask_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True,
-                 ) -> tuple[tuple[str, str] | None, str]:
+                 ) -> tuple[tuple[Status, str] | None, str]:
     """:func:`find_in_registry`, and why the registry could not be asked ("" when it answered).
     With ``[registry] require`` (--require-registry) that is an error instead."""
     try:
@@ -336,12 +337,12 @@ def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[
     return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
 
 
-def skip_reason(status: str, image_id: str) -> str:
+def skip_reason(status: Status, image_id: str) -> str:
     """Why a build was skipped, for the output and the reports."""
-    return {"unchanged": "its input hash matches the image's",
-            "retagged": f"same inputs as {image_id[:19]}, re-tagged",
-            "unchanged (registry)": f"the registry's image ({image_id[:19]}) has these inputs; nothing pulled",
-            "retagged (registry)": f"the registry's image {image_id[:19]} has these inputs; the tag was pointed at it"
+    return {Status.UNCHANGED: "its input hash matches the image's",
+            Status.RETAGGED: f"same inputs as {image_id[:19]}, re-tagged",
+            Status.UNCHANGED_IN_REGISTRY: f"the registry's image ({image_id[:19]}) has these inputs; nothing pulled",
+            Status.RETAGGED_IN_REGISTRY: f"the registry's image {image_id[:19]} has these inputs; the tag was pointed at it"
                                    " in the registry (nothing pulled or pushed)"}[status]
 
 
@@ -426,7 +427,7 @@ def in_plan_environment(body):
 
 @in_plan_environment
 def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True, make_base: bool = True,
-           ) -> tuple[Preflight, str, tuple[str, str] | None]:
+           ) -> tuple[Preflight, str, tuple[Status, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
@@ -460,7 +461,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         status, image_id = found
         reason = skip_reason(status, image_id)
         say((plan.image, "bold"), f" {status}: {reason}")
-        if not status.endswith("(registry)"):  # the image is on this engine
+        if not status.in_registry:  # the image is on this engine
             record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
             if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
                 remove_replaced(client, tagged, built_images_file(plan))
@@ -482,10 +483,10 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
                         user_context, tagged, publish, check_reproducible)
     except BaseException as exc:
-        record.write("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", str(exc).split("\n")[0])
+        record.write(Status.INTERRUPTED if isinstance(exc, KeyboardInterrupt) else Status.FAILED, str(exc).split("\n")[0])
         raise
     record.facts["image_id"] = result.image_id
-    record.write("built")
+    record.write(Status.BUILT)
     return result
 
 

@@ -24,9 +24,9 @@ from .builder import FIRST_BUILT, forget_missing, read_record
 from .engine import DockerClient, content_id
 from .errors import EngineError
 from .output import human_size
+from .status import ON_THIS_ENGINE
 
 CANDIDATE_MARK = ":torchbake-candidate-"
-DONE = ("built", "unchanged", "retagged")
 
 
 @dataclass(frozen=True)
@@ -179,14 +179,14 @@ def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
             manifests.append((path, {}))
     succeeded: dict[str, float] = {}
     for path, document in manifests:
-        if document.get("status") in DONE:
+        if document.get("status") in ON_THIS_ENGINE:
             image = document.get("image", "")
             succeeded[image] = max(succeeded.get(image, 0.0), path.stat().st_mtime)
     found = []
     for path, document in manifests:
         if now - path.stat().st_mtime <= older_than:
             continue
-        if document.get("status") not in DONE and succeeded.get(document.get("image", ""), 0.0) < path.stat().st_mtime:
+        if document.get("status") not in ON_THIS_ENGINE and succeeded.get(document.get("image", ""), 0.0) < path.stat().st_mtime:
             continue  # the newest word on that image is a failure: keep its log
         log = path.with_name(path.name.removesuffix(".manifest.json") + ".log")
         for item in (path, log):

@@ -19,6 +19,7 @@ from typing import Any
 from . import __version__
 from .files import write_atomically
 from .redaction import redact_all
+from .status import ON_THIS_ENGINE, Status
 
 
 @dataclass
@@ -44,7 +45,7 @@ class BuildRecord:
     def path(self) -> Path:
         return manifest_path(self.log_file)
 
-    def write(self, status: str, error: str = "") -> Path:
+    def write(self, status: Status, error: str = "") -> Path:
         document = {
             "torchbake_version": __version__,
             "image": self.image,
@@ -88,7 +89,7 @@ def recent_builds(log_dir: Path) -> list[dict[str, Any]]:
     """The manifests of this host's successful builds (and of builds that found their image
     unchanged or re-tagged it), newest first."""
     return [document for _, document in _manifests(log_dir)
-            if document.get("status") in ("built", "unchanged", "retagged") and document.get("image")]
+            if document.get("status") in ON_THIS_ENGINE and document.get("image")]
 
 
 def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[str, Any]] | None) -> list[tuple[str, str]]:

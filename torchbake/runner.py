@@ -24,20 +24,19 @@ from .files import write_atomically
 from .matrix import Cell
 from .output import human_size, styled
 from .redaction import redact, redact_all
+from .status import Status
 from .variants import plan_base, plan_dev, plan_release
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-FAILED_STATES = ("failed", "blocked", "interrupted")
-DONE_STATES = ("built", "unchanged", "retagged", "unchanged (registry)", "retagged (registry)")
 
 
 @dataclass
 class CellResult:
     id: str
     image: str
-    status: str = "pending"  # one of DONE_STATES or FAILED_STATES, "not run", "pending"
+    status: Status = Status.PENDING
     reason: str = ""
     seconds: float = 0.0
     size_bytes: int = 0
@@ -83,7 +82,8 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
         changed = changed_since(plan, client, facts)
         return "build", "; ".join(["no image has these inputs" + (f" ({note})" if note else ""), *([changed] if changed else [])])
     status, image_id = found
-    return ("skip" if status.startswith("unchanged") else "retag"), f"{status}: {skip_reason(status, image_id)}"
+    action = "skip" if status in (Status.UNCHANGED, Status.UNCHANGED_IN_REGISTRY) else "retag"
+    return action, f"{status}: {skip_reason(status, image_id)}"
 
 
 def first_error_line(text: str) -> str:
@@ -124,7 +124,7 @@ class MatrixRun:
         beside others, only into the cell's log (the summary lines still come here)."""
         return self.channel if self.jobs == 1 else output.Channel(output.console(file=log), commands=False)
 
-    def _quick_check(self, cell: Cell) -> tuple[str, str, str] | None:
+    def _quick_check(self, cell: Cell) -> tuple[Status, str, str] | None:
         """(status, image id, input hash) when the cell's image is already up to date (re-tagging
         it if needed); None when it needs the full path (or the check itself failed)."""
         try:
@@ -151,14 +151,14 @@ class MatrixRun:
                 pending.remove(cell)
                 status, image_id, input_hash = found
                 reason = skip_reason(status, image_id)
-                if status.endswith("(registry)"):  # already there: nothing to push
+                if status.in_registry:  # already there: nothing to push
                     self._finish(cell.id, status, reason, digest=image_id, seconds=time.monotonic() - started)
                     continue
                 size = int((self.client.inspect_image(image_id) or {}).get("Size", 0))
                 try:
                     digest = self._push(cell, input_hash) if self.push else ""
                 except FatalError as exc:
-                    self._finish(cell.id, "failed", str(exc).splitlines()[0], error=str(exc).splitlines()[0],
+                    self._finish(cell.id, Status.FAILED, str(exc).splitlines()[0], error=str(exc).splitlines()[0],
                                  exit_code=exc.exit_code)
                     continue
                 self._finish(cell.id, status, reason, image_id=image_id, size_bytes=size, digest=digest,
@@ -175,8 +175,8 @@ class MatrixRun:
                 command.terminate_all()
                 wait(list(running), timeout=60)
                 for result in self.results.values():
-                    if result.status in ("pending", "running"):
-                        result.status, result.reason = "interrupted", "the run was interrupted"
+                    if result.status in (Status.PENDING, Status.RUNNING):
+                        result.status, result.reason = Status.INTERRUPTED, "the run was interrupted"
                 raise
         return self.results
 
@@ -188,10 +188,10 @@ class MatrixRun:
                 if stop:
                     break
                 states = [self.results[d].status for d in cell.depends_on if d in self.results]
-                if any(s in FAILED_STATES or s == "not run" for s in states):
+                if any(s.without_image for s in states):
                     pending.remove(cell)
-                    self._finish(cell.id, "blocked", f"{', '.join(cell.depends_on)} failed")
-                elif all(s in DONE_STATES for s in states) and len(running) < self.jobs:
+                    self._finish(cell.id, Status.BLOCKED, f"{', '.join(cell.depends_on)} failed")
+                elif all(s.done for s in states) and len(running) < self.jobs:
                     pending.remove(cell)
                     running[pool.submit(self._run_cell, cell)] = cell.id
             if not running:
@@ -201,17 +201,17 @@ class MatrixRun:
             done, _ = wait(list(running), return_when=FIRST_COMPLETED)
             for future in done:
                 cell_id = running.pop(future)
-                if self.results[cell_id].status == "failed" and not self.keep_going:
+                if self.results[cell_id].status is Status.FAILED and not self.keep_going:
                     stop = True
         for cell in pending:
-            self._finish(cell.id, "not run", "--fail-fast stopped the run")
+            self._finish(cell.id, Status.NOT_RUN, "--fail-fast stopped the run")
 
-    def _finish(self, cell_id: str, status: str, reason: str, **fields) -> None:
+    def _finish(self, cell_id: str, status: Status, reason: str, **fields) -> None:
         result = self.results[cell_id]
         result.status, result.reason = status, reason
         for key, value in fields.items():
             setattr(result, key, value)
-        style = {"built": "green", "failed": "bold red"}.get(status, "cyan" if status in DONE_STATES else "yellow")
+        style = {Status.BUILT: "green", Status.FAILED: "bold red"}.get(status, "cyan" if status.done else "yellow")
         self.say(styled((f"{status:<9}", style), f" {cell_id} {reason}"))
 
     def _run_cell(self, cell: Cell) -> None:
@@ -223,7 +223,7 @@ class MatrixRun:
             with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
                 result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log,
                                      publish=self.push)
-            registry_done = result.status.endswith("(registry)")
+            registry_done = result.status.in_registry
             digest = self._push(cell, result.input_hash) if self.push and not registry_done else ""
             digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
@@ -231,7 +231,7 @@ class MatrixRun:
                          digest=digest, log=str(log))
         except FatalError as exc:
             if self.interrupted:
-                self.results[cell.id].status = "interrupted"
+                self.results[cell.id].status = Status.INTERRUPTED
                 self.results[cell.id].reason = "the run was interrupted"
                 return
             text = str(exc)
@@ -239,10 +239,10 @@ class MatrixRun:
             # message (the build before it went well, whatever its log says of an optional cache export)
             from_log = log.exists() and not isinstance(exc, VerificationError | RegistryError)
             error = first_error_line(log.read_text(errors="replace")) if from_log else ""
-            self._finish(cell.id, "failed", text.splitlines()[0][:300], seconds=time.monotonic() - started,
+            self._finish(cell.id, Status.FAILED, text.splitlines()[0][:300], seconds=time.monotonic() - started,
                          log=str(log), error=error or text.splitlines()[0], exit_code=exc.exit_code)
         except Exception as exc:  # a bug must not take the other cells down with it
-            self._finish(cell.id, "failed", f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log),
+            self._finish(cell.id, Status.FAILED, f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log),
                          exit_code=1)
 
     def _push(self, cell: Cell, input_hash: str) -> str:
@@ -269,7 +269,7 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
 def failure_lines(results: Mapping[str, CellResult]) -> list[str]:
     """One line per cell that did not build: its status, id and first error line, with its log."""
     return [f"{r.status} {r.id}: {r.error or r.reason}" + (f" (log: {r.log})" if r.log else "")
-            for r in results.values() if r.status in FAILED_STATES or r.status == "not run"]
+            for r in results.values() if r.status.without_image]
 
 
 def write_json(path: Path, results: Mapping[str, CellResult], started: datetime) -> None:
@@ -279,16 +279,16 @@ def write_json(path: Path, results: Mapping[str, CellResult], started: datetime)
 
 
 def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
-    failures = [r for r in results.values() if r.status in FAILED_STATES]
+    failures = [r for r in results.values() if r.status.failed]
     suite = ElementTree.Element("testsuite", name="torchbake build-all", tests=str(len(results)),
-                                failures=str(len(failures)), skipped=str(sum(r.status == "not run" for r in results.values())),
+                                failures=str(len(failures)), skipped=str(sum(r.status is Status.NOT_RUN for r in results.values())),
                                 time=f"{sum(r.seconds for r in results.values()):.1f}")
     for r in results.values():
         case = ElementTree.SubElement(suite, "testcase", classname="build-all", name=r.id, time=f"{r.seconds:.1f}")
-        if r.status in FAILED_STATES:
+        if r.status.failed:
             failure = ElementTree.SubElement(case, "failure", message=r.error or r.reason)
             failure.text = f"{r.reason}\nlog: {r.log}"
-        elif r.status == "not run":
+        elif r.status is Status.NOT_RUN:
             ElementTree.SubElement(case, "skipped", message=r.reason)
         else:
             ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
@@ -304,7 +304,7 @@ def exit_status(results: Mapping[str, CellResult]) -> int:
     """0 when every cell is done; 4 when a cell found the engine not answering, else 10 when a push
     was refused or the registry could not be reached (what failed is the night's machinery, not a
     cell: CI may retry); else 1 when any cell failed or did not run."""
-    failed = [r for r in results.values() if r.status in FAILED_STATES or r.status == "not run"]
+    failed = [r for r in results.values() if r.status.without_image]
     codes = {r.exit_code for r in failed}
     return next((code for code in INFRASTRUCTURE_CODES if code in codes), 1) if failed else 0
 

@@ -14,6 +14,7 @@ from torchbake import output, runner
 from torchbake.builder import BuildResult
 from torchbake.errors import BuildError, EngineError, RegistryError
 from torchbake.matrix import Cell
+from torchbake.status import Status
 
 
 def cell(cell_id: str, *deps: str) -> Cell:
@@ -33,7 +34,7 @@ def run_matrix(monkeypatch, tmp_path, failing: set[str], error=BuildError, **opt
         if plan in failing:
             raise error(f"{plan} broke")
         return BuildResult(image=f"x/{plan}:t", image_id="sha256:" + "1" * 64, size_bytes=10**9, log_file=log_file,
-                           input_hash="h", seconds=1.0, status="built", reason="new")
+                           input_hash="h", seconds=1.0, status=Status.BUILT, reason="new")
 
     monkeypatch.setattr(runner, "build_image", fake_build)
     plans = {c.id: c.id for c in CELLS}
@@ -85,7 +86,7 @@ def test_reports(monkeypatch, tmp_path):
 def test_a_dependent_of_a_rebuilt_cell_is_not_skipped(monkeypatch, tmp_path):
     """The skip pre-check of a dev cell was made against the old base: it must not count."""
     monkeypatch.setattr(runner.MatrixRun, "_quick_check",
-                        lambda self, cell: None if cell.id == "a-base" else ("unchanged", "sha256:" + "2" * 64, "h"))
+                        lambda self, cell: None if cell.id == "a-base" else (Status.UNCHANGED, "sha256:" + "2" * 64, "h"))
 
     class Client:
         def inspect_image(self, ref):

@@ -87,7 +87,7 @@ def build_all(c, **given):
                 f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
     status = runner.exit_status(results)
     if status:
-        failed = [r.id for r in results.values() if r.status not in runner.DONE_STATES]
+        failed = [r.id for r in results.values() if not r.status.done]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
 
