@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import re
 import shutil
@@ -18,24 +17,33 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from . import command, diskspace, output, registry, reproducible
 from .build_time import source_date_epoch
-from .config import COMMON_DIR, to_toml
+from .config import to_toml
 from .context import (
-    MARKER,
     PreparedContext,
     choose_context_dir,
     load_prepared,
-    tree_sha256,
 )
 from .docker_cli import compression_options
-from .downloads import DownloadCache, DownloadPolicy, file_lock, file_sha256, trust_bundle, trust_environment
+from .downloads import DownloadCache, DownloadPolicy, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .errors import EngineError, FatalError, RegistryError, VerificationError
-from .files import SecretSource, secret_files, secret_paths, write_atomically
+from .files import SecretSource, secret_files, secret_paths
+from .input_hash import (
+    INPUT_PARTS_LABEL,
+    build_args,
+    built_images_file,
+    fingerprint,
+    input_hash_of,
+    input_parts,
+    note_first_built,
+    read_record,
+    record_built,
+)
 from .manifest import BuildRecord
 from .output import human_size
 from .plan import describe_plan
@@ -57,76 +65,6 @@ class BuildResult:
     seconds: float
     status: Status = Status.BUILT
     reason: str = ""
-
-
-def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
-    args = plan.build_args(facts)
-    args["SOURCE_DATE_EPOCH"] = str(source_date_epoch())  # BuildKit's too: the config's and history's times
-    trust = plan.settings.downloads
-    if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
-        args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
-    return args
-
-
-def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:
-    """What the input hash is made of; None when an input's digest is known only after
-    downloading it. A context the user keeps (``--no-prepare``) is hashed as it is on disk: what
-    is built is what was hashed."""
-    if plan.reuse_context:
-        folder = Path(plan.build_dir).expanduser().resolve()
-        load_prepared(folder)  # not a prepared context: the error, before anything is looked up
-        return {"variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
-                "context": tree_sha256(folder, skip={MARKER}), "target": plan.target}
-    settings = plan.settings
-    material: dict[str, object] = {
-        "variant": plan.variant,
-        "build_args": build_args(plan, facts),
-        "base_image_id": facts.base_id,
-        "dockerfile": plan.dockerfile_template.read_text(),
-        "env": plan.dockerfile_env,
-        "common": tree_sha256(COMMON_DIR),
-        "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
-                          settings.wheels.find_links],
-        "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
-        "compression": compression_options(settings.build.compression),  # the same files, other blobs: what a push sends
-        "sources": facts.source_commits,
-    }
-    variant_material, digests = plan.hash_inputs(cache)
-    material.update(variant_material)
-    if any(value == "" for value in digests.values()):
-        return None
-    material["inputs"] = digests
-    return material
-
-
-def _digest_of(value: object) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=list).encode()).hexdigest()
-
-
-def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
-    """The input hash: everything declared that decides the image (Dockerfile, scripts, build
-    args, base image id, every input's digest, source commits), known before any context is
-    prepared. "" when an input's digest is known only after downloading it."""
-    material = _hash_material(plan, facts, cache)
-    return "" if material is None else _digest_of(material)
-
-
-INPUT_PARTS_LABEL = "torchbake.input-parts"
-SPLIT_PARTS = ("build_args", "sources", "inputs")  # material whose entries are compared one by one
-
-
-def input_parts(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, str]:
-    """The input hash's material, part by part (``build_args.EXTENSION_COMMIT``,
-    ``wheels.torch``, ``dockerfile``, …), each with a short digest: an image carries them (label
-    ``torchbake.input-parts``), so that a later plan can say which inputs changed since."""
-    parts: dict[str, str] = {}
-    for key, value in (_hash_material(plan, facts, cache) or {}).items():
-        if key in SPLIT_PARTS and isinstance(value, dict):
-            parts.update({(name if key == "inputs" else f"{key}.{name}"): _digest_of(entry)[:12]
-                          for name, entry in value.items()})
-        else:
-            parts[key] = _digest_of(value)[:12]
-    return dict(sorted(parts.items()))
 
 
 def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
@@ -159,20 +97,6 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
         parts = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
         labels[INPUT_PARTS_LABEL] = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
-
-
-FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on this host (cache folder)
-
-
-def note_first_built(plan: Plan, digest: str) -> None:
-    """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
-    keeps the newest images of a tag by it (the images themselves all carry the same time)."""
-    state = plan.settings.paths.cache_dir / FIRST_BUILT
-    with file_lock(state.with_name(state.name + ".lock")):
-        times = read_record(state)
-        if digest not in times:
-            times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-            write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
 
 
 def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
@@ -234,12 +158,12 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
     labels, which would then lie about the tag, so it is never re-tagged."""
     recorded = read_record(state).get(digest)
     current = client.inspect_image(image)
-    if (current and _input_hash_of(current) == digest and labels_fit(current, image)
+    if (current and input_hash_of(current) == digest and labels_fit(current, image)
             and (recorded is None or current["Id"] in recorded)):  # no record at all: the image's labels decide
         return Status.UNCHANGED, current["Id"]
     for image_id in reversed(recorded or []):
         info = client.inspect_image(image_id)
-        if info and _input_hash_of(info) == digest and labels_fit(info, image):
+        if info and input_hash_of(info) == digest and labels_fit(info, image):
             if apply:
                 client.tag(image_id, image)
             return Status.RETAGGED, image_id
@@ -364,49 +288,6 @@ def remove_replaced(client: DockerClient, image_id: str, state: Path) -> None:
     output.channel().say(f"Removed the replaced image {image_id[:19]} (no tag, container or image used it).")
 
 
-def _input_hash_of(info: dict) -> str:
-    return ((info.get("Config") or {}).get("Labels") or {}).get("torchbake.input-hash", "")
-
-
-def read_record(state: Path | None) -> dict:
-    """A JSON record of the cache folder (built images, first-built times); {} if absent or unreadable."""
-    if state is None or not state.is_file():
-        return {}
-    try:
-        found = json.loads(state.read_text())
-    except (ValueError, OSError) as exc:
-        output.channel().say(f"{state} is unreadable ({type(exc).__name__}); torchbake starts it afresh.")
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def record_built(state: Path, digest: str, image_id: str) -> None:
-    """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``, most recently
-    used last; an id stays until `invoke gc` finds its image gone from the engine. The read-modify-write
-    holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
-    with file_lock(state.with_name(state.name + ".lock")):
-        data = read_record(state)
-        data[digest] = [i for i in data.get(digest, []) if i != image_id] + [image_id]  # kept until gc finds it gone
-        write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
-
-
-def forget_missing(state: Path, present: set[str]) -> None:
-    """Drop from the record the ids not in ``present`` (the images the engine still has), under the
-    same lock as :func:`record_built`: the record keeps every id until then, so an unchanged image
-    is found however long ago it was built."""
-    if not state.is_file():
-        return
-    with file_lock(state.with_name(state.name + ".lock")):
-        data = {digest: [i for i in ids if i in present] for digest, ids in read_record(state).items()
-                if isinstance(ids, list)}
-        write_atomically(state, json.dumps({d: ids for d, ids in data.items() if ids}, indent=1, sort_keys=True))
-
-
-def built_images_file(plan: Plan) -> Path:
-    """Where torchbake records which image it built from which input hash."""
-    return plan.settings.paths.cache_dir / "built-images.json"
-
-
 def in_plan_environment(body):
     """Run ``body(plan, ...)`` with host commands (pip, git) trusting the plan's --ca-bundle and
     stopped after the plan's [build] stall_timeout of silence. Set here, in the thread that runs
@@ -434,8 +315,8 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     :class:`BaseImagePending` says what a build would do."""
     facts = preflight(plan, client, writes=make_base and apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
-    found = find_unchanged(client, plan.image, digest, state=built_images_file(plan), apply=apply) if look and digest else None
-    if found and plan.slim and _input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
+    found = find_unchanged(client, plan.image, digest, state=built_images_file(plan.settings.paths.cache_dir), apply=apply) if look and digest else None
+    if found and plan.slim and input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
         found = None  # --slim asks for the runtime image too, and it is missing or older: build
     return facts, digest, found
 
@@ -462,9 +343,9 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         reason = skip_reason(status, image_id)
         say((plan.image, "bold"), f" {status}: {reason}")
         if not status.in_registry:  # the image is on this engine
-            record_built(built_images_file(plan), digest, image_id)  # in use: keep it among the remembered ids
+            record_built(built_images_file(plan.settings.paths.cache_dir), digest, image_id)  # in use: keep it among the remembered ids
             if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
-                remove_replaced(client, tagged, built_images_file(plan))
+                remove_replaced(client, tagged, built_images_file(plan.settings.paths.cache_dir))
         # run-container's default image is this host's latest build, and this run stands for one
         record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile,
                              log_file=log_path(settings.paths.log_dir, plan.image))
@@ -507,7 +388,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
            check_reproducible: bool) -> BuildResult:
     settings = plan.settings
     if digest:
-        note_first_built(plan, digest)
+        note_first_built(plan.settings.paths.cache_dir, digest)
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
@@ -565,9 +446,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
-    record_built(built_images_file(plan), digest, info.get("Id", image_id))
+    record_built(built_images_file(plan.settings.paths.cache_dir), digest, info.get("Id", image_id))
     if replaced and replaced != info.get("Id"):
-        remove_replaced(client, replaced, built_images_file(plan))
+        remove_replaced(client, replaced, built_images_file(plan.settings.paths.cache_dir))
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import filelock
 
-from .builder import FIRST_BUILT, forget_missing, read_record
 from .engine import DockerClient, content_id
 from .errors import EngineError
+from .input_hash import FIRST_BUILT, INPUT_HASH_LABEL, built_image_ids, built_images_file, forget_missing, read_record
 from .output import human_size
 from .status import ON_THIS_ENGINE
 
@@ -53,15 +53,6 @@ def last_used(path: Path) -> float:
 
 # -- images -------------------------------------------------------------------------------------
 
-def built_image_ids(cache_dir: Path) -> set[str]:
-    """Every image id torchbake recorded as built on this host."""
-    try:
-        record = json.loads((cache_dir / "built-images.json").read_text())
-    except (OSError, ValueError):
-        return set()
-    return {image_id for ids in record.values() if isinstance(ids, list) for image_id in ids}
-
-
 def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Removal]:
     """torchbake's images that may go: candidate tags an interrupted build left, and images a newer
     build of the same NAME:TAG replaced (beyond the newest ``keep`` of each NAME:TAG, kept for a
@@ -90,7 +81,7 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     for name, members in replaced.items():
         # newest first: by when their inputs were first built here (every image carries the same
         # creation time, SOURCE_DATE_EPOCH), then by the engine's time, ties the same way
-        members.sort(key=lambda i: (first_built.get((i.get("Labels") or {}).get("torchbake.input-hash", ""), ""),
+        members.sort(key=lambda i: (first_built.get((i.get("Labels") or {}).get(INPUT_HASH_LABEL, ""), ""),
                                     i.get("Created", 0), i["Id"]), reverse=True)
         for image in members[keep:]:
             found.append(Removal("image", image["Id"][:19], int(image.get("Size", 0)),
@@ -276,7 +267,7 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
             Path(removal.what).unlink(missing_ok=True)
         elif removal.kind == "build cache":
             client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
-    forget_missing(cache_dir / "built-images.json", {i["Id"] for i in client.images(all=True)})
+    forget_missing(built_images_file(cache_dir), {i["Id"] for i in client.images(all=True)})
     return Outcome(kept=kept, before=before, after=disk_use(client, cache_dir))
 
 

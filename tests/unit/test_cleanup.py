@@ -156,7 +156,7 @@ def test_a_cut_short_wheel_is_dropped_with_a_warning(tmp_path, capsys):
 
 
 def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewritten(tmp_path, capsys):
-    from torchbake.builder import read_record, record_built
+    from torchbake.input_hash import read_record, record_built
     state = tmp_path / "built-images.json"
     state.write_text('{"abc": ["sha256:1"')
     assert read_record(state) == {}
@@ -167,7 +167,7 @@ def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewrit
 
 
 def test_gc_forgets_recorded_ids_the_engine_no_longer_has(tmp_path):
-    from torchbake.builder import forget_missing
+    from torchbake.input_hash import forget_missing
     state = tmp_path / "built-images.json"
     state.write_text(json.dumps({"h1": ["sha256:gone", "sha256:here"], "h2": ["sha256:gone2"]}))
     forget_missing(state, {"sha256:here", "sha256:other"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchbake import builder, config
+from torchbake import config, input_hash
 from torchbake.downloads import DownloadCache
 from torchbake.errors import ConfigurationError, MissingValuesError
 from torchbake.variants import plan_release
@@ -83,7 +83,7 @@ def test_os_python_mismatch_is_explained():
 
 
 def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_from(tmp_path):
-    """builder.input_parts: the input hash's material part by part (an image's
+    """input_hash.input_parts: the input hash's material part by part (an image's
     torchbake.input-parts label); the variant's INPUT_STEPS map changed parts to a step."""
     facts = Preflight(base_id="sha256:" + "0" * 64)
 
@@ -91,7 +91,7 @@ def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_fr
         resolved = settings("cpu.toml", **{"paths.cache_dir": str(tmp_path), **overrides})
         plan = plan_release(resolved)
         cache = DownloadCache.for_settings(resolved, read_only=True)
-        return plan, builder.input_parts(plan, facts, cache), builder.fingerprint(plan, facts, cache)
+        return plan, input_hash.input_parts(plan, facts, cache), input_hash.fingerprint(plan, facts, cache)
 
     plan, before, digest = planned()
     for overrides, changed, steps in [

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchbake import config, wheelhouse
-from torchbake.builder import build_args
 from torchbake.context import render_dockerfile, unknown_optional_steps
 from torchbake.engine import DockerClient
+from torchbake.input_hash import build_args
 from torchbake.variants import plan_release
 
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"

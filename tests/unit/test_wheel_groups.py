@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from torchbake import build_time, builder, wheelhouse
+from torchbake import build_time, input_hash, wheelhouse
 from torchbake.config import resolve
 from torchbake.errors import ConfigurationError
 from torchbake.variants import plan_release
@@ -42,14 +42,14 @@ def test_every_build_writes_source_date_epoch_and_the_created_label_only_when_it
     settings = resolve([], {}, {"paths.cache_dir": str(tmp_path), "build.variant": "release"}).settings()
     plan = plan_release(settings)
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
-    assert builder.build_args(plan)["SOURCE_DATE_EPOCH"] == "0"  # never the moment of the build
+    assert input_hash.build_args(plan)["SOURCE_DATE_EPOCH"] == "0"  # never the moment of the build
     assert build_time.created_time() == ""
-    builder.note_first_built(plan, "a" * 64)
+    input_hash.note_first_built(plan.settings.paths.cache_dir, "a" * 64)
     first = json.loads((tmp_path / "first-built.json").read_text())
-    builder.note_first_built(plan, "a" * 64)
+    input_hash.note_first_built(plan.settings.paths.cache_dir, "a" * 64)
     assert json.loads((tmp_path / "first-built.json").read_text()) == first  # the first build's, later too
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
-    assert builder.build_args(plan)["SOURCE_DATE_EPOCH"] == "1700000000"
+    assert input_hash.build_args(plan)["SOURCE_DATE_EPOCH"] == "1700000000"
     assert build_time.created_time() == "2023-11-14T22:13:20Z"
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
     with pytest.raises(ConfigurationError, match="SOURCE_DATE_EPOCH='yesterday' is not a number of seconds"):

@@ -1,0 +1,162 @@
+"""The input hash of an image, and what this host remembers of the images built for each.
+
+The input hash is everything declared that decides an image (the Dockerfile and scripts, build
+args, the base image, every input's digest, source commits), known before any context is
+prepared; an image carries it (label ``torchbake.input-hash``) and, part by part,
+``torchbake.input-parts``. The cache folder remembers which images torchbake built for which
+input hash (``built-images.json``: the builder writes it, `invoke gc` reads it and forgets the
+images gone) and when those inputs were first built (``first-built.json``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import output
+from .build_time import source_date_epoch
+from .config import COMMON_DIR
+from .context import MARKER, load_prepared, tree_sha256
+from .docker_cli import compression_options
+from .downloads import file_lock, file_sha256
+from .files import write_atomically
+
+if TYPE_CHECKING:
+    from .downloads import DownloadCache
+    from .variants import Plan, Preflight
+
+INPUT_HASH_LABEL = "torchbake.input-hash"
+INPUT_PARTS_LABEL = "torchbake.input-parts"
+SPLIT_PARTS = ("build_args", "sources", "inputs")  # material whose entries are compared one by one
+BUILT_IMAGES = "built-images.json"  # input hash -> ids of the images built (or used) for it, most recent last
+FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on this host
+
+
+def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
+    args = plan.build_args(facts)
+    args["SOURCE_DATE_EPOCH"] = str(source_date_epoch())  # BuildKit's too: the config's and history's times
+    trust = plan.settings.downloads
+    if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
+        args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
+    return args
+
+
+def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:
+    """What the input hash is made of; None when an input's digest is known only after
+    downloading it. A context the user keeps (``--no-prepare``) is hashed as it is on disk: what
+    is built is what was hashed."""
+    if plan.reuse_context:
+        folder = Path(plan.build_dir).expanduser().resolve()
+        load_prepared(folder)  # not a prepared context: the error, before anything is looked up
+        return {"variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
+                "context": tree_sha256(folder, skip={MARKER}), "target": plan.target}
+    settings = plan.settings
+    material: dict[str, object] = {
+        "variant": plan.variant,
+        "build_args": build_args(plan, facts),
+        "base_image_id": facts.base_id,
+        "dockerfile": plan.dockerfile_template.read_text(),
+        "env": plan.dockerfile_env,
+        "common": tree_sha256(COMMON_DIR),
+        "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
+                          settings.wheels.find_links],
+        "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
+        "compression": compression_options(settings.build.compression),  # the same files, other blobs: what a push sends
+        "sources": facts.source_commits,
+    }
+    variant_material, digests = plan.hash_inputs(cache)
+    material.update(variant_material)
+    if any(value == "" for value in digests.values()):
+        return None
+    material["inputs"] = digests
+    return material
+
+
+def _digest_of(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=list).encode()).hexdigest()
+
+
+def fingerprint(plan: Plan, facts: Preflight, cache: DownloadCache) -> str:
+    """The input hash: everything declared that decides the image (Dockerfile, scripts, build
+    args, base image id, every input's digest, source commits), known before any context is
+    prepared. "" when an input's digest is known only after downloading it."""
+    material = _hash_material(plan, facts, cache)
+    return "" if material is None else _digest_of(material)
+
+
+def input_parts(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, str]:
+    """The input hash's material, part by part (``build_args.EXTENSION_COMMIT``,
+    ``wheels.torch``, ``dockerfile``, …), each with a short digest: an image carries them (label
+    ``torchbake.input-parts``), so that a later plan can say which inputs changed since."""
+    parts: dict[str, str] = {}
+    for key, value in (_hash_material(plan, facts, cache) or {}).items():
+        if key in SPLIT_PARTS and isinstance(value, dict):
+            parts.update({(name if key == "inputs" else f"{key}.{name}"): _digest_of(entry)[:12]
+                          for name, entry in value.items()})
+        else:
+            parts[key] = _digest_of(value)[:12]
+    return dict(sorted(parts.items()))
+
+
+def input_hash_of(info: dict) -> str:
+    """An image's input hash, from its label ("" when it has none)."""
+    return ((info.get("Config") or {}).get("Labels") or {}).get(INPUT_HASH_LABEL, "")
+
+
+def built_images_file(cache_dir: Path) -> Path:
+    """Where torchbake records which image it built from which input hash."""
+    return cache_dir / BUILT_IMAGES
+
+
+def read_record(state: Path | None) -> dict:
+    """A JSON record of the cache folder (built images, first-built times); {} if absent or unreadable."""
+    if state is None or not state.is_file():
+        return {}
+    try:
+        found = json.loads(state.read_text())
+    except (ValueError, OSError) as exc:
+        output.channel().say(f"{state} is unreadable ({type(exc).__name__}); torchbake starts it afresh.")
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def record_built(state: Path, digest: str, image_id: str) -> None:
+    """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``, most recently
+    used last; an id stays until `invoke gc` finds its image gone from the engine. The read-modify-write
+    holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
+    with file_lock(state.with_name(state.name + ".lock")):
+        data = read_record(state)
+        data[digest] = [i for i in data.get(digest, []) if i != image_id] + [image_id]  # kept until gc finds it gone
+        write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
+
+
+def forget_missing(state: Path, present: set[str]) -> None:
+    """Drop from the record the ids not in ``present`` (the images the engine still has), under the
+    same lock as :func:`record_built`: the record keeps every id until then, so an unchanged image
+    is found however long ago it was built."""
+    if not state.is_file():
+        return
+    with file_lock(state.with_name(state.name + ".lock")):
+        data = {digest: [i for i in ids if i in present] for digest, ids in read_record(state).items()
+                if isinstance(ids, list)}
+        write_atomically(state, json.dumps({d: ids for d, ids in data.items() if ids}, indent=1, sort_keys=True))
+
+
+def built_image_ids(cache_dir: Path) -> set[str]:
+    """Every image id torchbake recorded as built on this host."""
+    return {image_id for ids in read_record(built_images_file(cache_dir)).values() if isinstance(ids, list)
+            for image_id in ids}
+
+
+def note_first_built(cache_dir: Path, digest: str) -> None:
+    """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
+    keeps the newest images of a tag by it (the images themselves all carry the same time)."""
+    state = cache_dir / FIRST_BUILT
+    with file_lock(state.with_name(state.name + ".lock")):
+        times = read_record(state)
+        if digest not in times:
+            times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            write_atomically(state, json.dumps(times, indent=1, sort_keys=True))
