@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
-
 @dataclass
 class CellResult:
     id: str

@@ -39,11 +39,6 @@ class Status(StrEnum):
         """Found in the registry: nothing on this engine, nothing to push."""
         return self in (Status.UNCHANGED_IN_REGISTRY, Status.RETAGGED_IN_REGISTRY)
 
-    @property
-    def skipped(self) -> bool:
-        """No build ran: the image with these inputs was found (here or in the registry)."""
-        return self.done and self is not Status.BUILT
-
 
 ON_THIS_ENGINE = (Status.BUILT, Status.UNCHANGED, Status.RETAGGED)  # an image this engine holds
 DONE = (*ON_THIS_ENGINE, Status.UNCHANGED_IN_REGISTRY, Status.RETAGGED_IN_REGISTRY)
