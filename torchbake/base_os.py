@@ -94,8 +94,18 @@ def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
         env=[f"PATH={DEFAULT_PATH}"], cmd=["/bin/bash"], labels={LABEL_PREFIX + k: v for k, v in labels.items()})
 
 
-def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>") -> list[str]:
-    return ["debootstrap", f"--variant={spec.variant}", spec.suite, rootfs] + ([spec.mirror] if spec.mirror else [])
+def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>", packages: str = "<cache>/bootstrap/debs/<suite>",
+                      ) -> list[str]:
+    """debootstrap's command line; ``packages``: where the .deb files it downloads are kept for
+    the next bootstrap of the suite (it checks each against the mirror's index before using it)."""
+    return (["debootstrap", f"--variant={spec.variant}", f"--cache-dir={packages}", spec.suite, rootfs]
+            + ([spec.mirror] if spec.mirror else []))
+
+
+def package_cache(work_root: Path, suite: str) -> Path:
+    """The .deb files debootstrap downloaded for ``suite`` (the cache folder's ``bootstrap/debs/``;
+    `invoke gc` removes them when they are old or over budget, under the same lock)."""
+    return work_root / "debs" / suite
 
 
 def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, *, dry_run: bool = False) -> str:
@@ -121,12 +131,16 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
         work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
         try:
             rootfs = work / "rootfs"
-            command.run(bootstrap_command(spec, str(rootfs)), error=CommandError,
-                        env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
-                        failure_hint=f"debootstrap could not make {spec.suite} from"
-                                     f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that the"
-                                     " mirror answers, or name a reachable one: [bootstrap] mirror in a --config file,"
-                                     " TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os --mirror URL`.")
+            packages = package_cache(work_root, spec.suite).resolve()
+            packages.mkdir(parents=True, exist_ok=True)
+            with file_lock(packages.with_suffix(".lock")):
+                command.run(bootstrap_command(spec, str(rootfs), str(packages)), error=CommandError,
+                            env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
+                            failure_hint=f"debootstrap could not make {spec.suite} from"
+                                         f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that"
+                                         " the mirror answers, or name a reachable one: [bootstrap] mirror in a"
+                                         " --config file, TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os"
+                                         " --mirror URL`.")
             _trim(rootfs, source_date_epoch())
             archive, digest = image_archive.pack(rootfs, work, image_spec(spec))
             output.channel().say(f"Loading {spec.name} ({digest[:19]})")

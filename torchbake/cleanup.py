@@ -112,7 +112,8 @@ def _named(image: dict) -> str:
 # -- cache folder -------------------------------------------------------------------------------
 
 def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
-    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel, a kept context."""
+    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel, a suite's
+    debootstrap packages, a kept context."""
     downloads = cache_dir / "downloads"
     if downloads.is_dir():
         for folder in sorted(downloads.iterdir()):
@@ -122,6 +123,11 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
     if wheelhouse.is_dir():
         for wheel in sorted(wheelhouse.glob("*/*.whl")):
             yield "wheel", wheel, wheel.parent.with_suffix(".lock")
+    debs = cache_dir / "bootstrap" / "debs"  # debootstrap's downloads, one folder per suite (base_os.package_cache)
+    if debs.is_dir():
+        for folder in sorted(debs.iterdir()):
+            if folder.is_dir():
+                yield "debootstrap packages", folder, folder.with_suffix(".lock")
     contexts = cache_dir / "contexts"  # prepared contexts kept there (--build-dir without a path of one's own)
     if contexts.is_dir():
         for folder in sorted(contexts.iterdir()):

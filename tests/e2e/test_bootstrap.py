@@ -1,6 +1,7 @@
 """FROM images made on demand with debootstrap, on the real engine: other Pythons on other Debian
 releases (build-base --sys debian:trixie / debian:bullseye, made once; bullseye made again from the
-same mirror state is the same image id, byte for byte), and a bootstrap whose
+same mirror state is the same image id, byte for byte, from the packages the first one downloaded),
+and a bootstrap whose
 mirror fails half-way (nothing imported, nothing left). An image of the user's under those names
 is set aside for the test and given back."""
 
@@ -46,7 +47,9 @@ def test_build_base_makes_its_debian_release_on_demand(suite, python, other_pyth
             assert first.returncode == 0, output[-5000:]
             assert f"Making {os_image} with debootstrap ({suite})" in output
             # progress: debootstrap's own lines, under the one time the image holds
-            assert f"+ SOURCE_DATE_EPOCH=0 /usr/sbin/debootstrap --variant=minbase {suite}" in output
+            packages = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]).resolve() / "bootstrap" / "debs" / suite
+            assert (f"+ SOURCE_DATE_EPOCH=0 /usr/sbin/debootstrap --variant=minbase --cache-dir={packages} {suite}"
+                    in output)
             assert "I: Base system installed successfully." in output
             made = json.loads(docker("image", "inspect", os_image).stdout)[0]["Config"]["Labels"]
             assert made[BOOTSTRAP_LABEL] == suite and made["torchbake.bootstrap.mirror"] == "debootstrap's default"
@@ -66,6 +69,9 @@ def test_build_base_makes_its_debian_release_on_demand(suite, python, other_pyth
                 remade = run_invoke("bootstrap-os", "--suite", suite, "--name", f"{name}-os", env=tb_env)
                 assert remade.returncode == 0, (remade.stdout + remade.stderr)[-3000:]
                 assert docker("image", "inspect", "--format", "{{.Id}}", f"{name}-os").stdout == made_id
+                # the packages came from the first bootstrap's downloads: only the mirror's index was fetched
+                fetched = re.findall(r"^I: Retrieving (\S+)", remade.stdout, re.M)
+                assert fetched and set(fetched) <= {"InRelease", "Release", "Release.gpg", "Packages"}, fetched
         finally:
             docker("image", "rm", "--force", name, f"{name}-os", check=False)
 

@@ -105,6 +105,17 @@ def test_cache_entries_by_age_and_by_budget_least_recently_used_first(tmp_path):
     assert [r.what for r in by_budget] == [str(old.parent), str(wheel)]  # then the least recently used
 
 
+
+def test_a_suite_s_debootstrap_packages_are_one_cache_entry_under_the_bootstrap_s_lock(tmp_path):
+    old = tmp_path / "bootstrap" / "debs" / "bullseye" / "bash_5.1-2+deb11u1_amd64.deb"
+    new = tmp_path / "bootstrap" / "debs" / "trixie" / "bash_5.2.37-2_amd64.deb"
+    for path, days in ((old, 40), (new, 1)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+        age(path, days)
+    assert [r.what for r in cleanup.cache_removals(tmp_path, 30 * DAY, 0, time.time())] == [str(old.parent)]
+    assert (str(old.parent), old.parent.with_suffix(".lock")) in {(str(p), lock) for _, p, lock in cleanup._entries(tmp_path)}
+
 def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_path):
     def manifest(name, image, status, days):
         path = tmp_path / f"{name}.manifest.json"
