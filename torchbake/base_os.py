@@ -30,6 +30,8 @@ from .redaction import redact
 SCRIPTS_DIR = Path("/usr/share/debootstrap/scripts")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LABEL_PREFIX = "torchbake.bootstrap."
+BOOTSTRAP_DIR = "bootstrap"  # in the cache folder: bootstraps' temporary root file systems, locks, kept packages
+PACKAGES_DIR = "debs"  # in BOOTSTRAP_DIR: the .deb files debootstrap downloaded, a folder per suite
 
 
 def known_suites() -> list[str]:
@@ -104,8 +106,19 @@ def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>", packages: str
 
 def package_cache(work_root: Path, suite: str) -> Path:
     """The .deb files debootstrap downloaded for ``suite`` (the cache folder's ``bootstrap/debs/``;
-    `invoke gc` removes them when they are old or over budget, under the same lock)."""
-    return work_root / "debs" / suite
+    `invoke gc` removes them when they are old or over budget, under :func:`package_lock`)."""
+    return work_root / PACKAGES_DIR / suite
+
+
+def package_lock(packages: Path) -> Path:
+    """The lock a bootstrap holds while debootstrap reads and writes ``packages``."""
+    return packages.with_suffix(".lock")
+
+
+def package_caches(cache_dir: Path) -> list[Path]:
+    """Every suite's kept packages in the cache folder ``cache_dir``."""
+    folder = cache_dir / BOOTSTRAP_DIR / PACKAGES_DIR
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
 
 
 def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path, *, dry_run: bool = False) -> str:
@@ -133,7 +146,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             rootfs = work / "rootfs"
             packages = package_cache(work_root, spec.suite).resolve()
             packages.mkdir(parents=True, exist_ok=True)
-            with file_lock(packages.with_suffix(".lock")):
+            with file_lock(package_lock(packages)):
                 command.run(bootstrap_command(spec, str(rootfs), str(packages)), error=CommandError,
                             env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
                             failure_hint=f"debootstrap could not make {spec.suite} from"
@@ -220,7 +233,7 @@ class OnDemand:
     @classmethod
     def from_settings(cls, settings) -> OnDemand:
         return cls(auto=settings.bootstrap.auto, mirror=settings.bootstrap.mirror, variant=settings.bootstrap.variant,
-                   compression=settings.build.compression, work_root=settings.paths.cache_dir / "bootstrap")
+                   compression=settings.build.compression, work_root=settings.paths.cache_dir / BOOTSTRAP_DIR)
 
 
 def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:

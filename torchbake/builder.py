@@ -315,7 +315,8 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     :class:`BaseImagePending` says what a build would do."""
     facts = preflight(plan, client, writes=make_base and apply)
     digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
-    found = find_unchanged(client, plan.image, digest, state=built_images_file(plan.settings.paths.cache_dir), apply=apply) if look and digest else None
+    state = built_images_file(plan.settings.paths.cache_dir)
+    found = find_unchanged(client, plan.image, digest, state=state, apply=apply) if look and digest else None
     if found and plan.slim and input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
         found = None  # --slim asks for the runtime image too, and it is missing or older: build
     return facts, digest, found
@@ -343,9 +344,10 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         reason = skip_reason(status, image_id)
         say((plan.image, "bold"), f" {status}: {reason}")
         if not status.in_registry:  # the image is on this engine
-            record_built(built_images_file(plan.settings.paths.cache_dir), digest, image_id)  # in use: keep it among the remembered ids
+            state = built_images_file(settings.paths.cache_dir)
+            record_built(state, digest, image_id)  # in use: keep it among the remembered ids
             if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
-                remove_replaced(client, tagged, built_images_file(plan.settings.paths.cache_dir))
+                remove_replaced(client, tagged, state)
         # run-container's default image is this host's latest build, and this run stands for one
         record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile,
                              log_file=log_path(settings.paths.log_dir, plan.image))
@@ -388,7 +390,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
            check_reproducible: bool) -> BuildResult:
     settings = plan.settings
     if digest:
-        note_first_built(plan.settings.paths.cache_dir, digest)
+        note_first_built(settings.paths.cache_dir, digest)
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
@@ -446,9 +448,10 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
-    record_built(built_images_file(plan.settings.paths.cache_dir), digest, info.get("Id", image_id))
+    state = built_images_file(settings.paths.cache_dir)
+    record_built(state, digest, info.get("Id", image_id))
     if replaced and replaced != info.get("Id"):
-        remove_replaced(client, replaced, built_images_file(plan.settings.paths.cache_dir))
+        remove_replaced(client, replaced, state)
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import filelock
 
+from .base_os import package_caches, package_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
 from .input_hash import FIRST_BUILT, INPUT_HASH_LABEL, built_image_ids, built_images_file, forget_missing, read_record
@@ -123,11 +124,8 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
     if wheelhouse.is_dir():
         for wheel in sorted(wheelhouse.glob("*/*.whl")):
             yield "wheel", wheel, wheel.parent.with_suffix(".lock")
-    debs = cache_dir / "bootstrap" / "debs"  # debootstrap's downloads, one folder per suite (base_os.package_cache)
-    if debs.is_dir():
-        for folder in sorted(debs.iterdir()):
-            if folder.is_dir():
-                yield "debootstrap packages", folder, folder.with_suffix(".lock")
+    for folder in package_caches(cache_dir):
+        yield "debootstrap packages", folder, package_lock(folder)
     contexts = cache_dir / "contexts"  # prepared contexts kept there (--build-dir without a path of one's own)
     if contexts.is_dir():
         for folder in sorted(contexts.iterdir()):

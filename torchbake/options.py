@@ -40,6 +40,11 @@ class Flag:
     why: str = ""  # why it has none on the other (the error says it)
     positional: bool = False  # IMAGE, NAME: given without its flag
 
+    @property
+    def spelling(self) -> str:
+        """How the user types it: ``--param-with-dashes``."""
+        return f"--{self.param.replace('_', '-')}"
+
 
 def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
     """An invoke task of ``body(c, **given)`` that takes exactly ``flags``: its parameters (in
@@ -76,14 +81,14 @@ def check_effect(flags: tuple[Flag, ...], variant: str, given: Mapping[str, Any]
     for flag in flags:
         if flag.only and flag.only != variant and given.get(flag.param):
             other = "a dev image (leave out --release)" if variant == "release" else "a release image (add --release)"
-            raise ConfigurationError(f"--{flag.param.replace('_', '-')} has no effect on a {variant} image: {flag.why}."
+            raise ConfigurationError(f"{flag.spelling} has no effect on a {variant} image: {flag.why}."
                                      f" Leave it out, or build {other}.")
 
 
 def flag_setting(key: str) -> str:
     """The flag of ``invoke build`` (or else ``build-base``) that sets the option ``key``, for
     messages that tell the user what to pass ("" when no flag sets it)."""
-    return next((f"--{flag.param.replace('_', '-')}" for flag in (*BUILD_FLAGS, *BUILD_BASE_FLAGS)
+    return next((flag.spelling for flag in (*BUILD_FLAGS, *BUILD_BASE_FLAGS)
                  if flag.key == key and flag.default is VALUE), "")
 
 

@@ -24,7 +24,7 @@ def bootstrap_os(c, **given):
                                force=given["force"], compression=settings.build.compression)
     check_folders(settings, create=not given["dry_run"])
     client = docker_client(settings)
-    base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / "bootstrap", dry_run=given["dry_run"])
+    base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / base_os.BOOTSTRAP_DIR, dry_run=given["dry_run"])
 
 
 ns = Collection(bootstrap_os)

@@ -27,17 +27,17 @@ variants = LazyModule("torchbake.variants")
 def verify(c, **given):
     """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails.
     With --reproducible: build the image again without any cache and compare."""
-    image, config, docker = given["image"], given["config"], given["docker"]
+    image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
     python, cuda_arch_list = given["python"], given["cuda_arch_list"]
     if given["reproducible"]:
-        checks = [f"--{flag.param.replace('_', '-')}" for flag in VERIFY_CHECKS if given[flag.param]]
+        checks = [flag.spelling for flag in VERIFY_CHECKS if given[flag.param]]
         if checks:
             raise ConfigurationError(f"{', '.join(checks)}: not with --reproducible, which compares the image with a"
                                      " build of its own recorded configuration (run verify without --reproducible"
                                      " for the checks).")
-        _verify_reproducible(image, config or [], docker)
+        _verify_reproducible(image, config or [], cli)
         return
-    settings = resolve_config(config, overrides(VERIFY_FLAGS, given)).settings()
+    settings = resolve_config(config, cli).settings()
     for flag, value, check in (("--python", python, validation.python_version),
                                ("--cuda-arch-list", cuda_arch_list, validation.cuda_arch_list)):
         try:
@@ -52,10 +52,11 @@ def verify(c, **given):
     verify_image(client, image, expected)
 
 
-def _verify_reproducible(image: str, config_files: list[str], docker: str | None) -> None:
+def _verify_reproducible(image: str, config_files: list[str], cli: dict[str, object]) -> None:
     """The image's build as this host recorded it (its manifest's configuration, with
-    ``config_files`` over it), made again without any cache and compared with the image."""
-    settings = resolve_config(config_files, {"build.docker": docker}).settings()
+    ``config_files`` and the command line's options over it), made again without any cache and
+    compared with the image."""
+    settings = resolve_config(config_files, cli).settings()
     client = docker_client(settings)
     client.check_engine()
     info = client.inspect_image(image)
@@ -75,7 +76,7 @@ def _verify_reproducible(image: str, config_files: list[str], docker: str | None
     with tempfile.TemporaryDirectory(prefix="torchbake-recorded-") as folder:
         path = Path(folder) / "recorded.toml"
         path.write_text(recorded)
-        resolved = resolve_config([str(path), *config_files], {"build.docker": docker}, variant="release")
+        resolved = resolve_config([str(path), *config_files], cli, variant="release")
         masked = sorted(key for key, value in resolved.values.items() if redaction.MASK in str(value))
         if masked:
             raise ConfigurationError(
