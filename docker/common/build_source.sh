@@ -25,12 +25,30 @@ if [ -d /tmp/torchbake/wheelhouse ]; then
     find_links=(--find-links /tmp/torchbake/wheelhouse)
 fi
 echo "torchbake: building $role from $src (commit $commit, MAX_JOBS=${MAX_JOBS:-})"
-ccache --zero-stats >/dev/null
+# This build's own counters: builds running side by side share the cache mount, and with it ccache's
+# counters (one build's --zero-stats would wipe another's). ccache before 4.4 has no stats log.
+stats_log=""
+if ccache --help 2>/dev/null | grep -q -- --show-log-stats; then
+    stats_log=$(mktemp /tmp/torchbake-ccache-stats.XXXXXX)
+    export CCACHE_STATSLOG=$stats_log
+else
+    ccache --zero-stats >/dev/null
+fi
 report=$(mktemp /tmp/torchbake-report.XXXXXX.json)
 echo "+ python -m pip install --no-build-isolation --no-deps --no-index ${find_links[*]} -v $src"
 (cd "$src" && python -m pip install --no-build-isolation --no-deps --no-index "${find_links[@]}" \
     --report "$report" -v .)
 python /opt/torchbake/common/record_built.py "$report" "$role" "$commit" "$src"
 echo "torchbake: ccache statistics for $role:"
-ccache --show-stats
+if [ -n "$stats_log" ]; then
+    # An empty stats log (no compiler call went through ccache) crashes ccache 4.7's --show-log-stats.
+    if [ -s "$stats_log" ]; then
+        ccache --show-log-stats
+    else
+        echo "no compiler call went through ccache"
+    fi
+    rm -f "$stats_log"
+else
+    ccache --show-stats
+fi
 rm -f "$report"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -183,6 +184,35 @@ def lite_dev_base(run_id, base_image, tb_env, lite_dev_config):
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     yield name, result
     docker("image", "rm", "--force", name, check=False)
+
+
+RACE_SOURCE = {
+    "setup.py": 'from setuptools import setup, Extension\n'
+                'setup(name="zerorace", version="1", ext_modules=[Extension("zerorace", ["zerorace.c"])])\n',
+    "zerorace.c": '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "zerorace"};\n'
+                  'PyMODINIT_FUNC PyInit_zerorace(void) { return PyModule_Create(&m); }\n',
+}
+
+
+def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_shared_counters(lite_dev_base, tmp_path):
+    """Builds side by side share the cache mount and so ccache's counters: the statistics a compile
+    step prints are its own compiles' (a stats log), whatever another build does to the counters.
+    (Seen in CI: a rebuild whose hits were wiped by another build's --zero-stats.)"""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name, text in RACE_SOURCE.items():
+        (source / name).write_text(text)
+    common = Path(__file__).resolve().parents[2] / "docker" / "common"
+    script = ("set -e; cp -r /src /tmp/src; export CCACHE_DIR=/tmp/ccache;"
+              " bash /opt/torchbake/common/build_source.sh first /tmp/src; rm -rf /tmp/src/build;"
+              " (while :; do ccache --zero-stats >/dev/null; sleep 0.02; done) &"
+              " bash /opt/torchbake/common/build_source.sh second /tmp/src")
+    result = docker("run", "--rm", "--network", "none", "-v", f"{common}:/opt/torchbake/common:ro",
+                    "-v", f"{source}:/src:ro", lite_dev_base[0], "bash", "-c", script, check=False)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    section = result.stdout[result.stdout.index("ccache statistics for second"):]
+    hits = re.search(r"Hits:\s+(\d+)", section)
+    assert hits and int(hits.group(1)) == 1, section
 
 
 def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
