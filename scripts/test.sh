@@ -7,14 +7,6 @@ bash scripts/setup.sh || exit 1
 # torchbake's own modules compiled once: every test starts invoke hundreds of times, and where
 # PYTHONDONTWRITEBYTECODE is set Python reads bytecode but never writes it (0.15 s a start).
 .venv/bin/python -m compileall -q torchbake tasks.py >/dev/null || exit 1
-prune=""
-if [ -n "${CI:-}" ]; then
-    # CI machines are reused between runs: keep the engine's build cache from filling the disk.
-    # Beside the tests, not before them: once the cache is past 20 GB it is half a minute of the
-    # engine deleting files, and BuildKit prunes only records no build is using.
-    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null 2>&1 &
-    prune=$!
-fi
 # Four workers (pytest-xdist) on two cores: a real-engine test waits on the engine, a mirror or a
 # server for part of its time, and a fourth worker fills those waits (from a fresh clone, 12 min 39 s
 # with three, 12 min 6 s with four, 2026-11-24); a module's tests stay together, in order, on one worker
@@ -23,8 +15,14 @@ fi
 # one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
 status=$?
-if [ -n "$prune" ]; then
-    wait "$prune" || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
+if [ -n "${CI:-}" ]; then
+    # CI machines are reused between runs: keep the engine's build cache from filling the disk. After
+    # the tests, not beside them: a prune beside them deleted records the run had yet to use (the least
+    # recently used go first, and the last run's are as old as the ones this run needs), and the dev
+    # base's apt and torch steps ran again (two runs of 13 min instead of 11). One run uses about 12 GB
+    # of build cache, so 20 GB keeps all of it for the next; deleting the rest takes about 20 s.
+    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null \
+        || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
 fi
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
