@@ -380,7 +380,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
         folder = Path(plan.build_dir).expanduser().resolve()
         return folder, load_prepared(folder)
     if plan.build_dir:
-        return choose_context_dir(plan, plan.settings.paths.cache_dir / "contexts")[0], None
+        return choose_context_dir(plan.build_dir, plan.settings.paths.cache_dir / "contexts")[0], None
     return None
 
 
@@ -402,7 +402,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     if user_context is not None:
         (folder, prepared), temporary = user_context, False
     else:
-        folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
+        folder, temporary = choose_context_dir(plan.build_dir, settings.paths.cache_dir / "contexts")
         prepared = None
     held = contextlib.ExitStack()  # secret files: they exist while the builds below run, no longer
     try:
@@ -497,7 +497,7 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
     facts, digest, _found = assess(plan, client, look=False)
     cache = DownloadCache.for_settings(settings)
     log_file = log_path(settings.paths.log_dir, plan.image)
-    folder, temporary = choose_context_dir(plan, settings.paths.cache_dir / "contexts")
+    folder, temporary = choose_context_dir(plan.build_dir, settings.paths.cache_dir / "contexts")
     with contextlib.ExitStack() as held:
         if temporary:
             held.callback(shutil.rmtree, folder, ignore_errors=True)

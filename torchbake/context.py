@@ -32,17 +32,12 @@ import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import wheelhouse
 from .config import COMMON_DIR, TOOLKITS
-from .downloads import Artifact, DownloadCache, file_sha256, link_or_copy
-from .errors import ConfigurationError, DownloadError
-
-if TYPE_CHECKING:
-    from .variants import BasePlan, DevPlan, ReleasePlan
+from .downloads import Artifact, file_sha256, link_or_copy
+from .errors import ConfigurationError
 from .sources import SourceTree, link_tree
-from .validation import is_location
 
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
@@ -136,13 +131,13 @@ def tree_sha256(folder: Path, *, skip: set[str] = frozenset()) -> str:
     return digest.hexdigest()
 
 
-def choose_context_dir(plan: ReleasePlan | BasePlan | DevPlan, contexts_root: Path) -> tuple[Path, bool]:
-    """The folder to prepare in, and whether it is temporary. Refuses to touch a user folder
-    that torchbake did not create."""
-    if not plan.build_dir:
+def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]:
+    """The folder to prepare in (``build_dir``, or a new one below ``contexts_root``), and whether it
+    is temporary. Refuses to touch a user folder that torchbake did not create."""
+    if not build_dir:
         contexts_root.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root)), True
-    folder = Path(plan.build_dir).expanduser().resolve()
+    folder = Path(build_dir).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise ConfigurationError(f"--build-dir {folder} exists and is not a folder.")
     if folder.is_dir() and any(folder.iterdir()) and not (folder / MARKER).is_file():
@@ -191,7 +186,7 @@ def load_prepared(folder: Path) -> PreparedContext:
         ) from None
 
 
-class _Staging:
+class Staging:
     """A context being assembled: in ``folder`` itself when temporary, else next to it, renamed
     over it when complete (so a kept --build-dir is never half-prepared)."""
 
@@ -273,6 +268,18 @@ class _Staging:
         text = "".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(names))
         (self.path / "wheelhouse" / "requirements.txt").write_text(text)
 
+    def sources(self, trees: list[SourceTree], keep_git: bool) -> dict[str, dict[str, str]]:
+        """Source trees into sources/<name>/ as hard links, each with a .torchbake-source record."""
+        recorded = {}
+        for tree in trees:
+            target = self.path / "sources" / tree.spec.name
+            shutil.rmtree(target, ignore_errors=True)
+            count = link_tree(tree.path, target, keep_git=keep_git)
+            (target / ".torchbake-source").write_text(f"{tree.spec.repo} {tree.spec.tag} {tree.commit}\n")
+            recorded[tree.spec.name] = {"repo": tree.spec.repo, "tag": tree.spec.tag, "commit": tree.commit,
+                                        "origin": tree.origin, "files": str(count)}
+        return recorded
+
     def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
                runtime_env: dict[str, str] | None = None, companions: Sequence[str] = (), steps: Collection[str] = (),
                **fields) -> PreparedContext:
@@ -296,114 +303,3 @@ class _Staging:
             shutil.rmtree(self.folder, ignore_errors=True)
             self.path.rename(self.folder)
         return prepared
-
-
-def prepare_release_context(
-    plan: ReleasePlan, cache: DownloadCache, folder: Path, *, temporary: bool, log_file: Path | None,
-) -> PreparedContext:
-    stage = _Staging(folder, temporary)
-    # Inputs given by URL: fetched (or found) and checked first.
-    wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
-                       for role, loc in plan.wheel_sources.items() if is_location(loc)}
-    for role, artifact in wheel_artifacts.items():
-        wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
-    toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
-    python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
-
-    requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
-                    for r, loc in plan.wheel_sources.items()] + list(plan.extra_requirements)
-    options = plan.settings.wheels
-    versions = stage.wheels(requirements, plan.python_version, options, cache.root, log_file)
-    pins: dict[str, str] = {}
-    extension = ""
-    for role, location in plan.wheel_sources.items():
-        name = wheelhouse.requirement_name(location)
-        if name not in versions:
-            raise DownloadError(f"wheels.{role} = {location!r} did not resolve to a {name} wheel.")
-        pins[name] = versions[name]
-        if role == "extension":
-            extension = f"{name}=={versions[name]}"
-    resolved = wheelhouse.wheels_in(stage.path / "wheelhouse")
-    torch = wheelhouse.dependency_closure(resolved, ["torch"], plan.python_version, options.platforms)
-    companions = _companion_groups(plan, resolved, torch)
-    below = torch.union(*companions.values())
-    added = {w.name for w in resolved} - below  # the extension and what it adds (installed last)
-    stage.wheel_groups({"torch": torch, **{f"companions/{folder}": names for folder, names in companions.items()},
-                        "extension": added})
-    for name, pinned in (("constraints-torch.txt", {"torch": pins["torch"]}), ("constraints.txt", pins)):
-        (stage.path / name).write_text(
-            "# Written by torchbake: the torch this image was built with stays installed.\n"
-            "# Active for every pip and uv install: PIP_CONSTRAINT, UV_CONSTRAINT and their build variants.\n"
-            + "".join(f"{project}=={version}\n" for project, version in pinned.items())
-        )
-    stage.installer(plan.settings.python, plan.python_version, options, cache.root, log_file)
-    stage.toolkits(toolkit_artifacts)
-    stage.python(python_artifact)
-    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, [],
-                        companions=[folder for folder, names in companions.items() if names],
-                        steps={"extension"} if added else set(), torch_version=pins["torch"], pins=pins, extension=extension)
-
-
-def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below: set[str]) -> dict[str, set[str]]:
-    """One wheel folder per companion (torchvision, torchaudio, then [wheels] extra, in order):
-    what it adds beyond torch and the companions before it. A companion added at the end so adds
-    one layer and changes none of the others."""
-    options = plan.settings.wheels
-    roots = [plan.wheel_sources[role] for role in ("torchvision", "torchaudio") if role in plan.wheel_sources]
-    groups: dict[str, set[str]] = {}
-    taken = set(below)
-    for index, root in enumerate([*roots, *plan.extra_requirements], 1):
-        name = wheelhouse.requirement_name(root)
-        names = wheelhouse.dependency_closure(resolved, [name], plan.python_version, options.platforms) - taken
-        groups[f"{index:02d}-{name}"] = names
-        taken |= names
-    return groups
-
-
-def _link_sources(stage: _Staging, trees: list[SourceTree], keep_git: bool) -> dict[str, dict[str, str]]:
-    """Source trees into sources/<name>/ as hard links, each with a .torchbake-source record."""
-    recorded = {}
-    for tree in trees:
-        target = stage.path / "sources" / tree.spec.name
-        shutil.rmtree(target, ignore_errors=True)
-        count = link_tree(tree.path, target, keep_git=keep_git)
-        (target / ".torchbake-source").write_text(f"{tree.spec.repo} {tree.spec.tag} {tree.commit}\n")
-        recorded[tree.spec.name] = {"repo": tree.spec.repo, "tag": tree.spec.tag, "commit": tree.commit,
-                                    "origin": tree.origin, "files": str(count)}
-    return recorded
-
-
-def prepare_base_context(
-    plan: BasePlan, cache: DownloadCache, folder: Path, trees: list[SourceTree], *, temporary: bool,
-    log_file: Path | None,
-) -> PreparedContext:
-    stage = _Staging(folder, temporary)
-    python_artifact = cache.fetch(plan.python_source, key="python.standalone_url") if plan.python_source else None
-    versions = stage.wheels(list(plan.requirements), plan.python_version, plan.settings.wheels, cache.root, log_file)
-    stage.requirements_file(sorted(versions), versions)  # every wheel pinned: the install resolves nothing
-    stage.installer(plan.settings.python, plan.python_version, plan.settings.wheels, cache.root, log_file)
-    stage.python(python_artifact)
-    recorded = _link_sources(stage, trees, plan.keep_git)
-    ignore = [] if plan.keep_git else ["**/.git"]
-    return stage.finish(plan.dockerfile_template, plan.image_env, plan.profile, ignore + ["**/__pycache__"],
-                        sources=recorded, torch_version=versions.get("torch", ""))
-
-
-def prepare_dev_context(
-    plan: DevPlan, cache: DownloadCache, folder: Path, vision: SourceTree | None, python_version: str, *,
-    temporary: bool, log_file: Path | None,
-) -> PreparedContext:
-    stage = _Staging(folder, temporary)
-    toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in plan.toolkits.items()}
-    requirements = [e for e in plan.extensions if not e.startswith("git+")]
-    versions = stage.wheels(requirements, python_version, plan.settings.wheels, cache.root, log_file)
-    stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
-    stage.toolkits(toolkit_artifacts)
-    stage.installer(plan.settings.python, python_version, plan.settings.wheels, cache.root, log_file,
-                    wanted=bool(requirements) and plan.settings.python.installer == "uv")
-    (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in plan.extensions))
-    (stage.path / "sources").mkdir(exist_ok=True)
-    recorded = _link_sources(stage, [vision], plan.keep_git) if vision is not None else {}
-    return stage.finish(plan.dockerfile_template, plan.build_env, plan.profile, ["**/.git"] if not plan.keep_git else [],
-                        runtime_env=plan.runtime_env, sources=recorded)
-

@@ -22,8 +22,9 @@ from .config import in_registry
 from .derived import fill as _fill
 from .derived import template_fields
 from .errors import ConfigurationError
+from .lazy import LazyModule
 
-VARIANTS = ("base", "dev", "release")
+variants = LazyModule("torchbake.variants")  # the registry is read when a matrix is, not when tasks are listed
 MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options"}
 
 
@@ -74,7 +75,7 @@ class _Matrix:
                 f"{source}: unknown [matrix] key {word!r}.{configuration.did_you_mean(word, sorted(MATRIX_KEYS))}"
                 f" Keys: {', '.join(sorted(MATRIX_KEYS))}."
             )
-        table = cls(pythons=list(matrix.get("pythons", [])), variants=list(matrix.get("variants", VARIANTS)),
+        table = cls(pythons=list(matrix.get("pythons", [])), variants=list(matrix.get("variants", variants.VARIANTS)),
                     profiles=list(matrix.get("profiles", ["cpu"])), registry=matrix.get("registry", ""),
                     name=matrix.get("name", "{registry}torchbake/{profile}"), tag=matrix.get("tag", "{variant}-py{py}"),
                     options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source)
@@ -85,13 +86,14 @@ class _Matrix:
         if not table.pythons:
             raise ConfigurationError(f"{source}: [matrix] pythons is empty; list the Python versions to build,"
                                      ' e.g. ["3.10", "3.11"].')
+        names = list(variants.VARIANTS)
         for variant in table.variants:
-            if variant not in VARIANTS:
-                raise ConfigurationError(f"{source}: variant {variant!r} is not one of {', '.join(VARIANTS)}.")
+            if variant not in names:
+                raise ConfigurationError(f"{source}: variant {variant!r} is not one of {', '.join(names)}.")
         for option_variant in table.options:
-            if option_variant not in VARIANTS and option_variant != "all":
+            if option_variant not in names and option_variant != "all":
                 raise ConfigurationError(f"{source}: [matrix.options.{option_variant}] must be one of all,"
-                                         f" {', '.join(VARIANTS)}.")
+                                         f" {', '.join(names)}.")
         return table
 
     def excluded(self, cell_id: str) -> bool:
@@ -106,8 +108,10 @@ class _Matrix:
         name, tag = self.reference(values)
         name = in_registry(name, self.registry)  # a name template without {registry} goes there too
         values["name"] = name
-        overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python,
-                                     "build.variant": "release" if variant == "release" else "dev"}
+        module = variants.VARIANTS[variant]
+        overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python}
+        if module.BUILD_VARIANT:
+            overrides["build.variant"] = module.BUILD_VARIANT
         if self.registry:  # asked whether it holds the cell's image, and its build cache
             overrides["registry.url"] = self.registry
         for scope in ("all", variant):
@@ -118,11 +122,12 @@ class _Matrix:
                 if value not in ("", []):  # empty = "not set": the profile's value stays
                     overrides[key] = value
         depends: tuple[str, ...] = ()
-        base_id = f"{profile}-base-py{values['py']}"
-        if variant == "dev" and "base" in self.variants and not self.excluded(base_id):
-            depends = (base_id,)
-            base_name, base_tag = self.reference({**values, "variant": "base"})
-            overrides.setdefault("image.base", f"{in_registry(base_name, self.registry)}:{base_tag}")
+        built_from = module.BUILT_FROM
+        from_id = f"{profile}-{built_from}-py{values['py']}" if built_from else ""
+        if built_from in self.variants and not self.excluded(from_id):
+            depends = (from_id,)
+            from_name, from_tag = self.reference({**values, "variant": built_from})
+            overrides.setdefault("image.base", f"{in_registry(from_name, self.registry)}:{from_tag}")
         return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
                     image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
 
@@ -144,7 +149,7 @@ def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Pat
     for entry in table.profiles:
         profile, profile_file = _profile_file(entry, config_dir, source)
         for python in table.pythons:
-            for variant in sorted(table.variants, key=VARIANTS.index):
+            for variant in sorted(table.variants, key=list(variants.VARIANTS).index):
                 if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):
                     cells.append(table.cell(profile, profile_file, python, variant, known))
     ids = [c.id for c in cells]

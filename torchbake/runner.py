@@ -25,7 +25,7 @@ from .matrix import Cell
 from .output import human_size, styled
 from .redaction import redact, redact_all
 from .status import Status
-from .variants import plan_base, plan_dev, plan_release
+from .variants import VARIANTS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -51,12 +51,7 @@ def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *
     """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
     resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
                                      override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True)
-    settings = resolved.settings()
-    if cell.variant == "release":
-        return plan_release(settings, no_cache=no_cache)
-    if cell.variant == "base":
-        return plan_base(settings, no_cache=no_cache)
-    return plan_dev(settings, python_given=True, no_cache=no_cache)
+    return VARIANTS[cell.variant].plan(resolved.settings(), python_given=True, no_cache=no_cache)
 
 
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:

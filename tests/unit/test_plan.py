@@ -7,8 +7,8 @@ import pytest
 from torchbake import config, input_hash
 from torchbake.downloads import DownloadCache
 from torchbake.errors import ConfigurationError, MissingValuesError
-from torchbake.variants import plan_release
 from torchbake.variants.common import Preflight, check_os_python, parse_os_release
+from torchbake.variants.release import plan as plan_release
 
 
 def settings(*files, **overrides):

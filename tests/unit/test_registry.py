@@ -13,7 +13,7 @@ from torchbake.downloads import DownloadPolicy
 from torchbake.engine import DockerClient
 from torchbake.errors import EngineError, RegistryError
 from torchbake.matrix import expand, load_matrix
-from torchbake.variants import plan_release
+from torchbake.variants.release import plan as plan_release
 
 
 @pytest.mark.parametrize(("reference", "expected"), [
@@ -141,7 +141,7 @@ def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
 
 def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
     from torchbake.files import secret_files
-    from torchbake.variants import plan_dev
+    from torchbake.variants.dev import plan as plan_dev
 
     url = "http://builder:s3cret@127.0.0.1:8080/ccache|connect-timeout=500"
     dev = settings(**{"build.variant": "dev", "image.base": "torchbake/pytorch-cpu:base-py3.11",

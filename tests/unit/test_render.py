@@ -8,7 +8,7 @@ from torchbake import config, wheelhouse
 from torchbake.context import render_dockerfile, unknown_optional_steps
 from torchbake.engine import DockerClient
 from torchbake.input_hash import build_args
-from torchbake.variants import plan_release
+from torchbake.variants.release import plan as plan_release
 
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
 

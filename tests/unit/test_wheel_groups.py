@@ -12,7 +12,7 @@ import pytest
 from torchbake import build_time, input_hash, wheelhouse
 from torchbake.config import resolve
 from torchbake.errors import ConfigurationError
-from torchbake.variants import plan_release
+from torchbake.variants.release import plan as plan_release
 
 
 def wheel(folder, name, version, *requires):

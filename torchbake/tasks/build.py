@@ -35,11 +35,9 @@ def build(c, **given):
     settings = resolved.settings()
     check_effect(BUILD_FLAGS, settings.build.variant, given)
     no_prepare, no_cache = given["no_prepare"], given["no_cache"]
-    if settings.build.variant == "release":
-        plan = variants.plan_release(settings, reuse_context=no_prepare, no_cache=no_cache)
-    else:
-        python_given = resolved.sources["python.version"] != "default"
-        plan = variants.plan_dev(settings, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache)
+    python_given = resolved.sources["python.version"] != "default"
+    plan = variants.VARIANTS[settings.build.variant].plan(settings, python_given=python_given,
+                                                          reuse_context=no_prepare, no_cache=no_cache)
     _run(plan, settings, given["dry_run"], given["force"], given["check_reproducible"])
 
 
@@ -51,7 +49,7 @@ def build_base(c, **given):
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
     OS image whose Python is 3.10); `invoke build --python 3.10` then finds it."""
     settings = resolve_config(given["config"], overrides(BUILD_BASE_FLAGS, given), variant="base").settings()
-    plan = variants.plan_base(settings, reuse_context=given["no_prepare"], no_cache=given["no_cache"])
+    plan = variants.VARIANTS["base"].plan(settings, reuse_context=given["no_prepare"], no_cache=given["no_cache"])
     _run(plan, settings, given["dry_run"], given["force"])
 
 

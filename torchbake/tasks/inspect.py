@@ -83,7 +83,7 @@ def _verify_reproducible(image: str, config_files: list[str], cli: dict[str, obj
                 f"{image} was built with credentials, which its record keeps masked: {', '.join(masked)}. Give them"
                 " again with --config FILE (a TOML file with just those options) or TORCHBAKE_<SECTION>_<KEY>.")
         # a context of its own, in a temporary folder: never the one a --build-dir of the build keeps
-        plan = dataclasses.replace(variants.plan_release(resolved.settings(), no_cache=True), build_dir="")
+        plan = dataclasses.replace(variants.VARIANTS["release"].plan(resolved.settings(), no_cache=True), build_dir="")
         if plan.image != found[1].get("image"):
             raise ConfigurationError(f"The recorded configuration names {plan.image}, not {found[1].get('image')}.")
         labels = (info.get("Config") or {}).get("Labels") or {}
@@ -116,12 +116,12 @@ def show_config(c, **given):
     """Print the resolved configuration and where each value came from ("derived from …" for
     names, tags and FROM images nobody set)."""
     config, variant, format = given["config"], given["variant"], given["format"]  # noqa: A001 - the flag's name
-    if variant not in (None, "base", "dev", "release"):
-        raise ConfigurationError(f"--variant {variant!r}: expected base, dev or release.")
+    if variant is not None and variant not in variants.VARIANTS:
+        raise ConfigurationError(f"--variant {variant!r}: expected one of: {', '.join(variants.VARIANTS)}.")
     if format not in ("table", "toml"):
         raise ConfigurationError(f"--format {format!r}: expected table or toml.")
     # the variant asked for is the file's too: read back, it plans the same kind of build
-    resolved = resolve_config(config, {"build.variant": variant if variant in ("dev", "release") else None},
+    resolved = resolve_config(config, {"build.variant": variants.VARIANTS[variant].BUILD_VARIANT if variant else None},
                               variant=variant)
     if format == "toml":
         output.result(configuration.to_toml(resolved.values))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import context, sources
 from ..config import Settings
+from ..context import Staging
 from .common import (
     PENDING,
     SUPPORTED_OS,
@@ -33,11 +34,16 @@ from .common import (
 SOURCE_NAMES = ("pytorch", "vision", "audio")
 
 
+NAME = "base"  # the image kind (labels, matrix cells, show-config --variant)
+BUILD_VARIANT: str | None = None  # the [build] variant its settings resolve with (None: build-base reads none)
+BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
+
+
 @dataclass(frozen=True, kw_only=True)
 class BasePlan(PlanCommon):
     """``invoke build-base``: OS + build tools + Python + the three source trees."""
 
-    variant = "base"
+    variant = NAME
     from_flag = "--sys"
     INPUT_STEPS = (("Python environment", ("python", "installer")), ("requirements", ("requirements", "wheel_options")),
                    ("sources", ("sources.*", "keep_git")), ("image environment", ("env",)))
@@ -79,7 +85,16 @@ class BasePlan(PlanCommon):
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: the three source trees (found or cloned), the wheelhouse."""
         trees = sources.resolve(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources", log_file)
-        return context.prepare_base_context(self, cache, folder, trees, temporary=temporary, log_file=log_file)
+        stage = Staging(folder, temporary)
+        python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
+        versions = stage.wheels(list(self.requirements), self.python_version, self.wheel_options, cache.root, log_file)
+        stage.requirements_file(sorted(versions), versions)  # every wheel pinned: the install resolves nothing
+        stage.installer(self.python_options, self.python_version, self.wheel_options, cache.root, log_file)
+        stage.python(python_artifact)
+        recorded = stage.sources(trees, self.keep_git)
+        ignore = [] if self.keep_git else ["**/.git"]
+        return stage.finish(self.dockerfile_template, self.image_env, self.profile, ignore + ["**/__pycache__"],
+                            sources=recorded, torch_version=versions.get("torch", ""))
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {"torchbake.python-provider": self.python_provider}
@@ -106,7 +121,9 @@ class BasePlan(PlanCommon):
                 python_context(self)]
 
 
-def plan_base(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> BasePlan:
+def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+         no_cache: bool = False) -> BasePlan:
+    """The base plan (``python_given`` is the dev variant's concern: an OS image's Python is always the one asked for)."""
     missing = check_common(settings, reuse_context)
     python = settings.python
     src = settings.sources

@@ -15,7 +15,7 @@ from typing import ClassVar, TypeVar
 
 from .. import __version__, base_os, os_releases
 from ..build_time import created_time
-from ..config import DOCKER_DIR, Settings, env_var_name
+from ..config import DOCKER_DIR, PythonOptions, Settings, WheelOptions, env_var_name
 from ..context import OPTIONAL_STEPS, unknown_optional_steps
 from ..downloads import require_pinned
 from ..engine import content_id
@@ -34,6 +34,8 @@ class PlanCommon:
     reuse_context: bool
     verify: bool
     no_cache: bool = False
+    python_options: PythonOptions = field(repr=False)  # the installer, uv's pin, whether the image keeps uv
+    wheel_options: WheelOptions = field(repr=False)  # indexes, find-links, platforms: how wheels resolve
     settings: Settings = field(repr=False)
 
     target: ClassVar[str | None] = None  # the Dockerfile stage to build (None: the last)
@@ -109,7 +111,7 @@ def accelerator_labels(plan) -> dict[str, str]:
 
 
 def os_build_args(plan) -> dict[str, str]:
-    python = plan.settings.python
+    python = plan.python_options
     return {"BASE_IMAGE": plan.base_image, "PYTHON_VERSION": plan.python_version,
             "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid),
             "INSTALLER": python.installer, "KEEP_UV": "1" if python.keep_uv else "0"}
@@ -117,7 +119,7 @@ def os_build_args(plan) -> dict[str, str]:
 
 def installer_context(plan) -> tuple[str, str]:
     """The dry-run row of the uv/ folder."""
-    python = plan.settings.python
+    python = plan.python_options
     if python.installer != "uv" and not python.keep_uv:
         return ("uv/", "(none: wheels install with pip)")
     kept = "; kept in the image" if python.keep_uv else ""
@@ -246,7 +248,8 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
     """Fields every plan has, from the settings and the run's flags."""
     return {"image": settings.registry.image(settings.image.reference), "profile": settings.accelerator.profile,
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
-            "no_cache": no_cache, "settings": settings}
+            "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
+            "settings": settings}
 
 
 def python_source_of(settings: Settings) -> str:

@@ -7,8 +7,9 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, registry, sources
+from .. import context, registry, sources, wheelhouse
 from ..config import Settings
+from ..context import Staging
 from ..downloads import DownloadPolicy
 from ..engine import content_id
 from ..errors import ConfigurationError, RegistryError
@@ -29,12 +30,16 @@ from .common import (
     toolkit_context,
 )
 
+NAME = "dev"  # the image kind (labels, matrix cells, show-config --variant)
+BUILD_VARIANT: str | None = "dev"  # the [build] variant its settings resolve with (None: build-base reads none)
+BUILT_FROM: str | None = "base"  # the variant whose image a matrix builds first, as this one's FROM image
+
 
 @dataclass(frozen=True, kw_only=True)
 class DevPlan(PlanCommon):
     """``invoke build`` without ``--release``: torch and the extension from source."""
 
-    variant = "dev"
+    variant = NAME
     base_image: str  # a torchbake base image
     dockerfile_template: Path
     python_version: str  # "" = the base image's
@@ -156,8 +161,21 @@ class DevPlan(PlanCommon):
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: toolkits, the requirement-style extensions' wheels, a vision clone."""
-        return context.prepare_dev_context(self, cache, folder, self.vision_tree(), facts.python_version,
-                                           temporary=temporary, log_file=log_file)
+        python_version = facts.python_version
+        vision = self.vision_tree()
+        stage = Staging(folder, temporary)
+        toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
+        requirements = [e for e in self.extensions if not e.startswith("git+")]
+        versions = stage.wheels(requirements, python_version, self.wheel_options, cache.root, log_file)
+        stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
+        stage.toolkits(toolkit_artifacts)
+        stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
+                        wanted=bool(requirements) and self.python_options.installer == "uv")
+        (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in self.extensions))
+        (stage.path / "sources").mkdir(exist_ok=True)
+        recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
+        return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
+                            runtime_env=self.runtime_env, sources=recorded)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {}
@@ -202,8 +220,8 @@ class DevPlan(PlanCommon):
                 ("sources/", "vision" if self.vision else "(empty)"), toolkit_context(self)]
 
 
-def plan_dev(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
-             no_cache: bool = False) -> DevPlan:
+def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+         no_cache: bool = False) -> DevPlan:
     missing = check_common(settings, reuse_context)
     if not settings.image.base:
         missing.append(Missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`"))

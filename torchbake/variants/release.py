@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context
+from .. import context, wheelhouse
 from ..config import Settings
+from ..context import Staging
+from ..errors import DownloadError
 from ..validation import is_location
 from .common import (
     PENDING,
@@ -34,10 +36,14 @@ from .common import (
     toolkit_context,
 )
 
+NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
+BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolve with (None: build-base reads none)
+BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
+
 
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(PlanCommon):
-    variant = "release"
+    variant = NAME
     INPUT_STEPS = (("Python environment", ("python", "installer")), ("torch", ("wheels.torch", "wheel_options")),
                    ("companions", ("wheels.torchvision", "wheels.torchaudio", "extra")), ("toolkits", ("toolkits.*",)),
                    ("extension", ("wheels.extension",)), ("image environment", ("env",)))
@@ -76,7 +82,47 @@ class ReleasePlan(PlanCommon):
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: wheels resolved for the image's Python, toolkits, constraints."""
-        return context.prepare_release_context(self, cache, folder, temporary=temporary, log_file=log_file)
+        stage = Staging(folder, temporary)
+        # Inputs given by URL: fetched (or found) and checked first.
+        wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
+                           for role, loc in self.wheel_sources.items() if is_location(loc)}
+        for role, artifact in wheel_artifacts.items():
+            wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
+        toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
+        python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
+
+        requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
+                        for r, loc in self.wheel_sources.items()] + list(self.extra_requirements)
+        options = self.wheel_options
+        versions = stage.wheels(requirements, self.python_version, options, cache.root, log_file)
+        pins: dict[str, str] = {}
+        extension = ""
+        for role, location in self.wheel_sources.items():
+            name = wheelhouse.requirement_name(location)
+            if name not in versions:
+                raise DownloadError(f"wheels.{role} = {location!r} did not resolve to a {name} wheel.")
+            pins[name] = versions[name]
+            if role == "extension":
+                extension = f"{name}=={versions[name]}"
+        resolved = wheelhouse.wheels_in(stage.path / "wheelhouse")
+        torch = wheelhouse.dependency_closure(resolved, ["torch"], self.python_version, options.platforms)
+        companions = _companion_groups(self, resolved, torch)
+        below = torch.union(*companions.values())
+        added = {w.name for w in resolved} - below  # the extension and what it adds (installed last)
+        stage.wheel_groups({"torch": torch, **{f"companions/{folder}": names for folder, names in companions.items()},
+                            "extension": added})
+        for name, file_pins in (("constraints-torch.txt", {"torch": pins["torch"]}), ("constraints.txt", pins)):
+            (stage.path / name).write_text(
+                "# Written by torchbake: the torch this image was built with stays installed.\n"
+                "# Active for every pip and uv install: PIP_CONSTRAINT, UV_CONSTRAINT and their build variants.\n"
+                + "".join(f"{project}=={version}\n" for project, version in file_pins.items())
+            )
+        stage.installer(self.python_options, self.python_version, options, cache.root, log_file)
+        stage.toolkits(toolkit_artifacts)
+        stage.python(python_artifact)
+        return stage.finish(self.dockerfile_template, self.image_env, self.profile, [],
+                            companions=[folder for folder, names in companions.items() if names],
+                            steps={"extension"} if added else set(), torch_version=pins["torch"], pins=pins, extension=extension)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
@@ -102,7 +148,9 @@ class ReleasePlan(PlanCommon):
                 installer_context(self), toolkit_context(self), python_context(self)]
 
 
-def plan_release(settings: Settings, *, reuse_context: bool = False, no_cache: bool = False) -> ReleasePlan:
+def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+         no_cache: bool = False) -> ReleasePlan:
+    """The release plan (``python_given`` is the dev variant's concern: an OS image's Python is always the one asked for)."""
     image, python, wheels = settings.image, settings.python, settings.wheels
     missing = check_common(settings, reuse_context)
     if not image.base:
@@ -143,3 +191,19 @@ def missing_inputs(settings: Settings) -> list[Missing]:
         missing.append(Missing("wheels.extension",
                                f"[wheels] extension_module = {wheels.extension_module!r} names an extension to check"))
     return missing + missing_toolkits(settings)
+
+
+def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below: set[str]) -> dict[str, set[str]]:
+    """One wheel folder per companion (torchvision, torchaudio, then [wheels] extra, in order):
+    what it adds beyond torch and the companions before it. A companion added at the end so adds
+    one layer and changes none of the others."""
+    options = plan.wheel_options
+    roots = [plan.wheel_sources[role] for role in ("torchvision", "torchaudio") if role in plan.wheel_sources]
+    groups: dict[str, set[str]] = {}
+    taken = set(below)
+    for index, root in enumerate([*roots, *plan.extra_requirements], 1):
+        name = wheelhouse.requirement_name(root)
+        names = wheelhouse.dependency_closure(resolved, [name], plan.python_version, options.platforms) - taken
+        groups[f"{index:02d}-{name}"] = names
+        taken |= names
+    return groups
