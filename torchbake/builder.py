@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from . import command, diskspace, output, registry, reproducible
+from . import command, diskspace, output, reproducible
 from .build_time import source_date_epoch
 from .config import to_toml
 from .context import (
@@ -28,10 +28,9 @@ from .context import (
     choose_context_dir,
     load_prepared,
 )
-from .docker_cli import compression_options
-from .downloads import DownloadCache, DownloadPolicy, trust_bundle, trust_environment
+from .downloads import DownloadCache, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
-from .errors import EngineError, FatalError, RegistryError, VerificationError
+from .errors import EngineError, RegistryError, VerificationError
 from .files import SecretSource, secret_files, secret_paths
 from .input_hash import (
     INPUT_PARTS_LABEL,
@@ -47,6 +46,7 @@ from .input_hash import (
 from .manifest import BuildRecord
 from .output import human_size
 from .plan import describe_plan
+from .publishing import ask_registry, build_cache, registry_of
 from .redaction import redact
 from .status import Status
 from .variants import DevPlan, Plan, Preflight
@@ -83,7 +83,7 @@ def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
         return ""
     if not isinstance(before, dict):  # not torchbake's label (a user's image under that tag)
         return ""
-    now = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
+    now = input_parts(plan, facts, plan.download_cache(read_only=True))
     changed = sorted(key for key in {*before, *now} if before.get(key) != now.get(key))
     if not changed:
         return ""
@@ -94,7 +94,7 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
     if facts is not None and digest:
-        parts = input_parts(plan, facts, DownloadCache.for_settings(plan.settings, read_only=True))
+        parts = input_parts(plan, facts, plan.download_cache(read_only=True))
         labels[INPUT_PARTS_LABEL] = json.dumps(parts, sort_keys=True, separators=(",", ":"))
     return {k: redact(v) for k, v in labels.items() if v}  # a label travels with the image: never a secret
 
@@ -103,7 +103,7 @@ def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
     """BuildKit secrets: present only while the steps that use them run, never in a layer (values
     become files only inside :func:`~torchbake.files.secret_files`, for the build)."""
     found: list[tuple[str, SecretSource]] = plan.secrets()
-    bundle = trust_bundle(plan.settings.downloads.ca_bundle, plan.settings.paths.cache_dir)
+    bundle = trust_bundle(plan.download_options.ca_bundle, plan.path_options.cache_dir)
     if bundle is not None:
         found.append(("ca_bundle", bundle))
     return found
@@ -128,7 +128,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
         tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=secret_paths(build_secrets(plan)), no_cache=plan.no_cache,
-        network=plan.settings.build.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
+        network=plan.build_options.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
     text = describe_plan(plan, argv, env)
     if check_reproducible:
@@ -177,90 +177,6 @@ def labels_fit(info: dict, image: str) -> bool:
     return labels.get("org.opencontainers.image.title") == name and labels.get("org.opencontainers.image.version") == tag
 
 
-def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> tuple[registry.Registry, str, str] | None:
-    """(the registry, repository, tag) of the plan's image when a registry is configured (and,
-    when ``checking``, the up-to-date check is on); None otherwise."""
-    options = plan.settings.registry
-    host, repository, tag = registry.split_reference(plan.image)
-    if not (options.url and host and (options.check or not checking)):
-        return None
-    policy = DownloadPolicy.from_settings(plan.settings.downloads)
-    return registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy), repository, tag
-
-
-def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[Status, str] | None:
-    """("unchanged (registry)", manifest digest) when the registry's NAME:TAG has these inputs;
-    ("retagged (registry)", digest) when the tag named by the input hash has them (NAME:TAG is
-    pointed at it inside the registry when ``apply``: no layer moves); None otherwise."""
-    found = registry_of(plan, client)
-    if found is None or not digest:
-        return None
-    remote, repository, tag = found
-    held = remote.held(repository, tag)
-    if held and held.input_hash == digest:
-        return Status.UNCHANGED_IN_REGISTRY, held.digest
-    by_inputs = remote.held(repository, registry.inputs_tag(digest))
-    if by_inputs and by_inputs.input_hash == digest:
-        if apply:
-            remote.copy_tag(repository, registry.inputs_tag(digest), tag)
-        return Status.RETAGGED_IN_REGISTRY, by_inputs.digest
-    return None
-
-
-def ask_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True,
-                 ) -> tuple[tuple[Status, str] | None, str]:
-    """:func:`find_in_registry`, and why the registry could not be asked ("" when it answered).
-    With ``[registry] require`` (--require-registry) that is an error instead."""
-    try:
-        return find_in_registry(plan, client, digest, apply=apply), ""
-    except RegistryError as exc:
-        if plan.settings.registry.require:
-            raise
-        return None, str(exc).splitlines()[0]
-
-
-def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | None,
-            progress=None) -> str:
-    """Push the plan's image, retrying connection resets and 5xx answers with backoff
-    (``[downloads]`` retries; a 4xx is final, a refused login names ``docker login``); then point
-    the tag named by its input hash at it, inside the registry, so that a machine that never saw
-    the image finds it by its inputs. Returns the registry digest."""
-    policy = DownloadPolicy.from_settings(plan.settings.downloads)
-    try:
-        digest = registry.retrying(f"Pushing {plan.image}", lambda: client.push(plan.image, log_file, progress),
-                                   policy, registry.push_transient)
-    except FatalError as exc:
-        raise registry.push_refused(exc, plan.image) or exc from None
-    if not digest:
-        info = client.inspect_image(plan.image) or {}
-        repo = plan.image.rsplit(":", 1)[0]
-        digest = next((d.split("@", 1)[1] for d in info.get("RepoDigests") or [] if d.startswith(repo + "@")), "")
-    found = registry_of(plan, client, checking=False)
-    if found and input_hash:
-        remote, repository, tag = found
-        remote.copy_tag(repository, tag, registry.inputs_tag(input_hash))
-    return digest
-
-
-def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[list[str], list[str]]:
-    """The build cache's sources and destinations (``[registry] cache_from`` / ``cache_to``,
-    their fields filled in); with a registry and none given, the cache of every stage (mode=max)
-    at the image's ``[registry] cache_ref``: imported by every build, exported by one that
-    publishes (``publish``: build-all --push), never failing it (a registry that refuses the
-    cache refuses the push too, which says so). ``image``: another image of the plan's build (the
-    slim runtime image), whose cache is its own."""
-    options = plan.settings.registry
-    image = image or plan.image
-    name, tag = image.rsplit(":", 1)
-    fields = {"image": image, "name": name, "tag": tag}
-    fields["cache"] = options.cache_ref.format(**fields)
-    sources = options.cache_from or (("{cache}",) if options.url else ())
-    layers = compression_options(plan.settings.build.compression)  # the image's own blobs: each exported once
-    targets = options.cache_to or ((f"type=registry,ref={{cache}},mode=max,{layers},ignore-error=true",)
-                                   if options.url and publish else ())
-    return [s.format(**fields) for s in sources], [t.format(**fields) for t in targets]
-
-
 def skip_reason(status: Status, image_id: str) -> str:
     """Why a build was skipped, for the output and the reports."""
     return {Status.UNCHANGED: "its input hash matches the image's",
@@ -295,10 +211,9 @@ def in_plan_environment(body):
 
     @functools.wraps(body)
     def wrapper(plan, *args, **kwargs):
-        settings = plan.settings
-        token = command.stall_timeout.set(settings.build.stall_timeout)
+        token = command.stall_timeout.set(plan.build_options.stall_timeout)
         try:
-            with command.environment(trust_environment(settings.downloads.ca_bundle, settings.paths.cache_dir)):
+            with command.environment(trust_environment(plan.download_options.ca_bundle, plan.path_options.cache_dir)):
                 return body(plan, *args, **kwargs)
         finally:
             command.stall_timeout.reset(token)
@@ -314,8 +229,8 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
     facts = preflight(plan, client, writes=make_base and apply)
-    digest = fingerprint(plan, facts, DownloadCache.for_settings(plan.settings, read_only=not apply))
-    state = built_images_file(plan.settings.paths.cache_dir)
+    digest = fingerprint(plan, facts, plan.download_cache(read_only=not apply))
+    state = built_images_file(plan.path_options.cache_dir)
     found = find_unchanged(client, plan.image, digest, state=state, apply=apply) if look and digest else None
     if found and plan.slim and input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
         found = None  # --slim asks for the runtime image too, and it is missing or older: build
@@ -329,7 +244,6 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     is pushed afterwards, so its build cache goes to the registry too; ``check_reproducible``: then
     built again without any cache, and the two compared)."""
     started = time.monotonic()
-    settings = plan.settings
     source_date_epoch()  # a bad value is an error before any work
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
@@ -338,19 +252,19 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         found, note = ask_registry(plan, client, digest)
         if note:
             say(f"{plan.image}: {note} Building it.")
-    cache = DownloadCache.for_settings(settings)
+    cache = plan.download_cache()
     if found:
         status, image_id = found
         reason = skip_reason(status, image_id)
         say((plan.image, "bold"), f" {status}: {reason}")
         if not status.in_registry:  # the image is on this engine
-            state = built_images_file(settings.paths.cache_dir)
+            state = built_images_file(plan.path_options.cache_dir)
             record_built(state, digest, image_id)  # in use: keep it among the remembered ids
             if tagged and tagged != image_id:  # re-tagged: the image the tag left may now be unused
                 remove_replaced(client, tagged, state)
         # run-container's default image is this host's latest build, and this run stands for one
         record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile,
-                             log_file=log_path(settings.paths.log_dir, plan.image))
+                             log_file=log_path(plan.path_options.log_dir, plan.image))
         record.facts.update({"input_hash": digest, "unchanged_id": image_id, "reason": reason})
         record.write(status)
         info = client.inspect_image(plan.image) or {}
@@ -358,7 +272,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
     user_context = _user_context(plan)
     _check_space(plan, client, cache)
-    log_file = log_file or log_path(settings.paths.log_dir, plan.image)
+    log_file = log_file or log_path(plan.path_options.log_dir, plan.image)
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
     record.phase("preflight")
     say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
@@ -380,7 +294,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
         folder = Path(plan.build_dir).expanduser().resolve()
         return folder, load_prepared(folder)
     if plan.build_dir:
-        return choose_context_dir(plan.build_dir, plan.settings.paths.cache_dir / "contexts")[0], None
+        return choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")[0], None
     return None
 
 
@@ -388,9 +302,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
            log_file: Path, record: BuildRecord, started: float, skip_unchanged: bool,
            user_context: tuple[Path, PreparedContext | None] | None, replaced: str, publish: bool,
            check_reproducible: bool) -> BuildResult:
-    settings = plan.settings
     if digest:
-        note_first_built(settings.paths.cache_dir, digest)
+        note_first_built(plan.path_options.cache_dir, digest)
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
@@ -398,11 +311,11 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                    for option, location in plan.given_inputs().items()],
     })
     record.facts["sources"].update(plan.source_records(facts))
-    record.facts["configuration"] = to_toml(settings.values)  # what `verify --reproducible` plans again
+    record.facts["configuration"] = to_toml(plan.configuration)  # what `verify --reproducible` plans again
     if user_context is not None:
         (folder, prepared), temporary = user_context, False
     else:
-        folder, temporary = choose_context_dir(plan.build_dir, settings.paths.cache_dir / "contexts")
+        folder, temporary = choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")
         prepared = None
     held = contextlib.ExitStack()  # secret files: they exist while the builds below run, no longer
     try:
@@ -421,7 +334,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         args, labels = build_args(plan, facts), image_labels(plan, prepared, facts, digest)
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
-            no_cache=plan.no_cache, network=settings.build.network, target=plan.target,
+            no_cache=plan.no_cache, network=plan.build_options.network, target=plan.target,
             cache_from=cache_from, cache_to=cache_to, provenance=publish and not plan.versions_known_after_build,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
@@ -448,7 +361,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
     info = client.inspect_image(plan.image) or {}
-    state = built_images_file(settings.paths.cache_dir)
+    state = built_images_file(plan.path_options.cache_dir)
     record_built(state, digest, info.get("Id", image_id))
     if replaced and replaced != info.get("Id"):
         remove_replaced(client, replaced, state)
@@ -469,7 +382,7 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder:
     tag = candidate_tag(plan.image)
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
-        no_cache=True, network=plan.settings.build.network, target=plan.target)
+        no_cache=True, network=plan.build_options.network, target=plan.target)
     say = output.channel().say
     say(f"Building {plan.image} again without any cache, to compare")
     try:
@@ -478,7 +391,7 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder:
         if again == image_id:
             say((f"Reproducible: {plan.image}", "bold green"), f" a build without any cache gave the same image {image_id}")
             return
-        found = reproducible.differences(client, image_id, tag, plan.settings.paths.cache_dir)
+        found = reproducible.differences(client, image_id, tag, plan.path_options.cache_dir)
     finally:
         client.remove_image(tag, force=False)  # the tag only, when the image is the same
     raise VerificationError(
@@ -492,12 +405,11 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
     """`verify --reproducible`: build ``plan`` (the configuration recorded when ``image_id`` was
     built here) without any cache under a candidate tag and compare with ``image_id``. Its inputs
     must still be the image's (``input_hash``, its label), or the comparison would say nothing."""
-    settings = plan.settings
     source_date_epoch()
     facts, digest, _found = assess(plan, client, look=False)
-    cache = DownloadCache.for_settings(settings)
-    log_file = log_path(settings.paths.log_dir, plan.image)
-    folder, temporary = choose_context_dir(plan.build_dir, settings.paths.cache_dir / "contexts")
+    cache = plan.download_cache()
+    log_file = log_path(plan.path_options.log_dir, plan.image)
+    folder, temporary = choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")
     with contextlib.ExitStack() as held:
         if temporary:
             held.callback(shutil.rmtree, folder, ignore_errors=True)
@@ -517,14 +429,13 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
 
 def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None:
     """Fail before any download or context when the disks cannot hold the build."""
-    settings = plan.settings
     locations = plan.given_inputs()
     docker_root = str(client.engine_info().get("DockerRootDir", "")) if engine_is_local() else ""
     if docker_root and not Path(docker_root).exists():
         docker_root = ""
-    diskspace.check(diskspace.build_needs(locations=locations, cache=cache, cache_dir=settings.paths.cache_dir,
-                                          docker_root=docker_root, timeout=settings.downloads.timeout),
-                    settings.build.min_free_space)
+    diskspace.check(diskspace.build_needs(locations=locations, cache=cache, cache_dir=plan.path_options.cache_dir,
+                                          docker_root=docker_root, timeout=plan.download_options.timeout),
+                    plan.build_options.min_free_space)
 
 
 BUILT_PROBE = (
@@ -580,7 +491,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
               "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
-        labels=labels, secrets=secrets, network=plan.settings.build.network, target="runtime",
+        labels=labels, secrets=secrets, network=plan.build_options.network, target="runtime",
         cache_from=list(dict.fromkeys(slim_from + dev_from)), cache_to=cache_to,
     )
     client.build(argv, env, log_file)

@@ -47,20 +47,32 @@ LEGACY_ENV = {
 }
 
 
-def checked_by(check: Callable[[Any], object]) -> Any:
-    """A field whose values ``check`` validates (raising ValueError with what is accepted): each
-    option's check is declared beside it."""
-    return field(metadata={"check": check})
+EVERY_IMAGE = "every image"  # an option that decides the content of every variant's image
+
+
+def option(check: Callable[[Any], object] | None = None, *, decides: tuple[str, ...] | str,
+           input_file: bool = False) -> Any:
+    """An option's field, declaring beside it what is known of the option:
+
+    ``check`` validates its values (raising ValueError with what is accepted). ``decides``: the
+    variants (``base``, ``dev``, ``release``, or :data:`EVERY_IMAGE`) whose image content its value
+    decides: it is part of their input hash because it is declared so (``()``: it decides none,
+    and the comment beside it says why, where another part counts for it). ``input_file``: the
+    value names a file (a URL or path) whose digest counts, not the name."""
+    metadata: dict[str, Any] = {"decides": decides, "input_file": input_file}
+    if check is not None:
+        metadata["check"] = check
+    return field(metadata=metadata)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ImageOptions:
-    name: str = checked_by(validation.image_name)
-    tag: str = checked_by(lambda v: v and validation.image_tag(v))
-    base: str = checked_by(validation.image_reference)
-    docker_file: str = checked_by(validation.location)
-    render_gid: int = checked_by(validation.gid)
-    env: Mapping[str, str] = checked_by(validation.env_names)
+    name: str = option(validation.image_name, decides=())  # a name, not content
+    tag: str = option(lambda v: v and validation.image_tag(v), decides=())
+    base: str = option(validation.image_reference, decides=())  # the FROM image counts by its id
+    docker_file: str = option(validation.location, decides=())  # its text counts, as the Dockerfile's
+    render_gid: int = option(validation.gid, decides=EVERY_IMAGE)
+    env: Mapping[str, str] = option(validation.env_names, decides=EVERY_IMAGE)
 
     @property
     def reference(self) -> str:
@@ -69,45 +81,46 @@ class ImageOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class NamingOptions:
-    name: str = checked_by(lambda v: _check_template(v, "name"))
-    base_tag: str = checked_by(lambda v: _check_template(v, "base_tag"))
-    dev_tag: str = checked_by(lambda v: _check_template(v, "dev_tag"))
-    release_tag: str = checked_by(lambda v: _check_template(v, "release_tag"))
+    name: str = option(lambda v: _check_template(v, "name"), decides=())
+    base_tag: str = option(lambda v: _check_template(v, "base_tag"), decides=())
+    dev_tag: str = option(lambda v: _check_template(v, "dev_tag"), decides=())
+    release_tag: str = option(lambda v: _check_template(v, "release_tag"), decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class PythonOptions:
-    version: str = checked_by(validation.python_version)
-    provider: str = checked_by(validation.one_of(validation.PYTHON_PROVIDERS))
-    standalone_url: str = checked_by(lambda v: validation.location(v.replace("{python}", "3.11")))
-    installer: str = checked_by(validation.one_of(("uv", "pip")))
-    uv: str = checked_by(validation.exact_pin)
-    keep_uv: bool
+    version: str = option(validation.python_version, decides=("base", "release"))
+    provider: str = option(validation.one_of(validation.PYTHON_PROVIDERS), decides=("base", "release"))
+    standalone_url: str = option(lambda v: validation.location(v.replace("{python}", "3.11")), decides=("base", "release"), input_file=True)
+    installer: str = option(validation.one_of(("uv", "pip")), decides=EVERY_IMAGE)
+    uv: str = option(validation.exact_pin, decides=EVERY_IMAGE)
+    keep_uv: bool = option(decides=EVERY_IMAGE)
 
 
 @dataclass(frozen=True, kw_only=True)
 class WheelOptions:
-    torch: str = checked_by(validation.wheel_source)
-    default_torch: Mapping[str, str] = checked_by(lambda v: [
-        (validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source)) for profile, source in v.items()])
-    extension: str = checked_by(validation.wheel_source)
-    extension_module: str
-    torchvision: str = checked_by(validation.wheel_source)
-    torchaudio: str = checked_by(validation.wheel_source)
-    extra: tuple[str, ...] = checked_by(lambda v: [validation.requirement(r) for r in v])
-    platforms: tuple[str, ...]
-    index_url: str
-    extra_index_urls: tuple[str, ...]
-    find_links: tuple[str, ...]
+    torch: str = option(validation.wheel_source, decides=("release",), input_file=True)
+    default_torch: Mapping[str, str] = option(lambda v: [
+        (validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source)) for profile, source in v.items()],
+        decides=())  # counts as the wheels.torch it gives
+    extension: str = option(validation.wheel_source, decides=("release",), input_file=True)
+    extension_module: str = option(decides=("dev", "release"))  # a label
+    torchvision: str = option(validation.wheel_source, decides=("release",), input_file=True)
+    torchaudio: str = option(validation.wheel_source, decides=("release",), input_file=True)
+    extra: tuple[str, ...] = option(lambda v: [validation.requirement(r) for r in v], decides=("release",))
+    platforms: tuple[str, ...] = option(decides=EVERY_IMAGE)
+    index_url: str = option(decides=EVERY_IMAGE)
+    extra_index_urls: tuple[str, ...] = option(decides=EVERY_IMAGE)
+    find_links: tuple[str, ...] = option(decides=EVERY_IMAGE)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ToolkitOptions:
-    musa_toolkits_url: str = checked_by(validation.location)
-    mudnn_url: str = checked_by(validation.location)
-    mccl_url: str = checked_by(validation.location)
-    required: tuple[str, ...] = checked_by(lambda v: [
-        validation.one_of(("musa_toolkits_url", "mudnn_url", "mccl_url"))(r) for r in v])
+    musa_toolkits_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
+    mudnn_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
+    mccl_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
+    required: tuple[str, ...] = option(lambda v: [
+        validation.one_of(("musa_toolkits_url", "mudnn_url", "mccl_url"))(r) for r in v], decides=())
 
     def given(self) -> dict[str, str]:
         """Toolkit key → location, for those set, in install order."""
@@ -123,100 +136,100 @@ class ToolkitOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class AcceleratorOptions:
-    profile: str = checked_by(validation.one_of(validation.PROFILES))
-    torch_cuda_arch_list: str = checked_by(validation.cuda_arch_list)
-    pytorch_rocm_arch: str = checked_by(validation.rocm_arch)
+    profile: str = option(validation.one_of(validation.PROFILES), decides=EVERY_IMAGE)  # a label
+    torch_cuda_arch_list: str = option(validation.cuda_arch_list, decides=EVERY_IMAGE)
+    pytorch_rocm_arch: str = option(validation.rocm_arch, decides=EVERY_IMAGE)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BuildOptions:
-    variant: str = checked_by(validation.one_of(validation.VARIANTS))
-    dir: str
-    docker: str = checked_by(validation.docker_binary)
-    builder: str = checked_by(validation.builder_name)
-    compression: str = checked_by(validation.one_of(validation.COMPRESSIONS))
-    verify: bool
-    network: str = checked_by(validation.one_of_or_empty(("default", "host", "none"), "Docker's default"))
-    engine_timeout: int = checked_by(lambda v: validation.bounded(v, 1, 86400, "seconds"))
-    stall_timeout: int = checked_by(lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"))
-    min_free_space: str = checked_by(validation.byte_size)
+    variant: str = option(validation.one_of(validation.VARIANTS), decides=())  # the plan's variant counts
+    dir: str = option(decides=())
+    docker: str = option(validation.docker_binary, decides=())
+    builder: str = option(validation.builder_name, decides=())
+    compression: str = option(validation.one_of(validation.COMPRESSIONS), decides=EVERY_IMAGE)
+    verify: bool = option(decides=())
+    network: str = option(validation.one_of_or_empty(("default", "host", "none"), "Docker's default"), decides=())
+    engine_timeout: int = option(lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=())
+    stall_timeout: int = option(lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"), decides=())
+    min_free_space: str = option(validation.byte_size, decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class BootstrapOptions:
-    auto: bool
-    mirror: str = checked_by(lambda v: v and validation.mirror_url(v))
-    variant: str = checked_by(validation.one_of(("minbase", "buildd")))
+    auto: bool = option(decides=())  # the OS image made counts by its id
+    mirror: str = option(lambda v: v and validation.mirror_url(v), decides=())
+    variant: str = option(validation.one_of(("minbase", "buildd")), decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class SourceOptions:
-    root: str = checked_by(validation.existing_folder)
-    vision_root: str = checked_by(validation.existing_folder)
-    pytorch_repo: str = checked_by(validation.git_repository)
-    pytorch_tag: str = checked_by(validation.git_ref)
-    vision_repo: str = checked_by(validation.git_repository)
-    vision_tag: str = checked_by(validation.git_ref)
-    audio_repo: str = checked_by(validation.git_repository)
-    audio_tag: str = checked_by(validation.git_ref)
-    extension_repo: str = checked_by(validation.git_repository)
-    extension_tag: str = checked_by(validation.git_ref)
-    keep_git: bool
+    root: str = option(validation.existing_folder, decides=())  # the commits found count
+    vision_root: str = option(validation.existing_folder, decides=())  # the commits found count
+    pytorch_repo: str = option(validation.git_repository, decides=())  # the commits found count
+    pytorch_tag: str = option(validation.git_ref, decides=())  # the commits found count
+    vision_repo: str = option(validation.git_repository, decides=())  # the commits found count
+    vision_tag: str = option(validation.git_ref, decides=())  # the commits found count
+    audio_repo: str = option(validation.git_repository, decides=())  # the commits found count
+    audio_tag: str = option(validation.git_ref, decides=())  # the commits found count
+    extension_repo: str = option(validation.git_repository, decides=("dev",))
+    extension_tag: str = option(validation.git_ref, decides=())  # the commit it names counts
+    keep_git: bool = option(decides=("base", "dev"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class BaseOptions:
-    sys: str = checked_by(validation.image_reference)
-    user: str = checked_by(validation.user_name)
-    video_gid: int = checked_by(validation.gid)
-    requirements: tuple[str, ...] = checked_by(lambda v: [validation.requirement(r) for r in v])
+    sys: str = option(validation.image_reference, decides=())  # the FROM image counts by its id
+    user: str = option(validation.user_name, decides=("base",))
+    video_gid: int = option(validation.gid, decides=("base",))
+    requirements: tuple[str, ...] = option(lambda v: [validation.requirement(r) for r in v], decides=("base",))
 
 
 @dataclass(frozen=True, kw_only=True)
 class DevOptions:
-    max_jobs: int = checked_by(validation.job_count)
-    build_env: Mapping[str, str] = checked_by(validation.env_names)
-    extensions: tuple[str, ...] = checked_by(lambda v: [validation.extension_source(e) for e in v])
-    git_credential_file: str = checked_by(validation.credential_file)
-    ccache_size: str = checked_by(validation.size)
-    ccache_remote: str = checked_by(validation.ccache_remote)
-    slim: bool
-    runtime_base: str = checked_by(validation.image_reference)
-    runtime_paths: tuple[str, ...] = checked_by(lambda v: [validation.absolute_path(p) for p in v])
+    max_jobs: int = option(validation.job_count, decides=("dev",))
+    build_env: Mapping[str, str] = option(validation.env_names, decides=("dev",))
+    extensions: tuple[str, ...] = option(lambda v: [validation.extension_source(e) for e in v], decides=("dev",))
+    git_credential_file: str = option(validation.credential_file, decides=())  # a secret
+    ccache_size: str = option(validation.size, decides=("dev",))
+    ccache_remote: str = option(validation.ccache_remote, decides=())  # a secret, and a cache
+    slim: bool = option(decides=())  # another image beside
+    runtime_base: str = option(validation.image_reference, decides=("dev",))
+    runtime_paths: tuple[str, ...] = option(lambda v: [validation.absolute_path(p) for p in v], decides=("dev",))
 
 
 @dataclass(frozen=True, kw_only=True)
 class DownloadOptions:
-    retries: int = checked_by(lambda v: validation.bounded(v, 0, 100, "retries"))
-    retry_max_time: int = checked_by(lambda v: validation.bounded(v, 1, 86400, "seconds"))
-    retry_backoff: float = checked_by(lambda v: validation.bounded(v, 0, 600, "seconds"))
-    timeout: int = checked_by(lambda v: validation.bounded(v, 1, 3600, "seconds"))
-    require_hashes: bool
-    ca_bundle: str = checked_by(validation.ca_bundle)
-    ca_bundle_in_image: bool
+    retries: int = option(lambda v: validation.bounded(v, 0, 100, "retries"), decides=())
+    retry_max_time: int = option(lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=())
+    retry_backoff: float = option(lambda v: validation.bounded(v, 0, 600, "seconds"), decides=())
+    timeout: int = option(lambda v: validation.bounded(v, 1, 3600, "seconds"), decides=())
+    require_hashes: bool = option(decides=())
+    ca_bundle: str = option(validation.ca_bundle, decides=())  # its digest counts when it goes into the image
+    ca_bundle_in_image: bool = option(decides=EVERY_IMAGE)
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunOptions:
-    name: str = checked_by(validation.container_name)
-    shm_size: str = checked_by(lambda v: v == "auto" or validation.byte_size(v))
-    privileged: bool
-    env: Mapping[str, str] = checked_by(validation.env_names)
-    mounts: tuple[str, ...] = checked_by(lambda v: [validation.mount_spec(m) for m in v])
-    workdir: str = checked_by(lambda v: v and validation.absolute_path(v))
-    device_profile: str = checked_by(validation.one_of_or_empty(validation.PROFILES, "the image's profile"))
-    shell: str = checked_by(validation.absolute_path)
-    network: str = checked_by(lambda v: v and validation.container_name(v))
+    name: str = option(validation.container_name, decides=())
+    shm_size: str = option(lambda v: v == "auto" or validation.byte_size(v), decides=())
+    privileged: bool = option(decides=())
+    env: Mapping[str, str] = option(validation.env_names, decides=())
+    mounts: tuple[str, ...] = option(lambda v: [validation.mount_spec(m) for m in v], decides=())
+    workdir: str = option(lambda v: v and validation.absolute_path(v), decides=())
+    device_profile: str = option(validation.one_of_or_empty(validation.PROFILES, "the image's profile"), decides=())
+    shell: str = option(validation.absolute_path, decides=())
+    network: str = option(lambda v: v and validation.container_name(v), decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class RegistryOptions:
-    url: str = checked_by(validation.registry_url)
-    check: bool
-    require: bool
-    cache_ref: str = checked_by(validation.cache_ref)
-    cache_from: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
-    cache_to: tuple[str, ...] = checked_by(lambda v: [validation.cache_spec(s) for s in v])
+    url: str = option(validation.registry_url, decides=())
+    check: bool = option(decides=())
+    require: bool = option(decides=())
+    cache_ref: str = option(validation.cache_ref, decides=())
+    cache_from: tuple[str, ...] = option(lambda v: [validation.cache_spec(s) for s in v], decides=())
+    cache_to: tuple[str, ...] = option(lambda v: [validation.cache_spec(s) for s in v], decides=())
 
     def image(self, reference: str) -> str:
         return in_registry(reference, self.url)
@@ -230,37 +243,37 @@ def in_registry(reference: str, url: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class GcOptions:
-    keep: int = checked_by(lambda v: validation.bounded(v, 0, 1000, "images"))
-    older_than: str = checked_by(validation.duration)
-    max_cache: str = checked_by(lambda v: v and validation.byte_size(v))
-    max_build_cache: str = checked_by(lambda v: v and validation.byte_size(v))
-    after_build_all: bool
+    keep: int = option(lambda v: validation.bounded(v, 0, 1000, "images"), decides=())
+    older_than: str = option(validation.duration, decides=())
+    max_cache: str = option(lambda v: v and validation.byte_size(v), decides=())
+    max_build_cache: str = option(lambda v: v and validation.byte_size(v), decides=())
+    after_build_all: bool = option(decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class PathOptions:
-    cache_dir: Path
-    log_dir: Path
+    cache_dir: Path = option(decides=())
+    log_dir: Path = option(decides=())
 
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    image: ImageOptions
-    naming: NamingOptions
-    python: PythonOptions
-    wheels: WheelOptions
-    toolkits: ToolkitOptions
-    accelerator: AcceleratorOptions
-    build: BuildOptions
-    bootstrap: BootstrapOptions
-    sources: SourceOptions
-    base: BaseOptions
-    dev: DevOptions
-    downloads: DownloadOptions
-    run: RunOptions
-    registry: RegistryOptions
-    gc: GcOptions
-    paths: PathOptions
+    image: ImageOptions = option(decides=())
+    naming: NamingOptions = option(decides=())
+    python: PythonOptions = option(decides=())
+    wheels: WheelOptions = option(decides=())
+    toolkits: ToolkitOptions = option(decides=())
+    accelerator: AcceleratorOptions = option(decides=())
+    build: BuildOptions = option(decides=())
+    bootstrap: BootstrapOptions = option(decides=())
+    sources: SourceOptions = option(decides=())
+    base: BaseOptions = option(decides=())
+    dev: DevOptions = option(decides=())
+    downloads: DownloadOptions = option(decides=())
+    run: RunOptions = option(decides=())
+    registry: RegistryOptions = option(decides=())
+    gc: GcOptions = option(decides=())
+    paths: PathOptions = option(decides=())
     checksums: Mapping[str, str] = field(default_factory=dict)
     # every option as resolved ("section.key" → value): what to_toml writes, and what a build
     # records so that `verify --reproducible` can plan it again
@@ -285,6 +298,13 @@ SECTION_TYPES: dict[str, type] = {
     "gc": GcOptions,
     "paths": PathOptions,
 }
+
+def image_options(variant: str) -> dict[str, bool]:
+    """``section.key`` → whether it names an input file, of every option that decides the content
+    of a ``variant`` image (what its input hash holds)."""
+    return {f"{section}.{f.name}": f.metadata["input_file"] for section, cls in SECTION_TYPES.items()
+            for f in dataclasses.fields(cls) if f.metadata["decides"] == EVERY_IMAGE or variant in f.metadata["decides"]}
+
 
 @functools.cache
 def validators() -> dict[str, Callable[[Any], None]]:

@@ -1,8 +1,8 @@
 """The input hash of an image, and what this host remembers of the images built for each.
 
 The input hash is everything declared that decides an image (the Dockerfile and scripts, build
-args, the base image, every input's digest, source commits), known before any context is
-prepared; an image carries it (label ``torchbake.input-hash``) and, part by part,
+args, the base image, every option declared so beside its field, an input file by its digest,
+source commits), known before any context is prepared; an image carries it (label ``torchbake.input-hash``) and, part by part,
 ``torchbake.input-parts``. The cache folder remembers which images torchbake built for which
 input hash (``built-images.json``: the builder writes it, `invoke gc` reads it and forgets the
 images gone) and when those inputs were first built (``first-built.json``).
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from . import output
 from .build_time import source_date_epoch
-from .config import COMMON_DIR
+from .config import COMMON_DIR, image_options
 from .context import MARKER, load_prepared, tree_sha256
-from .docker_cli import compression_options
 from .downloads import file_lock, file_sha256
 from .files import write_atomically
+from .validation import is_location
 
 if TYPE_CHECKING:
     from .downloads import DownloadCache
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 INPUT_HASH_LABEL = "torchbake.input-hash"
 INPUT_PARTS_LABEL = "torchbake.input-parts"
-SPLIT_PARTS = ("build_args", "sources", "inputs")  # material whose entries are compared one by one
+SPLIT_PARTS = ("build_args", "sources", "options")  # material whose entries are compared one by one
 BUILT_IMAGES = "built-images.json"  # input hash -> ids of the images built (or used) for it, most recent last
 FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on this host
 
@@ -38,10 +38,31 @@ FIRST_BUILT = "first-built.json"  # input hash -> when it was first built on thi
 def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
     args = plan.build_args(facts)
     args["SOURCE_DATE_EPOCH"] = str(source_date_epoch())  # BuildKit's too: the config's and history's times
-    trust = plan.settings.downloads
+    trust = plan.download_options
     if trust.ca_bundle and trust.ca_bundle_in_image:  # the bundle's digest: a new bundle rebuilds that step
         args["INSTALL_CA"] = file_sha256(Path(trust.ca_bundle).expanduser())[:16]
     return args
+
+
+def option_material(plan: Plan, cache: DownloadCache, *, files: bool = True) -> dict[str, object] | None:
+    """Every option declared to decide this variant's image (``decides`` beside its field in
+    torchbake.config), by its value or, for an input file, by the file's digest (a requirement
+    such as ``torch==2.13.0`` as written); None when a digest is known only after downloading.
+    ``files``: with the input files (a kept context holds them: it is hashed as it is instead)."""
+    given = plan.given_inputs()
+    found: dict[str, object] = {}
+    for key, input_file in image_options(plan.variant).items():
+        value = plan.configuration.get(key, "")
+        if input_file:
+            if not files:
+                continue
+            value = given.get(key, "")
+            if value and is_location(value):
+                value = cache.known_digest(value)
+                if not value:
+                    return None
+        found[key] = value
+    return found
 
 
 def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:
@@ -52,27 +73,22 @@ def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[s
         folder = Path(plan.build_dir).expanduser().resolve()
         load_prepared(folder)  # not a prepared context: the error, before anything is looked up
         return {"variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
-                "context": tree_sha256(folder, skip={MARKER}), "target": plan.target}
-    settings = plan.settings
-    material: dict[str, object] = {
+                "context": tree_sha256(folder, skip={MARKER}), "target": plan.target,
+                "options": option_material(plan, cache, files=False)}
+    options = option_material(plan, cache)
+    if options is None:
+        return None
+    return {
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
         "base_image_id": facts.base_id,
         "dockerfile": plan.dockerfile_template.read_text(),
         "env": plan.dockerfile_env,
         "common": tree_sha256(COMMON_DIR),
-        "wheel_options": [settings.wheels.platforms, settings.wheels.index_url, settings.wheels.extra_index_urls,
-                          settings.wheels.find_links],
-        "installer": [settings.python.installer, settings.python.uv, settings.python.keep_uv],
-        "compression": compression_options(settings.build.compression),  # the same files, other blobs: what a push sends
         "sources": facts.source_commits,
+        "options": options,
+        **plan.hash_inputs(),
     }
-    variant_material, digests = plan.hash_inputs(cache)
-    material.update(variant_material)
-    if any(value == "" for value in digests.values()):
-        return None
-    material["inputs"] = digests
-    return material
 
 
 def _digest_of(value: object) -> str:
@@ -94,7 +110,7 @@ def input_parts(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str,
     parts: dict[str, str] = {}
     for key, value in (_hash_material(plan, facts, cache) or {}).items():
         if key in SPLIT_PARTS and isinstance(value, dict):
-            parts.update({(name if key == "inputs" else f"{key}.{name}"): _digest_of(entry)[:12]
+            parts.update({(name if key == "options" else f"{key}.{name}"): _digest_of(entry)[:12]
                           for name, entry in value.items()})
         else:
             parts[key] = _digest_of(value)[:12]

@@ -17,12 +17,14 @@ from xml.etree import ElementTree
 
 from . import command, output
 from . import config as configuration
-from .builder import ask_registry, assess, build_image, changed_since, find_in_registry, log_path, publish, skip_reason
+from .builder import assess, build_image, changed_since, log_path, skip_reason
+from .config import Settings
 from .engine import DockerClient
 from .errors import BaseImagePending, EngineError, FatalError, RegistryError, VerificationError
 from .files import write_atomically
 from .matrix import Cell
 from .output import human_size, styled
+from .publishing import ask_registry, find_in_registry, publish
 from .redaction import redact, redact_all
 from .status import Status
 from .variants import VARIANTS
@@ -46,12 +48,19 @@ class CellResult:
     exit_code: int = 0  # a failed cell's: its error class's (torchbake.errors), 1 for an internal error
 
 
+def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
+                  overrides: Mapping[str, object] = {}) -> Settings:  # noqa: B006 - read-only
+    """The cell's resolved settings; ``overrides`` (the command line's) apply to every cell."""
+    resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
+                                     override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True)
+    return resolved.settings()
+
+
 def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False,
               overrides: Mapping[str, object] = {}):  # noqa: B006 - read-only
     """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
-    resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
-                                     override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True)
-    return VARIANTS[cell.variant].plan(resolved.settings(), python_given=True, no_cache=no_cache)
+    settings = cell_settings(cell, config_files, environ, overrides=overrides)
+    return VARIANTS[cell.variant].plan(settings, python_given=True, no_cache=no_cache)
 
 
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from torchbake import config, input_hash
@@ -96,10 +98,10 @@ def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_fr
     plan, before, digest = planned()
     for overrides, changed, steps in [
         ({"wheels.torch": "torch==2.12.0"}, ["wheels.torch"], "runs again from the torch step on"),
-        ({"wheels.extra": ["numpy", "packaging"]}, ["extra"], "runs again from the companions step on"),
-        ({"build.compression": "gzip"}, ["compression"], "no step runs again; the layers are exported anew"),
-        ({"image.render_gid": 7}, ["build_args.RENDER_GID"], "runs every step again"),
-        ({"image.env": {"A": "1"}}, ["env"], "runs again from the image environment step on"),
+        ({"wheels.extra": ["numpy", "packaging"]}, ["wheels.extra"], "runs again from the companions step on"),
+        ({"build.compression": "gzip"}, ["build.compression"], "no step runs again; the layers are exported anew"),
+        ({"image.render_gid": 7}, ["build_args.RENDER_GID", "image.render_gid"], "runs every step again"),
+        ({"image.env": {"A": "1"}}, ["env", "image.env"], "runs again from the image environment step on"),
     ]:
         other, after, other_digest = planned(**overrides)
         assert other_digest != digest  # every part the input hash has is a part the label names
@@ -107,3 +109,25 @@ def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_fr
         assert (found, other.steps_again(found)) == (changed, steps)
     assert plan.steps_again(["wheels.extension", "toolkits.mccl_url"]) == "runs again from the toolkits step on"
     assert plan.steps_again(["base_image_id", "wheels.extension"]) == "runs every step again"
+
+
+def test_every_option_declares_which_images_it_decides_and_those_are_hashed(tmp_path):
+    """config.option's ``decides``: each option says, beside its field, which variants' image
+    content its value decides; the input hash holds exactly those (an option forgotten there
+    cannot happen: the declaration is what puts it in)."""
+    undeclared = [f"{section}.{f.name}" for section, cls in config.SECTION_TYPES.items()
+                  for f in dataclasses.fields(cls) if "decides" not in f.metadata]
+    assert undeclared == []
+    facts = Preflight(base_id="sha256:" + "0" * 64)
+    resolved = settings("cpu.toml", **{"paths.cache_dir": str(tmp_path)})
+    plan = plan_release(resolved)
+    cache = DownloadCache.for_settings(resolved, read_only=True)
+    digest = input_hash.fingerprint(plan, facts, cache)
+    declared = config.image_options("release")
+    assert {"wheels.torch", "wheels.extra", "image.env", "build.compression", "python.installer"} <= set(declared)
+    assert not {"run.shm_size", "build.verify", "image.name", "dev.git_credential_file", "base.user"} & set(declared)
+    values = [key for key, input_file in declared.items() if not input_file]  # files count by digest: above
+    for key in [*values, "run.shm_size", "build.verify", "image.name", "dev.git_credential_file", "base.user"]:
+        other = dataclasses.replace(plan, configuration={**plan.configuration, key: ["another value"]})
+        changed = input_hash.fingerprint(other, facts, cache) != digest
+        assert changed == (key in declared), key

@@ -44,9 +44,9 @@ def test_every_build_writes_source_date_epoch_and_the_created_label_only_when_it
     monkeypatch.delenv("SOURCE_DATE_EPOCH", raising=False)
     assert input_hash.build_args(plan)["SOURCE_DATE_EPOCH"] == "0"  # never the moment of the build
     assert build_time.created_time() == ""
-    input_hash.note_first_built(plan.settings.paths.cache_dir, "a" * 64)
+    input_hash.note_first_built(plan.path_options.cache_dir, "a" * 64)
     first = json.loads((tmp_path / "first-built.json").read_text())
-    input_hash.note_first_built(plan.settings.paths.cache_dir, "a" * 64)
+    input_hash.note_first_built(plan.path_options.cache_dir, "a" * 64)
     assert json.loads((tmp_path / "first-built.json").read_text()) == first  # the first build's, later too
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
     assert input_hash.build_args(plan)["SOURCE_DATE_EPOCH"] == "1700000000"

@@ -59,7 +59,9 @@ def build_all(c, **given):
             needs[cell.id] = [key for key, _ in exc.missing]
     if needs and not plan:
         raise missing_in_matrix(cells, needs)
-    settings = next(iter(plans.values())).settings if plans else configuration.resolve([], environ).settings()
+    first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
+    settings = (runner.cell_settings(first, shared, environ, overrides=trust) if first
+                else configuration.resolve([], environ).settings())
     check_folders(settings, create=not plan)
     client = docker_client(settings, choice=given["docker"])
     client.check_engine()

@@ -17,7 +17,6 @@ from .common import (
     build_env_of,
     check_common,
     common_fields,
-    hash_common,
     installer_context,
     missing_python_source,
     os_base_text,
@@ -45,8 +44,8 @@ class BasePlan(PlanCommon):
 
     variant = NAME
     from_flag = "--sys"
-    INPUT_STEPS = (("Python environment", ("python", "installer")), ("requirements", ("requirements", "wheel_options")),
-                   ("sources", ("sources.*", "keep_git")), ("image environment", ("env",)))
+    INPUT_STEPS = (("Python environment", ("python.*",)), ("requirements", ("base.requirements", "wheels.*")),
+                   ("sources", ("sources.*",)), ("image environment", ("env", "image.env", "accelerator.*")))
     base_image: str  # the OS image (--sys)
     dockerfile_template: Path
     python_version: str
@@ -68,9 +67,6 @@ class BasePlan(PlanCommon):
     def build_args(self, facts) -> dict[str, str]:
         return {**os_build_args(self), "VIDEO_GID": str(self.video_gid), "USER_NAME": self.user}
 
-    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
-        return {"requirements": self.requirements, "keep_git": self.keep_git}, hash_common(self, cache)
-
     def source_records(self, facts) -> dict[str, dict[str, str]]:
         return {spec.name: {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
                 for spec in self.sources}
@@ -78,13 +74,13 @@ class BasePlan(PlanCommon):
     def preflight(self, client, *, writes: bool):
         """The source trees first (found, or their remotes asked: no slow work), then the OS FROM
         image (made if missing), which must be Debian or Ubuntu with the requested Python."""
-        found, missing = sources.locate(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources")
+        found, missing = sources.locate(list(self.sources), self.source_root, self.path_options.cache_dir / "sources")
         commits = {**{t.spec.name: t.commit for t in found}, **missing}
         return os_preflight(self, client, writes=writes, source_commits=commits, supported=SUPPORTED_OS)
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: the three source trees (found or cloned), the wheelhouse."""
-        trees = sources.resolve(list(self.sources), self.source_root, self.settings.paths.cache_dir / "sources", log_file)
+        trees = sources.resolve(list(self.sources), self.source_root, self.path_options.cache_dir / "sources", log_file)
         stage = Staging(folder, temporary)
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
         versions = stage.wheels(list(self.requirements), self.python_version, self.wheel_options, cache.root, log_file)

@@ -9,15 +9,26 @@ labels, secrets, context, preflight and dry-run rows; the builder calls those me
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .. import __version__, base_os, os_releases
 from ..build_time import created_time
-from ..config import DOCKER_DIR, PythonOptions, Settings, WheelOptions, env_var_name
+from ..config import (
+    DOCKER_DIR,
+    BuildOptions,
+    DownloadOptions,
+    PathOptions,
+    PythonOptions,
+    RegistryOptions,
+    Settings,
+    WheelOptions,
+    env_var_name,
+)
 from ..context import OPTIONAL_STEPS, unknown_optional_steps
-from ..downloads import require_pinned
+from ..downloads import DownloadCache, DownloadPolicy, require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, write_atomically
@@ -34,9 +45,21 @@ class PlanCommon:
     reuse_context: bool
     verify: bool
     no_cache: bool = False
+    # The resolved options the later stages read (a plan never reaches back into the settings):
     python_options: PythonOptions = field(repr=False)  # the installer, uv's pin, whether the image keeps uv
     wheel_options: WheelOptions = field(repr=False)  # indexes, find-links, platforms: how wheels resolve
-    settings: Settings = field(repr=False)
+    build_options: BuildOptions = field(repr=False)  # network, compression, stall timeout, free space
+    download_options: DownloadOptions = field(repr=False)  # retries, timeouts, the CA bundle, --require-hashes
+    registry_options: RegistryOptions = field(repr=False)  # where images and their build cache go
+    path_options: PathOptions = field(repr=False)  # the cache and log folders
+    checksums: Mapping[str, str] = field(repr=False)  # [checksums]: location → sha256
+    on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
+    configuration: Mapping[str, Any] = field(repr=False)  # every option as resolved: what a build records
+
+    def download_cache(self, *, read_only: bool = False) -> DownloadCache:
+        """The download cache with this plan's checksums and [downloads] policy."""
+        return DownloadCache(self.path_options.cache_dir, self.checksums,
+                             policy=DownloadPolicy.from_settings(self.download_options), read_only=read_only)
 
     target: ClassVar[str | None] = None  # the Dockerfile stage to build (None: the last)
     from_flag: ClassVar[str] = "--base-img"  # the flag that names the FROM image
@@ -48,7 +71,12 @@ class PlanCommon:
     # trailing * matches a prefix) that only it and the steps after it read. A part no step names
     # (the base image, the Dockerfile, the scripts, most build args) feeds the first step.
     INPUT_STEPS: ClassVar[tuple[tuple[str, tuple[str, ...]], ...]] = ()
-    EXPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"compression"})  # changes blobs, runs no step
+    # parts that change the export only (the blobs' compression, a label), not a step
+    EXPORT_ONLY: ClassVar[frozenset[str]] = frozenset({"build.compression", "accelerator.profile", "wheels.extension_module"})
+
+    def hash_inputs(self) -> dict[str, object]:
+        """Input-hash material this variant computes beyond its options (input_hash.option_material)."""
+        return {}
 
     def steps_again(self, changed: list[str]) -> str:
         """Which steps a build with these input-hash parts changed runs again, in words."""
@@ -126,18 +154,10 @@ def installer_context(plan) -> tuple[str, str]:
     return ("uv/", f"{python.uv}, resolved on the host" + (", installs the wheels" if python.installer == "uv" else "") + kept)
 
 
-def hash_common(plan, cache) -> dict[str, str]:
-    """Digests of the inputs every variant may have: toolkits and a CPython tarball."""
-    digests = {f"toolkits.{key}": cache.known_digest(location) for key, location in getattr(plan, "toolkits", {}).items()}
-    if getattr(plan, "python_source", ""):
-        digests["python"] = cache.known_digest(plan.python_source)
-    return digests
-
-
 def pinned(plan: PlanT) -> PlanT:
     """The plan, once --require-hashes (if set) found a sha256 for each of its URL inputs."""
-    if plan.settings.downloads.require_hashes:
-        require_pinned(plan.given_inputs(), plan.settings.checksums)
+    if plan.download_options.require_hashes:
+        require_pinned(plan.given_inputs(), plan.checksums)
     return plan
 
 
@@ -204,7 +224,7 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 def os_base_text(plan) -> str:
     """A FROM image that is an OS image, with what happens when the engine lacks it."""
-    how = base_os.how_missing_is_made(plan.base_image, base_os.OnDemand.from_settings(plan.settings))
+    how = base_os.how_missing_is_made(plan.base_image, plan.on_demand)
     return f"{plan.base_image} (if not on the engine: {how})"
 
 
@@ -249,7 +269,9 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
     return {"image": settings.registry.image(settings.image.reference), "profile": settings.accelerator.profile,
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
-            "settings": settings}
+            "build_options": settings.build, "download_options": settings.downloads,
+            "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
+            "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values}
 
 
 def python_source_of(settings: Settings) -> str:
@@ -309,7 +331,7 @@ def os_base_image(plan, client, *, writes: bool) -> dict:
     """The inspect record of an OS FROM image (release and base builds). A missing one is pulled
     or made with debootstrap when ``writes``; otherwise :class:`BaseImagePending` says what a
     build would do."""
-    on_demand = base_os.OnDemand.from_settings(plan.settings)
+    on_demand = plan.on_demand
     if not writes:
         base = client.inspect_image(plan.base_image)
         if base is None:
@@ -325,7 +347,7 @@ def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] |
     """Release and base builds: the OS FROM image (made if missing), its OS (one of ``supported``
     when given) and that its Python is the requested one."""
     base = os_base_image(plan, client, writes=writes)
-    os_release = os_release_of(client, plan.base_image, base["Id"], plan.settings.paths.cache_dir, remember=writes)
+    os_release = os_release_of(client, plan.base_image, base["Id"], plan.path_options.cache_dir, remember=writes)
     if supported and os_release.get("ID") not in supported:
         raise ConfigurationError(
             f"{plan.from_flag} {plan.base_image} is {os_release.get('ID', 'an unknown OS')}; torchbake's Dockerfiles"

@@ -22,7 +22,6 @@ from .common import (
     build_env_of,
     check_common,
     common_fields,
-    hash_common,
     missing_toolkits,
     pinned,
     raise_missing,
@@ -52,6 +51,7 @@ class DevPlan(PlanCommon):
     vision_root: str
     build_env: dict[str, str]
     max_jobs: int  # 0 = from the engine
+    render_gid: int
     ccache_size: str
     ccache_remote: str  # ccache's remote storage ("" = the cache mount only)
     slim: bool
@@ -64,9 +64,11 @@ class DevPlan(PlanCommon):
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
     INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ()),
-                   ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT")),
-                   ("extensions", ("extensions",)), ("vision and audio", ("sources.*",)),
-                   ("slim runtime stage", ("runtime_env", "build_args.RUNTIME_BASE", "build_args.RUNTIME_PATHS")))
+                   ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT",
+                                  "sources.extension_repo", "sources.keep_git")),
+                   ("extensions", ("dev.extensions", "python.*", "wheels.*")), ("vision and audio", ("sources.vision",)),
+                   ("slim runtime stage", ("runtime_env", "build_args.RUNTIME_BASE", "build_args.RUNTIME_PATHS",
+                                           "dev.runtime_base", "dev.runtime_paths")))
 
     @property
     def dockerfile_env(self) -> dict[str, str]:
@@ -89,18 +91,17 @@ class DevPlan(PlanCommon):
             "RUNTIME_BASE": self.runtime_base or labels.get("org.opencontainers.image.base.name", "<the base image's OS image>"),
             "RUNTIME_PATHS": " ".join(self.runtime_paths),
             "PYTHON_PROVIDER": labels.get("torchbake.python-provider", "os"),
-            "RENDER_GID": str(self.settings.image.render_gid),
+            "RENDER_GID": str(self.render_gid),
             "MAX_JOBS": str(self.max_jobs or (facts.max_jobs if facts else "<from the engine>")),
             "CCACHE_MAXSIZE": self.ccache_size,
-            "INSTALLER": self.settings.python.installer,
+            "INSTALLER": self.python_options.installer,
             "EXTENSION_REPO": self.extension.repo if self.extension else "",
             "EXTENSION_REF": self.extension.tag if self.extension else "",
             "EXTENSION_COMMIT": (facts.extension_commit if facts else "<resolved with git ls-remote>") if self.extension else "",
         }
 
-    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
-        return ({"extensions": self.extensions, "keep_git": self.keep_git, "runtime_env": self.runtime_env},
-                hash_common(self, cache))
+    def hash_inputs(self) -> dict[str, object]:
+        return {"runtime_env": self.runtime_env}
 
     def vision_tree(self) -> sources.SourceTree | None:
         """The vision clone of sources.vision_root (None: the base image's /home/vision)."""
@@ -124,12 +125,12 @@ class DevPlan(PlanCommon):
         """The base image exists and is a torchbake base with the requested Python; the extension's
         tag resolves on its remote; MAX_JOBS from the engine; the vision clone (if any) is there."""
         base = client.inspect_image(self.base_image)
-        if base is None and self.settings.registry.url and self.settings.registry.check:
+        if base is None and self.registry_options.url and self.registry_options.check:
             # A fresh machine: the base is in the registry (its config is enough to plan; the
             # build, if there is one, pulls it).
             with contextlib.suppress(RegistryError):
                 base = registry.inspect_remote(self.base_image, client.engine_info(),
-                                               DownloadPolicy.from_settings(self.settings.downloads))
+                                               DownloadPolicy.from_settings(self.download_options))
         if base is None:
             python = f" --python {self.python_version}" if self.python_version else ""
             name, _, tag = self.base_image.rpartition(":")
@@ -214,8 +215,8 @@ class DevPlan(PlanCommon):
     def context_lines(self) -> list[tuple[str, str]]:
         return [("wheelhouse/", "wheels of the requirement-style extensions"),
                 ("extensions.txt", ", ".join(self.extensions) if self.extensions else "(none)"),
-                ("uv/", f"{self.settings.python.uv}, installs the requirement-style extensions"
-                        if self.settings.python.installer == "uv" and any(not e.startswith("git+") for e in self.extensions)
+                ("uv/", f"{self.python_options.uv}, installs the requirement-style extensions"
+                        if self.python_options.installer == "uv" and any(not e.startswith("git+") for e in self.extensions)
                         else "(empty: no requirement-style extension, or [python] installer = \"pip\")"),
                 ("sources/", "vision" if self.vision else "(empty)"), toolkit_context(self)]
 
@@ -240,6 +241,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         dockerfile_template=template_of(settings, "dev"),
         python_version=settings.python.version if python_given else "",
         toolkits=settings.toolkits.given(),
+        render_gid=settings.image.render_gid,
         extension=extension,
         extension_module=settings.wheels.extension_module,
         extensions=settings.dev.extensions,

@@ -20,7 +20,6 @@ from .common import (
     build_env_of,
     check_common,
     common_fields,
-    hash_common,
     installer_context,
     missing_python_source,
     missing_toolkits,
@@ -44,9 +43,11 @@ BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, 
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(PlanCommon):
     variant = NAME
-    INPUT_STEPS = (("Python environment", ("python", "installer")), ("torch", ("wheels.torch", "wheel_options")),
-                   ("companions", ("wheels.torchvision", "wheels.torchaudio", "extra")), ("toolkits", ("toolkits.*",)),
-                   ("extension", ("wheels.extension",)), ("image environment", ("env",)))
+    INPUT_STEPS = (("Python environment", ("python.*",)),
+                   ("torch", ("wheels.torch", "wheels.platforms", "wheels.index_url", "wheels.extra_index_urls",
+                              "wheels.find_links")),
+                   ("companions", ("wheels.torchvision", "wheels.torchaudio", "wheels.extra")), ("toolkits", ("toolkits.*",)),
+                   ("extension", ("wheels.extension",)), ("image environment", ("env", "image.env", "accelerator.*")))
 
     base_image: str
     dockerfile_template: Path
@@ -68,13 +69,6 @@ class ReleasePlan(PlanCommon):
 
     def build_args(self, facts) -> dict[str, str]:
         return os_build_args(self)
-
-    def hash_inputs(self, cache) -> tuple[dict[str, object], dict[str, str]]:
-        """(material, input digests) of the input hash beyond what every variant has; a wheel
-        given as a requirement is hashed as written."""
-        digests = {f"wheels.{role}": cache.known_digest(source) if is_location(source) else source
-                   for role, source in self.wheel_sources.items()}
-        return {"extra": self.extra_requirements}, {**hash_common(self, cache), **digests}
 
     def preflight(self, client, *, writes: bool):
         """The OS FROM image (pulled or bootstrapped if missing) ships the requested Python."""
