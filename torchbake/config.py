@@ -21,22 +21,18 @@ from typing import Any
 import platformdirs
 import tomli_w
 
-from . import derived, redaction, validation
+from . import accelerators, derived, redaction, validation
+from .accelerators import Accelerator
 from .errors import ConfigurationError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONFIG_DIR = PROJECT_ROOT / "configs"
 DOCKER_DIR = PROJECT_ROOT / "docker"  # Dockerfile templates (docker/<os>/) and in-image scripts (docker/common/)
 COMMON_DIR = DOCKER_DIR / "common"
-# Toolkit key → (flag, the install script its tarball carries).
-TOOLKITS = {
-    "musa_toolkits_url": ("--musa-toolkits-url", "install.sh"),
-    "mudnn_url": ("--mudnn-url", "install_mudnn.sh"),
-    "mccl_url": ("--mccl-url", "install.sh"),
-}
 DEFAULTS_FILE = CONFIG_DIR / "defaults.toml"
 ENV_PREFIX = "TORCHBAKE_"
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
+TOOLKITS_SECTION = "toolkits"  # [toolkits] KEY: one option per toolkit the accelerators declare
 MATRIX_SECTION = "matrix"  # read by build-all (torchbake.matrix), ignored as options
 # Variables the legacy shell scripts read, mapped to the option they set (lower precedence than
 # TORCHBAKE_* variables).
@@ -100,9 +96,8 @@ class PythonOptions:
 @dataclass(frozen=True, kw_only=True)
 class WheelOptions:
     torch: str = option(validation.wheel_source, decides=("release",), input_file=True)
-    default_torch: Mapping[str, str] = option(lambda v: [
-        (validation.one_of(validation.PROFILES)(profile), validation.wheel_source(source)) for profile, source in v.items()],
-        decides=())  # counts as the wheels.torch it gives
+    default_torch: Mapping[str, str] = option(lambda v: [validation.wheel_source(source) for source in v.values()],
+                                              decides=())  # counts as the wheels.torch it gives; keys checked in resolve
     extension: str = option(validation.wheel_source, decides=("release",), input_file=True)
     extension_module: str = option(decides=("dev", "release"))  # a label
     torchvision: str = option(validation.wheel_source, decides=("release",), input_file=True)
@@ -115,28 +110,8 @@ class WheelOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ToolkitOptions:
-    musa_toolkits_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
-    mudnn_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
-    mccl_url: str = option(validation.location, decides=("dev", "release"), input_file=True)
-    required: tuple[str, ...] = option(lambda v: [
-        validation.one_of(("musa_toolkits_url", "mudnn_url", "mccl_url"))(r) for r in v], decides=())
-
-    def given(self) -> dict[str, str]:
-        """Toolkit key → location, for those set, in install order."""
-        return {k: v for k, v in self.urls().items() if v}
-
-    def urls(self) -> dict[str, str]:
-        return {
-            "musa_toolkits_url": self.musa_toolkits_url,
-            "mudnn_url": self.mudnn_url,
-            "mccl_url": self.mccl_url,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
 class AcceleratorOptions:
-    profile: str = option(validation.one_of(validation.PROFILES), decides=EVERY_IMAGE)  # a label
+    profile: str = option(decides=EVERY_IMAGE)  # a label; one of the accelerators declared (checked in resolve)
     torch_cuda_arch_list: str = option(validation.cuda_arch_list, decides=EVERY_IMAGE)
     pytorch_rocm_arch: str = option(validation.rocm_arch, decides=EVERY_IMAGE)
 
@@ -217,7 +192,7 @@ class RunOptions:
     env: Mapping[str, str] = option(validation.env_names, decides=())
     mounts: tuple[str, ...] = option(lambda v: [validation.mount_spec(m) for m in v], decides=())
     workdir: str = option(lambda v: v and validation.absolute_path(v), decides=())
-    device_profile: str = option(validation.one_of_or_empty(validation.PROFILES, "the image's profile"), decides=())
+    device_profile: str = option(decides=())  # "" = the image's profile; else a declared accelerator (checked in resolve)
     shell: str = option(validation.absolute_path, decides=())
     network: str = option(lambda v: v and validation.container_name(v), decides=())
 
@@ -258,23 +233,24 @@ class PathOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
-    image: ImageOptions = option(decides=())
-    naming: NamingOptions = option(decides=())
-    python: PythonOptions = option(decides=())
-    wheels: WheelOptions = option(decides=())
-    toolkits: ToolkitOptions = option(decides=())
-    accelerator: AcceleratorOptions = option(decides=())
-    build: BuildOptions = option(decides=())
-    bootstrap: BootstrapOptions = option(decides=())
-    sources: SourceOptions = option(decides=())
-    base: BaseOptions = option(decides=())
-    dev: DevOptions = option(decides=())
-    downloads: DownloadOptions = option(decides=())
-    run: RunOptions = option(decides=())
-    registry: RegistryOptions = option(decides=())
-    gc: GcOptions = option(decides=())
-    paths: PathOptions = option(decides=())
+    image: ImageOptions
+    naming: NamingOptions
+    python: PythonOptions
+    wheels: WheelOptions
+    accelerator: AcceleratorOptions
+    build: BuildOptions
+    bootstrap: BootstrapOptions
+    sources: SourceOptions
+    base: BaseOptions
+    dev: DevOptions
+    downloads: DownloadOptions
+    run: RunOptions
+    registry: RegistryOptions
+    gc: GcOptions
+    paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)
+    toolkits: Mapping[str, str] = field(default_factory=dict)  # [toolkits]: toolkit key → URL or path ("" = none)
+    accelerators: Mapping[str, Accelerator] = field(default_factory=dict)  # every one declared (torchbake.accelerators)
     # every option as resolved ("section.key" → value): what to_toml writes, and what a build
     # records so that `verify --reproducible` can plan it again
     values: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -285,7 +261,6 @@ SECTION_TYPES: dict[str, type] = {
     "naming": NamingOptions,
     "python": PythonOptions,
     "wheels": WheelOptions,
-    "toolkits": ToolkitOptions,
     "accelerator": AcceleratorOptions,
     "build": BuildOptions,
     "bootstrap": BootstrapOptions,
@@ -333,9 +308,10 @@ class ResolvedConfig:
 
     values: Mapping[str, Any]
     sources: Mapping[str, str]
+    accelerators: Mapping[str, Accelerator] = dataclasses.field(default_factory=accelerators.bundled)
 
     def settings(self) -> Settings:
-        return build_settings(self.values)
+        return build_settings(self.values, self.accelerators)
 
 
 def load_toml(path: Path) -> dict[str, Any]:
@@ -359,9 +335,13 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"Config file {path} cannot be read: {exc.strerror or exc}") from None
 
 
-def schema() -> dict[str, Any]:
-    """``section.key`` → default value, from the defaults file."""
-    return _flatten(load_toml(DEFAULTS_FILE), {}, str(DEFAULTS_FILE))
+def schema(declared: Mapping[str, Accelerator] | None = None) -> dict[str, Any]:
+    """``section.key`` → default value: the defaults file's, and ``[toolkits] KEY`` = "" for every
+    toolkit the accelerators declare (by default the bundled ones)."""
+    known = _flatten(load_toml(DEFAULTS_FILE), {}, str(DEFAULTS_FILE))
+    for accelerator in (accelerators.bundled() if declared is None else declared).values():
+        known.update({f"{TOOLKITS_SECTION}.{toolkit.key}": "" for toolkit in accelerator.toolkits})
+    return known
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -376,8 +356,10 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
     (when ``known`` is given) and values of the wrong type. A ``[matrix]`` table is build-all's
     (``matrix_ok``); anywhere else it would be ignored, so it is an error."""
     flat: dict[str, Any] = {}
-    sections = {k.split(".", 1)[0] for k in known} | set(FREE_SECTIONS)
+    sections = {k.split(".", 1)[0] for k in known} | set(FREE_SECTIONS) | {TOOLKITS_SECTION}
     for section, table in data.items():
+        if section == accelerators.SECTION:  # declarations, not options (torchbake.accelerators reads them)
+            continue
         if known and section == MATRIX_SECTION:
             if not matrix_ok:
                 raise ConfigurationError(
@@ -500,12 +482,13 @@ def resolve(
     """Merge every layer. ``overrides`` maps ``section.key`` (or a flag label) to a value; a
     ``None`` value means "not given" and is skipped. Options nobody set are then derived for a
     ``variant`` build (base, dev or release; default ``build.variant``): see torchbake.derived."""
-    known = schema()
+    files = [(Path(raw).expanduser(), load_toml(Path(raw).expanduser())) for raw in config_files]
+    declared = accelerators.declared((data.get(accelerators.SECTION, {}), str(path)) for path, data in files)
+    known = schema(declared)
     values: dict[str, Any] = dict(known)
     sources = {key: "default" for key in known}
-    for raw in config_files:
-        path = Path(raw).expanduser()
-        for key, value in _flatten(load_toml(path), known, str(path), matrix_ok=matrix_ok).items():
+    for path, data in files:
+        for key, value in _flatten(data, known, str(path), matrix_ok=matrix_ok).items():
             if key.startswith(tuple(f"{s}." for s in FREE_SECTIONS)):
                 values[key] = value
             elif isinstance(value, dict) and isinstance(values.get(key), dict):
@@ -525,14 +508,19 @@ def resolve(
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
-    _validate(values, sources)
+    _validate(values, sources, declared)
     derived.apply(values, sources, variant or values["build.variant"])
-    _validate(values, sources)
-    return ResolvedConfig(values=values, sources=sources)
+    _validate(values, sources, declared)
+    return ResolvedConfig(values=values, sources=sources, accelerators=declared)
 
 
-def _validate(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
-    for key, check in validators().items():
+def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: Mapping[str, Accelerator]) -> None:
+    names = tuple(declared)
+    checks = {**validators(), "accelerator.profile": validation.one_of(names),
+              "run.device_profile": validation.one_of_or_empty(names, "the image's profile"),
+              "wheels.default_torch": lambda v: [validation.one_of(names)(profile) for profile in v],
+              **{key: validation.location for key in values if key.startswith(f"{TOOLKITS_SECTION}.")}}
+    for key, check in checks.items():
         try:
             check(values[key])
         except ValueError as exc:
@@ -549,7 +537,7 @@ def _validate(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
                 raise ConfigurationError(f"{key} = {value!r} (from {sources[key]}) is invalid: {exc}.") from None
 
 
-def build_settings(values: Mapping[str, Any]) -> Settings:
+def build_settings(values: Mapping[str, Any], declared: Mapping[str, Accelerator]) -> Settings:
     sections: dict[str, Any] = {}
     for section, cls in SECTION_TYPES.items():
         kwargs = {}
@@ -569,7 +557,8 @@ def build_settings(values: Mapping[str, Any]) -> Settings:
         for name, cls in SECTION_TYPES.items()
     }
     checksums = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("checksums.")}
-    return Settings(**built, checksums=checksums, values=dict(values))
+    toolkits = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith(f"{TOOLKITS_SECTION}.")}
+    return Settings(**built, checksums=checksums, toolkits=toolkits, accelerators=dict(declared), values=dict(values))
 
 
 def to_toml(values: Mapping[str, Any]) -> str:

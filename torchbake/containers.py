@@ -15,12 +15,14 @@ import os
 import secrets
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import __version__, command, output, validation
+from .accelerators import Accelerator
+from .accelerators import bundled as accelerators_declared
 from .config import Settings
 from .devices import DeviceAccess, HostDevices, device_access
 from .engine import DockerClient
@@ -131,6 +133,7 @@ class RunRequest:
     interactive: bool  # a terminal on both ends: -it
     forward_stdin: bool  # standard input is a pipe or file the shell or command reads
     explicit: frozenset[str] = frozenset()
+    accelerators: Mapping[str, Accelerator] = field(default_factory=accelerators_declared)  # their device access
 
     @classmethod
     def from_settings(cls, settings: Settings, image: str, *, extra_env: Sequence[str] = (),
@@ -148,7 +151,7 @@ class RunRequest:
         mounts += tuple(Mount.parse(m, "--mount") for m in extra_mounts)
         return cls(image=image, name=options.name, shm_size=options.shm_size, privileged=options.privileged,
                    env=env, mounts=mounts, workdir=options.workdir, device_profile=options.device_profile,
-                   shell=options.shell, network=options.network, **fields)
+                   shell=options.shell, network=options.network, accelerators=settings.accelerators, **fields)
 
 
 @dataclass(frozen=True)
@@ -284,7 +287,7 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
                 f" run-container leaves it alone. Pass another name, e.g. --name {name}-torchbake,"
                 f" or use it yourself with `docker start {name}` and `docker exec -it {name} bash`."
             )
-        problem = _reuse_problem(request, existing, image_id=image_id, profile=profile, shm=shm)
+        problem = _reuse_problem(request, existing, image_id=image_id, profile=profile, shm=shm, devices=devices)
         if request.replace or problem:
             if not request.replace:
                 raise ContainerError(f"{problem}\n{REPLACE_HINT}")
@@ -313,7 +316,8 @@ def _describe(profile: str, shm: int) -> str:
     return f"device profile {profile}, /dev/shm {format_size(shm)}"
 
 
-def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id: str, profile: str, shm: int) -> str:
+def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id: str, profile: str, shm: int,
+                   devices: DeviceAccess) -> str:
     """Why the existing container is not what was asked for ("" if it is)."""
     name = existing.get("Name", "").lstrip("/")
     if existing.get("Image") != image_id:
@@ -327,7 +331,7 @@ def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id
     differences = []
     if "shm_size" in request.explicit and host.get("ShmSize") != shm:
         differences.append(f"--shm-size: it has {format_size(int(host.get('ShmSize') or 0))}, asked {format_size(shm)}")
-    wanted_privileged = request.privileged or profile == "musa"
+    wanted_privileged = request.privileged or devices.privileged
     if "privileged" in request.explicit and bool(host.get("Privileged")) != wanted_privileged:
         differences.append(f"--privileged: it has {bool(host.get('Privileged'))}, asked {wanted_privileged}")
     labels = (existing.get("Config") or {}).get("Labels") or {}
@@ -365,7 +369,7 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
         output.channel().say(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
-    devices = device_access(profile, HostDevices.probe(info))
+    devices = device_access(profile, HostDevices.probe(info, request.accelerators.values()), request.accelerators)
     name = request.name or default_name(request.image)
     if request.remove and not request.name:
         name = f"{name}-{secrets.token_hex(3)}"

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import wheelhouse
-from .config import COMMON_DIR, TOOLKITS
+from .config import COMMON_DIR
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
 from .sources import SourceTree, link_tree
@@ -200,14 +200,14 @@ class Staging:
         self.inputs: dict[str, str] = {}
         self.steps: set[str] = set()  # the template's optional steps with something to do
 
-    def toolkits(self, artifacts: dict[str, Artifact]) -> None:
+    def toolkits(self, artifacts: dict[str, Artifact], scripts: Mapping[str, str]) -> None:
         toolkit_dir = self.path / "toolkits"
         toolkit_dir.mkdir(exist_ok=True)
         lines = []
         for index, (key, artifact) in enumerate(artifacts.items()):
             name = f"{index:02d}-{artifact.name}"
             link_or_copy(artifact.path, toolkit_dir / name)
-            lines.append(f"{key}\t{name}\t{TOOLKITS[key][1]}\n")
+            lines.append(f"{key}\t{name}\t{scripts[key]}\n")
             self.inputs[artifact.name] = artifact.sha256
         (toolkit_dir / "toolkits.txt").write_text("".join(lines))
         if lines:

@@ -18,6 +18,7 @@ from typing import Any
 
 from invoke import task
 
+from . import accelerators
 from .cli import FlagTask
 from .errors import ConfigurationError
 
@@ -94,6 +95,13 @@ def flag_setting(key: str) -> str:
 
 # --- flags many tasks take -------------------------------------------------------------------
 
+# One flag per vendor toolkit the bundled accelerators declare (configs/accelerators.toml: its help
+# and legacy spellings there); a team's own accelerator sets its toolkits in its config file.
+TOOLKIT_URLS = tuple(Flag(toolkit.key, toolkit.help or f"URL or path of the {toolkit.key} toolkit tarball",
+                           key=f"toolkits.{toolkit.key}", aliases=toolkit.aliases)
+                      for accelerator in accelerators.bundled().values() for toolkit in accelerator.toolkits)
+
+
 CONFIG = Flag("config", "TOML config file layered over configs/defaults.toml; repeatable, later files win", repeatable=True)
 DOCKER = Flag("docker", "Docker client binary ([build] docker; default auto: the first that can build with BuildKit)",
               key="build.docker")
@@ -147,12 +155,7 @@ BUILD_FLAGS = (
     Flag("docker_file", "Dockerfile template (build.sh -f/--docker_file). Default docker/ubuntu/dockerfile.<variant>",
          key="image.docker_file", aliases=("f", "docker_file")),
     PYTHON,
-    Flag("musa_toolkits_url", "URL or path of the vendor toolkit tarball (build.sh -m/--musa_toolkits_url)",
-         key="toolkits.musa_toolkits_url", aliases=("m", "musa_toolkits_url")),
-    Flag("mudnn_url", "URL or path of the DNN library tarball (build.sh --mudnn_url)", key="toolkits.mudnn_url",
-         aliases=("mudnn_url",)),
-    Flag("mccl_url", "URL or path of the collective library tarball (build.sh --mccl_url)", key="toolkits.mccl_url",
-         aliases=("mccl_url",)),
+    *TOOLKIT_URLS,
     Flag("torch_whl_url", "torch wheel: URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin"
                           " (build.sh --torch_whl_url)", key="wheels.torch", aliases=("torch_whl_url",),
          only="release", why="a dev image builds torch from source"),
@@ -200,7 +203,7 @@ BUILD_BASE_FLAGS = (
 BUILD_ALL_FLAGS = (
     Flag("config", "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell"
                    " (e.g. vendor URLs); repeatable", repeatable=True),
-    Flag("only", "Build only cells whose id matches this glob (e.g. 'musa-*-py310'); repeatable; their dependencies"
+    Flag("only", "Build only cells whose id matches this glob (e.g. 'cuda-*-py310'); repeatable; their dependencies"
                  " come along", repeatable=True),
     Flag("skip", "Leave out cells whose id matches this glob; repeatable", repeatable=True),
     Flag("jobs", "Cells built at once (independent cells only), default 1", default=1),
@@ -234,8 +237,8 @@ RUN_CONTAINER_FLAGS = (
     Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
          repeatable=True),
     Flag("workdir", "Working directory in the container. [run] workdir, default the image's", key="run.workdir"),
-    Flag("device_profile", "cpu | cuda (--gpus all) | rocm (/dev/kfd, /dev/dri) | musa (privileged,"
-                           " MTHREADS_VISIBLE_DEVICES=all); default the image's profile", key="run.device_profile",
+    Flag("device_profile", " | ".join(f"{a.name} ({a.description})" for a in accelerators.bundled().values())
+         + ", or an accelerator of your --config; default the image's profile", key="run.device_profile",
          aliases=("device_profile",)),
     Flag("rm", "Run a throwaway container, removed when the shell or command ends", default=SWITCH),
     Flag("command", "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's"),

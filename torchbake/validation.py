@@ -10,7 +10,6 @@ from pathlib import Path
 from packaging.requirements import InvalidRequirement, Requirement
 
 SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
-PROFILES = ("cpu", "cuda", "rocm", "musa")
 VARIANTS = ("dev", "release")
 PYTHON_PROVIDERS = ("os", "standalone")
 COMPRESSIONS = ("zstd", "gzip", "uncompressed")  # BuildKit's layer compressions ([build] compression)

@@ -20,8 +20,31 @@ DOCKER = "/usr/bin/docker"  # the engine's own client (scripts/ensure-engine.sh)
 
 
 def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    if args[:2] == ("run", "--rm"):
+        return _run_reading_the_log(args[2:], check=check, env=env, timeout=timeout)
     return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout,
                           env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+
+
+def _run_reading_the_log(args: tuple[str, ...], *, check: bool, env: dict | None,
+                         timeout: float) -> subprocess.CompletedProcess[str]:
+    """`docker run --rm ARGS` with the output read from the container's log once it has exited:
+    an attached `docker run` of a short-lived container can lose its output (moby/moby#45689; seen
+    here in CI: `python -c "print(...)"` with an empty stdout and exit status 0)."""
+    created = docker("create", *args, check=check, env=env, timeout=timeout)
+    if created.returncode:
+        return created
+    container = created.stdout.strip()
+    try:
+        docker("start", container, env=env, timeout=timeout)
+        status = int(docker("wait", container, env=env, timeout=timeout).stdout.strip())
+        log = docker("logs", container, env=env, timeout=timeout)
+    finally:
+        docker("rm", "--force", container, check=False, env=env)
+    result = subprocess.CompletedProcess([DOCKER, "run", "--rm", *args], status, log.stdout, log.stderr)
+    if check:
+        result.check_returncode()
+    return result
 
 
 def listing(*args: str, env: dict | None = None) -> str:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import tarfile
 from pathlib import Path
 
@@ -115,57 +117,81 @@ def test_dry_run_creates_nothing(base_image, tb_env, cache_dir):
     assert sorted(p for p in cache_dir.rglob("*")) == before
 
 
-def test_toolkits_extension_env_and_reused_context(base_image, tb_env, tmp_path, run_id, tiny_profile):
-    """A MUSA-like release: toolkit tarball and extension wheel by URL with sha256, profile ENV,
-    render GID, kept --build-dir, then a --no-prepare rebuild from it."""
+DEMO_DEVICE = "/dev/torchbake-demo0"  # made up: made for the test, checked on the host
+
+
+def test_an_accelerator_from_a_config_file_alone_builds_verifies_and_plans_a_run(base_image, tb_env, tmp_path, run_id,
+                                                                                tiny_profile):
+    """Accelerators as data: a team's own accelerator, declared in its config file with a toolkit
+    (a tarball by URL with its sha256, installed by the script the declaration names) and its
+    device access, builds a release image (extension wheel, profile ENV, render GID, a kept
+    --build-dir), verifies, rebuilds with --no-prepare, and `run-container` plans its container
+    with the declared device, group and environment, or names the device the host lacks."""
     www = tmp_path / "www"
     www.mkdir()
     kit = tmp_path / "kit"
-    (kit / "musa_toolkits").mkdir(parents=True)
-    (kit / "musa_toolkits" / "install.sh").write_text(
-        "#!/bin/bash\nset -e\nmkdir -p /usr/local/musa\necho 'fake toolkit 3.1' > /usr/local/musa/version.txt\n")
-    with tarfile.open(www / "musa_toolkits.tar.gz", "w:gz") as tar:
-        tar.add(kit / "musa_toolkits", arcname="musa_toolkits")
+    (kit / "demo_toolkit").mkdir(parents=True)
+    (kit / "demo_toolkit" / "setup_demo.sh").write_text(  # not install*.sh: only the declaration names it
+        "#!/bin/bash\nset -e\nmkdir -p /usr/local/demo\necho 'fake toolkit 3.1' > /usr/local/demo/version.txt\n")
+    with tarfile.open(www / "demo_toolkit.tar.gz", "w:gz") as tar:
+        tar.add(kit / "demo_toolkit", arcname="demo_toolkit")
     wheel = make_wheel(www, "torchbake-demo-ext", "1.2.0", ["torch"],
                        {"torchbake_demo_ext/__init__.py": "import torch\nDEVICE = 'demo'\n"})
     config = tmp_path / "demo.toml"
     config.write_text(
-        '[image]\nrender_gid = 109\nenv = { MTHREADS_VISIBLE_DEVICES = "all" }\n'
+        '[accelerators.demo]\ndescription = "a demo accelerator"\n'
+        '[[accelerators.demo.toolkits]]\nkey = "demo_toolkit_url"\ninstall = "setup_demo.sh"\nrequired = true\n'
+        f'[accelerators.demo.devices]\ndevices = ["{DEMO_DEVICE}"]\ngroups = ["video"]\n'
+        'env = { DEMO_VISIBLE_DEVICES = "all" }\n'
+        '[image]\nrender_gid = 109\nenv = { DEMO_VISIBLE_DEVICES = "all" }\n'
         '[wheels]\nextension_module = "torchbake_demo_ext"\nextra = []\n'
-        '[accelerator]\nprofile = "musa"\n'
-        '[toolkits]\nrequired = ["musa_toolkits_url"]\n'
+        '[accelerator]\nprofile = "demo"\n'
     )
     name = f"torchbake-test/demo-ext:{run_id}"
     build_dir = tmp_path / "context"
+    args = ("build", "--config", str(tiny_profile), "--config", str(config), "--name", "torchbake-test/demo-ext",
+            "--tag", run_id, "--base-img", base_image, "--build-dir", str(build_dir))
+    missing = run_invoke(*args, "--dry-run", env=tb_env)  # required, and given by no option: named first
+    assert missing.returncode == 2 and "toolkits.demo_toolkit_url" in missing.stderr, missing.stderr[-2000:]
     with http_server(www) as url:
         result = run_invoke(
-            "build", "--config", str(tiny_profile), "--config", str(config), "--name", "torchbake-test/demo-ext",
-            "--tag", run_id, "--base-img", base_image, "--build-dir", str(build_dir),
-            "-m", f"{url}/musa_toolkits.tar.gz#sha256={sha256_of(www / 'musa_toolkits.tar.gz')}",
-            "--torch-musa-whl-url", f"{url}/{wheel.name}#sha256={sha256_of(wheel)}",
-            env=tb_env,
+            *args, "--torch-musa-whl-url", f"{url}/{wheel.name}#sha256={sha256_of(wheel)}",
+            env={**tb_env, "TORCHBAKE_TOOLKITS_DEMO_TOOLKIT_URL":
+                 f"{url}/demo_toolkit.tar.gz#sha256={sha256_of(www / 'demo_toolkit.tar.gz')}"},
         )
     try:
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-5000:]
         assert re.search(r"torchbake_demo_ext imports\s*│\s*pass", output)
         probe = docker("run", "--rm", name, "bash", "-c",
-                       "cat /usr/local/musa/version.txt; getent group render; echo $MTHREADS_VISIBLE_DEVICES;"
+                       "cat /usr/local/demo/version.txt; getent group render; echo $DEMO_VISIBLE_DEVICES;"
                        " cat /etc/torchbake/constraints.txt").stdout
         assert "fake toolkit 3.1" in probe
         assert "render:x:109:" in probe
         assert "\nall\n" in probe
         assert "torch-demo-ext" not in probe and "torchbake-demo-ext==1.2.0" in probe
         assert labels(name)["torchbake.extension"] == "torchbake-demo-ext==1.2.0"
-        assert not [n for n in layer_file_names(name) if "musa_toolkits.tar.gz" in n]
+        assert labels(name)["torchbake.profile"] == "demo"
+        assert not [n for n in layer_file_names(name) if "demo_toolkit.tar.gz" in n]
         assert (build_dir / ".torchbake-context.json").is_file()  # kept, as asked
 
         # The server is gone: --no-prepare must build from the kept context alone.
-        again = run_invoke("build", "--config", str(tiny_profile), "--config", str(config), "--name",
-                           "torchbake-test/demo-ext", "--tag", run_id, "--base-img", base_image,
-                           "--build-dir", str(build_dir), "--no-prepare", "--no-verify", env=tb_env)
+        again = run_invoke(*args, "--no-prepare", "--no-verify", env=tb_env)
         assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
         assert "Preparing the build context" not in again.stdout
+
+        # Its container: the image's profile, the device access the file declares, checked on this host.
+        run = ("run-container", name, "--config", str(config), "--rm", "--command", "true", "--dry-run")
+        lacking = run_invoke(*run, env=tb_env)
+        assert lacking.returncode == 8, lacking.stdout + lacking.stderr
+        assert f"The demo device profile needs {DEMO_DEVICE} on this host, which does not exist." in lacking.stderr
+        os.mknod(DEMO_DEVICE, 0o660 | stat.S_IFCHR, os.makedev(1, 3))
+        try:
+            planned = run_invoke(*run, env=tb_env)
+        finally:
+            os.unlink(DEMO_DEVICE)
+        assert planned.returncode == 0, planned.stdout + planned.stderr
+        assert f"--device {DEMO_DEVICE} --group-add video --env DEMO_VISIBLE_DEVICES=all" in planned.stdout
     finally:
         docker("image", "rm", "--force", name, check=False)
 

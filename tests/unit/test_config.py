@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from tests.conftest import run_invoke
-from torchbake import config
+from torchbake import accelerators, config
 from torchbake.errors import ConfigurationError
 
 
@@ -17,14 +17,16 @@ def write(tmp_path, name, text):
     return path
 
 
-def test_defaults_file_declares_exactly_the_settings_fields():
+def test_defaults_file_declares_exactly_the_settings_fields_and_the_accelerators_their_toolkits():
     keys = set(config.schema())
     fields = {
         f"{section}.{f.name}"
         for section, cls in config.SECTION_TYPES.items()
         for f in dataclasses.fields(cls)
     }
-    assert keys == fields
+    toolkits = {f"toolkits.{t.key}" for a in accelerators.bundled().values() for t in a.toolkits}
+    assert toolkits == {"toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url"}
+    assert keys == fields | toolkits
 
 
 def test_layers_in_order_and_sources_recorded(tmp_path):
@@ -147,7 +149,6 @@ def test_bad_environment(env, message):
         ("wheels.torch", "https://host.invalid/t.whl#md5=abc", "the only URL fragment understood is '#sha256=<64 hex digits>'"),
         ("wheels.torch", "https://host.invalid/t.whl#sha256=1234", "expected a sha256 digest: 64 lowercase hex digits"),
         ("toolkits.musa_toolkits_url", "musa.tar.gz", "no such file"),
-        ("toolkits.required", ["cudnn_url"], "expected one of: musa_toolkits_url, mudnn_url, mccl_url"),
         ("accelerator.profile", "tpu", "expected one of: cpu, cuda, rocm, musa"),
         ("accelerator.torch_cuda_arch_list", "8.0;sm_90", "expected compute capabilities separated by ';'"),
         ("accelerator.pytorch_rocm_arch", "mi300", "expected gfx targets"),

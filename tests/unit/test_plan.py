@@ -126,6 +126,11 @@ def test_every_option_declares_which_images_it_decides_and_those_are_hashed(tmp_
     declared = config.image_options("release")
     assert {"wheels.torch", "wheels.extra", "image.env", "build.compression", "python.installer"} <= set(declared)
     assert not {"run.shm_size", "build.verify", "image.name", "dev.git_credential_file", "base.user"} & set(declared)
+    kit = tmp_path / "kit.tar.gz"
+    kit.write_bytes(b"a toolkit")
+    with_kit = plan_release(settings("cpu.toml", **{"paths.cache_dir": str(tmp_path), "toolkits.mccl_url": str(kit)}))
+    assert input_hash.input_parts(with_kit, facts, cache)["toolkits.mccl_url"] == input_hash._digest_of(
+        DownloadCache.for_settings(resolved).known_digest(str(kit)))[:12]  # a toolkit: an accelerator's, as data
     values = [key for key, input_file in declared.items() if not input_file]  # files count by digest: above
     for key in [*values, "run.shm_size", "build.verify", "image.name", "dev.git_credential_file", "base.user"]:
         other = dataclasses.replace(plan, configuration={**plan.configuration, key: ["another value"]})

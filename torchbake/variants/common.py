@@ -198,9 +198,33 @@ def raise_missing(missing: list[Missing]) -> None:
         raise missing_error(missing)
 
 
+def accelerator_of(settings: Settings):
+    """The accelerator ``[accelerator] profile`` names (declared: torchbake.accelerators)."""
+    return settings.accelerators[settings.accelerator.profile]
+
+
 def missing_toolkits(settings: Settings) -> list[Missing]:
-    return [Missing(f"toolkits.{key}", f"the {settings.accelerator.profile} profile needs that toolkit")
-            for key in settings.toolkits.required if not settings.toolkits.urls()[key]]
+    """The toolkits the profile's accelerator declares required that no option gives."""
+    accelerator = accelerator_of(settings)
+    return [Missing(f"toolkits.{toolkit.key}", f"the {accelerator.name} profile needs that toolkit")
+            for toolkit in accelerator.toolkits if toolkit.required and not settings.toolkits.get(toolkit.key)]
+
+
+def _declared_toolkits(settings: Settings):
+    """Every declared toolkit: the profile's accelerator's first, in its install order."""
+    ordered = [accelerator_of(settings), *(a for a in settings.accelerators.values() if a.name != settings.accelerator.profile)]
+    return [toolkit for accelerator in ordered for toolkit in accelerator.toolkits]
+
+
+def toolkits_of(settings: Settings) -> dict[str, str]:
+    """Toolkit key → location of those given, in install order (a toolkit of another accelerator
+    given too is installed after the profile's, as the legacy -m did on any build)."""
+    return {t.key: settings.toolkits[t.key] for t in _declared_toolkits(settings) if settings.toolkits.get(t.key)}
+
+
+def toolkit_scripts(settings: Settings) -> dict[str, str]:
+    """Toolkit key → the install script its tarball carries."""
+    return {t.key: t.install for t in _declared_toolkits(settings)}
 
 
 def check_os_python(plan, os_release: dict[str, str]) -> None:

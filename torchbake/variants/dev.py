@@ -27,6 +27,8 @@ from .common import (
     raise_missing,
     template_of,
     toolkit_context,
+    toolkit_scripts,
+    toolkits_of,
 )
 
 NAME = "dev"  # the image kind (labels, matrix cells, show-config --variant)
@@ -42,6 +44,7 @@ class DevPlan(PlanCommon):
     base_image: str  # a torchbake base image
     dockerfile_template: Path
     python_version: str  # "" = the base image's
+    toolkit_scripts: dict[str, str]  # toolkit key → the install script its tarball carries
     toolkits: dict[str, str]
     extension: sources.SourceSpec | None
     extension_module: str
@@ -169,7 +172,7 @@ class DevPlan(PlanCommon):
         requirements = [e for e in self.extensions if not e.startswith("git+")]
         versions = stage.wheels(requirements, python_version, self.wheel_options, cache.root, log_file)
         stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
-        stage.toolkits(toolkit_artifacts)
+        stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
                         wanted=bool(requirements) and self.python_options.installer == "uv")
         (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in self.extensions))
@@ -240,7 +243,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         base_image=settings.image.base,
         dockerfile_template=template_of(settings, "dev"),
         python_version=settings.python.version if python_given else "",
-        toolkits=settings.toolkits.given(),
+        toolkits=toolkits_of(settings),
+        toolkit_scripts=toolkit_scripts(settings),
         render_gid=settings.image.render_gid,
         extension=extension,
         extension_module=settings.wheels.extension_module,
@@ -254,7 +258,9 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         ccache_remote=settings.dev.ccache_remote,
         slim=settings.dev.slim,
         runtime_base=settings.dev.runtime_base,
-        runtime_paths=settings.dev.runtime_paths,
+        runtime_paths=(*settings.dev.runtime_paths,  # and what the toolkits installed keep at run time
+                       *(path for a in settings.accelerators.values() for t in a.toolkits if settings.toolkits.get(t.key)
+                         for path in t.runtime_paths if path not in settings.dev.runtime_paths)),
         runtime_env=build_env_of(settings),
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,

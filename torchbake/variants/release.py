@@ -33,6 +33,8 @@ from .common import (
     raise_missing,
     template_of,
     toolkit_context,
+    toolkit_scripts,
+    toolkits_of,
 )
 
 NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
@@ -56,6 +58,7 @@ class ReleasePlan(PlanCommon):
     python_source: str  # standalone tarball location ("" for provider os)
     wheel_sources: dict[str, str]  # role (torch, extension, torchvision, torchaudio) → location/requirement
     extra_requirements: tuple[str, ...]
+    toolkit_scripts: dict[str, str]  # toolkit key → the install script its tarball carries
     toolkits: dict[str, str]  # toolkit key → location, install order
     image_env: dict[str, str]
     render_gid: int
@@ -112,7 +115,7 @@ class ReleasePlan(PlanCommon):
                 + "".join(f"{project}=={version}\n" for project, version in file_pins.items())
             )
         stage.installer(self.python_options, self.python_version, options, cache.root, log_file)
-        stage.toolkits(toolkit_artifacts)
+        stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.python(python_artifact)
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, [],
                             companions=[folder for folder, names in companions.items() if names],
@@ -166,7 +169,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         python_source=python_source_of(settings),
         wheel_sources={role: loc for role, loc in sources.items() if loc},
         extra_requirements=wheels.extra,
-        toolkits=settings.toolkits.given(),
+        toolkits=toolkits_of(settings),
+        toolkit_scripts=toolkit_scripts(settings),
         image_env=build_env_of(settings),
         render_gid=image.render_gid,
         extension_module=wheels.extension_module,
