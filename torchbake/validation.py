@@ -242,7 +242,7 @@ def size(value: str) -> None:
 
 def absolute_path(value: str) -> None:
     if not value.startswith("/") or " " in value:
-        raise ValueError("expected absolute paths inside the image, without spaces, e.g. /usr/local/musa")
+        raise ValueError("expected absolute paths inside the image, without spaces, e.g. /usr/local/cuda")
 
 
 _CONTAINER_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
