@@ -19,11 +19,14 @@ from invoke.exceptions import ParseError
 from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
-from . import config, writable
+from . import writable
 from .docker_cli import check_builder, find_client
 from .engine import DockerClient, check_answers
 from .errors import ConfigurationError, EngineError, FatalError
+from .lazy import LazyModule
 from .redaction import redact
+
+config = LazyModule("torchbake.config")  # read when a task runs, not when tasks are listed
 
 
 class FlagTask(Task):

@@ -16,15 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import config as configuration
 from . import validation
-from .config import in_registry
-from .derived import fill as _fill
-from .derived import template_fields
 from .errors import ConfigurationError
 from .lazy import LazyModule
 
 variants = LazyModule("torchbake.variants")  # the registry is read when a matrix is, not when tasks are listed
+configuration = LazyModule("torchbake.config")
+derived = LazyModule("torchbake.derived")
 MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options"}
 
 
@@ -41,7 +39,7 @@ class Cell:
 
 
 def _values(python: str, variant: str, profile: str, registry: str) -> dict[str, str]:
-    return template_fields(python, variant, profile, registry=f"{registry.rstrip('/')}/" if registry else "")
+    return derived.template_fields(python, variant, profile, registry=f"{registry.rstrip('/')}/" if registry else "")
 
 
 def load_matrix(path: Path) -> dict[str, Any]:
@@ -100,13 +98,13 @@ class _Matrix:
         return any(fnmatch.fnmatch(cell_id, pattern) for pattern in self.excludes)
 
     def reference(self, values: Mapping[str, str]) -> tuple[str, str]:
-        return (_fill(self.name, values, f"{self.source} [matrix] name"),
-                _fill(self.tag, values, f"{self.source} [matrix] tag"))
+        return (derived.fill(self.name, values, f"{self.source} [matrix] name"),
+                derived.fill(self.tag, values, f"{self.source} [matrix] tag"))
 
     def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any]) -> Cell:
         values = _values(python, variant, profile, self.registry)
         name, tag = self.reference(values)
-        name = in_registry(name, self.registry)  # a name template without {registry} goes there too
+        name = configuration.in_registry(name, self.registry)  # a name template without {registry} goes there too
         values["name"] = name
         module = variants.VARIANTS[variant]
         overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python}
@@ -118,7 +116,7 @@ class _Matrix:
             for key, template in self.options.get(scope, {}).items():
                 if key not in known:
                     raise ConfigurationError(f"{self.source}: [matrix.options.{scope}] has unknown option {key!r}.")
-                value = _fill(template, values, f"{self.source} [matrix.options.{scope}] {key}")
+                value = derived.fill(template, values, f"{self.source} [matrix.options.{scope}] {key}")
                 if value not in ("", []):  # empty = "not set": the profile's value stays
                     overrides[key] = value
         depends: tuple[str, ...] = ()
@@ -127,7 +125,7 @@ class _Matrix:
         if built_from in self.variants and not self.excluded(from_id):
             depends = (from_id,)
             from_name, from_tag = self.reference({**values, "variant": built_from})
-            overrides.setdefault("image.base", f"{in_registry(from_name, self.registry)}:{from_tag}")
+            overrides.setdefault("image.base", f"{configuration.in_registry(from_name, self.registry)}:{from_tag}")
         return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
                     image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
 
@@ -141,13 +139,13 @@ def _profile_file(entry: str, config_dir: Path, source: str) -> tuple[str, Path]
     return (path.stem if is_path else entry), path
 
 
-def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path = configuration.CONFIG_DIR) -> list[Cell]:
+def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path | None = None) -> list[Cell]:
     """Every cell, in build order (a cell after the cells it depends on)."""
     table = _Matrix.read(matrix, source)
     known = configuration.schema()
     cells: list[Cell] = []
     for entry in table.profiles:
-        profile, profile_file = _profile_file(entry, config_dir, source)
+        profile, profile_file = _profile_file(entry, config_dir or configuration.CONFIG_DIR, source)
         for python in table.pythons:
             for variant in sorted(table.variants, key=list(variants.VARIANTS).index):
                 if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):

@@ -25,7 +25,7 @@ def test_the_task_collection_imports_no_task_s_work():
     probe = ("import sys, tasks; print(' '.join(sorted(m for m in sys.modules if m.startswith(('torchbake.', 'rich.',"
              " 'filelock', 'docker', 'plumbum')))))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    work = ("torchbake.builder", "torchbake.variants", "torchbake.runner", "torchbake.cleanup", "torchbake.containers",
+    work = ("torchbake.config", "torchbake.derived", "torchbake.builder", "torchbake.variants", "torchbake.runner", "torchbake.cleanup", "torchbake.containers",
             "torchbake.base_os", "torchbake.wheelhouse", "torchbake.downloads", "rich.progress", "rich.table",
             "filelock", "docker", "plumbum")
     assert [m for m in loaded if m in work] == []

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from invoke import Collection
 
 from .. import output, validation
 from ..cli import check_folders, docker_client, reports_errors, resolve_config
-from ..config import Settings
 from ..engine import DockerClient
 from ..errors import ConfigurationError
 from ..lazy import LazyModule
 from ..options import GC_FLAGS, flag_task, overrides
 from ..output import human_size
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 cleanup = LazyModule("torchbake.cleanup")  # imported when the task runs (see tasks/build.py)
 

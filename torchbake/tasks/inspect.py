@@ -9,7 +9,6 @@ from pathlib import Path
 from invoke import Collection
 from rich.text import Text
 
-from .. import config as configuration
 from .. import output, redaction, validation
 from ..cli import docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
@@ -17,6 +16,8 @@ from ..lazy import LazyModule
 from ..manifest import describe, find_manifest
 from ..options import SHOW_BUILD_FLAGS, SHOW_CONFIG_FLAGS, VERIFY_CHECKS, VERIFY_FLAGS, flag_task, overrides
 from ..verify import Expectations, verify_image
+
+configuration = LazyModule("torchbake.config")  # read when the task runs
 
 builder = LazyModule("torchbake.builder")  # verify --reproducible's build: imported when it runs
 variants = LazyModule("torchbake.variants")

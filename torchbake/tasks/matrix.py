@@ -8,7 +8,6 @@ from pathlib import Path
 from invoke import Collection, Exit
 from rich.text import Text
 
-from .. import config as configuration
 from .. import output
 from ..cli import check_folders, docker_client, reports_errors
 from ..errors import ConfigurationError, MissingValuesError
@@ -18,6 +17,8 @@ from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
 from ..writable import check_output_file
 from .gc import collect
+
+configuration = LazyModule("torchbake.config")  # read when the task runs
 
 # imported when the task runs (see tasks/build.py)
 runner = LazyModule("torchbake.runner")
