@@ -59,7 +59,6 @@ class Accelerator:
     description: str
     toolkits: tuple[Toolkit, ...] = ()
     devices: Devices = Devices()
-    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torchbake flag → more spellings
     source: str = ""  # the file that declared it
 
     def toolkit(self, key: str) -> Toolkit | None:
@@ -112,7 +111,7 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         where = f"{source}: [{SECTION}.{name}]"
         if not KEY.match(name):
             raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
-        table = _table(table, where, ("description", "toolkits", "devices", "flags"))
+        table = _table(table, where, ("description", "toolkits", "devices"))
         toolkits = []
         for index, entry in enumerate(table.get("toolkits", [])):
             spot = f"{where} toolkits[{index}]"
@@ -126,12 +125,10 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         if devices.check and devices.check not in BUILT_IN_CHECKS:
             raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of"
                                      f" {', '.join(BUILT_IN_CHECKS)}, or no check and the devices as data.")
-        flags = {param: _strings(spellings, f"{where} flags.{param}")
-                 for param, spellings in _table(table.get("flags", {}), f"{where} flags", table.get("flags", {})).items()}
         description = table.get("description", "")
         if not isinstance(description, str):
             raise ConfigurationError(f"{where} description must be a string.")
-        found[name] = Accelerator(name, description, tuple(toolkits), devices, flags, source)
+        found[name] = Accelerator(name, description, tuple(toolkits), devices, source)
     return found
 
 

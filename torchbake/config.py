@@ -87,7 +87,8 @@ class NamingOptions:
 class PythonOptions:
     version: str = option(validation.python_version, decides=("base", "release"))
     provider: str = option(validation.one_of(validation.PYTHON_PROVIDERS), decides=("base", "release"))
-    standalone_url: str = option(lambda v: validation.location(v.replace("{python}", "3.11")), decides=("base", "release"), input_file=True)
+    standalone_url: str = option(lambda v: validation.location(v.replace("{python}", "3.11")),
+                                 decides=("base", "release"), input_file=True)
     installer: str = option(validation.one_of(("uv", "pip")), decides=EVERY_IMAGE)
     uv: str = option(validation.exact_pin, decides=EVERY_IMAGE)
     keep_uv: bool = option(decides=EVERY_IMAGE)
