@@ -24,6 +24,7 @@ BUNDLED_FILE = Path(__file__).resolve().parent.parent / "configs" / "accelerator
 SECTION = "accelerators"
 BUILT_IN_CHECKS = ("nvidia", "rocm")  # device checks torchbake has in code (torchbake.devices)
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+DEVICE_PATH = re.compile(r"^/dev/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\*?$")  # what the host is searched for: /dev only
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,10 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
             toolkits.append(Toolkit(**_fields(Toolkit, entry, spot)))
         devices = Devices(**_fields(Devices, _table(table.get("devices", {}), f"{where} devices",
                                                     list(Devices.__dataclass_fields__)), f"{where} devices"))
+        for path in (*devices.devices, *devices.any_of):
+            if not DEVICE_PATH.match(path) or {".", ".."} & set(path.split("/")):
+                raise ConfigurationError(f"{where} devices: {path!r} is not a device node: expected a path under /dev/"
+                                         " (any_of may end in a * pattern, e.g. /dev/dri/renderD*).")
         if devices.check and devices.check not in BUILT_IN_CHECKS:
             raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of"
                                      f" {', '.join(BUILT_IN_CHECKS)}, or no check and the devices as data.")
