@@ -114,6 +114,9 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
             raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
         table = _table(table, where, ("description", "toolkits", "devices"))
         toolkits = []
+        if not isinstance(table.get("toolkits", []), list):
+            raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
+                                     " per toolkit.")
         for index, entry in enumerate(table.get("toolkits", [])):
             spot = f"{where} toolkits[{index}]"
             entry = _table(entry, spot, [f.name for f in Toolkit.__dataclass_fields__.values()])
