@@ -275,6 +275,8 @@ SECTION_TYPES: dict[str, type] = {
     "paths": PathOptions,
 }
 
+
+@functools.cache
 def image_options(variant: str) -> dict[str, bool]:
     """``section.key`` → whether it names an input file, of every option that decides the content
     of a ``variant`` image (what its input hash holds)."""
@@ -287,8 +289,6 @@ def validators() -> dict[str, Callable[[Any], None]]:
     """``section.key`` → the check beside that option's field."""
     return {f"{section}.{f.name}": f.metadata["check"] for section, cls in SECTION_TYPES.items()
             for f in dataclasses.fields(cls) if "check" in f.metadata}
-
-
 
 
 def _check_template(template: str, key: str) -> None:

@@ -1,9 +1,10 @@
 """Device profiles: what a container of each accelerator needs from the engine's host.
 
 :func:`device_access` checks that the host has it (the NVIDIA Container Toolkit and driver, the
-ROCm device nodes, or what an accelerator declares as data: torchbake.accelerators) before anything is created, and says what the container
-gets: one :class:`DeviceAccess`, which renders as ``docker run`` flags (for ``--dry-run`` and a
-terminal session) and as the Engine API's host configuration (for every other run).
+ROCm device nodes, or what an accelerator declares as data: torchbake.accelerators) before
+anything is created, and says what the container gets: one :class:`DeviceAccess`, which renders
+as ``docker run`` flags (for ``--dry-run`` and a terminal session) and as the Engine API's host
+configuration (for every other run).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 The input hash is everything declared that decides an image (the Dockerfile and scripts, build
 args, the base image, every option declared so beside its field, an input file by its digest,
-source commits), known before any context is prepared; an image carries it (label ``torchbake.input-hash``) and, part by part,
-``torchbake.input-parts``. The cache folder remembers which images torchbake built for which
+source commits), known before any context is prepared; an image carries it (label
+``torchbake.input-hash``) and, part by part, ``torchbake.input-parts``. The cache folder remembers which images torchbake built for which
 input hash (``built-images.json``: the builder writes it, `invoke gc` reads it and forgets the
 images gone) and when those inputs were first built (``first-built.json``).
 """
@@ -47,12 +47,12 @@ def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
 def option_material(plan: Plan, cache: DownloadCache, *, files: bool = True) -> dict[str, object] | None:
     """Every option declared to decide this variant's image (``decides`` beside its field in
     torchbake.config; every toolkit it installs: torchbake.accelerators), by its value or, for an
-    input file, by the file's digest (a requirement
-    such as ``torch==2.13.0`` as written); None when a digest is known only after downloading.
+    input file, by the file's digest (a requirement such as ``torch==2.13.0`` as written); None
+    when a digest is known only after downloading.
     ``files``: with the input files (a kept context holds them: it is hashed as it is instead)."""
     given = plan.given_inputs()
-    declared = image_options(plan.variant)
-    declared.update({key: True for key in given if key.startswith(f"{TOOLKITS_SECTION}.")})  # an accelerator's: data
+    declared = {**image_options(plan.variant),  # and the toolkits, an accelerator's: data
+                **{key: True for key in given if key.startswith(f"{TOOLKITS_SECTION}.")}}
     found: dict[str, object] = {}
     for key, input_file in declared.items():
         value = plan.configuration.get(key, "")
@@ -142,11 +142,16 @@ def read_record(state: Path | None) -> dict:
     return found if isinstance(found, dict) else {}
 
 
+def _record_lock(state: Path):
+    """The lock every read-modify-write of a record holds (build-all workers and other runs write at once)."""
+    return file_lock(state.with_name(state.name + ".lock"))
+
+
 def record_built(state: Path, digest: str, image_id: str) -> None:
     """Remember that torchbake built (or just used) ``image_id`` for inputs ``digest``, most recently
     used last; an id stays until `invoke gc` finds its image gone from the engine. The read-modify-write
     holds a lock (build-all workers and other runs record at once) and the rewrite is atomic."""
-    with file_lock(state.with_name(state.name + ".lock")):
+    with _record_lock(state):
         data = read_record(state)
         data[digest] = [i for i in data.get(digest, []) if i != image_id] + [image_id]  # kept until gc finds it gone
         write_atomically(state, json.dumps(data, indent=1, sort_keys=True))
@@ -158,7 +163,7 @@ def forget_missing(state: Path, present: set[str]) -> None:
     is found however long ago it was built."""
     if not state.is_file():
         return
-    with file_lock(state.with_name(state.name + ".lock")):
+    with _record_lock(state):
         data = {digest: [i for i in ids if i in present] for digest, ids in read_record(state).items()
                 if isinstance(ids, list)}
         write_atomically(state, json.dumps({d: ids for d, ids in data.items() if ids}, indent=1, sort_keys=True))
@@ -174,7 +179,7 @@ def note_first_built(cache_dir: Path, digest: str) -> None:
     """Remember when these inputs (this input hash) were first built on this host: `invoke gc`
     keeps the newest images of a tag by it (the images themselves all carry the same time)."""
     state = cache_dir / FIRST_BUILT
-    with file_lock(state.with_name(state.name + ".lock")):
+    with _record_lock(state):
         times = read_record(state)
         if digest not in times:
             times[digest] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

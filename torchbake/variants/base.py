@@ -119,7 +119,8 @@ class BasePlan(PlanCommon):
 
 def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
          no_cache: bool = False) -> BasePlan:
-    """The base plan (``python_given`` is the dev variant's concern: an OS image's Python is always the one asked for)."""
+    """The base plan (``python_given`` is the dev variant's concern: an OS image's Python is always
+    the one asked for)."""
     missing = check_common(settings, reuse_context)
     python = settings.python
     src = settings.sources

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from .. import __version__, base_os, os_releases
+from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
 from ..config import (
     DOCKER_DIR,
@@ -198,7 +199,7 @@ def raise_missing(missing: list[Missing]) -> None:
         raise missing_error(missing)
 
 
-def accelerator_of(settings: Settings):
+def accelerator_of(settings: Settings) -> Accelerator:
     """The accelerator ``[accelerator] profile`` names (declared: torchbake.accelerators)."""
     return settings.accelerators[settings.accelerator.profile]
 
@@ -210,21 +211,22 @@ def missing_toolkits(settings: Settings) -> list[Missing]:
             for toolkit in accelerator.toolkits if toolkit.required and not settings.toolkits.get(toolkit.key)]
 
 
-def _declared_toolkits(settings: Settings):
-    """Every declared toolkit: the profile's accelerator's first, in its install order."""
+def given_toolkits(settings: Settings) -> list[Toolkit]:
+    """The declared toolkits an option gives, in install order: the profile's accelerator's first
+    (a toolkit of another accelerator given too is installed after them, as the legacy -m did on
+    any build)."""
     ordered = [accelerator_of(settings), *(a for a in settings.accelerators.values() if a.name != settings.accelerator.profile)]
-    return [toolkit for accelerator in ordered for toolkit in accelerator.toolkits]
+    return [toolkit for accelerator in ordered for toolkit in accelerator.toolkits if settings.toolkits.get(toolkit.key)]
 
 
 def toolkits_of(settings: Settings) -> dict[str, str]:
-    """Toolkit key → location of those given, in install order (a toolkit of another accelerator
-    given too is installed after the profile's, as the legacy -m did on any build)."""
-    return {t.key: settings.toolkits[t.key] for t in _declared_toolkits(settings) if settings.toolkits.get(t.key)}
+    """Toolkit key → location of those given, in install order."""
+    return {t.key: settings.toolkits[t.key] for t in given_toolkits(settings)}
 
 
 def toolkit_scripts(settings: Settings) -> dict[str, str]:
-    """Toolkit key → the install script its tarball carries."""
-    return {t.key: t.install for t in _declared_toolkits(settings)}
+    """Toolkit key → the install script its tarball carries, of those given."""
+    return {t.key: t.install for t in given_toolkits(settings)}
 
 
 def check_os_python(plan, os_release: dict[str, str]) -> None:

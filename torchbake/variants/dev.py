@@ -22,6 +22,7 @@ from .common import (
     build_env_of,
     check_common,
     common_fields,
+    given_toolkits,
     missing_toolkits,
     pinned,
     raise_missing,
@@ -259,8 +260,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         slim=settings.dev.slim,
         runtime_base=settings.dev.runtime_base,
         runtime_paths=(*settings.dev.runtime_paths,  # and what the toolkits installed keep at run time
-                       *(path for a in settings.accelerators.values() for t in a.toolkits if settings.toolkits.get(t.key)
-                         for path in t.runtime_paths if path not in settings.dev.runtime_paths)),
+                       *(path for toolkit in given_toolkits(settings) for path in toolkit.runtime_paths
+                         if path not in settings.dev.runtime_paths)),
         runtime_env=build_env_of(settings),
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,

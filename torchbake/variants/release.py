@@ -147,7 +147,8 @@ class ReleasePlan(PlanCommon):
 
 def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
          no_cache: bool = False) -> ReleasePlan:
-    """The release plan (``python_given`` is the dev variant's concern: an OS image's Python is always the one asked for)."""
+    """The release plan (``python_given`` is the dev variant's concern: an OS image's Python is always
+    the one asked for)."""
     image, python, wheels = settings.image, settings.python, settings.wheels
     missing = check_common(settings, reuse_context)
     if not image.base:
