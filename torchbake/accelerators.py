@@ -61,6 +61,8 @@ class Accelerator:
     toolkits: tuple[Toolkit, ...] = ()
     devices: Devices = Devices()
     source: str = ""  # the file that declared it
+    # a torchbake flag → the name its legacy script gave it (shown by that name; bundled ones only)
+    flag_names: Mapping[str, str] = field(default_factory=dict)
 
     def toolkit(self, key: str) -> Toolkit | None:
         return next((t for t in self.toolkits if t.key == key), None)
@@ -112,7 +114,7 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         where = f"{source}: [{SECTION}.{name}]"
         if not KEY.match(name):
             raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
-        table = _table(table, where, ("description", "toolkits", "devices"))
+        table = _table(table, where, ("description", "toolkits", "devices", "flag_names"))
         toolkits = []
         if not isinstance(table.get("toolkits", []), list):
             raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
@@ -136,7 +138,11 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         description = table.get("description", "")
         if not isinstance(description, str):
             raise ConfigurationError(f"{where} description must be a string.")
-        found[name] = Accelerator(name, description, tuple(toolkits), devices, source)
+        flag_names = table.get("flag_names", {})
+        if not isinstance(flag_names, dict) or not all(isinstance(v, str) and KEY.match(v) for v in flag_names.values()):
+            raise ConfigurationError(f"{where} flag_names must be a table of flag = \"legacy_name\" (lower-case"
+                                     " letters, digits and _).")
+        found[name] = Accelerator(name, description, tuple(toolkits), devices, source, dict(flag_names))
     return found
 
 

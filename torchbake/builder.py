@@ -49,7 +49,8 @@ from .plan import describe_plan
 from .publishing import ask_registry, build_cache, registry_of
 from .redaction import redact
 from .status import Status
-from .variants import DevPlan, Plan, Preflight
+from .variants import Plan, Preflight
+from .variants.dev import DevPlan
 from .verify import Expectations, verify_image
 
 CONTEXT_PLACEHOLDER = Path("<context>")

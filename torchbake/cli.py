@@ -12,7 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from invoke import Exit, Task
 from invoke.exceptions import ParseError
@@ -25,6 +25,9 @@ from .engine import DockerClient, check_answers
 from .errors import ConfigurationError, EngineError, FatalError
 from .lazy import LazyModule
 from .redaction import redact
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 config = LazyModule("torchbake.config")  # read when a task runs, not when tasks are listed
 
@@ -143,14 +146,14 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
     return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant)
 
 
-def check_folders(settings: config.Settings, *, create: bool) -> None:
+def check_folders(settings: Settings, *, create: bool) -> None:
     """The cache and log folders can take torchbake's files (``create``: made and probed; else
     only looked at, for runs that write nothing)."""
     writable.check_folder(settings.paths.cache_dir, "paths.cache_dir", create=create)
     writable.check_folder(settings.paths.log_dir, "paths.log_dir", create=create)
 
 
-def docker_client(settings: config.Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
+def docker_client(settings: Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
     timeouts of ``[build]``."""
     try:

@@ -1,6 +1,6 @@
-"""Layered configuration: defaults file < --config files < environment < command line.
+"""Layered configuration: defaults < --config files < environment < command line.
 
-``configs/defaults.toml`` declares every option; its default value fixes the option's type.
+``torchbake.settings`` declares every option; its default value fixes the option's type.
 Each layer is flattened to ``section.key`` → value, checked against that schema (unknown keys
 fail with a "did you mean" suggestion), and the last layer that sets a key wins. The result is
 validated value by value and frozen into :class:`Settings`; :class:`ResolvedConfig` remembers
@@ -11,28 +11,34 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import functools
+import json
+import textwrap
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 import tomli_w
 
-from . import accelerators, derived, redaction, validation
+from . import accelerators, derived, redaction, settings, validation
 from .accelerators import Accelerator
 from .errors import ConfigurationError
+from .settings import (
+    CONFIG_DIR,
+    ENV_PREFIX,
+    FREE_SECTIONS,
+    PROJECT_ROOT,
+    SECTION_TYPES,
+    TOOLKITS_SECTION,
+    PathOptions,
+    Settings,
+    env_var_name,
+    schema,
+)
+from .variants import VARIANTS
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PROJECT_ROOT / "configs"
-DOCKER_DIR = PROJECT_ROOT / "docker"  # Dockerfile templates (docker/<os>/) and in-image scripts (docker/common/)
-COMMON_DIR = DOCKER_DIR / "common"
-DEFAULTS_FILE = CONFIG_DIR / "defaults.toml"
-ENV_PREFIX = "TORCHBAKE_"
-FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
-TOOLKITS_SECTION = "toolkits"  # [toolkits] KEY: one option per toolkit the accelerators declare
 MATRIX_SECTION = "matrix"  # read by build-all (torchbake.matrix), ignored as options
 # Variables the legacy shell scripts read, mapped to the option they set (lower precedence than
 # TORCHBAKE_* variables).
@@ -41,266 +47,6 @@ LEGACY_ENV = {
     "PYTORCH_REPO_ROOT_PATH": "sources.root",
     "TORCH_VISION_REPO_ROOT_PATH": "sources.vision_root",
 }
-
-
-EVERY_IMAGE = "every image"  # an option that decides the content of every variant's image
-
-
-def option(check: Callable[[Any], object] | None = None, *, decides: tuple[str, ...] | str,
-           input_file: bool = False) -> Any:
-    """An option's field, declaring beside it what is known of the option:
-
-    ``check`` validates its values (raising ValueError with what is accepted). ``decides``: the
-    variants (``base``, ``dev``, ``release``, or :data:`EVERY_IMAGE`) whose image content its value
-    decides: it is part of their input hash because it is declared so (``()``: it decides none,
-    and the comment beside it says why, where another part counts for it). ``input_file``: the
-    value names a file (a URL or path) whose digest counts, not the name."""
-    metadata: dict[str, Any] = {"decides": decides, "input_file": input_file}
-    if check is not None:
-        metadata["check"] = check
-    return field(metadata=metadata)
-
-
-@dataclass(frozen=True, kw_only=True)
-class ImageOptions:
-    name: str = option(validation.image_name, decides=())  # a name, not content
-    tag: str = option(lambda v: v and validation.image_tag(v), decides=())
-    base: str = option(validation.image_reference, decides=())  # the FROM image counts by its id
-    docker_file: str = option(validation.location, decides=())  # its text counts, as the Dockerfile's
-    render_gid: int = option(validation.gid, decides=EVERY_IMAGE)
-    env: Mapping[str, str] = option(validation.env_names, decides=EVERY_IMAGE)
-
-    @property
-    def reference(self) -> str:
-        return f"{self.name}:{self.tag}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class NamingOptions:
-    name: str = option(lambda v: _check_template(v, "name"), decides=())
-    base_tag: str = option(lambda v: _check_template(v, "base_tag"), decides=())
-    dev_tag: str = option(lambda v: _check_template(v, "dev_tag"), decides=())
-    release_tag: str = option(lambda v: _check_template(v, "release_tag"), decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class PythonOptions:
-    version: str = option(validation.python_version, decides=("base", "release"))
-    provider: str = option(validation.one_of(validation.PYTHON_PROVIDERS), decides=("base", "release"))
-    standalone_url: str = option(lambda v: validation.location(v.replace("{python}", "3.11")),
-                                 decides=("base", "release"), input_file=True)
-    installer: str = option(validation.one_of(("uv", "pip")), decides=EVERY_IMAGE)
-    uv: str = option(validation.exact_pin, decides=EVERY_IMAGE)
-    keep_uv: bool = option(decides=EVERY_IMAGE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WheelOptions:
-    torch: str = option(validation.wheel_source, decides=("release",), input_file=True)
-    default_torch: Mapping[str, str] = option(lambda v: [validation.wheel_source(source) for source in v.values()],
-                                              decides=())  # counts as the wheels.torch it gives; keys checked in resolve
-    extension: str = option(validation.wheel_source, decides=("release",), input_file=True)
-    extension_module: str = option(decides=("dev", "release"))  # a label
-    torchvision: str = option(validation.wheel_source, decides=("release",), input_file=True)
-    torchaudio: str = option(validation.wheel_source, decides=("release",), input_file=True)
-    extra: tuple[str, ...] = option(lambda v: [validation.requirement(r) for r in v], decides=("release",))
-    platforms: tuple[str, ...] = option(decides=EVERY_IMAGE)
-    index_url: str = option(decides=EVERY_IMAGE)
-    extra_index_urls: tuple[str, ...] = option(decides=EVERY_IMAGE)
-    find_links: tuple[str, ...] = option(decides=EVERY_IMAGE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AcceleratorOptions:
-    profile: str = option(decides=EVERY_IMAGE)  # a label; one of the accelerators declared (checked in resolve)
-    torch_cuda_arch_list: str = option(validation.cuda_arch_list, decides=EVERY_IMAGE)
-    pytorch_rocm_arch: str = option(validation.rocm_arch, decides=EVERY_IMAGE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildOptions:
-    variant: str = option(validation.one_of(validation.VARIANTS), decides=())  # the plan's variant counts
-    dir: str = option(decides=())
-    docker: str = option(validation.docker_binary, decides=())
-    builder: str = option(validation.builder_name, decides=())
-    compression: str = option(validation.one_of(validation.COMPRESSIONS), decides=EVERY_IMAGE)
-    verify: bool = option(decides=())
-    network: str = option(validation.one_of_or_empty(("default", "host", "none"), "Docker's default"), decides=())
-    engine_timeout: int = option(lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=())
-    stall_timeout: int = option(lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"), decides=())
-    min_free_space: str = option(validation.byte_size, decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class BootstrapOptions:
-    auto: bool = option(decides=())  # the OS image made counts by its id
-    mirror: str = option(lambda v: v and validation.mirror_url(v), decides=())
-    variant: str = option(validation.one_of(("minbase", "buildd")), decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class SourceOptions:
-    root: str = option(validation.existing_folder, decides=())  # the commits found count
-    vision_root: str = option(validation.existing_folder, decides=())  # the commits found count
-    pytorch_repo: str = option(validation.git_repository, decides=())  # the commits found count
-    pytorch_tag: str = option(validation.git_ref, decides=())  # the commits found count
-    vision_repo: str = option(validation.git_repository, decides=())  # the commits found count
-    vision_tag: str = option(validation.git_ref, decides=())  # the commits found count
-    audio_repo: str = option(validation.git_repository, decides=())  # the commits found count
-    audio_tag: str = option(validation.git_ref, decides=())  # the commits found count
-    extension_repo: str = option(validation.git_repository, decides=("dev",))
-    extension_tag: str = option(validation.git_ref, decides=())  # the commit it names counts
-    keep_git: bool = option(decides=("base", "dev"))
-
-
-@dataclass(frozen=True, kw_only=True)
-class BaseOptions:
-    sys: str = option(validation.image_reference, decides=())  # the FROM image counts by its id
-    user: str = option(validation.user_name, decides=("base",))
-    video_gid: int = option(validation.gid, decides=("base",))
-    requirements: tuple[str, ...] = option(lambda v: [validation.requirement(r) for r in v], decides=("base",))
-
-
-@dataclass(frozen=True, kw_only=True)
-class DevOptions:
-    max_jobs: int = option(validation.job_count, decides=("dev",))
-    build_env: Mapping[str, str] = option(validation.env_names, decides=("dev",))
-    extensions: tuple[str, ...] = option(lambda v: [validation.extension_source(e) for e in v], decides=("dev",))
-    git_credential_file: str = option(validation.credential_file, decides=())  # a secret
-    ccache_size: str = option(validation.size, decides=("dev",))
-    ccache_remote: str = option(validation.ccache_remote, decides=())  # a secret, and a cache
-    slim: bool = option(decides=())  # another image beside
-    runtime_base: str = option(validation.image_reference, decides=("dev",))
-    runtime_paths: tuple[str, ...] = option(lambda v: [validation.absolute_path(p) for p in v], decides=("dev",))
-
-
-@dataclass(frozen=True, kw_only=True)
-class DownloadOptions:
-    retries: int = option(lambda v: validation.bounded(v, 0, 100, "retries"), decides=())
-    retry_max_time: int = option(lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=())
-    retry_backoff: float = option(lambda v: validation.bounded(v, 0, 600, "seconds"), decides=())
-    timeout: int = option(lambda v: validation.bounded(v, 1, 3600, "seconds"), decides=())
-    require_hashes: bool = option(decides=())
-    ca_bundle: str = option(validation.ca_bundle, decides=())  # its digest counts when it goes into the image
-    ca_bundle_in_image: bool = option(decides=EVERY_IMAGE)
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunOptions:
-    name: str = option(validation.container_name, decides=())
-    shm_size: str = option(lambda v: v == "auto" or validation.byte_size(v), decides=())
-    privileged: bool = option(decides=())
-    env: Mapping[str, str] = option(validation.env_names, decides=())
-    mounts: tuple[str, ...] = option(lambda v: [validation.mount_spec(m) for m in v], decides=())
-    workdir: str = option(lambda v: v and validation.absolute_path(v), decides=())
-    device_profile: str = option(decides=())  # "" = the image's profile; else a declared accelerator (checked in resolve)
-    shell: str = option(validation.absolute_path, decides=())
-    network: str = option(lambda v: v and validation.container_name(v), decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class RegistryOptions:
-    url: str = option(validation.registry_url, decides=())
-    check: bool = option(decides=())
-    require: bool = option(decides=())
-    cache_ref: str = option(validation.cache_ref, decides=())
-    cache_from: tuple[str, ...] = option(lambda v: [validation.cache_spec(s) for s in v], decides=())
-    cache_to: tuple[str, ...] = option(lambda v: [validation.cache_spec(s) for s in v], decides=())
-
-    def image(self, reference: str) -> str:
-        return in_registry(reference, self.url)
-
-
-def in_registry(reference: str, url: str) -> str:
-    """``reference`` in the registry ``url``: prefixed with it unless it already starts with it."""
-    prefix = url.rstrip("/")
-    return reference if not prefix or reference.startswith(prefix + "/") else f"{prefix}/{reference}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GcOptions:
-    keep: int = option(lambda v: validation.bounded(v, 0, 1000, "images"), decides=())
-    older_than: str = option(validation.duration, decides=())
-    max_cache: str = option(lambda v: v and validation.byte_size(v), decides=())
-    max_build_cache: str = option(lambda v: v and validation.byte_size(v), decides=())
-    after_build_all: bool = option(decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class PathOptions:
-    cache_dir: Path = option(decides=())
-    log_dir: Path = option(decides=())
-
-
-@dataclass(frozen=True, kw_only=True)
-class Settings:
-    image: ImageOptions
-    naming: NamingOptions
-    python: PythonOptions
-    wheels: WheelOptions
-    accelerator: AcceleratorOptions
-    build: BuildOptions
-    bootstrap: BootstrapOptions
-    sources: SourceOptions
-    base: BaseOptions
-    dev: DevOptions
-    downloads: DownloadOptions
-    run: RunOptions
-    registry: RegistryOptions
-    gc: GcOptions
-    paths: PathOptions
-    checksums: Mapping[str, str] = field(default_factory=dict)
-    toolkits: Mapping[str, str] = field(default_factory=dict)  # [toolkits]: toolkit key → URL or path ("" = none)
-    accelerators: Mapping[str, Accelerator] = field(default_factory=dict)  # every one declared (torchbake.accelerators)
-    # every option as resolved ("section.key" → value): what to_toml writes, and what a build
-    # records so that `verify --reproducible` can plan it again
-    values: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-
-
-SECTION_TYPES: dict[str, type] = {
-    "image": ImageOptions,
-    "naming": NamingOptions,
-    "python": PythonOptions,
-    "wheels": WheelOptions,
-    "accelerator": AcceleratorOptions,
-    "build": BuildOptions,
-    "bootstrap": BootstrapOptions,
-    "sources": SourceOptions,
-    "base": BaseOptions,
-    "dev": DevOptions,
-    "downloads": DownloadOptions,
-    "run": RunOptions,
-    "registry": RegistryOptions,
-    "gc": GcOptions,
-    "paths": PathOptions,
-}
-
-
-@functools.cache
-def image_options(variant: str) -> dict[str, bool]:
-    """``section.key`` → whether it names an input file, of every option that decides the content
-    of a ``variant`` image (what its input hash holds)."""
-    return {f"{section}.{f.name}": f.metadata["input_file"] for section, cls in SECTION_TYPES.items()
-            for f in dataclasses.fields(cls) if f.metadata["decides"] == EVERY_IMAGE or variant in f.metadata["decides"]}
-
-
-@functools.cache
-def validators() -> dict[str, Callable[[Any], None]]:
-    """``section.key`` → the check beside that option's field."""
-    return {f"{section}.{f.name}": f.metadata["check"] for section, cls in SECTION_TYPES.items()
-            for f in dataclasses.fields(cls) if "check" in f.metadata}
-
-
-def _check_template(template: str, key: str) -> None:
-    """A [naming] template uses only the known fields."""
-    fields = derived.template_fields("3.11", "release", "cpu", torch="2.13.0")
-    try:
-        template.format(**fields)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ValueError(f"unknown field {exc} in the template; fields are {', '.join('{' + f + '}' for f in fields)}") from None
-    if not template:
-        raise ValueError("a name template is needed for images built without --name" if key == "name"
-                         else "a tag template is needed for images built without --name")
 
 
 @dataclass(frozen=True)
@@ -334,15 +80,6 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"Config file {path} is a folder; name a .toml file.") from None
     except OSError as exc:
         raise ConfigurationError(f"Config file {path} cannot be read: {exc.strerror or exc}") from None
-
-
-def schema(declared: Mapping[str, Accelerator] | None = None) -> dict[str, Any]:
-    """``section.key`` → default value: the defaults file's, and ``[toolkits] KEY`` = "" for every
-    toolkit the accelerators declare (by default the bundled ones)."""
-    known = _flatten(load_toml(DEFAULTS_FILE), {}, str(DEFAULTS_FILE))
-    for accelerator in (accelerators.bundled() if declared is None else declared).values():
-        known.update({f"{TOOLKITS_SECTION}.{toolkit.key}": "" for toolkit in accelerator.toolkits})
-    return known
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
@@ -440,10 +177,6 @@ def _parse_env_value(name: str, text: str, default: Any, source: str) -> Any:
     return text
 
 
-def env_var_name(key: str) -> str:
-    return ENV_PREFIX + key.replace(".", "_").upper()
-
-
 def environment_layer(environ: Mapping[str, str], known: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
     """Options set by ``TORCHBAKE_<SECTION>_<KEY>`` (and the legacy variables)."""
     by_var = {env_var_name(key): key for key in known}
@@ -510,14 +243,17 @@ def resolve(
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
     _validate(values, sources, declared)
-    derived.apply(values, sources, variant or values["build.variant"])
+    kind = VARIANTS[variant or values["build.variant"]]
+    derived.apply(values, sources, kind.NAME, from_option=kind.FROM_OPTION, built_from=kind.BUILT_FROM)
     _validate(values, sources, declared)
     return ResolvedConfig(values=values, sources=sources, accelerators=declared)
 
 
 def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: Mapping[str, Accelerator]) -> None:
     names = tuple(declared)
-    checks = {**validators(), "accelerator.profile": validation.one_of(names),
+    checks = {**settings.validators(), "accelerator.profile": validation.one_of(names),
+              "build.variant": validation.one_of(tuple(name for name, kind in VARIANTS.items()
+                                                       if name == kind.BUILD_VARIANT)),
               "run.device_profile": validation.one_of_or_empty(names, "the image's profile"),
               "wheels.default_torch": lambda v: [validation.one_of(names)(profile) for profile in v],
               **{key: validation.location for key in values if key.startswith(f"{TOOLKITS_SECTION}.")}}
@@ -562,17 +298,54 @@ def build_settings(values: Mapping[str, Any], declared: Mapping[str, Accelerator
     return Settings(**built, checksums=checksums, toolkits=toolkits, accelerators=dict(declared), values=dict(values))
 
 
-def to_toml(values: Mapping[str, Any]) -> str:
+def to_toml(values: Mapping[str, Any], *, documented: bool = False) -> str:
     """The resolved configuration (``ResolvedConfig.values``, ``Settings.values``) as a TOML file
-    that --config reads back to the same settings, credentials masked."""
+    that --config reads back to the same settings, credentials masked; ``documented``: each
+    section and option with its help as a comment above it (what ``show-config`` prints)."""
     tables: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
         section, name = key.split(".", 1)
         tables.setdefault(section, {})[name] = redaction.redact_all(value)
-    text = tomli_w.dumps(tables)
+    text = _documented(tables) if documented else tomli_w.dumps(tables)
     note = ("# Credentials are shown as ***: give them again (e.g. in TORCHBAKE_<SECTION>_<KEY>) to use this file.\n"
             if redaction.MASK in text else "")
     return "# torchbake show-config --format toml: every option, as resolved\n" + note + text
+
+
+def _comment(text: str, indent: str = "") -> str:
+    return "".join(f"{indent}# {line}\n" for line in textwrap.wrap(text, 100 - len(indent) - 2, break_on_hyphens=False))
+
+
+def _documented(tables: Mapping[str, Mapping[str, Any]]) -> str:
+    """TOML of ``tables`` with every value inline, under its help (:mod:`torchbake.settings`)."""
+    helps = {**{key: declared.help for key, declared in settings.declarations().items()},
+             **{f"{TOOLKITS_SECTION}.{toolkit.key}": toolkit.help for accelerator in accelerators.bundled().values()
+                for toolkit in accelerator.toolkits}}
+    parts = []
+    for section, table in tables.items():
+        lines = [f"[{section}]\n", _comment(settings.section_help(section))]
+        for name, value in table.items():
+            text = helps.get(f"{section}.{name}", "")
+            lines.append(("\n" + _comment(text) if text else "") + f"{_bare_or_quoted(name)} = {_inline(value)}\n")
+        parts.append("".join(lines))
+    return "\n".join(parts)
+
+
+def _bare_or_quoted(key: str) -> str:
+    return key if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii() else json.dumps(key)
+
+
+def _inline(value: Any) -> str:
+    """``value`` as a TOML value on one line (JSON's string escapes are TOML's too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_inline(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{_bare_or_quoted(k)} = {_inline(v)}" for k, v in value.items()) + "}"
+    return json.dumps(str(value))
 
 
 def describe(resolved: ResolvedConfig) -> list[tuple[str, str, str]]:

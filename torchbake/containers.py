@@ -23,11 +23,11 @@ from typing import Any
 from . import __version__, command, output, validation
 from .accelerators import Accelerator
 from .accelerators import bundled as accelerators_declared
-from .config import Settings
 from .devices import DeviceAccess, HostDevices, device_access
 from .engine import DockerClient
 from .errors import ConfigurationError, ContainerError, ImageNotFoundError
 from .manifest import recent_builds
+from .settings import Settings
 
 CONTAINER_LABEL = "torchbake.container"
 PROFILE_LABEL = "torchbake.device-profile"

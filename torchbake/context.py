@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import wheelhouse
-from .config import COMMON_DIR
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
+from .settings import COMMON_DIR
 from .sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"

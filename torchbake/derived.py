@@ -92,8 +92,11 @@ def _os_image(values: Mapping[str, Any]) -> tuple[str, str]:
     return image, f"[python] version {python} (the OS Python of {image})"
 
 
-def apply(values: MutableMapping[str, Any], sources: MutableMapping[str, str], variant: str) -> None:
-    """Fill in, for a ``variant`` (base, dev or release) build, every derived option nobody set."""
+def apply(values: MutableMapping[str, Any], sources: MutableMapping[str, str], variant: str, *,
+          from_option: str = "image.base", built_from: str | None = None) -> None:
+    """Fill in, for a ``variant`` build, every derived option nobody set. ``from_option``: the option
+    that names the variant's FROM image; ``built_from``: the variant whose image that is by default
+    (else the OS image of the Python)."""
     profile = values["accelerator.profile"]
     if not values["wheels.torch"] and values["wheels.default_torch"].get(profile):
         _set(values, sources, "wheels.torch", values["wheels.default_torch"][profile],
@@ -101,13 +104,13 @@ def apply(values: MutableMapping[str, Any], sources: MutableMapping[str, str], v
     os_image, why = _os_image(values)
     if not values["base.sys"] and os_image:
         _set(values, sources, "base.sys", os_image, why)
-    if not values["image.base"]:
-        if variant == "dev":
-            name, tag = image_reference(values, "base")
-            _set(values, sources, "image.base", f"{name}:{tag}", "[naming]: the image build-base makes for"
-                                                                 f" profile {profile}, Python {values['python.version']}")
-        elif variant == "release" and os_image:
-            _set(values, sources, "image.base", os_image, why)
+    if not values[from_option]:
+        if built_from:
+            name, tag = image_reference(values, built_from)
+            _set(values, sources, from_option, f"{name}:{tag}", f"[naming]: the image build-{built_from} makes for"
+                                                                f" profile {profile}, Python {values['python.version']}")
+        elif os_image:
+            _set(values, sources, from_option, os_image, why)
     if not values["image.name"]:
         name, tag = image_reference(values, variant)
         _set(values, sources, "image.name", name, "[naming] name")

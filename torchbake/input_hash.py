@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 
 from . import output
 from .build_time import source_date_epoch
-from .config import COMMON_DIR, TOOLKITS_SECTION, image_options
 from .context import MARKER, load_prepared, tree_sha256
 from .downloads import file_lock, file_sha256
 from .files import write_atomically
+from .settings import COMMON_DIR, TOOLKITS_SECTION, image_options
 from .validation import is_location
 
 if TYPE_CHECKING:
@@ -46,12 +46,13 @@ def build_args(plan: Plan, facts: Preflight | None = None) -> dict[str, str]:
 
 def option_material(plan: Plan, cache: DownloadCache, *, files: bool = True) -> dict[str, object] | None:
     """Every option declared to decide this variant's image (``decides`` beside its field in
-    torchbake.config; every toolkit it installs: torchbake.accelerators), by its value or, for an
+    torchbake.settings, or to decide a variant it is ``decided_like``; every toolkit it installs: torchbake.accelerators), by its value or, for an
     input file, by the file's digest (a requirement such as ``torch==2.13.0`` as written); None
     when a digest is known only after downloading.
     ``files``: with the input files (a kept context holds them: it is hashed as it is instead)."""
     given = plan.given_inputs()
-    declared = {**image_options(plan.variant),  # and the toolkits, an accelerator's: data
+    declared = {**{key: input_file for variant in (plan.variant, *plan.decided_like)
+                   for key, input_file in image_options(variant).items()},  # and the toolkits, an accelerator's: data
                 **{key: True for key in given if key.startswith(f"{TOOLKITS_SECTION}.")}}
     found: dict[str, object] = {}
     for key, input_file in declared.items():

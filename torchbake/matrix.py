@@ -22,6 +22,7 @@ from .lazy import LazyModule
 
 variants = LazyModule("torchbake.variants")  # the registry is read when a matrix is, not when tasks are listed
 configuration = LazyModule("torchbake.config")
+settings = LazyModule("torchbake.settings")
 derived = LazyModule("torchbake.derived")
 MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options"}
 
@@ -104,7 +105,7 @@ class _Matrix:
     def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any]) -> Cell:
         values = _values(python, variant, profile, self.registry)
         name, tag = self.reference(values)
-        name = configuration.in_registry(name, self.registry)  # a name template without {registry} goes there too
+        name = settings.in_registry(name, self.registry)  # a name template without {registry} goes there too
         values["name"] = name
         module = variants.VARIANTS[variant]
         overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python}
@@ -125,7 +126,7 @@ class _Matrix:
         if built_from in self.variants and not self.excluded(from_id):
             depends = (from_id,)
             from_name, from_tag = self.reference({**values, "variant": built_from})
-            overrides.setdefault("image.base", f"{configuration.in_registry(from_name, self.registry)}:{from_tag}")
+            overrides.setdefault("image.base", f"{settings.in_registry(from_name, self.registry)}:{from_tag}")
         return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
                     image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
 
@@ -142,10 +143,10 @@ def _profile_file(entry: str, config_dir: Path, source: str) -> tuple[str, Path]
 def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path | None = None) -> list[Cell]:
     """Every cell, in build order (a cell after the cells it depends on)."""
     table = _Matrix.read(matrix, source)
-    known = configuration.schema()
+    known = settings.schema()
     cells: list[Cell] = []
     for entry in table.profiles:
-        profile, profile_file = _profile_file(entry, config_dir or configuration.CONFIG_DIR, source)
+        profile, profile_file = _profile_file(entry, config_dir or settings.CONFIG_DIR, source)
         for python in table.pythons:
             for variant in sorted(table.variants, key=list(variants.VARIANTS).index):
                 if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):

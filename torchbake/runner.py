@@ -18,7 +18,6 @@ from xml.etree import ElementTree
 from . import command, output
 from . import config as configuration
 from .builder import assess, build_image, changed_since, log_path, skip_reason
-from .config import Settings
 from .engine import DockerClient
 from .errors import BaseImagePending, EngineError, FatalError, RegistryError, VerificationError
 from .files import write_atomically
@@ -26,6 +25,7 @@ from .matrix import Cell
 from .output import human_size, styled
 from .publishing import ask_registry, find_in_registry, publish
 from .redaction import redact, redact_all
+from .settings import Settings
 from .status import Status
 from .variants import VARIANTS
 

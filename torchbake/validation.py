@@ -7,10 +7,12 @@ import re
 import string
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
+from .lazy import LazyModule
+
+packaging_requirements = LazyModule("packaging.requirements")  # read when a requirement is checked
+
 
 SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
-VARIANTS = ("dev", "release")
 PYTHON_PROVIDERS = ("os", "standalone")
 COMPRESSIONS = ("zstd", "gzip", "uncompressed")  # BuildKit's layer compressions ([build] compression)
 
@@ -104,8 +106,8 @@ def wheel_source(value: str) -> None:
         location(value)
         return
     try:
-        Requirement(value)
-    except InvalidRequirement as exc:
+        packaging_requirements.Requirement(value)
+    except packaging_requirements.InvalidRequirement as exc:
         raise ValueError(
             "expected a wheel URL (http(s):// or file://), a local wheel path,"
             f" or a pip requirement such as 'torch==2.13.0' ({exc})"

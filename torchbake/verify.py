@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from . import output
 from .engine import DockerClient
 from .errors import ImageNotFoundError, VerificationError
+from .lazy import LazyModule
 from .output import styled
+
+variants = LazyModule("torchbake.variants")  # an image's variant names its checks; read when one is verified
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "
@@ -99,6 +102,14 @@ print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
 
 
+# The groups of checks a variant's images get (its module's VERIFIES); python version and pip
+# check are every image's.
+SOURCES = "sources"  # each source tree at the commit its label records
+TORCH = "torch"  # torch (and the extension) import at the recorded versions, and pip cannot replace torch
+FROM_SOURCE = "from source"  # torch was built from the recorded commit, the arch variables kept as ENV
+CHECKS = (SOURCES, TORCH, FROM_SOURCE)
+
+
 @dataclass(frozen=True)
 class Expectations:
     python: str
@@ -109,6 +120,13 @@ class Expectations:
     profile: str = "cpu"
     variant: str = "release"
     source_commits: tuple[tuple[str, str], ...] = ()  # (name, commit) from torchbake.source.* labels
+
+    @property
+    def checks(self) -> frozenset[str]:
+        """The groups of :data:`CHECKS` the image's variant declares (``VERIFIES``); an image of
+        a variant this torchbake does not know gets a release image's."""
+        kind = variants.VARIANTS.get(self.variant) or variants.VARIANTS["release"]
+        return kind.VERIFIES
 
     @classmethod
     def of_image(cls, client: DockerClient, image: str, **overrides: str | None) -> Expectations:
@@ -171,11 +189,12 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
 
     add("python version", facts["python"] == expected.python if expected.python else None,
         f"{facts['python_full']} (expected {expected.python or 'not recorded'})")
-    if expected.variant == "base":
+    if SOURCES in expected.checks:
         for name, commit in expected.source_commits:
             found = facts.get("sources", {}).get(name)
             add(f"{name} source", bool(found) and found[2] == commit,
                 f"/home/{name} at {found[1]} {found[2][:12]}" if found else f"/home/{name} has no .torchbake-source")
+    if TORCH not in expected.checks:
         pip_check()
         return checks
     torch_error = facts.get("torch_error")
@@ -198,7 +217,7 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
         detail += ("; uv refused it too" + (f" ({constraint})" if constraint else "") if refused_by_uv
                    else f"; uv would replace torch: {text.strip().splitlines()[-1] if text.strip() else code}")
     add("torch pinned", refused, detail)
-    if expected.variant == "dev":
+    if FROM_SOURCE in expected.checks:
         commits = dict(expected.source_commits)
         built = facts.get("built", {}).get("pytorch")
         if built is None:

@@ -23,12 +23,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from . import command, output
-from .config import WheelOptions
 from .downloads import file_lock, link_or_copy
 from .errors import CommandError, DiskSpaceError, DownloadError
 from .files import mark_used
 from .output import human_size
 from .redaction import redact
+from .settings import WheelOptions
 
 
 @dataclass(frozen=True)

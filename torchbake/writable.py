@@ -16,7 +16,7 @@ from .errors import ConfigurationError
 from .files import nearest_existing
 from .lazy import LazyModule
 
-config = LazyModule("torchbake.config")  # read for a message only
+settings = LazyModule("torchbake.settings")  # read for a message only
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
@@ -25,8 +25,8 @@ def check_folder(path: Path, key: str, *, create: bool) -> None:
     """``path`` (the folder of option ``key``, e.g. paths.cache_dir) can hold torchbake's files.
     ``create``: make it if missing and write a probe file; otherwise only look."""
     section, name = key.split(".", 1)
-    where = f"{key} {path} (set by [{section}] {name} in a --config file or {config.env_var_name(key)})"
-    fix = f"Point {config.env_var_name(key)} at a folder you can write, e.g. {config.env_var_name(key)}=$HOME/.cache/torchbake."
+    where = f"{key} {path} (set by [{section}] {name} in a --config file or {settings.env_var_name(key)})"
+    fix = f"Point {settings.env_var_name(key)} at a folder you can write, e.g. {settings.env_var_name(key)}=$HOME/.cache/torchbake."
     if path.exists() and not path.is_dir():
         raise ConfigurationError(f"{where} is a file, not a folder. {fix}")
     existing = nearest_existing(path)

@@ -71,7 +71,7 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
      "h.toml: [accelerators.xpu] devices: '/dev/../etc/passwd' is not a device node"),
     ('[accelerators.xpu.toolkits]\nkey = "xpu_url"',
      "h.toml: [accelerators.xpu] toolkits must be a list of tables, one [[accelerators.xpu.toolkits]] per toolkit."),
-    ('[accelerators.xpu]\ncolour = "blue"', "h.toml: [accelerators.xpu]: unknown key 'colour'; expected description, toolkits, devices."),
+    ('[accelerators.xpu]\ncolour = "blue"', "h.toml: [accelerators.xpu]: unknown key 'colour'; expected description, toolkits, devices, flag_names."),
     ('[toolkits]\nmudn_url = "x"', "h.toml: unknown option 'toolkits.mudn_url'. Did you mean 'mudnn_url'?"),
 ])
 def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, text, message):

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import tomllib
 
 import pytest
 
 from tests.conftest import run_invoke
-from torchbake import accelerators, config
+from torchbake import accelerators, config, settings
 from torchbake.errors import ConfigurationError
 
 
@@ -17,16 +18,32 @@ def write(tmp_path, name, text):
     return path
 
 
-def test_defaults_file_declares_exactly_the_settings_fields_and_the_accelerators_their_toolkits():
-    keys = set(config.schema())
+def test_the_schema_is_the_declared_options_and_the_accelerators_toolkits():
+    keys = set(settings.schema())
     fields = {
         f"{section}.{f.name}"
-        for section, cls in config.SECTION_TYPES.items()
+        for section, cls in settings.SECTION_TYPES.items()
         for f in dataclasses.fields(cls)
     }
     toolkits = {f"toolkits.{t.key}" for a in accelerators.bundled().values() for t in a.toolkits}
     assert toolkits == {"toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url"}
     assert keys == fields | toolkits
+    assert list(settings.SECTION_TYPES)[:3] == ["image", "naming", "python"]  # Settings' fields, in order
+
+
+def test_every_option_declares_its_help_and_every_section_says_what_it_is_for():
+    for key, declared in settings.declarations().items():
+        assert declared.help and not declared.help.endswith("."), key  # the flag's help adds ". [section] key"
+        assert bool(declared.only) == bool(declared.why), key
+        assert not declared.only or declared.flag, key  # "without effect" is a flag's error
+    assert all(settings.section_help(section) for section in settings.SECTION_TYPES)
+
+
+def test_the_schema_is_a_fresh_copy_each_time():
+    first = settings.schema()
+    first["wheels.extra"].append("changed")
+    first["dev.build_env"]["X"] = "1"
+    assert settings.schema()["wheels.extra"] == ["numpy"] and settings.schema()["dev.build_env"] == {"BUILD_TEST": "0"}
 
 
 def test_layers_in_order_and_sources_recorded(tmp_path):
@@ -248,3 +265,13 @@ def test_show_config_masks_the_secret_part_of_every_value(tmp_path, clean_env):
         assert "wheel-pass-1" not in text and "ccache-pass-2" not in text
         assert "https://builder:***@files.example/ext-1.0-py3-none-any.whl" in text
         assert "redis://:***@cache.example:6379" in text
+
+
+def test_the_documented_toml_holds_every_value_exactly_under_its_help():
+    values = {**config.resolve([], {}).values, "image.env": {"A": 'quote " and \\ and é\nnewline'},
+              "wheels.extra": ["numpy", "pillow>=1"], "downloads.retry_backoff": 2.5,
+              "checksums.https://h.invalid/a b.whl": "0" * 64}
+    text = config.to_toml(values, documented=True)
+    assert tomllib.loads(text) == tomllib.loads(config.to_toml(values))
+    assert "# Python version of the image, X.Y (build.sh and build_base.sh -v/--python_version)\nversion = " in text
+    assert "[image]\n# The image a build makes.\n" in text

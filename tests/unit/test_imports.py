@@ -34,6 +34,8 @@ def imported(module: str, path: Path, known: set[str]) -> set[str]:
                 base = f"{prefix}.{base}" if base else prefix
             targets.add(base)
             targets.update(f"{base}.{alias.name}" for alias in node.names)
+    if path.name == "__init__.py" and "pkgutil.iter_modules" in path.read_text():  # a registry found, not written
+        targets.update(name for name in known if name.startswith(module + ".") and name.count(".") == module.count(".") + 1)
     ancestors = {".".join(module.split(".")[:n]) for n in range(1, module.count(".") + 1)}
     found = set()
     for target in targets:

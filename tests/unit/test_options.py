@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import tasks
-from torchbake import config, options
+from tests.conftest import run_invoke
+from torchbake import options, settings
 from torchbake.errors import ConfigurationError
 
 TABLES = {name: value for name, value in vars(options).items() if name.endswith("_FLAGS")}
@@ -13,7 +14,7 @@ TABLES = {name: value for name, value in vars(options).items() if name.endswith(
 
 @pytest.mark.parametrize("table", sorted(TABLES))
 def test_every_flag_sets_an_option_that_exists_and_a_switch_says_what_it_sets(table):
-    known = config.schema()
+    known = settings.schema()
     for flag in TABLES[table]:
         assert not flag.key or flag.key in known, f"{table} --{flag.param}: no option {flag.key}"
         assert flag.default is not options.SWITCH or not flag.key or flag.sets is not None, flag.param
@@ -39,3 +40,29 @@ def test_a_flag_without_effect_on_the_variant_is_named_with_why():
                                                  r" torch from source\. Leave it out, or build a release image"):
         options.check_effect(options.BUILD_FLAGS, "dev", {"torch_whl_url": "torch==2.13.0"})
     options.check_effect(options.BUILD_FLAGS, "release", {"torch_whl_url": "torch==2.13.0"})
+
+
+def test_every_flag_an_option_declares_is_taken_by_some_task_with_the_declared_help():
+    taken = {flag.key: flag for flags in TABLES.values() for flag in flags if flag.key}
+    for key, declared in settings.declarations().items():
+        if declared.flag:
+            assert key in taken, f"{key} declares --{declared.flag}, which no task takes"
+            assert (declared.flag_help or declared.help) in taken[key].help, key
+            assert taken[key].help.endswith(f"[{key.split('.')[0]}] {key.split('.')[1]}"), key
+
+
+def test_a_bool_options_switch_sets_the_other_value_and_a_legacy_name_keeps_the_own_one():
+    assert options.option_flag("build.verify").sets is False and options.option_flag("sources.keep_git").sets is True
+    assert options.option_flag("build.variant").sets == "release"
+    extension = options.option_flag("wheels.extension")  # configs/accelerators.toml: musa's flag_names
+    assert (extension.spelling, extension.aliases) == ("--torch-musa-whl-url", ("torch_musa_whl_url", "extension-whl-url"))
+    with pytest.raises(ValueError, match="declares no flag"):
+        options.option_flag("python.uv")
+
+
+def test_the_generic_name_of_a_renamed_flag_sets_the_same_option():
+    for flag in ("--extension-whl-url", "--torch-musa-whl-url"):
+        result = run_invoke("build", "--release", flag, "https://vendor.invalid/ext-1.0-py3-none-any.whl", "--dry-run",
+                            "--docker", "/usr/bin/docker")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "extension       https://vendor.invalid/ext-1.0-py3-none-any.whl" in result.stdout, flag

@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from torchbake import config, input_hash
+from torchbake import settings as settings_module
 from torchbake.downloads import DownloadCache
 from torchbake.errors import ConfigurationError, MissingValuesError
 from torchbake.variants.common import Preflight, check_os_python, parse_os_release
@@ -112,18 +113,18 @@ def test_a_plan_names_the_inputs_that_changed_and_the_step_a_build_runs_again_fr
 
 
 def test_every_option_declares_which_images_it_decides_and_those_are_hashed(tmp_path):
-    """config.option's ``decides``: each option says, beside its field, which variants' image
+    """settings.option's ``decides``: each option says, beside its field, which variants' image
     content its value decides; the input hash holds exactly those (an option forgotten there
     cannot happen: the declaration is what puts it in)."""
-    undeclared = [f"{section}.{f.name}" for section, cls in config.SECTION_TYPES.items()
-                  for f in dataclasses.fields(cls) if "decides" not in f.metadata]
+    undeclared = [f"{section}.{f.name}" for section, cls in settings_module.SECTION_TYPES.items()
+                  for f in dataclasses.fields(cls) if "option" not in f.metadata]
     assert undeclared == []
     facts = Preflight(base_id="sha256:" + "0" * 64)
     resolved = settings("cpu.toml", **{"paths.cache_dir": str(tmp_path)})
     plan = plan_release(resolved)
     cache = DownloadCache.for_settings(resolved, read_only=True)
     digest = input_hash.fingerprint(plan, facts, cache)
-    declared = config.image_options("release")
+    declared = settings_module.image_options("release")
     assert {"wheels.torch", "wheels.extra", "image.env", "build.compression", "python.installer"} <= set(declared)
     assert not {"run.shm_size", "build.verify", "image.name", "dev.git_credential_file", "base.user"} & set(declared)
     kit = tmp_path / "kit.tar.gz"

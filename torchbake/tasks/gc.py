@@ -15,7 +15,7 @@ from ..options import GC_FLAGS, flag_task, overrides
 from ..output import human_size
 
 if TYPE_CHECKING:
-    from ..config import Settings
+    from ..settings import Settings
 
 cleanup = LazyModule("torchbake.cleanup")  # imported when the task runs (see tasks/build.py)
 

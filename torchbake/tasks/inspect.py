@@ -125,7 +125,7 @@ def show_config(c, **given):
     resolved = resolve_config(config, {"build.variant": variants.VARIANTS[variant].BUILD_VARIANT if variant else None},
                               variant=variant)
     if format == "toml":
-        output.result(configuration.to_toml(resolved.values))
+        output.result(configuration.to_toml(resolved.values, documented=True))
         return
     table = output.table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):

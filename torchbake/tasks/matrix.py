@@ -15,6 +15,7 @@ from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
+from ..settings import CONFIG_DIR
 from ..writable import check_output_file
 from .gc import collect
 
@@ -25,7 +26,7 @@ runner = LazyModule("torchbake.runner")
 variants = LazyModule("torchbake.variants")
 
 def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell], list[str]]:
-    files = config_files or [str(configuration.CONFIG_DIR / "nightly.toml")]
+    files = config_files or [str(CONFIG_DIR / "nightly.toml")]
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
     if not matrix_files:
         raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see configs/nightly.toml.")

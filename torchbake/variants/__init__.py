@@ -1,30 +1,32 @@
 """The image variants, one module each: ``release`` (from wheels), ``base`` (sources and build
 tools, for dev builds) and ``dev`` (from source). Each knows its plan, its preflight, its
-context, its build args, labels and input-hash material, and its dry-run rows.
+context, its build args, labels and input-hash material, its verify checks and its dry-run rows.
 
-Every variant module is a :class:`Variant`, and :data:`VARIANTS` is the one list of them that the
-tasks, the matrix and the runner read (as cibuildwheel's ``platforms/__init__.py`` lists its
-platform modules)."""
+Every module of this package that declares a ``NAME`` is a :class:`Variant`, and :data:`VARIANTS`
+is the one registry of them that the tasks, the matrix, the configuration and the runner read (as
+cibuildwheel's ``platforms/__init__.py`` lists its platform modules). It is found, not written:
+a new variant is a new module here (with its Dockerfile and its ``[naming]`` tag), nothing else.
+"""
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Protocol
 
-from . import base, dev, release
-from .base import BasePlan
-from .common import Missing, Preflight, how_to_set, missing_error, ways_to_set
-from .dev import DevPlan, default_max_jobs
-from .release import ReleasePlan
+from .common import Missing, PlanCommon, Preflight, how_to_set, missing_error, ways_to_set
 
-Plan = ReleasePlan | BasePlan | DevPlan
+Plan = PlanCommon  # every variant's plan class is one
 
 
 class Variant(Protocol):
     """What a variant module declares beside its plan class."""
 
-    NAME: str
-    BUILD_VARIANT: str | None
-    BUILT_FROM: str | None
+    NAME: str  # the image kind (labels, matrix cells, show-config --variant)
+    BUILD_VARIANT: str | None  # the [build] variant its settings resolve with (None: only its own task builds it)
+    BUILT_FROM: str | None  # the variant whose image is this one's FROM image (a matrix builds it first)
+    FROM_OPTION: str  # the option that names its FROM image
+    VERIFIES: frozenset[str]  # the verify checks its images get (torchbake.verify.CHECKS)
 
     def plan(self, settings, *, python_given: bool = False, reuse_context: bool = False,
              no_cache: bool = False) -> Plan:
@@ -32,7 +34,27 @@ class Variant(Protocol):
         image otherwise takes its base image's Python)."""
 
 
-VARIANTS: dict[str, Variant] = {module.NAME: module for module in (base, dev, release)}  # in build order
+def _in_build_order(found: dict[str, Variant]) -> dict[str, Variant]:
+    """Each variant after the one it is built from, otherwise by name."""
+    ordered: dict[str, Variant] = {}
 
-__all__ = ["VARIANTS", "BasePlan", "DevPlan", "Missing", "Plan", "Preflight", "ReleasePlan", "Variant",
-           "default_max_jobs", "how_to_set", "missing_error", "ways_to_set"]
+    def visit(name: str) -> None:
+        if name not in ordered:
+            built_from = found[name].BUILT_FROM
+            if built_from:
+                visit(built_from)
+            ordered[name] = found[name]
+
+    for name in sorted(found):
+        visit(name)
+    return ordered
+
+
+def _discover() -> dict[str, Variant]:
+    modules = (importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__))
+    return _in_build_order({module.NAME: module for module in modules if hasattr(module, "NAME")})
+
+
+VARIANTS: dict[str, Variant] = _discover()  # in build order
+
+__all__ = ["VARIANTS", "Missing", "Plan", "Preflight", "Variant", "how_to_set", "missing_error", "ways_to_set"]

@@ -17,7 +17,13 @@ from typing import Any, ClassVar, TypeVar
 from .. import __version__, base_os, os_releases
 from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
-from ..config import (
+from ..context import OPTIONAL_STEPS, unknown_optional_steps
+from ..downloads import DownloadCache, DownloadPolicy, require_pinned
+from ..engine import content_id
+from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
+from ..files import SecretSource, write_atomically
+from ..options import flag_setting
+from ..settings import (
     DOCKER_DIR,
     BuildOptions,
     DownloadOptions,
@@ -28,12 +34,6 @@ from ..config import (
     WheelOptions,
     env_var_name,
 )
-from ..context import OPTIONAL_STEPS, unknown_optional_steps
-from ..downloads import DownloadCache, DownloadPolicy, require_pinned
-from ..engine import content_id
-from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
-from ..files import SecretSource, write_atomically
-from ..options import flag_setting
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +63,8 @@ class PlanCommon:
                              policy=DownloadPolicy.from_settings(self.download_options), read_only=read_only)
 
     target: ClassVar[str | None] = None  # the Dockerfile stage to build (None: the last)
+    # variants whose deciding options (settings.option's ``decides``) decide this one's image too
+    decided_like: ClassVar[tuple[str, ...]] = ()
     from_flag: ClassVar[str] = "--base-img"  # the flag that names the FROM image
     # torch and the extension are built, so their versions are labelled after the build
     versions_known_after_build: ClassVar[bool] = False

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import context, registry, sources, wheelhouse
-from ..config import Settings
 from ..context import Staging
 from ..downloads import DownloadPolicy
 from ..engine import content_id
 from ..errors import ConfigurationError, RegistryError
 from ..files import SecretSource
+from ..settings import Settings
 from .common import (
     Missing,
     PlanCommon,
@@ -35,6 +35,8 @@ from .common import (
 NAME = "dev"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = "dev"  # the [build] variant its settings resolve with (None: build-base reads none)
 BUILT_FROM: str | None = "base"  # the variant whose image a matrix builds first, as this one's FROM image
+FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.derived)
+VERIFIES = frozenset({"torch", "from source"})  # the verify checks its images get (torchbake.verify.CHECKS)
 
 
 @dataclass(frozen=True, kw_only=True)

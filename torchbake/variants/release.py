@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import context, wheelhouse
-from ..config import Settings
 from ..context import Staging
 from ..errors import DownloadError
+from ..settings import Settings
 from ..validation import is_location
 from .common import (
     PENDING,
@@ -40,6 +40,8 @@ from .common import (
 NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolve with (None: build-base reads none)
 BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
+FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.derived)
+VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.verify.CHECKS)
 
 
 @dataclass(frozen=True, kw_only=True)
