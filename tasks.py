@@ -1,14 +1,10 @@
-"""torchbake's invoke tasks: this file only composes the collections in torchbake.tasks.
+"""torchbake's invoke tasks, for `invoke` in this repository (the installed `torchbake` command
+serves the same collection):
 
     invoke --list              every task
     invoke --help build        a task's flags
+
+A team's own repository adds its tasks beside them the same way (README: "Your own tasks").
 """
 
-from invoke import Collection
-
-from torchbake.tasks import bootstrap, build, containers, gc, inspect, matrix
-
-ns = Collection()
-for collection in (build.ns, matrix.ns, inspect.ns, containers.ns, bootstrap.ns, gc.ns):
-    for task_ in collection.tasks.values():
-        ns.add_task(task_)
+from torchbake.tasks import ns  # noqa: F401 (the collection invoke reads)

@@ -47,6 +47,20 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     "${pip[@]}" install --quiet --disable-pip-version-check pip --editable '.[test]'
     touch "$stamp"
 fi
+# torchbake's runtime dependencies as wheels, once per machine and dependency list: the tests
+# install torchbake's own wheel from this folder offline, as a team installs it from a wheel folder.
+wheels=${TORCHBAKE_DEV_WHEELS:-${XDG_CACHE_HOME:-$HOME/.cache}/torchbake-dev/wheels}
+dependencies=$(.venv/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))')
+wheels_stamp="$wheels/.dependencies-$(printf '%s' "$dependencies" | sha256sum | cut -c1-16)"
+if [ ! -f "$wheels_stamp" ]; then
+    echo "setup: downloading torchbake's dependencies as wheels into $wheels"
+    mkdir -p "$wheels"
+    printf '%s\n' "$dependencies" > "$wheels/.requirements.txt"
+    # `pip wheel`: a dependency published as a source archive only (www-authenticate) becomes a wheel too
+    .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$wheels" \
+        -r "$wheels/.requirements.txt"
+    touch "$wheels_stamp"
+fi
 if ! wait "$engine"; then
     echo "setup: no Docker engine answers (scripts/ensure-engine.sh said why, above)." >&2
     exit 1

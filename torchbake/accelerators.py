@@ -15,12 +15,11 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from .data import ACCELERATORS_FILE
 from .errors import ConfigurationError
 
-BUNDLED_FILE = Path(__file__).resolve().parent.parent / "configs" / "accelerators.toml"
 SECTION = "accelerators"
 BUILT_IN_CHECKS = ("nvidia", "rocm")  # device checks torchbake has in code (torchbake.devices)
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -149,8 +148,8 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
 @functools.cache
 def bundled() -> dict[str, Accelerator]:
     """The accelerators of configs/accelerators.toml."""
-    with BUNDLED_FILE.open("rb") as handle:
-        return parse(tomllib.load(handle).get(SECTION, {}), str(BUNDLED_FILE))
+    with ACCELERATORS_FILE.open("rb") as handle:
+        return parse(tomllib.load(handle).get(SECTION, {}), str(ACCELERATORS_FILE))
 
 
 def declared(tables: Iterable[tuple[Mapping[str, Any], str]]) -> dict[str, Accelerator]:

@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoke import Exit, Task
@@ -19,7 +20,7 @@ from invoke.exceptions import ParseError
 from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
-from . import writable
+from . import output, writable
 from .docker_cli import check_builder, find_client
 from .engine import DockerClient, check_answers
 from .errors import ConfigurationError, EngineError, FatalError
@@ -27,9 +28,11 @@ from .lazy import LazyModule
 from .redaction import redact
 
 if TYPE_CHECKING:
+    from .project import Project
     from .settings import Settings
 
 config = LazyModule("torchbake.config")  # read when a task runs, not when tasks are listed
+project = LazyModule("torchbake.project")
 
 
 class FlagTask(Task):
@@ -100,7 +103,7 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
         task = task or next((word for word in reversed(argv) if word in parser.contexts), "")  # the task being read
         hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
         text = str(exc) if str(exc).endswith((".", "!")) else f"{exc}."
-        raise Exit(message=redact(f"torchbake: error: {text}{hint}"), code=ConfigurationError.exit_code) from None
+        raise Exit(message=redact(output.as_typed(f"torchbake: error: {text}{hint}")), code=ConfigurationError.exit_code) from None
 
 
 Argument.set_value = _set_value  # type: ignore[method-assign]
@@ -127,7 +130,7 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
             return body(*args, **kwargs)
         except FatalError as exc:
             sys.stdout.flush()
-            raise Exit(message=redact(f"torchbake: error: {exc}"), code=exc.exit_code) from None
+            raise Exit(message=redact(output.as_typed(f"torchbake: error: {exc}")), code=exc.exit_code) from None
         except KeyboardInterrupt as exc:
             name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
             raise Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."
@@ -141,9 +144,15 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
 
 def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, Any],
                    variant: str | None = None) -> config.ResolvedConfig:
-    """Every layer merged, and the options nobody set derived for a ``variant`` build (base, dev,
-    release; default ``build.variant``)."""
-    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant)
+    """Every layer merged (the project of the current folder's among them), and the options
+    nobody set derived for a ``variant`` build (base, dev, release; default ``build.variant``)."""
+    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
+                          project=current_project())
+
+
+def current_project() -> Project | None:
+    """The team's project file of the current folder or one above it (torchbake.project)."""
+    return project.find(Path.cwd())
 
 
 def check_folders(settings: Settings, *, create: bool) -> None:

@@ -24,12 +24,12 @@ import tomli_w
 
 from . import accelerators, derived, redaction, settings, validation
 from .accelerators import Accelerator
+from .data import CONFIG_DIR
 from .errors import ConfigurationError
+from .project import Project
 from .settings import (
-    CONFIG_DIR,
     ENV_PREFIX,
     FREE_SECTIONS,
-    PROJECT_ROOT,
     SECTION_TYPES,
     TOOLKITS_SECTION,
     PathOptions,
@@ -69,7 +69,7 @@ def load_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigurationError(
             f"Config file {path} does not exist. Profiles shipped with torchbake: "
-            + ", ".join(str(p.relative_to(PROJECT_ROOT)) for p in sorted(CONFIG_DIR.glob("*.toml")))
+            + ", ".join(str(p) for p in sorted(CONFIG_DIR.glob("*.toml")))
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"Config file {path} is not valid TOML: {exc}") from exc
@@ -212,24 +212,34 @@ def resolve(
     override_source: str = "command line",
     variant: str | None = None,
     matrix_ok: bool = False,
+    project: Project | None = None,
 ) -> ResolvedConfig:
     """Merge every layer. ``overrides`` maps ``section.key`` (or a flag label) to a value; a
-    ``None`` value means "not given" and is skipped. Options nobody set are then derived for a
-    ``variant`` build (base, dev or release; default ``build.variant``): see torchbake.derived."""
-    files = [(Path(raw).expanduser(), load_toml(Path(raw).expanduser())) for raw in config_files]
-    declared = accelerators.declared((data.get(accelerators.SECTION, {}), str(path)) for path, data in files)
+    ``None`` value means "not given" and is skipped. ``project``: the team's torchbake.toml
+    (torchbake.project), a layer under the --config files whose relative paths are its folder's.
+    Options nobody set are then derived for a ``variant`` build (base, dev or release; default
+    ``build.variant``): see torchbake.derived."""
+    files = [(str(Path(raw).expanduser()), load_toml(Path(raw).expanduser()), None) for raw in config_files]
+    if project is not None:
+        files.insert(0, (project.source, dict(project.data), project))
+    declared = accelerators.declared((data.get(accelerators.SECTION, {}), source) for source, data, _ in files)
     known = schema(declared)
     values: dict[str, Any] = dict(known)
     sources = {key: "default" for key in known}
-    for path, data in files:
-        for key, value in _flatten(data, known, str(path), matrix_ok=matrix_ok).items():
+    for source, data, anchor in files:
+        # a project file's [matrix] is build-all's (it reads it itself): other tasks pass it by
+        flat = _flatten({k: v for k, v in data.items() if anchor is None or k != MATRIX_SECTION}, known, source,
+                        matrix_ok=matrix_ok)
+        for key, value in flat.items():
+            if anchor is not None and (kind := _path_kind(key)):
+                value = anchor.anchored(kind, value)
             if key.startswith(tuple(f"{s}." for s in FREE_SECTIONS)):
                 values[key] = value
             elif isinstance(value, dict) and isinstance(values.get(key), dict):
                 values[key] = {**values[key], **value}
             else:
                 values[key] = value
-            sources[key] = str(path)
+            sources[key] = source
     for key, (value, source) in environment_layer(environ or {}, known).items():
         values[key], sources[key] = value, source
     for key, value in (overrides or {}).items():
@@ -247,6 +257,14 @@ def resolve(
     derived.apply(values, sources, kind.NAME, from_option=kind.FROM_OPTION, built_from=kind.BUILT_FROM)
     _validate(values, sources, declared)
     return ResolvedConfig(values=values, sources=sources, accelerators=declared)
+
+
+def _path_kind(key: str) -> str:
+    """Whether option ``key`` names a file or folder ("path"), may ("location"), or neither ("")."""
+    if key.startswith(f"{TOOLKITS_SECTION}."):
+        return "location"
+    declared = settings.declarations().get(key)
+    return declared.path if declared else ""
 
 
 def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: Mapping[str, Accelerator]) -> None:

@@ -34,15 +34,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import wheelhouse
+from .data import COMMON_DIR
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
-from .settings import COMMON_DIR
 from .sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
 RUNTIME_MARKER = "# @torchbake-runtime-env@"
 COMPANIONS_MARKER = "# @torchbake-companions@"
+STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before the records step)
 # "# @torchbake-if NAME@" above a step: the step (to the next blank line) stays only when the
 # context has something for it (NAME in ``steps``). A step with nothing to do would add an empty
 # layer, and two empty layers in a row make BuildKit's mode=max cache export take minutes and
@@ -85,12 +86,16 @@ class PreparedContext:
 
 def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
                       runtime_env: Mapping[str, str] | None = None, companions: Sequence[str] = (),
-                      steps: Collection[str] = ()) -> str:
+                      steps: Collection[str] = (), image_steps: str = "") -> str:
     """The Dockerfile of the context: the template with the configured ENV at its
     ``# @torchbake-env@`` line (at the end when it has none; no ENV, no change), the runtime
-    stage's ENV at ``# @torchbake-runtime-env@``, one step per companion, and each optional step
-    (``# @torchbake-if NAME@``) only when NAME is in ``steps``."""
+    stage's ENV at ``# @torchbake-runtime-env@``, one step per companion, each optional step
+    (``# @torchbake-if NAME@``) only when NAME is in ``steps``, and the team's ``image_steps``
+    (``[image] steps``) at ``# @torchbake-steps@``."""
     text = template if template.endswith("\n") else template + "\n"
+    if STEPS_MARKER in text:
+        text = text.replace(STEPS_MARKER, f"# [image] steps:\n{image_steps.strip()}" if image_steps.strip()
+                            else "# (no [image] steps)")
     text = OPTIONAL_STEP.sub(lambda m: m[2] if m[1] in steps else f"# (no {m[1]})\n", text)
     if COMPANIONS_MARKER in text:
         text = text.replace(COMPANIONS_MARKER, "\n\n".join(_companion_step(folder) for folder in companions)
@@ -282,10 +287,10 @@ class Staging:
 
     def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
                runtime_env: dict[str, str] | None = None, companions: Sequence[str] = (), steps: Collection[str] = (),
-               **fields) -> PreparedContext:
+               image_steps: str = "", **fields) -> PreparedContext:
         shutil.copytree(COMMON_DIR, self.path / "common", dirs_exist_ok=True)
         dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions,
-                                       self.steps.union(steps))
+                                       self.steps.union(steps), image_steps)
         (self.path / "Dockerfile").write_text(dockerfile)
         (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
         fields.setdefault("torch_version", "")

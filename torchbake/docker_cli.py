@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import command
+from . import command, data
 from .errors import BuildError, CommandError, EngineError
 from .redaction import redact
 
@@ -32,8 +32,9 @@ PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "F
                     "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 INSTALL_HINT = (
     "torchbake builds with Docker >= 26 and its buildx plugin: install the plugin (Debian trixie,"
-    " Ubuntu 24.04: apt-get install docker-buildx; elsewhere Docker's own docker-buildx-plugin), or run"
-    " `bash scripts/ensure-engine.sh` as root, which installs both; or pass a client that has it with --docker."
+    " Ubuntu 24.04: apt-get install docker-buildx; elsewhere Docker's own docker-buildx-plugin)"
+    + (f", or run `bash {data.ENGINE_SCRIPT}` as root, which installs both" if data.ENGINE_SCRIPT.is_file() else "")
+    + "; or pass a client that has it with --docker."
 )
 
 
@@ -222,7 +223,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
     if not reasons:
         raise EngineError(
             "No docker client was found on PATH. Install one (Debian: apt-get install docker.io;"
-            " or run scripts/ensure-engine.sh as root)."
+            f" or: {data.engine_hint()})."
         )
     raise EngineError("No docker client that can build with buildx was found:\n" + "\n".join(reasons)
                       + f"\n{INSTALL_HINT}")

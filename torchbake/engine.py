@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import command
+from . import command, data
 from .docker_cli import DockerCLI
 from .errors import BuildError, EngineError
 from .lazy import LazyModule
@@ -93,7 +93,7 @@ class DockerClient(DockerCLI):
             except EngineError:
                 raise EngineError(
                     f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
-                    " (on Debian as root: scripts/ensure-engine.sh) and run the same command again; the steps"
+                    f" ({data.engine_hint()}) and run the same command again; the steps"
                     " that finished come from the layer cache.") from exc
             raise
 
@@ -273,10 +273,10 @@ def _relay(attached: Any, stdin: bool) -> None:
     if stdin:
         threading.Thread(target=feed, daemon=True).start()
     targets = {1: sys.stdout, 2: sys.stderr}
-    for stream, data in docker.utils.socket.frames_iter(attached, tty=False):
+    for stream, chunk in docker.utils.socket.frames_iter(attached, tty=False):
         target = targets.get(stream, sys.stdout)
         target.flush()
-        target.buffer.write(data)
+        target.buffer.write(chunk)
         target.buffer.flush()
 
 
@@ -333,12 +333,11 @@ def engine_errors(what: str, timeout: float):
                 or "timed out" in str(exc)):  # the SDK wraps the version check's timeout in a DockerException
             raise EngineError(f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
                               f" {timeout:g} s ([build] engine_timeout). Check that dockerd is running there and is"
-                              " not stuck (scripts/ensure-engine.sh starts one), or point DOCKER_HOST /"
+                              f" not stuck ({data.engine_hint()}), or point DOCKER_HOST /"
                               " DOCKER_CONTEXT at an engine that answers.") from exc
         raise EngineError(
             f"No Docker engine answers at {where_engine(os.environ)}: {exc}\n"
-            "Start one: on Debian as root, scripts/ensure-engine.sh installs docker.io and"
-            " starts dockerd; elsewhere start the docker service or set DOCKER_HOST."
+            f"Start one: {data.engine_hint()}; or set DOCKER_HOST to an engine that answers."
         ) from exc
 
 

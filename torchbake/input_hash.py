@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 from . import output
 from .build_time import source_date_epoch
 from .context import MARKER, load_prepared, tree_sha256
+from .data import COMMON_DIR
 from .downloads import file_lock, file_sha256
 from .files import write_atomically
-from .settings import COMMON_DIR, TOOLKITS_SECTION, image_options
+from .settings import TOOLKITS_SECTION, image_options
 from .validation import is_location
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[s
         "build_args": build_args(plan, facts),
         "base_image_id": facts.base_id,
         "dockerfile": plan.dockerfile_template.read_text(),
+        **({"image_steps": plan.image_steps} if plan.image_steps else {}),  # [image] steps: part of the Dockerfile
         "env": plan.dockerfile_env,
         "common": tree_sha256(COMMON_DIR),
         "sources": facts.source_commits,

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+import torchbake
+
 from .files import write_atomically
 from .redaction import redact_all
 from .status import ON_THIS_ENGINE, Status
@@ -47,7 +48,7 @@ class BuildRecord:
 
     def write(self, status: Status, error: str = "") -> Path:
         document = {
-            "torchbake_version": __version__,
+            "torchbake_version": torchbake.__version__,  # the installed distribution's (its metadata)
             "image": self.image,
             "variant": self.variant,
             "profile": self.profile,

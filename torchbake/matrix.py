@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import validation
+from .data import CONFIG_DIR
 from .errors import ConfigurationError
 from .lazy import LazyModule
 
@@ -131,22 +132,25 @@ class _Matrix:
                     image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
 
 
-def _profile_file(entry: str, config_dir: Path, source: str) -> tuple[str, Path]:
-    """A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem)."""
+def _profile_file(entry: str, config_dir: Path, source: str, relative_to: Path | None) -> tuple[str, Path]:
+    """A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem;
+    relative to ``relative_to``, the project file's folder, when given)."""
     is_path = "/" in entry or entry.endswith(".toml")
-    path = Path(entry).expanduser() if is_path else config_dir / f"{entry}.toml"
+    path = (relative_to or Path()) / Path(entry).expanduser() if is_path else config_dir / f"{entry}.toml"
     if not path.is_file():
         raise ConfigurationError(f"{source}: profile {entry!r} has no {path}.")
     return (path.stem if is_path else entry), path
 
 
-def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path | None = None) -> list[Cell]:
-    """Every cell, in build order (a cell after the cells it depends on)."""
+def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Path | None = None,
+           relative_to: Path | None = None) -> list[Cell]:
+    """Every cell, in build order (a cell after the cells it depends on); a profile given as a
+    path is relative to ``relative_to`` (the project file's folder) when given."""
     table = _Matrix.read(matrix, source)
     known = settings.schema()
     cells: list[Cell] = []
     for entry in table.profiles:
-        profile, profile_file = _profile_file(entry, config_dir or settings.CONFIG_DIR, source)
+        profile, profile_file = _profile_file(entry, config_dir or CONFIG_DIR, source, relative_to)
         for python in table.pythons:
             for variant in sorted(table.variants, key=list(variants.VARIANTS).index):
                 if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):

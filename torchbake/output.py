@@ -18,6 +18,16 @@ from rich.text import Text
 
 from .redaction import redact
 
+# The command the user typed: hints in messages ("`invoke gc`") name it. The installed `torchbake`
+# command sets it (torchbake.program); `invoke` in a repository with a tasks.py is the default.
+PROGRAM = "invoke"
+
+
+def as_typed(text: str) -> str:
+    """``text`` with its command hints (`` `invoke … ` ``) naming the command that runs."""
+    return text if PROGRAM == "invoke" else text.replace("`invoke ", f"`{PROGRAM} ")
+
+
 if TYPE_CHECKING:
     from rich.progress import Progress
     from rich.table import Table
@@ -30,7 +40,7 @@ class _Redacting:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(redact(text))
+        self._stream.write(redact(as_typed(text)))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
@@ -101,7 +111,7 @@ def channel_to(target: Channel):
 def result(text: str) -> None:
     """The task's result on standard output, as it is (a TOML file, a CI matrix, commands)."""
     with Channel._lock:
-        sys.stdout.write(redact(text))
+        sys.stdout.write(redact(as_typed(text)))
         sys.stdout.flush()
 
 

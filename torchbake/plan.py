@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .command import format_command
-from .settings import COMMON_DIR
+from .data import COMMON_DIR
 
 
 def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> str:

@@ -23,6 +23,7 @@ from .errors import BaseImagePending, EngineError, FatalError, RegistryError, Ve
 from .files import write_atomically
 from .matrix import Cell
 from .output import human_size, styled
+from .project import Project
 from .publishing import ask_registry, find_in_registry, publish
 from .redaction import redact, redact_all
 from .settings import Settings
@@ -49,17 +50,19 @@ class CellResult:
 
 
 def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
-                  overrides: Mapping[str, object] = {}) -> Settings:  # noqa: B006 - read-only
-    """The cell's resolved settings; ``overrides`` (the command line's) apply to every cell."""
+                  overrides: Mapping[str, object] = {}, project: Project | None = None) -> Settings:  # noqa: B006
+    """The cell's resolved settings; ``overrides`` (the command line's) apply to every cell, and
+    the ``project`` file (torchbake.project) lies under its profile."""
     resolved = configuration.resolve([*cell.config_files, *config_files], environ, {**cell.overrides, **overrides},
-                                     override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True)
+                                     override_source=f"matrix cell {cell.id}", variant=cell.variant, matrix_ok=True,
+                                     project=project)
     return resolved.settings()
 
 
 def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *, no_cache: bool = False,
-              overrides: Mapping[str, object] = {}):  # noqa: B006 - read-only
+              overrides: Mapping[str, object] = {}, project: Project | None = None):  # noqa: B006 - read-only
     """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
-    settings = cell_settings(cell, config_files, environ, overrides=overrides)
+    settings = cell_settings(cell, config_files, environ, overrides=overrides, project=project)
     return VARIANTS[cell.variant].plan(settings, python_given=True, no_cache=no_cache)
 
 

@@ -25,10 +25,6 @@ from typing import Any
 from . import accelerators, validation
 from .accelerators import Accelerator
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PROJECT_ROOT / "configs"
-DOCKER_DIR = PROJECT_ROOT / "docker"  # Dockerfile templates (docker/<os>/) and in-image scripts (docker/common/)
-COMMON_DIR = DOCKER_DIR / "common"
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
 TOOLKITS_SECTION = "toolkits"  # [toolkits] KEY: one option per toolkit the accelerators declare
 EVERY_IMAGE = "every image"  # an option that decides the content of every variant's image
@@ -50,6 +46,7 @@ class Declaration:
     flag_help: str = ""  # the flag's help where it says more than the option's (a switch)
     only: str = ""  # the one build variant the flag has an effect on ("dev" or "release")
     why: str = ""  # why it has none on the other (the error says it)
+    path: str = ""  # "path": names a file or folder; "location": a URL, a path or a requirement (torchbake.project)
 
     @property
     def switch(self) -> bool:
@@ -59,18 +56,21 @@ class Declaration:
 
 def option(default: Any, check: Callable[[Any], object] | None = None, *, help: str,  # noqa: A002 (invoke's word)
            decides: tuple[str, ...] | str, input_file: bool = False, flag: str = "", aliases: tuple[str, ...] = (),
-           sets: Any = None, flag_help: str = "", only: str = "", why: str = "") -> Any:
+           sets: Any = None, flag_help: str = "", only: str = "", why: str = "", path: str = "") -> Any:
     """An option's field and everything known of it (:class:`Declaration`).
 
     ``check`` validates its values (raising ValueError with what is accepted). ``decides``: the
     variants (``base``, ``dev``, ``release``, or :data:`EVERY_IMAGE`) whose image content its value
     decides, so their input hash holds it (``()``: it decides none, and the comment beside it
     says why, where another part counts for it). ``flag``: the parameter of the tasks that list
-    the option; a bool option's flag is a switch that sets the other value."""
+    the option; a bool option's flag is a switch that sets the other value. ``path``: the value
+    names a file or folder ("path") or may ("location"): a project file's relative one is relative
+    to that file."""
     if isinstance(default, bool) and flag and sets is None:
         sets = not default
     declaration = Declaration(default=default, help=help, decides=decides, check=check, input_file=input_file,
-                              flag=flag, aliases=aliases, sets=sets, flag_help=flag_help, only=only, why=why)
+                              flag=flag, aliases=aliases, sets=sets, flag_help=flag_help, only=only, why=why,
+                              path=path)
     return field(metadata={"option": declaration})
 
 
@@ -91,7 +91,12 @@ class ImageOptions:
                        flag="base_img", aliases=("b", "base_img"))
     docker_file: str = option("", validation.location, decides=(),  # its text counts, as the Dockerfile's
                               help="Dockerfile template (build.sh -f/--docker_file); default"
-                                   " docker/ubuntu/dockerfile.<variant>", flag="docker_file", aliases=("f", "docker_file"))
+                                   " docker/ubuntu/dockerfile.<variant>", flag="docker_file", aliases=("f", "docker_file"),
+                              path="path")
+    steps: str = option("", validation.steps_file, decides=(),  # its text counts, as the Dockerfile's
+                        help="File of Dockerfile lines (RUN, ENV, LABEL …) added to the image after torchbake's own"
+                             " steps, before the step that records what is installed; its text is part of the input"
+                             " hash", path="path")
     render_gid: int = option(0, validation.gid, decides=EVERY_IMAGE,
                              help="Create group render with this GID for device access (0: none)")
     env: Mapping[str, str] = option({}, validation.env_names, decides=EVERY_IMAGE,
@@ -129,7 +134,7 @@ class PythonOptions:
                            help="os: a venv on the OS Python (which must be the version); standalone: a"
                                 " python-build-standalone tarball from standalone_url")
     standalone_url: str = option("", lambda v: validation.location(v.replace("{python}", "3.11")),
-                                 decides=("base", "release"), input_file=True,
+                                 decides=("base", "release"), input_file=True, path="location",
                                  help="URL or path of an install_only CPython tarball; {python} is replaced")
     installer: str = option("uv", validation.one_of(("uv", "pip")), decides=EVERY_IMAGE,
                             help="What installs wheels inside builds: uv (fast) or pip")
@@ -147,20 +152,20 @@ class WheelOptions:
                         help="torch wheel: URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin"
                              " (build.sh --torch_whl_url); default the profile's default_torch",
                         flag="torch_whl_url", aliases=("torch_whl_url",), only="release",
-                        why="a dev image builds torch from source")
+                        why="a dev image builds torch from source", path="location")
     default_torch: Mapping[str, str] = option(
         {"cpu": "torch==2.13.0"}, lambda v: [validation.wheel_source(source) for source in v.values()],
         decides=(),  # counts as the wheels.torch it gives; keys checked in resolve
         help="Profile → torch of its release images when [wheels] torch is not set")
     extension: str = option("", validation.wheel_source, decides=("release",), input_file=True,
                             help="Vendor extension wheel: URL, path or requirement", flag="extension_whl_url",
-                            only="release", why="a dev image builds the extension from source")
+                            only="release", why="a dev image builds the extension from source", path="location")
     extension_module: str = option("", decides=("dev", "release"),  # a label
                                    help="Import name of the extension, checked by verify (e.g. torch_musa)")
     torchvision: str = option("", validation.wheel_source, decides=("release",), input_file=True,
-                              help="Optional torchvision wheel or requirement")
+                              help="Optional torchvision wheel or requirement", path="location")
     torchaudio: str = option("", validation.wheel_source, decides=("release",), input_file=True,
-                             help="Optional torchaudio wheel or requirement")
+                             help="Optional torchaudio wheel or requirement", path="location")
     extra: list[str] = option(["numpy"], lambda v: [validation.requirement(r) for r in v], decides=("release",),
                               help="Companions installed beside torch (requirements)")
     platforms: list[str] = option(["manylinux_2_28_x86_64", "linux_x86_64"], decides=EVERY_IMAGE,
@@ -168,7 +173,7 @@ class WheelOptions:
     index_url: str = option("", decides=EVERY_IMAGE,
                             help="Package index mirror; \"\" = pip's own configuration on this host")
     extra_index_urls: list[str] = option([], decides=EVERY_IMAGE, help="Further package indexes")
-    find_links: list[str] = option([], decides=EVERY_IMAGE, help="Folders or pages with wheels")
+    find_links: list[str] = option([], decides=EVERY_IMAGE, help="Folders or pages with wheels", path="path")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,9 +248,10 @@ class SourceOptions:
 
     root: str = option("", validation.existing_folder, decides=(),  # the commits found count
                        help="Folder holding pytorch/, vision/, audio/ clones to use if at the tags"
-                            " (PYTORCH_REPO_ROOT_PATH)", flag="source_root")
+                            " (PYTORCH_REPO_ROOT_PATH)", flag="source_root", path="path")
     vision_root: str = option("", validation.existing_folder, decides=(),  # the commits found count
-                              help="Folder holding a vision/ clone for dev builds (TORCH_VISION_REPO_ROOT_PATH)")
+                              help="Folder holding a vision/ clone for dev builds (TORCH_VISION_REPO_ROOT_PATH)",
+                              path="path")
     pytorch_repo: str = option("https://github.com/pytorch/pytorch.git", validation.git_repository,
                                decides=(), help="PyTorch git repository")  # the commits found count
     pytorch_tag: str = option("v2.0.0", validation.git_ref, decides=(),  # the commits found count
@@ -303,7 +309,7 @@ class DevOptions:
                                       help="git credentials (store format) for private repos, given to the build"
                                            " only as a BuildKit secret (build.sh -c)",
                                       flag="git_credential_file", aliases=("c",), only="dev",
-                                      why="only dev builds clone private sources")
+                                      why="only dev builds clone private sources", path="path")
     ccache_size: str = option("20G", validation.size, decides=("dev",),
                               help="ccache's limit; the cache lives in a BuildKit cache mount")
     ccache_remote: str = option("", validation.ccache_remote, decides=(),  # a secret, and a cache
@@ -339,7 +345,8 @@ class DownloadOptions:
                                   flag="require_hashes")
     ca_bundle: str = option("", validation.ca_bundle, decides=(),  # its digest counts when it goes into the image
                             help="PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and"
-                                 " the build's network steps (a BuildKit secret, never in a layer)", flag="ca_bundle")
+                                 " the build's network steps (a BuildKit secret, never in a layer)", flag="ca_bundle",
+                            path="path")
     ca_bundle_in_image: bool = option(False, decides=EVERY_IMAGE,
                                       help="Also add the bundle to the image's trust store (the user asks for it)")
 
@@ -434,8 +441,8 @@ class PathOptions:
 
     cache_dir: Path = option("", decides=(),
                              help="Downloads, wheelhouses, logs; default the user cache folder of this OS"
-                                  " ($XDG_CACHE_HOME/torchbake, else ~/.cache/torchbake on Linux)")
-    log_dir: Path = option("", decides=(), help="Per-build logs; default <cache_dir>/logs")
+                                  " ($XDG_CACHE_HOME/torchbake, else ~/.cache/torchbake on Linux)", path="path")
+    log_dir: Path = option("", decides=(), help="Per-build logs; default <cache_dir>/logs", path="path")
 
 
 @dataclass(frozen=True, kw_only=True)

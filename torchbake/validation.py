@@ -237,6 +237,22 @@ def credential_file(value: str) -> None:
         raise ValueError("no such file; expected a git credential file (git-credential-store format)")
 
 
+def steps_file(value: str) -> None:
+    """[image] steps: a readable text file of Dockerfile lines ('' = none)."""
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise ValueError("no such file; expected a file of Dockerfile lines (RUN, ENV, LABEL …)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"it cannot be read as text ({exc})") from None
+    if any(line.strip().upper().startswith("FROM ") for line in text.splitlines()):
+        raise ValueError("its lines are steps of torchbake's image, which has its FROM already: leave out FROM"
+                         " (an image of your own FROM torchbake's is another Dockerfile)")
+
+
 def size(value: str) -> None:
     if not re.fullmatch(r"\d+(\.\d+)?[KMGT]?", value):
         raise ValueError("expected a size such as 500M or 20G")

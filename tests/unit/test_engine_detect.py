@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from torchbake import data
 from torchbake.docker_cli import find_client
 from torchbake.errors import EngineError
 
@@ -47,7 +48,7 @@ def test_the_legacy_client_of_docker_20_10_cannot_build_and_is_told_what_to_inst
         find_client("auto", {"PATH": str(tmp_path / "old")})
     text = str(info.value)
     assert f"{old}: client 20.10.24 has no buildx plugin (`{old} buildx version` failed), so it cannot build" in text
-    assert "Docker >= 26 and its buildx plugin" in text and "bash scripts/ensure-engine.sh" in text
+    assert "Docker >= 26 and its buildx plugin" in text and f"bash {data.ENGINE_SCRIPT}" in text
     assert find_client("auto", {"PATH": str(tmp_path / "old")}, for_build=False).build_mode == "none"  # runs containers
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torchbake.config import PROJECT_ROOT
+from tests.conftest import ROOT as PROJECT_ROOT
 from torchbake.context import render_dockerfile
 
 TOOLS = Path(sys.executable).parent  # the linters are installed in the test environment (the test extra)

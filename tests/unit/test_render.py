@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchbake import config, wheelhouse
+from torchbake import config, data, wheelhouse
 from torchbake.context import render_dockerfile, unknown_optional_steps
 from torchbake.engine import DockerClient
 from torchbake.input_hash import build_args
@@ -55,11 +55,11 @@ def test_an_optional_step_stays_only_when_the_context_has_something_for_it():
 def test_the_templates_name_only_steps_a_context_can_have_something_for():
     assert unknown_optional_steps("# @torchbake-if toolkit@\nRUN a\n\n# @torchbake-if extension@\nRUN b\n") == ["toolkit"]
     for variant in ("base", "dev", "release"):
-        assert unknown_optional_steps((config.PROJECT_ROOT / f"docker/ubuntu/dockerfile.{variant}").read_text()) == []
+        assert unknown_optional_steps((data.ROOT / f"docker/ubuntu/dockerfile.{variant}").read_text()) == []
 
 
 def test_release_dockerfile_template_has_no_syntax_line_or_heredoc():
-    text = (config.PROJECT_ROOT / "docker/ubuntu/dockerfile.release").read_text()
+    text = (data.ROOT / "docker/ubuntu/dockerfile.release").read_text()
     assert not [line for line in text.splitlines() if line.replace(" ", "").startswith("#syntax=")]
     assert "<<" not in text
     # wheels and toolkits reach the build only through bind mounts

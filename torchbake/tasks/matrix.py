@@ -9,13 +9,13 @@ from invoke import Collection, Exit
 from rich.text import Text
 
 from .. import output
-from ..cli import check_folders, docker_client, reports_errors
+from ..cli import check_folders, current_project, docker_client, reports_errors
+from ..data import CONFIG_DIR
 from ..errors import ConfigurationError, MissingValuesError
 from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
-from ..settings import CONFIG_DIR
 from ..writable import check_output_file
 from .gc import collect
 
@@ -25,12 +25,19 @@ configuration = LazyModule("torchbake.config")  # read when the task runs
 runner = LazyModule("torchbake.runner")
 variants = LazyModule("torchbake.variants")
 
-def _cells(config_files: list[str], only, skip, shard_text) -> tuple[list[Cell], list[str]]:
-    files = config_files or [str(CONFIG_DIR / "nightly.toml")]
+def _cells(config_files: list[str], only, skip, shard_text, found) -> tuple[list[Cell], list[str]]:
+    """The selected cells of the last --config file's [matrix], else the project file's, else
+    the bundled nightly matrix's; and the config files every cell reads."""
+    in_project = found is not None and "matrix" in found.data
+    files = config_files or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
-    if not matrix_files:
-        raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see configs/nightly.toml.")
-    cells = select(expand(load_matrix(Path(matrix_files[-1])), source=matrix_files[-1]), only or [], skip or [])
+    if matrix_files:
+        expanded = expand(load_matrix(Path(matrix_files[-1])), source=matrix_files[-1])
+    elif in_project:  # its profile paths are relative to it
+        expanded = expand(found.data["matrix"], source=found.source, relative_to=found.folder)
+    else:
+        raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see {CONFIG_DIR / 'nightly.toml'}.")
+    cells = select(expanded, only or [], skip or [])
     if shard_text:
         cells = shard(cells, *parse_shard(shard_text))
     return cells, files
@@ -45,7 +52,9 @@ def build_all(c, **given):
     _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
                  emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force)
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
-    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], None if emit_matrix else shard_text)
+    found = current_project()
+    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], None if emit_matrix else shard_text,
+                          found)
     if emit_matrix:
         count = parse_shard(shard_text)[1] if shard_text else len(groups(cells))
         output.result(github_matrix(cells, count) + "\n")
@@ -56,14 +65,14 @@ def build_all(c, **given):
     plans, needs = {}, {}
     for cell in cells:  # every cell checked up front; every value a cell still needs collected
         try:
-            plans[cell.id] = runner.cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust)
+            plans[cell.id] = runner.cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust, project=found)
         except MissingValuesError as exc:
             needs[cell.id] = [key for key, _ in exc.missing]
     if needs and not plan:
         raise missing_in_matrix(cells, needs)
     first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
-    settings = (runner.cell_settings(first, shared, environ, overrides=trust) if first
-                else configuration.resolve([], environ).settings())
+    settings = (runner.cell_settings(first, shared, environ, overrides=trust, project=found) if first
+                else configuration.resolve([], environ, project=found).settings())
     check_folders(settings, create=not plan)
     client = docker_client(settings, choice=given["docker"])
     client.check_engine()

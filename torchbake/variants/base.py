@@ -92,7 +92,7 @@ class BasePlan(PlanCommon):
         recorded = stage.sources(trees, self.keep_git)
         ignore = [] if self.keep_git else ["**/.git"]
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, ignore + ["**/__pycache__"],
-                            sources=recorded, torch_version=versions.get("torch", ""))
+                            sources=recorded, torch_version=versions.get("torch", ""), image_steps=self.image_steps)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {"torchbake.python-provider": self.python_provider}

@@ -17,14 +17,14 @@ from typing import Any, ClassVar, TypeVar
 from .. import __version__, base_os, os_releases
 from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
-from ..context import OPTIONAL_STEPS, unknown_optional_steps
+from ..context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
+from ..data import DOCKER_DIR
 from ..downloads import DownloadCache, DownloadPolicy, require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, write_atomically
 from ..options import flag_setting
 from ..settings import (
-    DOCKER_DIR,
     BuildOptions,
     DownloadOptions,
     PathOptions,
@@ -56,6 +56,7 @@ class PlanCommon:
     checksums: Mapping[str, str] = field(repr=False)  # [checksums]: location → sha256
     on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
     configuration: Mapping[str, Any] = field(repr=False)  # every option as resolved: what a build records
+    image_steps: str = field(default="", repr=False)  # [image] steps: the team's Dockerfile lines (their text)
 
     def download_cache(self, *, read_only: bool = False) -> DownloadCache:
         """The download cache with this plan's checksums and [downloads] policy."""
@@ -273,7 +274,12 @@ def template_of(settings: Settings, variant: str) -> Path:
     path = Path(settings.image.docker_file) if settings.image.docker_file else DOCKER_DIR / "ubuntu" / f"dockerfile.{variant}"
     if not path.is_file():
         raise ConfigurationError(f"Dockerfile {path} (--docker-file) does not exist.")
-    unknown = unknown_optional_steps(path.read_text(errors="replace"))
+    text = path.read_text(errors="replace")
+    if settings.image.steps and STEPS_MARKER not in text:
+        raise ConfigurationError(f"Dockerfile {path} (--docker-file) has no '{STEPS_MARKER}' line, where the lines of"
+                                 f" [image] steps ({settings.image.steps}) go: add it before the step that records what"
+                                 " is installed.")
+    unknown = unknown_optional_steps(text)
     if unknown:
         raise ConfigurationError(
             f"Dockerfile {path} (--docker-file): '# @torchbake-if {unknown[0]}@' names no step torchbake knows;"
@@ -299,7 +305,8 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
             "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
             "build_options": settings.build, "download_options": settings.downloads,
             "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
-            "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values}
+            "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
+            "image_steps": Path(settings.image.steps).expanduser().read_text() if settings.image.steps else ""}
 
 
 def python_source_of(settings: Settings) -> str:

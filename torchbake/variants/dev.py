@@ -182,7 +182,7 @@ class DevPlan(PlanCommon):
         (stage.path / "sources").mkdir(exist_ok=True)
         recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
-                            runtime_env=self.runtime_env, sources=recorded)
+                            runtime_env=self.runtime_env, sources=recorded, image_steps=self.image_steps)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {}

@@ -121,7 +121,8 @@ class ReleasePlan(PlanCommon):
         stage.python(python_artifact)
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, [],
                             companions=[folder for folder, names in companions.items() if names],
-                            steps={"extension"} if added else set(), torch_version=pins["torch"], pins=pins, extension=extension)
+                            steps={"extension"} if added else set(), torch_version=pins["torch"], pins=pins, extension=extension,
+                            image_steps=self.image_steps)
 
     def labels(self, prepared, facts) -> dict[str, str]:
         return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
