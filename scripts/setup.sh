@@ -2,7 +2,7 @@
 # Prepare a fresh machine for torchbake, idempotently:
 #   - Debian packages the real-engine work needs (debootstrap, docker-registry; tmux drives the
 #     interactive run-container test through a real terminal, openssl makes the private CA of
-#     the TLS tests),
+#     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
 #   - .venv with torchbake and its test tools installed.
 # Safe to run any number of times; later runs only check.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     missing=()
-    for pkg in debootstrap docker-registry tmux openssl; do
+    for pkg in debootstrap docker-registry tmux openssl skopeo; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then

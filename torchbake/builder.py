@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from . import command, diskspace, output, reproducible
+from . import attestations, command, diskspace, output, reproducible
 from .build_time import source_date_epoch
 from .config import to_toml
 from .context import (
@@ -28,7 +28,7 @@ from .context import (
     choose_context_dir,
     load_prepared,
 )
-from .downloads import DownloadCache, trust_bundle, trust_environment
+from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local
 from .errors import EngineError, RegistryError, VerificationError
 from .files import SecretSource, secret_files, secret_paths
@@ -51,7 +51,7 @@ from .redaction import redact
 from .status import Status
 from .variants import Plan, Preflight
 from .variants.dev import DevPlan
-from .verify import Expectations, verify_image
+from .verify import Expectations, verify_facts
 
 CONTEXT_PLACEHOLDER = Path("<context>")
 
@@ -346,15 +346,18 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                 image_id = _label_built_versions(client, tag, log_file)
             record.facts["candidate_id"] = image_id
             record.phase("build")
+            found = None
             if plan.verify:
-                _verify_candidate(plan.image, client, tag)
+                found = _verify_candidate(plan.image, client, tag)
                 record.phase("verify")
         except KeyboardInterrupt:
             if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
                 client.remove_image(tag)
             raise
+        recipe = {"Dockerfile": file_sha256(folder / "Dockerfile"), "common/": prepared.common_sha256}
+        _attest(plan, client, plan.image, record, found, recipe)
         if plan.slim:
-            _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish)
+            _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish, record, recipe)
         if check_reproducible:
             _check_reproducible(plan, client, image_id, folder, args, labels, secrets, log_file)
     finally:
@@ -481,7 +484,8 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
 
 
 def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Preflight, prepared: PreparedContext,
-                digest: str, log_file: Path, secrets: list[tuple[str, Path]], publish: bool) -> None:
+                digest: str, log_file: Path, secrets: list[tuple[str, Path]], publish: bool, record: BuildRecord,
+                recipe: dict[str, str]) -> None:
     """The runtime stage of the same Dockerfile (the dev stages come from the layer cache, or the
     dev image's registry cache)."""
     image = f"{plan.image}-slim"
@@ -497,20 +501,37 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     )
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)
-    if plan.verify:
-        _verify_candidate(image, client, tag)
+    found = _verify_candidate(image, client, tag) if plan.verify else None
+    _attest(plan, client, image, record, found, recipe)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
     output.channel().say(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
                          f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)")
 
 
-def _verify_candidate(image: str, client: DockerClient, candidate: str) -> None:
+def _attest(plan: Plan, client: DockerClient, image: str, record: BuildRecord, found: dict | None,
+            recipe: dict[str, str]) -> None:
+    """The SBOMs and provenance of the image just tagged ``image``, written beside the build
+    manifest (the slim image's beside it too, named by the image); the manifest names them."""
+    documents = attestations.make(
+        client, image, found=found, variant=plan.variant, configuration=plan.configuration,
+        inputs=record.facts.get("inputs", []), files=record.facts.get("files", {}),
+        base=record.facts.get("base_image", {}), recipe=recipe, started=record.started,
+        invocation=record.path.name.removesuffix(".manifest.json"))
+    suffix = image.removeprefix(plan.image)  # "" or "-slim"
+    where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))
+    record.facts.setdefault("attestations", {})[image] = attestations.write_beside(where, documents)
+    record.phase("attestations")
+
+
+def _verify_candidate(image: str, client: DockerClient, candidate: str) -> dict | None:
+    """Verify the candidate and give it the tag; the packages the probe found in it."""
     expected = Expectations.of_image(client, candidate)
     try:
-        verify_image(client, candidate, expected)
+        _checks, facts = verify_facts(client, candidate, expected)
     except Exception:
         output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
                               f" {image} was not changed.", "red"))
         raise
     client.tag(candidate, image)
     client.remove_image(candidate)  # the candidate tag only: the image keeps its real tag
+    return facts.get("inventory")

@@ -104,6 +104,14 @@ class DockerClient(DockerCLI):
     def inspect_image(self, reference: str) -> dict[str, Any] | None:
         return self.call(f"image inspect {reference}", "inspect_image", reference, missing=None)
 
+    def history(self, reference: str) -> list[dict[str, Any]]:
+        """The image's steps, newest first (``docker history``: CreatedBy, Size of each)."""
+        return self.call(f"image history {reference}", "history", reference, missing=None) or []
+
+    def engine_version(self) -> str:
+        """The engine's version (``docker version``'s server part)."""
+        return str(self.call("version", "version").get("Version", ""))
+
     def inspect_container(self, name: str) -> dict[str, Any] | None:
         return self.call(f"container inspect {name}", "inspect_container", name, missing=None)
 

@@ -252,6 +252,27 @@ SHOW_CONFIG_FLAGS = (
                    " settings)", default="table"),
 )
 
+# --- sbom, provenance, diff -------------------------------------------------------------------
+
+OUTPUT = Flag("output", "Write it to this file (atomically) instead of printing it")
+SBOM_FLAGS = (
+    Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold, whose SBOM"
+                  " is read from the registry", positional=True),
+    Flag("format", "spdx (SPDX 2.3 JSON) or cyclonedx (CycloneDX 1.6 JSON)", default="spdx"),
+    OUTPUT, DOCKER, CONFIG,
+)
+PROVENANCE_FLAGS = (
+    Flag("image", "Image, NAME:TAG or id (built on this host); or a registry reference whose provenance is read from"
+                  " the registry", positional=True),
+    OUTPUT, DOCKER, CONFIG,
+)
+DIFF_FLAGS = (
+    Flag("old", "The image compared against: NAME:TAG, id, or a registry reference", positional=True),
+    Flag("new", "The image compared: NAME:TAG, id, or a registry reference", positional=True),
+    Flag("format", "table (default) or json (the whole diff)", default="table"),
+    DOCKER, CONFIG,
+)
+
 # --- bootstrap-os -----------------------------------------------------------------------------
 
 BOOTSTRAP_OS_FLAGS = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import registry
+from . import attestations, registry
 from .docker_cli import compression_options
 from .downloads import DownloadPolicy
 from .engine import DockerClient
@@ -77,7 +77,23 @@ def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | 
     if found and input_hash:
         remote, repository, tag = found
         remote.copy_tag(repository, tag, registry.inputs_tag(input_hash))
+    attach_attestations(plan, client)
     return digest
+
+
+def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:
+    """The SBOMs and provenance this host wrote when it built the plan's image, attached to the
+    pushed image in its registry (OCI 1.1 referrers; the image's digest is unchanged). Kind →
+    artifact digest; {} when the image names no registry host or has no documents here."""
+    host, repository, tag = registry.split_reference(plan.image)
+    info = client.inspect_image(plan.image) or {}
+    documents = attestations.recorded(plan.path_options.log_dir, info.get("Id", ""), plan.image)
+    if not host or not documents:
+        return {}
+    remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
+                               policy=DownloadPolicy.from_settings(plan.download_options))
+    created = ((info.get("Config") or {}).get("Labels") or {}).get("org.opencontainers.image.created", "")
+    return attestations.attach(remote, repository, tag, documents, created)
 
 
 def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[list[str], list[str]]:

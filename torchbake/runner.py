@@ -9,13 +9,13 @@ import json
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree
 
-from . import command, output
+from . import command, image_diff, output
 from . import config as configuration
 from .builder import assess, build_image, changed_since, log_path, skip_reason
 from .engine import DockerClient
@@ -47,6 +47,8 @@ class CellResult:
     log: str = ""
     error: str = ""  # the first error line
     exit_code: int = 0  # a failed cell's: its error class's (torchbake.errors), 1 for an internal error
+    changed: str = ""  # a rebuilt cell: what changed against the image its tag held before, in one line
+    diff: dict = field(default_factory=dict)  # ... and the whole diff (torchbake.image_diff)
 
 
 def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
@@ -226,9 +228,12 @@ class MatrixRun:
         self.say(f"started   {cell.id} → {cell.image} (log: {log})")
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
+            before = (self.client.inspect_image(cell.image) or {}).get("Id", "")  # what the tag held
             with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
                 result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log,
                                      publish=self.push)
+            if result.status is Status.BUILT and before and before != result.image_id:
+                self._note_changes(cell, before, result.image_id)
             registry_done = result.status.in_registry
             digest = self._push(cell, result.input_hash) if self.push and not registry_done else ""
             digest = result.image_id if registry_done else digest
@@ -251,6 +256,20 @@ class MatrixRun:
             self._finish(cell.id, Status.FAILED, f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log),
                          exit_code=1)
 
+    def _note_changes(self, cell: Cell, before: str, after: str) -> None:
+        """What changed from the image the cell's tag held to the one just built, from what this
+        host recorded of both (nothing is said when it recorded only one of them)."""
+        try:
+            old, new = (image_diff.recorded_inventory(self.log_dir, image_id, cell.image) for image_id in (before, after))
+        except (OSError, ValueError, KeyError):  # a record that cannot be read: the report says nothing
+            return
+        if old is None or new is None:
+            self.results[cell.id].changed = "(no record of the image the tag held before)"
+            return
+        found = image_diff.compare(before, old, after, new)
+        self.results[cell.id].changed = found.summary()
+        self.results[cell.id].diff = found.to_json()
+
     def _push(self, cell: Cell, input_hash: str) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in its log)."""
         log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
@@ -263,11 +282,12 @@ class MatrixRun:
 def summary_table(results: Mapping[str, CellResult]) -> Table:
     table = output.table(title="build-all")
     table.add_column("cell", no_wrap=True, min_width=max((len(r.id) for r in results.values()), default=4))
-    for column in ("image", "status", "reason", "time", "size", "digest"):
+    changes = any(r.changed for r in results.values())
+    for column in ("image", "status", "reason", *(("changed",) if changes else ()), "time", "size", "digest"):
         table.add_column(column, overflow="fold")
     for r in results.values():
-        table.add_row(r.id, r.image, r.status, r.error or r.reason, f"{r.seconds:.0f}s",
-                      human_size(r.size_bytes) if r.size_bytes else "",
+        table.add_row(r.id, r.image, r.status, r.error or r.reason, *((r.changed,) if changes else ()),
+                      f"{r.seconds:.0f}s", human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
 

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from . import output
+from . import inventory, output
 from .engine import DockerClient
 from .errors import ImageNotFoundError, VerificationError
 from .lazy import LazyModule
@@ -98,8 +98,11 @@ if uv:
     attempt = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-index", "--python", sys.executable,
                               "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
     out["uv_constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("UV_CONSTRAINT", "")]
+out["inventory"] = torchbake_inventory()
 print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
+# what the image holds (its SBOM's packages), read in the same container
+PROBE_SCRIPT = inventory.SCRIPT + PROBE_SCRIPT
 
 
 # The groups of checks a variant's images get (its module's VERIFIES); python version and pip
@@ -272,10 +275,15 @@ def render_table(image: str, checks: list[CheckResult]) -> None:
 
 def verify_image(client: DockerClient, image: str, expected: Expectations) -> list[CheckResult]:
     """Run every check; print the table; raise ``VerificationError`` if any failed."""
+    return verify_facts(client, image, expected)[0]
+
+
+def verify_facts(client: DockerClient, image: str, expected: Expectations) -> tuple[list[CheckResult], dict]:
+    """:func:`verify_image`, and the facts the probe found (``inventory``: the image's packages)."""
     facts = probe(client, image, expected.extension_module)
     checks = evaluate(facts, expected)
     render_table(image, checks)
     failed = [c.name for c in checks if c.status == FAIL]
     if failed:
         raise VerificationError(f"{image} failed verification: {', '.join(failed)}.")
-    return checks
+    return checks, facts

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import tarfile
 import zipfile
@@ -312,3 +313,45 @@ def set_aside(reference: str):
         if existed:
             docker("tag", aside, reference)
             docker("image", "rm", aside)
+
+
+def sboms(image: str, env: dict, folder: Path) -> dict[str, dict]:
+    """The SPDX and CycloneDX SBOMs `invoke sbom` writes for ``image``, each checked with its
+    format's own maintained validator (spdx-tools; cyclonedx-python-lib's JSON schema)."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+    from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
+    from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+
+    from tests.conftest import run_invoke
+
+    found = {}
+    for kind in ("spdx", "cyclonedx"):
+        target = folder / f"{kind}.json"
+        result = run_invoke("sbom", image, "--format", kind, "--output", str(target), env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found[kind] = json.loads(target.read_text())
+    assert validate_full_spdx_document(JsonLikeDictParser().parse(found["spdx"])) == []
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(json.dumps(found["cyclonedx"])) is None
+    return found
+
+
+def python_packages(cyclonedx: dict, environment: str) -> dict[str, str]:
+    """Project (canonical name) → version of the SBOM's Python packages of ``environment``."""
+    return {re.sub(r"[-_.]+", "-", c["name"]).lower(): c["version"] for c in cyclonedx["components"]
+            if c.get("purl", "").startswith("pkg:pypi/")
+            and {"name": "torchbake:environment", "value": environment} in c.get("properties", [])}
+
+
+def assert_sbom_lists_what_pip_freeze_lists(image: str, cyclonedx: dict) -> None:
+    """Every `pip freeze --all` line of the image's own environment is a package of the SBOM, and
+    the SBOM lists no package of that environment that pip does not."""
+    prefix = docker("run", "--rm", "--network", "none", image, "python", "-c", "import sys; print(sys.prefix)").stdout.strip()
+    frozen = docker("run", "--rm", "--network", "none", image, "python", "-m", "pip", "freeze", "--all").stdout.splitlines()
+    listed = python_packages(cyclonedx, prefix)
+    pins = {}
+    for line in frozen:
+        name, _, version = line.partition("==") if "==" in line else (line.split(" @ ")[0], "", "")
+        pins[re.sub(r"[-_.]+", "-", name.strip()).lower()] = version.strip()
+    assert set(listed) == set(pins), (sorted(set(pins) - set(listed)), sorted(set(listed) - set(pins)))
+    assert {name: listed[name] for name, version in pins.items() if version} == {k: v for k, v in pins.items() if v}

@@ -15,7 +15,15 @@ from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
-from .helpers import copy_image, docker, engine_state, labels, saved_contents
+from .helpers import (
+    assert_sbom_lists_what_pip_freeze_lists,
+    copy_image,
+    docker,
+    engine_state,
+    labels,
+    saved_contents,
+    sboms,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +96,11 @@ def test_credentials_are_used_but_found_nowhere(dev_image, repos, tb_env, cache_
     assert CANARY not in docker("run", "--rm", name, "bash", "-c", "cat /home/extension/.git/config; env").stdout
     for log in (cache_dir / "logs").glob("*.log"):
         assert CANARY not in log.read_text(errors="replace"), log
+    written = [p for p in (cache_dir / "logs").glob("*.json") if p.name.endswith((".spdx.json", ".cdx.json",
+                                                                                   ".provenance.json", ".manifest.json"))]
+    assert any(p.name.endswith(".provenance.json") for p in written)  # the dev build's SBOMs and provenance
+    for document in written:
+        assert CANARY not in document.read_text(), document
 
 
 def test_rebuild_after_touching_one_file_is_served_by_ccache(dev_image, dev_base, repos, tb_env, dev_config, run_id):
@@ -151,7 +164,8 @@ def test_source_bad_inputs_fail_early(dev_base, repos, tb_env, dev_config, tmp_p
     assert after_head == before_head  # the user's clone was not touched
 
 
-def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_env, dev_config, run_id):
+def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_env, dev_config, run_id, repos,
+                                                        tmp_path):
     name, first = dev_image
     assert first.returncode == 0
     config, credentials = dev_config
@@ -170,6 +184,17 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
         sizes = [int(docker("image", "inspect", "--format", "{{.Size}}", ref).stdout) for ref in (name, slim)]
         assert sizes[1] < sizes[0]
         assert labels(slim)["torchbake.slim"] == "true"
+        # both images have SBOMs, valid by the formats' own validators: the dev image lists its source
+        # trees at their commits, and the slim one what its runtime stage kept (no compiler package)
+        for image, folder in ((name, tmp_path / "dev"), (slim, tmp_path / "slim")):
+            folder.mkdir()
+            found = sboms(image, tb_env, folder)
+            assert_sbom_lists_what_pip_freeze_lists(image, found["cyclonedx"])
+            debs = {c["name"] for c in found["cyclonedx"]["components"] if c["purl"].startswith("pkg:deb/")}
+            assert "libc6" in debs and ("gcc" in debs) == (image == name), image
+            sources = {c["name"]: c["version"] for c in found["cyclonedx"]["components"]
+                       if {"name": "torchbake:git-tag", "value": "v2.0.0"} in c.get("properties", [])}
+            assert sources == {"pytorch": repos["commits"]["pytorch"]}, sources
     finally:
         docker("image", "rm", "--force", slim, check=False)
 

@@ -98,6 +98,7 @@ def test_a_teams_repository_builds_verifies_and_shows_its_image(installed, tmp_p
     """torchbake.toml: a release of the stand-in torch with one companion of the team's (a wheel in
     the repository's wheels/ folder) and [image] steps that add a file."""
     project = tmp_path / "team"
+    (project / "wheels").mkdir(parents=True)
     make_wheel(project / "wheels", "teamlib", "1.0", [], {"teamlib/__init__.py": "WHO = 'team'\n"})
     (project / "image").mkdir()
     (project / "image/steps.dockerfile").write_text("RUN echo built-by-the-team > /etc/team-marker\n")

@@ -13,7 +13,18 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, engine_state, http_server, labels, layer_file_names, listing, make_wheel, sha256_of
+from .helpers import (
+    assert_sbom_lists_what_pip_freeze_lists,
+    docker,
+    engine_state,
+    http_server,
+    labels,
+    layer_file_names,
+    listing,
+    make_wheel,
+    sboms,
+    sha256_of,
+)
 
 
 def test_cpu_release_image_builds_and_verifies(cpu_image):
@@ -33,6 +44,35 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
     # the candidate tag is gone once verification passed (other tests' candidates under this NAME are theirs)
     tags = listing("images", "--format", "{{.Tag}}", "torchbake-test/pytorch-cpu").split()
     assert name.split(":")[1] in tags and candidate.group(1) not in tags
+
+
+def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_digest(cpu_image, tb_env, tmp_path):
+    name, result = cpu_image
+    assert result.returncode == 0
+    found = sboms(name, tb_env, tmp_path)
+    wheels = json.loads(labels(name)["torchbake.inputs"])
+    torch_sha = next(sha for file_name, sha in wheels.items() if file_name.startswith("torch-2.13.0+cpu-"))
+    cdx = {c["purl"].split("?")[0]: c for c in found["cyclonedx"]["components"]}
+    assert cdx["pkg:pypi/torch@2.13.0%2Bcpu"]["hashes"] == [{"alg": "SHA-256", "content": torch_sha}]
+    debs = {c["name"]: c["version"] for c in found["cyclonedx"]["components"] if c["purl"].startswith("pkg:deb/debian/")}
+    installed = docker("run", "--rm", name, "dpkg-query", "-W", "-f", "${Package} ${Version}\n").stdout.split("\n")
+    assert debs == dict(line.split(" ", 1) for line in installed if line)  # every dpkg package, none invented
+    assert "python3.11" in debs and "libc6" in debs
+    spdx = {p["name"]: p for p in found["spdx"]["packages"]}
+    assert spdx["torch"]["versionInfo"] == "2.13.0+cpu"
+    assert spdx["torch"]["checksums"] == [{"algorithm": "SHA256", "checksumValue": torch_sha}]
+    assert_sbom_lists_what_pip_freeze_lists(name, found["cyclonedx"])
+
+    statement = run_invoke("provenance", name, env=tb_env)
+    assert statement.returncode == 0, statement.stderr
+    document = json.loads(statement.stdout)
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+    assert document["subject"] == [{"name": name, "digest": {"sha256": image_id.split(":")[1]}}]
+    dependencies = {d["name"]: d for d in document["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert dependencies[next(f for f in wheels if f.startswith("torch-"))]["digest"] == {"sha256": torch_sha}
+    assert dependencies["base image"]["digest"]["sha256"] == labels(name)["org.opencontainers.image.base.digest"][7:]
+    assert set(document["predicate"]["runDetails"]["builder"]["version"]) == {"torchbake", "docker-client",
+                                                                               "docker-engine"}
 
 
 def test_verify_task_passes_on_the_image(cpu_image):
@@ -246,7 +286,7 @@ def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env,
     assert record["inputs"] == [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}]
     assert any(f.startswith("torch-2.13.0") for f in record["files"])  # the wheel pip resolved, with its digest
     assert "buildx build --output=type=docker,compression=zstd,oci-mediatypes=true,force-compression=true --provenance=false --progress=plain" in record["docker_command"] and "--secret" not in record["docker_command"]
-    assert set(record["seconds"]) == {"preflight", "prepare", "build", "verify", "total"}
+    assert set(record["seconds"]) == {"preflight", "prepare", "build", "verify", "attestations", "total"}
     assert Path(record["log"]).is_file()
     shown = run_invoke("show-build", name, env=tb_env)
     assert shown.returncode == 0, shown.stderr

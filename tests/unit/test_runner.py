@@ -38,8 +38,16 @@ def run_matrix(monkeypatch, tmp_path, failing: set[str], error=BuildError, **opt
 
     monkeypatch.setattr(runner, "build_image", fake_build)
     plans = {c.id: c.id for c in CELLS}
-    run = runner.MatrixRun(CELLS, plans, client=None, channel=output.Channel(Console(file=io.StringIO())), log_dir=tmp_path, **options)
+    run = runner.MatrixRun(CELLS, plans, client=NoImages(), channel=output.Channel(Console(file=io.StringIO())),
+                           log_dir=tmp_path, **options)
     return run.run(), order
+
+
+class NoImages:
+    """An engine that holds no image yet (the tags the cells build are new)."""
+
+    def inspect_image(self, reference):
+        return None
 
 
 def test_all_built_in_dependency_order(monkeypatch, tmp_path):

@@ -14,8 +14,9 @@ from tests.conftest import ROOT, run_invoke
 
 def test_root_collection_only_composes_the_task_modules():
     assert isinstance(tasks.ns, Collection)
-    assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers", "gc",
-                                           "run-container", "show-build", "show-config", "stop-container", "verify"]
+    assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers", "diff",
+                                           "gc", "provenance", "run-container", "sbom", "show-build", "show-config",
+                                           "stop-container", "verify"]
 
 
 def test_the_task_collection_imports_no_task_s_work():

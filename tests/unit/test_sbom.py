@@ -1,0 +1,165 @@
+"""SBOMs, provenance and image diffs from fact tables: what the documents say of a known image,
+validated by the formats' own maintained libraries; no secret in any of them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from torchbake import attestations, image_diff, provenance, sbom
+from torchbake.inventory import Deb, Inventory, Layer, PythonDist
+
+TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
+SECRET = "s3cr3t-token-4711"
+
+
+def image(*, torch="2.13.0+cpu", extra=(), layers=None, inputs=None) -> Inventory:
+    labels = {
+        "org.opencontainers.image.title": "torchbake/pytorch-cpu", "org.opencontainers.image.version": "2.13.0-py3.11",
+        "org.opencontainers.image.created": "1970-01-01T00:00:00Z",
+        "org.opencontainers.image.base.name": "debian:bookworm",
+        "org.opencontainers.image.base.digest": "sha256:" + "b" * 64,
+        "torchbake.bootstrap.suite": "bookworm", "torchbake.bootstrap.mirror": "debootstrap's default",
+        "torchbake.variant": "release", "torchbake.profile": "cpu",
+        "torchbake.inputs": json.dumps(inputs if inputs is not None else {
+            f"torch-{torch}-cp311-cp311-manylinux_2_28_x86_64.whl": TORCH_SHA,
+            "musa_toolkits-3.1.tar.gz": "c" * 64}),
+        "torchbake.source.pytorch.repo": "https://github.com/pytorch/pytorch.git",
+        "torchbake.source.pytorch.commit": "d" * 40, "torchbake.source.pytorch.tag": "v2.0.0",
+        "torchbake.source.vision.repo": "http://127.0.0.1:9/vision.git", "torchbake.source.vision.commit": "e" * 40,
+    }
+    pythons = (PythonDist("torch", torch, "/opt/venv", license="BSD-3-Clause"),
+               PythonDist("numpy", "2.4.6", "/opt/venv", license_classifiers=("BSD License",)),
+               PythonDist("pip", "23.0.1", "/usr"), *extra)
+    return Inventory(
+        debs=(Deb("libc6", "2.36-9+deb12u14", "amd64", "glibc", "2.36-9+deb12u14"),
+              Deb("python3.11", "3.11.2-6+deb12u8", "amd64", "python3.11", "3.11.2-6+deb12u8")),
+        pythons=pythons, main_python="/opt/venv/bin/python", os_release={"ID": "debian", "VERSION_CODENAME": "bookworm"},
+        layers=layers or (Layer("sha256:" + "1" * 64, 1000), Layer("sha256:" + "2" * 64, 2000)),
+        labels=labels, image_id="sha256:" + "a" * 64)
+
+
+INPUTS = [{"option": "toolkits.musa_toolkits_url", "location": f"https://ci:{SECRET}@files.example/musa_toolkits-3.1.tar.gz",
+           "sha256": "c" * 64}]
+
+
+def parts_by_purl(document: dict) -> dict[str, dict]:
+    return {c["purl"]: c for c in document["components"]}
+
+
+def test_both_documents_are_valid_by_their_formats_own_validators():
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+    from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
+    from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+
+    documents = sbom.documents(image(), INPUTS, tool_version="0.1.0")
+    assert validate_full_spdx_document(JsonLikeDictParser().parse(json.loads(documents["spdx"]))) == []
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(documents["cyclonedx"]) is None
+    spdx = json.loads(documents["spdx"])
+    assert spdx["spdxVersion"] == "SPDX-2.3"
+    assert {"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
+            "relatedSpdxElement": "SPDXRef-image-torchbake-pytorch-cpu-2.13.0-py3.11"} in spdx["relationships"]
+    torch = next(p for p in spdx["packages"] if p["name"] == "torch")
+    assert torch["checksums"] == [{"algorithm": "SHA256", "checksumValue": TORCH_SHA}]
+    assert torch["externalRefs"][0]["referenceLocator"] == "pkg:pypi/torch@2.13.0%2Bcpu"
+    cdx = json.loads(documents["cyclonedx"])
+    assert cdx["specVersion"] == "1.6"
+
+
+def test_every_package_is_listed_with_its_package_url_and_torch_with_its_wheels_sha256():
+    cdx = json.loads(sbom.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
+    found = parts_by_purl(cdx)
+    torch = found["pkg:pypi/torch@2.13.0%2Bcpu"]
+    assert torch["hashes"] == [{"alg": "SHA-256", "content": TORCH_SHA}]
+    assert torch["licenses"] == [{"expression": "BSD-3-Clause"}]
+    assert "pkg:deb/debian/libc6@2.36-9%2Bdeb12u14?arch=amd64&distro=debian-bookworm&upstream=glibc" in found
+    assert "pkg:deb/debian/python3.11@3.11.2-6%2Bdeb12u8?arch=amd64&distro=debian-bookworm" in found
+    assert "pkg:github/pytorch/pytorch@" + "d" * 40 in found  # a source tree at its commit
+    assert f"pkg:generic/vision@{'e' * 40}?vcs_url=git%2Bhttp://127.0.0.1:9/vision.git%40{'e' * 40}" in found
+    toolkit = next(c for c in cdx["components"] if c["name"] == "musa_toolkits-3.1.tar.gz")
+    assert toolkit["hashes"][0]["content"] == "c" * 64
+    assert toolkit["externalReferences"][0]["url"] == "https://ci:***@files.example/musa_toolkits-3.1.tar.gz"
+    base = next(c for c in cdx["components"] if c["type"] == "container")
+    assert base["name"] == "debian" and base["hashes"][0]["content"] == "b" * 64
+    assert {"name": "torchbake:bootstrap-suite", "value": "bookworm"} in base["properties"]
+    pythons = [(c["name"], c["version"]) for c in cdx["components"] if c["purl"].startswith("pkg:pypi/")]
+    assert sorted(pythons) == [("numpy", "2.4.6"), ("pip", "23.0.1"), ("torch", "2.13.0+cpu")]  # none invented
+    # the pip of /usr is not the venv's: its environment says so
+    pip = next(c for c in cdx["components"] if c["name"] == "pip")
+    assert {"name": "torchbake:environment", "value": "/usr"} in pip["properties"] and "hashes" not in pip
+
+
+def test_the_documents_of_one_image_are_the_same_every_time():
+    assert sbom.documents(image(), INPUTS, tool_version="0.1.0") == sbom.documents(image(), INPUTS, tool_version="0.1.0")
+
+
+def statement() -> dict:
+    return provenance.statement(
+        image="torchbake/pytorch-cpu:2.13.0-py3.11", image_id="sha256:" + "a" * 64, variant="release",
+        configuration={"wheels.torch": "torch==2.13.0", "dev.ccache_remote": f"redis://:{SECRET}@cache:6379",
+                       "dev.git_credential_file": "/home/ci/.git-credentials",
+                       "wheels.index_url": f"https://user:{SECRET}@pypi.example/simple", "wheels.extra": ["numpy"]},
+        inputs=INPUTS + [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}],
+        files={"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": TORCH_SHA, "musa_toolkits-3.1.tar.gz": "c" * 64},
+        base={"reference": "debian:bookworm", "id": "sha256:" + "b" * 64},
+        sources={"pytorch": {"repo": f"https://x:{SECRET}@github.com/pytorch/pytorch.git", "commit": "d" * 40}},
+        recipe={"Dockerfile": "f" * 64}, builder={"torchbake": "0.1.0", "docker-client": "26.1.5"},
+        started="2026-11-25T08:00:00Z", finished="2026-11-25T08:01:00Z", invocation="build-1")
+
+
+def test_provenance_is_an_in_toto_statement_naming_every_input_with_its_digest():
+    document = json.loads(provenance.to_text(statement()))
+    assert document["_type"] == "https://in-toto.io/Statement/v1"
+    assert document["predicateType"] == "https://slsa.dev/provenance/v1"
+    assert document["subject"] == [{"name": "torchbake/pytorch-cpu:2.13.0-py3.11", "digest": {"sha256": "a" * 64}}]
+    definition = document["predicate"]["buildDefinition"]
+    dependencies = {d["name"]: d for d in definition["resolvedDependencies"]}
+    assert dependencies["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]["digest"] == {"sha256": TORCH_SHA}
+    assert dependencies["musa_toolkits-3.1.tar.gz"]["uri"] == "https://ci:***@files.example/musa_toolkits-3.1.tar.gz"
+    assert dependencies["base image"] == {"name": "base image", "uri": "docker-image:debian:bookworm",
+                                          "digest": {"sha256": "b" * 64}}
+    assert dependencies["source pytorch"]["digest"] == {"gitCommit": "d" * 40}
+    assert definition["externalParameters"]["wheels.torch"] == "torch==2.13.0"
+    assert "dev.ccache_remote" not in definition["externalParameters"]  # a secret option: left out
+    assert "dev.git_credential_file" not in definition["externalParameters"]
+    run = document["predicate"]["runDetails"]
+    assert run["metadata"] == {"invocationId": "build-1", "startedOn": "2026-11-25T08:00:00Z",
+                               "finishedOn": "2026-11-25T08:01:00Z"}
+
+
+@pytest.mark.parametrize("make", [lambda: provenance.to_text(statement()),
+                                  lambda: "".join(sbom.documents(image(), INPUTS, tool_version="0.1.0").values())])
+def test_no_secret_in_any_document(make):
+    assert SECRET not in make()
+
+
+def test_a_diff_names_exactly_the_packages_layers_and_inputs_that_changed():
+    old = image()
+    new = image(torch="2.13.1+cpu", extra=(PythonDist("teamlib", "1.0", "/opt/venv"),),
+                layers=(Layer("sha256:" + "1" * 64, 1000), Layer("sha256:" + "3" * 64, 3600)))
+    found = image_diff.compare("a", old, "b", new)
+    assert [c.text() for c in found.of("python")] == ["+teamlib 1.0", "torch 2.13.0+cpu → 2.13.1+cpu"]
+    assert found.of("deb") == [] and found.of("label") == []
+    assert [c.name for c in found.of("input")] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl",
+                                                   "torch-2.13.1+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert found.new_bytes == 3600 and found.shared_bytes == 1000 and len(found.removed_layers) == 1
+    assert found.summary() == "+teamlib 1.0; torch 2.13.0+cpu → 2.13.1+cpu; 3.6 kB new layers"
+    assert image_diff.compare("a", old, "a", old).summary() == "no package changed; no new layer"
+
+
+def test_a_registry_images_inventory_is_read_back_from_its_cyclonedx_sbom():
+    cdx = json.loads(sbom.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
+    back = image_diff.from_cyclonedx(cdx, image().labels, image().layers, image().image_id)
+    assert image_diff.compare("local", image(), "registry", back).changes == ()
+
+
+def test_an_attestation_is_an_oci_artifact_whose_subject_is_the_image():
+    subject = attestations.Subject("application/vnd.oci.image.index.v1+json", "sha256:" + "9" * 64, 1234)
+    manifest = json.loads(attestations.artifact_manifest("spdx", b'{"spdxVersion": "SPDX-2.3"}', subject, "1970"))
+    assert manifest["artifactType"] == "application/spdx+json"
+    assert manifest["config"]["mediaType"] == "application/vnd.oci.empty.v1+json"
+    assert manifest["subject"] == {"mediaType": subject.media_type, "digest": subject.digest, "size": 1234}
+    assert manifest["layers"][0]["mediaType"] == "application/spdx+json"
+    assert attestations.referrers_tag("sha256:" + "9" * 64) == "sha256-" + "9" * 64

@@ -1,0 +1,130 @@
+"""``invoke sbom``, ``provenance`` and ``diff``: what is inside images, where it came from, and
+what changed between two of them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from invoke import Collection
+
+from .. import output
+from ..cli import docker_client, reports_errors, resolve_config
+from ..errors import ConfigurationError, ImageNotFoundError
+from ..files import write_atomically
+from ..lazy import LazyModule
+from ..options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, flag_task, overrides
+
+attestations = LazyModule("torchbake.attestations")  # the SBOM libraries: imported when a task runs
+image_diff = LazyModule("torchbake.image_diff")
+downloads = LazyModule("torchbake.downloads")
+
+FORMATS = ("spdx", "cyclonedx")
+
+
+def _document(given: dict, flags, kind: str) -> str:
+    """The ``kind`` document of the image ``given["image"]``: what this host wrote when it built
+    it; else, for a local image, an SBOM read from the image now; else the registry's."""
+    from .. import inventory, registry, sbom
+    from ..errors import RegistryError
+
+    image = given["image"]
+    settings = resolve_config(given["config"], overrides(flags, given)).settings()
+    client = docker_client(settings, for_build=False)
+    client.check_engine()
+    info = client.inspect_image(image)
+    if info is not None:
+        labels = (info.get("Config") or {}).get("Labels") or {}
+        name = f"{labels.get('org.opencontainers.image.title', '')}:{labels.get('org.opencontainers.image.version', '')}"
+        found = attestations.recorded(settings.paths.log_dir, info["Id"], name).get(kind)
+        if found:
+            return found
+        if kind == "provenance":
+            raise ConfigurationError(
+                f"{image} has no provenance on this host (in {settings.paths.log_dir}): provenance is written when"
+                " torchbake builds an image, and read from the registry for one it pushed. Build it here, or give"
+                " its registry reference.")
+        output.channel().say(f"{image}: no SBOM recorded on this host; reading its packages from the image.")
+        return sbom.documents(inventory.take(client, image))[kind]
+    host, repository, tag = registry.split_reference(image)
+    if not host:
+        raise ImageNotFoundError(image)
+    remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
+                               policy=downloads.DownloadPolicy.from_settings(settings.downloads))
+    found = attestations.fetch(remote, repository, tag, kind)
+    if found is None:
+        raise RegistryError(f"{image}: nothing in registry {host} refers to it as its {kind} (torchbake attaches the"
+                            " SBOMs and provenance when it pushes an image it built).")
+    return found
+
+
+def _emit(text: str, target: str | None) -> None:
+    if target:
+        path = write_atomically(Path(target).expanduser(), text)
+        output.channel().say(f"Wrote {path}")
+    else:
+        output.result(text.rstrip("\n"))
+
+
+@flag_task(*SBOM_FLAGS)
+@reports_errors
+def sbom(c, **given):
+    """Print (or write) the image's SBOM, as SPDX 2.3 or CycloneDX 1.6 JSON.
+
+    Every Debian package, every Python distribution of every environment (with its wheel's
+    sha256), toolkits, source trees and the base image."""
+    if given["format"] not in FORMATS:
+        raise ConfigurationError(f"--format {given['format']!r}: expected spdx or cyclonedx.")
+    _emit(_document(given, SBOM_FLAGS, given["format"]), given["output"])
+
+
+@flag_task(*PROVENANCE_FLAGS)
+@reports_errors
+def provenance(c, **given):
+    """Print (or write) where every input of the image's build came from (SLSA v1 provenance).
+
+    An in-toto statement: the options as resolved, every dependency with its digest, the
+    builder's versions, start and finish."""
+    _emit(_document(given, PROVENANCE_FLAGS, "provenance"), given["output"])
+
+
+@flag_task(*DIFF_FLAGS)
+@reports_errors
+def diff(c, **given):
+    """Show what changed from image OLD to image NEW: packages, layers, labels and inputs.
+
+    Debian packages and Python distributions added, removed and changed, layers shared and new
+    with their sizes, labels and recorded inputs that differ."""
+    if given["format"] not in ("table", "json"):
+        raise ConfigurationError(f"--format {given['format']!r}: expected table or json.")
+    settings = resolve_config(given["config"], overrides(DIFF_FLAGS, given)).settings()
+    client = docker_client(settings, for_build=False)
+    client.check_engine()
+    policy = downloads.DownloadPolicy.from_settings(settings.downloads)
+    old, new = (image_diff.inventory_of(client, given[side], settings.paths.log_dir, policy) for side in ("old", "new"))
+    found = image_diff.compare(given["old"], old, given["new"], new)
+    if given["format"] == "json":
+        output.result(json.dumps(found.to_json(), indent=2))
+        return
+    show_diff(found)
+
+
+def show_diff(found) -> None:
+    table = output.table(title=f"{found.old} → {found.new}")
+    for column in ("what", "name", "old", "new"):
+        table.add_column(column, overflow="fold")
+    for change in found.changes:
+        table.add_row(change.what, change.name, change.old or "(none)", change.new or "(none)")
+    for layer in found.new_layers:
+        table.add_row("layer", layer.diff_id[:19], "(none)", output.human_size(layer.size) if layer.size >= 0 else "?")
+    for layer in found.removed_layers:
+        table.add_row("layer", layer.diff_id[:19], output.human_size(layer.size) if layer.size >= 0 else "?", "(none)")
+    output.channel().show(table)
+    output.channel().say(f"{len(found.shared_layers)} layers shared ({output.human_size(found.shared_bytes)}),"
+                         f" {len(found.new_layers)} new ({output.human_size(found.new_bytes)}),"
+                         f" {len(found.removed_layers)} gone. {found.summary()}")
+    for note in found.notes:
+        output.channel().say(f"Note: {note}.")
+
+
+ns = Collection(sbom, provenance, diff)
