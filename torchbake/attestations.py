@@ -132,13 +132,13 @@ def attach(registry, repository: str, reference: str, documents: Mapping[str, st
     def push() -> dict[str, str]:
         client = registry._client(repository)
         subject = subject_of(client, repository, reference)
-        client.push_blob(data=[b"{}"], digest=EMPTY["digest"])
+        client.push_blob(data=b"{}", digest=EMPTY["digest"])
         descriptors, pushed, response = [], {}, None
         for kind in KINDS:
             if kind not in documents:
                 continue
             document = documents[kind].encode()
-            client.push_blob(data=[document], digest=_sha(document))
+            client.push_blob(data=document, digest=_sha(document))
             manifest = artifact_manifest(kind, document, subject, created)
             digest = _sha(manifest)
             response = client._request("put", "manifests/" + digest, data=manifest,

@@ -115,6 +115,14 @@ def result(text: str) -> None:
         sys.stdout.flush()
 
 
+def document(text: str) -> None:
+    """A document on standard output byte for byte as written to a file (an SBOM, a statement):
+    only a secret is ever changed in it."""
+    with Channel._lock:
+        sys.stdout.write(redact(text))
+        sys.stdout.flush()
+
+
 def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:
     """The bar of every transfer (downloads, pushes): what moves (never read as markup), bytes,
     speed and time left; drawn only when ``enabled`` (a terminal)."""

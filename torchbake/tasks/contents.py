@@ -63,7 +63,7 @@ def _emit(text: str, target: str | None) -> None:
         path = write_atomically(Path(target).expanduser(), text)
         output.channel().say(f"Wrote {path}")
     else:
-        output.result(text.rstrip("\n"))
+        output.document(text)
 
 
 @flag_task(*SBOM_FLAGS)
