@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
+from torchbake.output import human_size
 
 from .helpers import (
     assert_sbom_lists_what_pip_freeze_lists,
@@ -295,3 +296,44 @@ def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env,
         assert text in shown.stdout, text
     elsewhere = run_invoke("show-build", name, env={"TORCHBAKE_PATHS_CACHE_DIR": str(cache_dir / "other")})
     assert elsewhere.returncode == 0 and "none on this host" in elsewhere.stdout
+
+
+def test_diff_names_the_added_companion_the_changed_extension_and_the_new_layer_bytes(base_image, tb_env, tmp_path,
+                                                                                       run_id, cpu_image):
+    """The CPU image with an extension 1.0.0, and a sibling with one more companion and the
+    extension 1.0.1: `invoke diff` names exactly those two changes, the layers they added and their
+    bytes; torch's layers are shared."""
+    assert cpu_image[1].returncode == 0  # its layers are in the build cache: the two builds below reuse them
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for version in ("1.0.0", "1.0.1"):
+        make_wheel(wheels, "torchbake-fixture-vendor", version, [], {"vendor_ext/__init__.py": f"V = '{version}'\n"})
+    make_wheel(wheels, "teamlib", "1.0", [], {"teamlib/__init__.py": ""})
+    old, new = f"torchbake-test/pytorch-cpu:{run_id}-ext100", f"torchbake-test/pytorch-cpu:{run_id}-ext101"
+    for image, extension, extra in ((old, "1.0.0", '"numpy"'), (new, "1.0.1", '"numpy", "teamlib==1.0"')):
+        (tmp_path / "extra.toml").write_text(f'[wheels]\nextra = [{extra}]\nfind_links = ["{wheels}"]\n'
+                                             f'extension = "torchbake-fixture-vendor=={extension}"\n')
+        built = run_invoke("build", "--config", "configs/cpu.toml", "--config", str(tmp_path / "extra.toml"),
+                           "--name", image.split(":")[0], "--tag", image.split(":")[1], "--base-img", base_image,
+                           "--no-verify", env=tb_env)
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr
+    try:
+        result = run_invoke("diff", old, new, "--format", "json", env=tb_env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = json.loads(result.stdout)
+        packages = [(c["what"], c["name"], c["old"], c["new"]) for c in found["changes"] if c["what"] in ("python", "deb")]
+        assert packages == [("python", "teamlib", "", "1.0"), ("python", "torchbake-fixture-vendor", "1.0.0", "1.0.1")]
+        old_layers = json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", old).stdout)
+        new_layers = json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", new).stdout)
+        added = [layer for layer in new_layers if layer not in old_layers]
+        # the companion's folder, the extension, and the record of what is installed
+        assert [layer["diff_id"] for layer in found["layers"]["new"]] == added and len(added) == 3
+        assert 0 < found["layers"]["new_bytes"] < 1_000_000 < found["layers"]["shared_bytes"]  # torch is shared
+        assert found["summary"] == ("+teamlib 1.0; torchbake-fixture-vendor 1.0.0 → 1.0.1;"
+                                    f" {human_size(found['layers']['new_bytes'])} new layers")
+        table = run_invoke("diff", old, new, env=tb_env)
+        assert table.returncode == 0 and "3 new (" in table.stdout and "teamlib" in table.stdout
+        missing = run_invoke("diff", old, "torchbake-test/no-such:image", env=tb_env)
+        assert missing.returncode == 2 and "torchbake-test/no-such:image" in missing.stderr, missing.stderr
+    finally:
+        docker("image", "rm", "--force", old, new, check=False)
