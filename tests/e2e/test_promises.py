@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import http.server
 import json
+import subprocess
 from pathlib import Path
 
 from tests.conftest import run_invoke
@@ -54,8 +55,13 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
     credentials = tmp_path / "git-credentials"
     credentials.write_text(f"http://builder:{GIT_SECRET}@git.example.invalid\n")
     name = f"torchbake-test/secrets-{run_id}"
+    bundle = tmp_path / "ca.pem"  # a CA bundle: given to the build as a secret, named in no document by content
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=torchbake test CA",
+                    "-days", "1", "-keyout", str(tmp_path / "ca.key"), "-out", str(bundle)], check=True,
+                   capture_output=True)
+    pem_body = "".join(bundle.read_text().splitlines()[1:3])
     env = {**tb_env, "TORCHBAKE_DEV_CCACHE_REMOTE": f"redis://:{CCACHE_SECRET}@127.0.0.1:6379",
-           "TORCHBAKE_DEV_GIT_CREDENTIAL_FILE": str(credentials)}
+           "TORCHBAKE_DEV_GIT_CREDENTIAL_FILE": str(credentials), "TORCHBAKE_DOWNLOADS_CA_BUNDLE": str(bundle)}
     handler = type("Handler", (_AuthHandler,), {"seen": set(), "__init__": lambda self, *a, **k:
                                                  _AuthHandler.__init__(self, *a, directory=str(www), **k)})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -78,9 +84,16 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
             assert built.returncode == 0, printed[-1][-5000:]
             assert f"Download of http://127.0.0.1:{httpd.server_address[1]}/{wheel.name} failed (HTTP 503" in printed[-1]
         for task in (["show-build", f"{name}:1"], ["show-config"], ["show-config", "--format", "toml"],
-                     ["build-all", "--plan", "--config", "configs/nightly.toml"]):
+                     ["build-all", "--plan", "--config", "configs/nightly.toml"], ["sbom", f"{name}:1"],
+                     ["sbom", f"{name}:1", "--format", "cyclonedx"], ["provenance", f"{name}:1"]):
             shown = run_invoke(*task, env=env)
+            assert shown.returncode == 0, shown.stdout + shown.stderr
             printed.append(shown.stdout + shown.stderr)
+        statement = json.loads(printed[-1])  # the provenance names the extension's URL, its credential masked
+        dependencies = {d["name"]: d["uri"] for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]}
+        assert dependencies[wheel.name] == url.replace(WHEEL_SECRET, "***")
+        assert '"spdxVersion"' in written_documents(cache_dir)  # the documents were searched, not an empty folder
+        assert pem_body not in written_documents(cache_dir) and pem_body not in "".join(printed)
         assert labels(f"{name}:1")["torchbake.extension"] == "torchbake-secret-ext==1.0.0"
         history = docker("history", "--no-trunc", f"{name}:1").stdout
         inspect = docker("image", "inspect", f"{name}:1").stdout
@@ -97,6 +110,12 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
         assert given["wheels.extension"] == url.replace(WHEEL_SECRET, "***")
     finally:
         docker("image", "rm", "--force", f"{name}:1", check=False)
+
+
+def written_documents(cache_dir) -> str:
+    """Every SBOM and provenance statement in the cache folder (beside the build manifests)."""
+    return "".join(p.read_text() for suffix in ("*.spdx.json", "*.cdx.json", "*.provenance.json")
+                   for p in (cache_dir / "logs").glob(suffix))
 
 
 def test_a_tag_never_lands_on_an_image_built_for_another_name(tiny_profile, base_image, tb_env, tmp_path, run_id):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import xml.etree.ElementTree as ElementTree
+from datetime import datetime
 
 import pytest
 from rich.console import Console
@@ -140,3 +141,45 @@ def test_the_first_error_line_is_the_failure_not_a_missing_cache_image():
            "#9 0.4 installer failed\n"
            "#9 ERROR: executor failed running [/bin/sh -c bash install_toolkits.sh]: exit code: 3\n")
     assert runner.first_error_line(log) == "#9 ERROR: executor failed running [/bin/sh -c bash install_toolkits.sh]: exit code: 3"
+
+
+def test_a_rebuilt_cell_says_what_changed_against_the_image_its_tag_held(monkeypatch, tmp_path):
+    """From what this host recorded of both images (their inventories beside their manifests): one
+    line in the summary table, the whole diff in the JSON report."""
+    from torchbake import attestations
+    from torchbake.inventory import Inventory, Layer, PythonDist
+
+    old_id, new_id = "sha256:" + "1" * 64, "sha256:" + "2" * 64
+
+    def record(image_id: str, extension: str, layers: tuple) -> None:
+        manifest = tmp_path / f"{image_id[7:15]}.manifest.json"
+        inventory = Inventory(pythons=(PythonDist("torch", "2.13.0+cpu", "/opt/venv"),
+                                       PythonDist("vendor-ext", extension, "/opt/venv")),
+                              main_python="/opt/venv/bin/python", layers=layers, image_id=image_id)
+        paths = attestations.write_beside(manifest, {attestations.INVENTORY: json.dumps(inventory.to_json())})
+        manifest.write_text(json.dumps({"image_id": image_id, "attestations": {"x/b-release:t": paths}}))
+
+    torch_layer = Layer("sha256:" + "a" * 64, 900_000_000)
+    record(old_id, "1.0.0", (torch_layer, Layer("sha256:" + "b" * 64, 1000)))
+    record(new_id, "1.0.1", (torch_layer, Layer("sha256:" + "c" * 64, 3600)))
+
+    class Client:
+        def inspect_image(self, reference):
+            return {"Id": old_id} if reference == "x/b-release:t" else None
+
+    def fake_build(plan, client, *, skip_unchanged, log_file, publish):
+        return BuildResult(image=f"x/{plan}:t", image_id=new_id, size_bytes=1, log_file=log_file, input_hash="h",
+                           seconds=1.0, status=Status.BUILT)
+
+    monkeypatch.setattr(runner, "build_image", fake_build)
+    cells = [cell("b-release")]
+    run = runner.MatrixRun(cells, {"b-release": "b-release"}, client=Client(),
+                           channel=output.Channel(Console(file=io.StringIO())), log_dir=tmp_path)
+    result = run.run()["b-release"]
+    assert result.changed == "vendor-ext 1.0.0 → 1.0.1; 3.6 kB new layers"
+    assert result.diff["layers"]["new_bytes"] == 3600 and result.diff["layers"]["shared_bytes"] == 900_000_000
+    console = Console(file=io.StringIO(), width=200)
+    console.print(runner.summary_table(run.results))
+    assert "changed" in console.file.getvalue() and "vendor-ext 1.0.0 → 1.0.1" in console.file.getvalue()
+    runner.write_json(tmp_path / "r.json", run.results, datetime.now())
+    assert json.loads((tmp_path / "r.json").read_text())["cells"][0]["diff"]["changes"][0]["name"] == "vendor-ext"
