@@ -33,17 +33,17 @@ EMPTY = {"mediaType": "application/vnd.oci.empty.v1+json",
 KIND_ANNOTATION = "dev.torchbake.attestation"
 
 
-def make(client, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
+def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
          inputs: list[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str], recipe: Mapping[str, str],
          started: float, invocation: str) -> dict[str, str]:
     """Kind → text of the SBOMs (:mod:`torchbake.sbom`) and the provenance of the image a build
-    just tagged ``image`` (``found``: what the verify probe read of its packages, else they are
-    read now, in a container without network)."""
+    made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
+    they are read now, in a container without network)."""
     import torchbake
 
     from .inventory import source_trees, take
 
-    taken = take(client, image, found)
+    taken = take(client, tag, found)
     documents = sbom.documents(taken, inputs)
     versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
                 "docker-engine": client.engine_version()}

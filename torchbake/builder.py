@@ -350,12 +350,15 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             if plan.verify:
                 found = _verify_candidate(plan.image, client, tag)
                 record.phase("verify")
+            # the documents before the tag moves: a build that cannot describe its image leaves the tag alone
+            recipe = {"Dockerfile": file_sha256(folder / "Dockerfile"), "common/": prepared.common_sha256}
+            _attest(plan, client, tag, plan.image, record, found, recipe)
+            if plan.verify:
+                _promote(client, tag, plan.image)
         except KeyboardInterrupt:
             if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
                 client.remove_image(tag)
             raise
-        recipe = {"Dockerfile": file_sha256(folder / "Dockerfile"), "common/": prepared.common_sha256}
-        _attest(plan, client, plan.image, record, found, recipe)
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish, record, recipe)
         if check_reproducible:
@@ -502,18 +505,20 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)
     found = _verify_candidate(image, client, tag) if plan.verify else None
-    _attest(plan, client, image, record, found, recipe)
+    _attest(plan, client, tag, image, record, found, recipe)
+    if plan.verify:
+        _promote(client, tag, image)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
     output.channel().say(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
                          f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)")
 
 
-def _attest(plan: Plan, client: DockerClient, image: str, record: BuildRecord, found: dict | None,
+def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: BuildRecord, found: dict | None,
             recipe: dict[str, str]) -> None:
-    """The SBOMs and provenance of the image just tagged ``image``, written beside the build
+    """The SBOMs and provenance of ``image`` (built under ``tag``), written beside the build
     manifest (the slim image's beside it too, named by the image); the manifest names them."""
     documents = attestations.make(
-        client, image, found=found, variant=plan.variant, configuration=plan.configuration,
+        client, tag, image, found=found, variant=plan.variant, configuration=plan.configuration,
         inputs=record.facts.get("inputs", []), files=record.facts.get("files", {}),
         base=record.facts.get("base_image", {}), recipe=recipe, started=record.started,
         invocation=record.path.name.removesuffix(".manifest.json"))
@@ -524,7 +529,7 @@ def _attest(plan: Plan, client: DockerClient, image: str, record: BuildRecord, f
 
 
 def _verify_candidate(image: str, client: DockerClient, candidate: str) -> dict | None:
-    """Verify the candidate and give it the tag; the packages the probe found in it."""
+    """Verify the candidate; the packages the probe found in it."""
     expected = Expectations.of_image(client, candidate)
     try:
         _checks, facts = verify_facts(client, candidate, expected)
@@ -532,6 +537,10 @@ def _verify_candidate(image: str, client: DockerClient, candidate: str) -> dict 
         output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
                               f" {image} was not changed.", "red"))
         raise
+    return facts.get("inventory")
+
+
+def _promote(client: DockerClient, candidate: str, image: str) -> None:
+    """The verified candidate takes the real tag."""
     client.tag(candidate, image)
     client.remove_image(candidate)  # the candidate tag only: the image keeps its real tag
-    return facts.get("inventory")

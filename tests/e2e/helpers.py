@@ -346,8 +346,13 @@ def python_packages(cyclonedx: dict, environment: str) -> dict[str, str]:
 def assert_sbom_lists_what_pip_freeze_lists(image: str, cyclonedx: dict) -> None:
     """Every `pip freeze --all` line of the image's own environment is a package of the SBOM, and
     the SBOM lists no package of that environment that pip does not."""
-    prefix = docker("run", "--rm", "--network", "none", image, "python", "-c", "import sys; print(sys.prefix)").stdout.strip()
-    frozen = docker("run", "--rm", "--network", "none", image, "python", "-m", "pip", "freeze", "--all").stdout.splitlines()
+    script = ("import subprocess, sys; print(sys.prefix, flush=True);"
+              " subprocess.run([sys.executable, '-m', 'pip', 'freeze', '--all'], check=True)")
+    for _ in range(3):  # an attached run of a short-lived container can lose its output (moby/moby#45689)
+        lines = docker("run", "--rm", "--network", "none", image, "python", "-c", script).stdout.splitlines()
+        if lines:
+            break
+    prefix, frozen = lines[0], lines[1:]
     listed = python_packages(cyclonedx, prefix)
     pins = {}
     for line in frozen:
@@ -355,3 +360,22 @@ def assert_sbom_lists_what_pip_freeze_lists(image: str, cyclonedx: dict) -> None
         pins[re.sub(r"[-_.]+", "-", name.strip()).lower()] = version.strip()
     assert set(listed) == set(pins), (sorted(set(pins) - set(listed)), sorted(set(listed) - set(pins)))
     assert {name: listed[name] for name, version in pins.items() if version} == {k: v for k, v in pins.items() if v}
+
+
+def dpkg_installed(image: str) -> dict[str, str]:
+    """Package → version of every Debian package installed in ``image``, read from its
+    /var/lib/dpkg/status (copied out of a created container: nothing runs)."""
+    container = docker("create", image).stdout.strip()
+    try:
+        archive = subprocess.run([DOCKER, "cp", f"{container}:/var/lib/dpkg/status", "-"], capture_output=True,
+                                 check=True, timeout=120).stdout
+    finally:
+        docker("rm", "--force", container, check=False)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        text = tar.extractfile(tar.getmembers()[0]).read().decode()
+    found = {}
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" "))
+        if fields.get("Status") == "install ok installed":
+            found[fields["Package"]] = fields["Version"]
+    return found

@@ -17,6 +17,7 @@ from torchbake.output import human_size
 from .helpers import (
     assert_sbom_lists_what_pip_freeze_lists,
     docker,
+    dpkg_installed,
     engine_state,
     http_server,
     labels,
@@ -56,8 +57,7 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     cdx = {c["purl"].split("?")[0]: c for c in found["cyclonedx"]["components"]}
     assert cdx["pkg:pypi/torch@2.13.0%2Bcpu"]["hashes"] == [{"alg": "SHA-256", "content": torch_sha}]
     debs = {c["name"]: c["version"] for c in found["cyclonedx"]["components"] if c["purl"].startswith("pkg:deb/debian/")}
-    installed = docker("run", "--rm", name, "dpkg-query", "-W", "-f", "${Package} ${Version}\n").stdout.split("\n")
-    assert debs == dict(line.split(" ", 1) for line in installed if line)  # every dpkg package, none invented
+    assert debs == dpkg_installed(name)  # every dpkg package, none invented
     assert "python3.11" in debs and "libc6" in debs
     spdx = {p["name"]: p for p in found["spdx"]["packages"]}
     assert spdx["torch"]["versionInfo"] == "2.13.0+cpu"
