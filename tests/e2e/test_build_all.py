@@ -177,10 +177,17 @@ def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
             document = (copied / artifact["layers"][0]["digest"].split(":")[1]).read_text()
             assert document == Path(written[kinds[entry["artifactType"]]]).read_text()  # the same documents
         # ... and torchbake reads them back from the registry for an image this engine lacks
+        layer_ids = json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", image).stdout)
         docker("image", "rm", image)
         read_back = run_invoke("sbom", image, "--format", "cyclonedx", env=tb_env)
         assert read_back.returncode == 0, read_back.stderr
         assert read_back.stdout == Path(written["cyclonedx"]).read_text()
+        # a diff of two registry references reads both sides from the registry (SBOM and configuration)
+        compared = run_invoke("diff", image, image, "--format", "json", env=tb_env)
+        assert compared.returncode == 0, compared.stdout + compared.stderr
+        same = json.loads(compared.stdout)
+        assert same["summary"] == "no package changed; no new layer" and same["changes"] == []
+        assert len(same["layers"]["shared"]) == len(layer_ids) and same["layers"]["new"] == []
         pulled = docker("pull", f"{repo}@{cell['digest']}")
         assert cell["digest"] in pulled.stdout
         # No step without work: two equal (empty) layers in a row made the mode=max cache export
