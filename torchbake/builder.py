@@ -348,7 +348,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             record.phase("build")
             found = None
             if plan.verify:
-                found = _verify_candidate(plan.image, client, tag)
+                found = _verify_candidate(plan, plan.image, client, tag, record)
                 record.phase("verify")
             # the documents before the tag moves: a build that cannot describe its image leaves the tag alone
             recipe = {"Dockerfile": file_sha256(folder / "Dockerfile"), "common/": prepared.common_sha256}
@@ -504,7 +504,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     )
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)
-    found = _verify_candidate(image, client, tag) if plan.verify else None
+    found = _verify_candidate(plan, image, client, tag, record) if plan.verify else None
     _attest(plan, client, tag, image, record, found, recipe)
     if plan.verify:
         _promote(client, tag, image)
@@ -528,11 +528,15 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
     record.phase("attestations")
 
 
-def _verify_candidate(image: str, client: DockerClient, candidate: str) -> dict | None:
-    """Verify the candidate; the packages the probe found in it."""
+def _verify_candidate(plan: Plan, image: str, client: DockerClient, candidate: str, record: BuildRecord) -> dict | None:
+    """Verify the candidate (and run the GPU checks when [build] verify_gpus asks); the packages
+    the probe found in it. The GPU rows go into the build manifest."""
     expected = Expectations.of_image(client, candidate)
     try:
-        _checks, facts = verify_facts(client, candidate, expected)
+        _checks, facts = verify_facts(client, candidate, expected, gpus=plan.build_options.verify_gpus,
+                                      accelerator=plan.accelerator)
+        if "gpu_checks" in facts:
+            record.facts.setdefault("gpu_checks", {})[image] = facts["gpu_checks"]
     except Exception:
         output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
                               f" {image} was not changed.", "red"))

@@ -20,11 +20,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__, command, output, validation
+from . import __version__, command, gpu_check, output, validation
 from .accelerators import Accelerator
 from .accelerators import bundled as accelerators_declared
 from .devices import DeviceAccess, HostDevices, device_access
-from .engine import DockerClient
+from .engine import DockerClient, engine_is_local
 from .errors import ConfigurationError, ContainerError, ImageNotFoundError
 from .manifest import recent_builds
 from .settings import Settings
@@ -133,6 +133,7 @@ class RunRequest:
     interactive: bool  # a terminal on both ends: -it
     forward_stdin: bool  # standard input is a pipe or file the shell or command reads
     explicit: frozenset[str] = frozenset()
+    gpu_check: bool = True  # compare the host's GPUs with the image's arch list before creating
     accelerators: Mapping[str, Accelerator] = field(default_factory=accelerators_declared)  # their device access
 
     @classmethod
@@ -151,7 +152,8 @@ class RunRequest:
         mounts += tuple(Mount.parse(m, "--mount") for m in extra_mounts)
         return cls(image=image, name=options.name, shm_size=options.shm_size, privileged=options.privileged,
                    env=env, mounts=mounts, workdir=options.workdir, device_profile=options.device_profile,
-                   shell=options.shell, network=options.network, accelerators=settings.accelerators, **fields)
+                   shell=options.shell, network=options.network, accelerators=settings.accelerators,
+                   gpu_check=options.gpu_check, **fields)
 
 
 @dataclass(frozen=True)
@@ -370,6 +372,10 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
     devices = device_access(profile, HostDevices.probe(info, request.accelerators.values()), request.accelerators)
+    check = request.accelerators[profile].devices.check
+    if request.gpu_check and check in ("nvidia", "rocm") and engine_is_local():  # the host's GPUs are the engine's
+        for note in gpu_check.before_run(check, request.image, labels, gpu_check.host_gpus(check)):
+            output.channel().say(note)
     name = request.name or default_name(request.image)
     if request.remove and not request.name:
         name = f"{name}-{secrets.token_hex(3)}"

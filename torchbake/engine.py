@@ -144,12 +144,15 @@ class DockerClient(DockerCLI):
             self.api.load_image(data)
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
-                    network: str | None = "none", timeout: float = 600) -> command.CommandResult:
-        """Run a throwaway container and collect its output (the container is always removed)."""
+                    network: str | None = "none", timeout: float = 600,
+                    device_options: Mapping[str, Any] | None = None) -> command.CommandResult:
+        """Run a throwaway container and collect its output (the container is always removed);
+        ``device_options``: its device access (``DeviceAccess.host_config``)."""
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
         shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
+        host_config = {"network_mode": network, **{k: v for k, v in (device_options or {}).items() if v}}
         created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
-                                        name=name, labels={"torchbake.probe": "true"}, host_config={"network_mode": network})
+                                        name=name, labels={"torchbake.probe": "true"}, host_config=host_config)
         try:
             with engine_errors(f"run {image}", timeout):
                 try:

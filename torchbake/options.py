@@ -155,7 +155,8 @@ BUILD_FLAGS = (
     *TOOLKIT_URLS,
     *option_flags("wheels.torch", "wheels.extension", "build.variant", "sources.extension_tag",
                   "dev.git_credential_file", "sources.keep_git", "dev.slim", "build.dir"),
-    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE, CHECK_REPRODUCIBLE,
+    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), option_flag("build.verify_gpus"), NO_CACHE, *ENGINE,
+    CHECK_REPRODUCIBLE,
 )
 
 # --- build-base -------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ BUILD_ALL_FLAGS = (
 RUN_CONTAINER_FLAGS = (
     Flag("image", "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile); default the"
                   " image of this host's most recent successful build", positional=True),
-    *option_flags("run.name", "run.shm_size", "run.privileged"),
+    *option_flags("run.name", "run.shm_size", "run.privileged", "run.gpu_check"),
     Flag("env", "KEY=VALUE for the container and this shell; repeatable, adds to [run] env", repeatable=True),
     Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
          repeatable=True),
@@ -241,6 +242,10 @@ VERIFY_FLAGS = (
     Flag("reproducible", "Instead: build the image again without any cache from the configuration this host recorded"
                          " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
                          " over that configuration (e.g. credentials, which records keep masked)", default=SWITCH),
+    VERIFY_GPUS := Flag("gpus", "Also run the GPU checks: on every GPU of this host, with the image's device"
+                                " profile's access, a matmul and a convolution, and a judgement of torch's kernels"
+                                " for it (native, compatible, PTX only, none); without GPUs, the table says they were"
+                                " not run and why", default=SWITCH),
     DOCKER, CONFIG,
 )
 SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)

@@ -212,6 +212,9 @@ class BuildOptions:
                                    " cores) or uncompressed")
     verify: bool = option(True, decides=(), help="Run verify after the build", flag="no_verify",
                           aliases=("no_verify",), flag_help="Skip `verify` after the build")
+    verify_gpus: bool = option(False, decides=(), help="Also run verify's GPU checks after the build (`verify --gpus`):"
+                                                       " real kernels on every GPU of this host, judged against the"
+                                                       " image's arch list", flag="verify_gpus")
     network: str = option("", validation.one_of_or_empty(("default", "host", "none"), "Docker's default"), decides=(),
                           help="Network of RUN steps (host reaches servers on the build host); \"\" = default")
     engine_timeout: int = option(60, lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=(),
@@ -365,6 +368,10 @@ class RunOptions:
                            aliases=("shm_size",))
     privileged: bool = option(False, decides=(), help="Give the container every host device and capability",
                               flag="privileged")
+    gpu_check: bool = option(True, decides=(), help="Before creating a container of a GPU profile, compare this host's"
+                                                    " GPUs with the image's recorded arch list and refuse an image"
+                                                    " without kernels for one of them", flag="no_gpu_check",
+                             flag_help="Start the container even when a GPU of this host has no kernels in the image")
     env: Mapping[str, str] = option({}, validation.env_names, decides=(),
                                     help="Environment of the container and its shells (--env KEY=VALUE adds to it)")
     mounts: list[str] = option([], lambda v: [validation.mount_spec(m) for m in v], decides=(),

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import inventory, output
+from .accelerators import Accelerator
 from .engine import DockerClient
 from .errors import ImageNotFoundError, VerificationError
 from .lazy import LazyModule
@@ -273,16 +274,62 @@ def render_table(image: str, checks: list[CheckResult]) -> None:
     output.channel().show(table)
 
 
-def verify_image(client: DockerClient, image: str, expected: Expectations) -> list[CheckResult]:
+def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Accelerator | None) -> list[CheckResult]:
+    """The GPU probe (:mod:`torchbake.gpu_probe`) in ``image`` with the profile's device access:
+    one row per GPU (pass: native, compatible or PTX only, and the workload right; fail: no
+    kernels, or a wrong result); one skip row saying why when they could not run."""
+    from . import gpu_check
+    from .devices import HostDevices, device_access
+    from .errors import ContainerError
+
+    def not_run(why: str) -> list[CheckResult]:
+        return [CheckResult("GPU checks", SKIP, f"not run: {why}")]
+
+    if accelerator is None or accelerator.devices.check not in ("nvidia", "rocm"):
+        return not_run(f"the image's {profile} profile has no GPUs (the cuda and rocm profiles have)")
+    try:
+        access = device_access(profile, HostDevices.probe(client.engine_info(), [accelerator]), {profile: accelerator})
+    except ContainerError as exc:
+        return not_run(f"this host cannot give a {profile} container its GPUs: {exc}")
+    result = client.run_capture(image, ["-c", gpu_check.probe_source()], entrypoint="python",
+                                device_options=access.host_config())
+    found = gpu_check.probe_output(result.output)
+    if found is None:
+        return [CheckResult("GPU checks", FAIL, f"the GPU probe did not answer (exit {result.returncode}):"
+                                                f" {result.output.strip()[-300:]}")]
+    if found.get("error") or not found.get("devices"):
+        return [CheckResult("GPU checks", FAIL, f"the container got the GPUs, and torch judged none: "
+                                                f"{found.get('error') or 'no device'}")]
+    rows = []
+    for device in found["devices"]:
+        work = ", ".join(f"{dtype} {'ok' if r.get('ok') else 'WRONG'}" + (f" {r['seconds']} s" if 'seconds' in r else "")
+                         for dtype, r in device.get("workload", {}).items())
+        detail = f"{device['verdict']}: {device['detail']}" + (f"; fix: {device['fix']}" if device.get("fix") else "")
+        rows.append(CheckResult(f"GPU {device['index']} {device['device']}", PASS if device["passed"] else FAIL,
+                                detail + (f"; matmul+conv: {work}" if work else "")))
+    return rows
+
+
+def verify_image(client: DockerClient, image: str, expected: Expectations, *, gpus: bool = False,
+                 accelerator: Accelerator | None = None) -> list[CheckResult]:
     """Run every check; print the table; raise ``VerificationError`` if any failed."""
-    return verify_facts(client, image, expected)[0]
+    return verify_facts(client, image, expected, gpus=gpus, accelerator=accelerator)[0]
 
 
-def verify_facts(client: DockerClient, image: str, expected: Expectations) -> tuple[list[CheckResult], dict]:
-    """:func:`verify_image`, and the facts the probe found (``inventory``: the image's packages)."""
+def verify_facts(client: DockerClient, image: str, expected: Expectations, *, gpus: bool = False,
+                 accelerator: Accelerator | None = None) -> tuple[list[CheckResult], dict]:
+    """:func:`verify_image`, and the facts the probe found (``inventory``: the image's packages;
+    ``gpu_checks``: the GPU rows, when asked)."""
     facts = probe(client, image, expected.extension_module)
     checks = evaluate(facts, expected)
+    if gpus:
+        rows = gpu_checks(client, image, expected.profile, accelerator)
+        checks += rows
+        facts["gpu_checks"] = [{"name": r.name, "status": r.status, "detail": r.detail} for r in rows]
     render_table(image, checks)
+    for check in checks:
+        if check.name == "GPU checks" and check.status == SKIP:
+            output.channel().say((f"The GPU checks were NOT run: {check.detail.removeprefix('not run: ')}", "yellow"))
     failed = [c.name for c in checks if c.status == FAIL]
     if failed:
         raise VerificationError(f"{image} failed verification: {', '.join(failed)}.")

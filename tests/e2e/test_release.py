@@ -337,3 +337,28 @@ def test_diff_names_the_added_companion_the_changed_extension_and_the_new_layer_
         assert missing.returncode == 2 and "torchbake-test/no-such:image" in missing.stderr, missing.stderr
     finally:
         docker("image", "rm", "--force", old, new, check=False)
+
+
+def test_verify_gpus_says_the_gpu_checks_were_not_run_and_why_on_a_host_without_gpus(cpu_image, base_image, tb_env,
+                                                                                       tiny_profile, run_id, tmp_path):
+    """Never a silent pass: the CPU image has no GPUs to check; a CUDA image on this GPU-less host
+    cannot get them. Both say so in the table and in a line of their own; the other checks pass."""
+    name, _ = cpu_image
+    result = run_invoke("verify", name, "--gpus", env=tb_env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"GPU checks\s*│\s*skip\s*│\s*not run: the image's cpu profile has no GPUs", result.stdout)
+    assert "The GPU checks were NOT run: the image's cpu profile has no GPUs" in result.stdout.replace("\n", " ")
+    cuda = f"torchbake-test/cuda-{run_id}:1"
+    (tmp_path / "cuda.toml").write_text('[accelerator]\nprofile = "cuda"\n')
+    built = run_invoke("build", "--config", str(tiny_profile), "--config", str(tmp_path / "cuda.toml"), "--name",
+                       cuda.split(":")[0], "--tag", "1", "--base-img", base_image, "--verify-gpus", env=tb_env)
+    try:
+        assert built.returncode == 0, built.stdout[-3000:] + built.stderr
+        flat = re.sub(r"\s*│\s*|\s+", " ", built.stdout)
+        assert "GPU checks skip not run: this host cannot give a cuda container its GPUs" in flat
+        assert "NVIDIA Container Toolkit" in flat
+        manifest = next(json.loads(p.read_text()) for p in (Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]) / "logs").glob(
+            f"*cuda-{run_id}*.manifest.json") if "gpu_checks" in json.loads(p.read_text()))
+        assert manifest["gpu_checks"][cuda][0]["status"] == "skip"
+    finally:
+        docker("image", "rm", "--force", cuda, check=False)

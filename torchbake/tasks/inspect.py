@@ -14,7 +14,15 @@ from ..cli import docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
 from ..lazy import LazyModule
 from ..manifest import describe, find_manifest
-from ..options import SHOW_BUILD_FLAGS, SHOW_CONFIG_FLAGS, VERIFY_CHECKS, VERIFY_FLAGS, flag_task, overrides
+from ..options import (
+    SHOW_BUILD_FLAGS,
+    SHOW_CONFIG_FLAGS,
+    VERIFY_CHECKS,
+    VERIFY_FLAGS,
+    VERIFY_GPUS,
+    flag_task,
+    overrides,
+)
 from ..verify import Expectations, verify_image
 
 configuration = LazyModule("torchbake.config")  # read when the task runs
@@ -31,7 +39,7 @@ def verify(c, **given):
     image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
     python, cuda_arch_list = given["python"], given["cuda_arch_list"]
     if given["reproducible"]:
-        checks = [flag.spelling for flag in VERIFY_CHECKS if given[flag.param]]
+        checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks:
             raise ConfigurationError(f"{', '.join(checks)}: not with --reproducible, which compares the image with a"
                                      " build of its own recorded configuration (run verify without --reproducible"
@@ -50,7 +58,7 @@ def verify(c, **given):
     client.check_engine()
     expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
                                      extension_module=given["extension_module"], cuda_arch_list=cuda_arch_list)
-    verify_image(client, image, expected)
+    verify_image(client, image, expected, gpus=given["gpus"], accelerator=settings.accelerators.get(expected.profile))
 
 
 def _verify_reproducible(image: str, config_files: list[str], cli: dict[str, object]) -> None:

@@ -57,6 +57,7 @@ class PlanCommon:
     on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
     configuration: Mapping[str, Any] = field(repr=False)  # every option as resolved: what a build records
     image_steps: str = field(default="", repr=False)  # [image] steps: the team's Dockerfile lines (their text)
+    accelerator: Accelerator | None = field(default=None, repr=False)  # the profile's declaration: verify's GPU access
 
     def download_cache(self, *, read_only: bool = False) -> DownloadCache:
         """The download cache with this plan's checksums and [downloads] policy."""
@@ -306,6 +307,7 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
             "build_options": settings.build, "download_options": settings.downloads,
             "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
             "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
+            "accelerator": settings.accelerators.get(settings.accelerator.profile),
             "image_steps": Path(settings.image.steps).expanduser().read_text() if settings.image.steps else ""}
 
 
