@@ -8,6 +8,7 @@ container it verifies with); the layers come from the engine's image record and 
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from collections.abc import Mapping
@@ -19,21 +20,14 @@ from .errors import EngineError
 
 MARK = "TORCHBAKE-INVENTORY "
 
-# Standard library only, for any Python >= 3.8 in the image. The environments are the running
-# interpreter's own site-packages and every site-packages or dist-packages folder where Debian,
-# venvs under /opt, python-build-standalone and pip --user put them.
-SCRIPT = r'''
-def torchbake_inventory():
-    import glob, os, sys
-    from importlib import metadata
+DPKG_STATUS = "/var/lib/dpkg/status"
 
+
+def parse_dpkg_status(text):
+    """The installed packages of a dpkg status file (name, version, architecture, source package
+    and its version). Plain Python 3.8: the in-image script holds this function's own text."""
     debs = []
-    try:
-        with open("/var/lib/dpkg/status", encoding="utf-8", errors="replace") as fh:
-            blocks = fh.read().split("\n\n")
-    except OSError:
-        blocks = []
-    for block in blocks:
+    for block in text.split("\n\n"):
         fields = {}
         for line in block.splitlines():
             if line[:1] not in (" ", "\t") and ":" in line:
@@ -45,6 +39,23 @@ def torchbake_inventory():
                          "architecture": fields.get("Architecture", ""),
                          "source": source[0] or fields["Package"],
                          "source_version": source[1].strip("()") if len(source) > 1 else fields.get("Version", "")})
+    return debs
+
+
+# Standard library only, for any Python >= 3.8 in the image. The environments are the running
+# interpreter's own site-packages and every site-packages or dist-packages folder where Debian,
+# venvs under /opt, python-build-standalone and pip --user put them.
+SCRIPT = inspect.getsource(parse_dpkg_status) + r'''
+
+def torchbake_inventory():
+    import glob, os, sys
+    from importlib import metadata
+
+    try:
+        with open("/var/lib/dpkg/status", encoding="utf-8", errors="replace") as fh:
+            debs = parse_dpkg_status(fh.read())
+    except OSError:
+        debs = []
     patterns = ["/opt/*/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
                 "/root/.local/lib/python3*/site-packages", "/home/*/.local/lib/python3*/site-packages"]
@@ -191,6 +202,10 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
     if found is None:
         result = client.run_capture(image, ["-c", PROBE], entrypoint="python")
         found = parse(result.output)
+        if found is None and "executable file not found" in result.output:  # no Python: its Debian packages only
+            status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
+            if status.returncode == 0:
+                found = {"debs": parse_dpkg_status(status.output), "pythons": []}
         if found is None:
             raise EngineError(f"Could not list the packages of {image}: `python` in the image did not answer"
                               f" (exit {result.returncode}). Its last output:\n{result.output.strip()[-1500:]}")

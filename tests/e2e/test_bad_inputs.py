@@ -218,6 +218,12 @@ CASES = [
      "ubuntu:24.04 (ubuntu 24.04, suite noble) cannot be made on this host: its debootstrap has no script for noble"),
     ("no-bootstrap-said-first", ["build", "--release", "--python", "3.12", "--no-bootstrap"], {},
      "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false)"),
+    # what is inside images, where it came from, what changed
+    ("sbom-format", ["sbom", B, "--format", "xml"], {}, "--format 'xml': expected spdx or cyclonedx."),
+    ("sbom-output-folder", ["sbom", B, "--output", "/tmp"], {}, "--output /tmp is a folder; name a file in it"),
+    ("provenance-not-built-here", ["provenance", B], {}, "has no provenance on this host"),
+    ("diff-no-image", ["diff", B, NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
+    ("diff-format", ["diff", B, B, "--format", "yaml"], {}, "--format 'yaml': expected table or json."),
 ]
 
 
@@ -338,7 +344,7 @@ def test_the_catalogue_has_at_least_40_cases_across_every_task():
     assert len(CASES) >= 40 and len({case[0] for case in CASES}) == len(CASES)
     tasks = {case[1][0] for case in CASES}
     assert tasks == {"build", "build-base", "build-all", "verify", "show-build", "show-config", "bootstrap-os",
-                     "run-container", "stop-container"}
+                     "run-container", "stop-container", "sbom", "provenance", "diff"}
 
 
 @pytest.mark.parametrize(("case", "args", "env", "message"), CASES, ids=[case[0] for case in CASES])

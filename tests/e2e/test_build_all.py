@@ -109,6 +109,12 @@ def test_matrix_builds_then_skips_then_rebuilds_only_what_changed(nightly, tb_en
     assert third.returncode == 0, (third.stdout + third.stderr)[-3000:]
     assert statuses(folder / "r3.json") == {"tiny-release-py311": "unchanged", "lean-release-py311": "built",
                                             "fixture-lite-base-py311": "unchanged", "fixture-lite-dev-py311": "unchanged"}
+    # the rebuilt cell says what changed against the image its tag held: in the summary, and whole in the report
+    lean_cell = next(c for c in json.loads((folder / "r3.json").read_text())["cells"] if c["id"] == "lean-release-py311")
+    assert re.fullmatch(r"\+torchbake-fixture-companion 1\.0; [\d.]+ [kM]?B new layers", lean_cell["changed"]), lean_cell
+    assert [(c["what"], c["name"], c["new"]) for c in lean_cell["diff"]["changes"] if c["what"] == "python"] == [
+        ("python", "torchbake-fixture-companion", "1.0")]
+    assert "+torchbake-fixture-companion" in _flat(third.stdout) and "changed" in third.stdout
 
 
 @pytest.mark.quick

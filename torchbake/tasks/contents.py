@@ -8,7 +8,7 @@ from pathlib import Path
 
 from invoke import Collection
 
-from .. import output
+from .. import output, writable
 from ..cli import docker_client, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
 from ..files import write_atomically
@@ -58,9 +58,9 @@ def _document(given: dict, flags, kind: str) -> str:
     return found
 
 
-def _emit(text: str, target: str | None) -> None:
+def _emit(text: str, target: Path | None) -> None:
     if target:
-        path = write_atomically(Path(target).expanduser(), text)
+        path = write_atomically(target, text)
         output.channel().say(f"Wrote {path}")
     else:
         output.document(text)
@@ -75,7 +75,10 @@ def sbom(c, **given):
     sha256), toolkits, source trees and the base image."""
     if given["format"] not in FORMATS:
         raise ConfigurationError(f"--format {given['format']!r}: expected spdx or cyclonedx.")
-    _emit(_document(given, SBOM_FLAGS, given["format"]), given["output"])
+    target = writable.check_output_file(given["output"], "--output") if given["output"] else None
+    with output.channel_to(output.Channel(output.console(stderr=True))):  # stdout is the document's alone
+        text = _document(given, SBOM_FLAGS, given["format"])
+    _emit(text, target)
 
 
 @flag_task(*PROVENANCE_FLAGS)
@@ -85,7 +88,10 @@ def provenance(c, **given):
 
     An in-toto statement: the options as resolved, every dependency with its digest, the
     builder's versions, start and finish."""
-    _emit(_document(given, PROVENANCE_FLAGS, "provenance"), given["output"])
+    target = writable.check_output_file(given["output"], "--output") if given["output"] else None
+    with output.channel_to(output.Channel(output.console(stderr=True))):  # stdout is the document's alone
+        text = _document(given, PROVENANCE_FLAGS, "provenance")
+    _emit(text, target)
 
 
 @flag_task(*DIFF_FLAGS)
