@@ -518,3 +518,30 @@ def registry_requests(log: Path, since: int) -> list[tuple[str, str, int]]:
         text = handle.read().decode(errors="replace")
     return [(method, path, int(size) if size.isdigit() else 0)
             for method, path, size in re.findall(r'"(GET|HEAD|PUT|POST|PATCH|DELETE) (/v2/\S*) HTTP/[\d.]+" \d+ (\S+)', text)]
+
+
+def registry_referrer_blobs(host: str, reference: str) -> set[str]:
+    """The blobs of the artifacts that refer to ``reference``'s manifest in the registry on
+    ``host`` (its SBOMs and provenance, through the OCI referrers tag schema): their documents and
+    their (empty) config."""
+    import json
+    import urllib.error
+
+    repository = reference.split("/", 1)[1].rsplit(":", 1)[0]
+    digest = registry_digest(host, reference)
+
+    def fetch(ref: str) -> dict:
+        with registry_get(host, repository, f"manifests/{ref}") as response:
+            return json.load(response)
+
+    try:
+        index = fetch(digest.replace(":", "-"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return set()
+        raise
+    blobs = set()
+    for entry in index.get("manifests", []):
+        artifact = fetch(entry["digest"])
+        blobs |= {artifact["config"]["digest"], *(layer["digest"] for layer in artifact["layers"])}
+    return blobs

@@ -27,6 +27,7 @@ from tests.support import (
     registry_digest,
     registry_manifest,
     registry_provenance,
+    registry_referrer_blobs,
     registry_requests,
     serve_registry,
 )
@@ -370,7 +371,8 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path, _size in registry_requests(log, mark)
                     if method == "PUT" and "digest=" in path and "-buildcache/" not in path}
-        attestation = registry_provenance(host, lean_image)[3]
+        # BuildKit's provenance, and torchbake's SBOMs and provenance beside the image
+        attestation = registry_provenance(host, lean_image)[3] | registry_referrer_blobs(host, lean_image)
         assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]} | attestation, (
             uploaded, new_layers, shared)
 

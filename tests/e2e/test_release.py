@@ -308,9 +308,9 @@ def test_diff_names_the_added_companion_the_changed_extension_and_the_new_layer_
     wheels.mkdir()
     for version in ("1.0.0", "1.0.1"):
         make_wheel(wheels, "torchbake-fixture-vendor", version, [], {"vendor_ext/__init__.py": f"V = '{version}'\n"})
-    make_wheel(wheels, "teamlib", "1.0", [], {"teamlib/__init__.py": ""})
+    make_wheel(wheels, "torchbake-fixture-diffmate", "1.0", [], {"diffmate/__init__.py": ""})
     old, new = f"torchbake-test/pytorch-cpu:{run_id}-ext100", f"torchbake-test/pytorch-cpu:{run_id}-ext101"
-    for image, extension, extra in ((old, "1.0.0", '"numpy"'), (new, "1.0.1", '"numpy", "teamlib==1.0"')):
+    for image, extension, extra in ((old, "1.0.0", '"numpy"'), (new, "1.0.1", '"numpy", "torchbake-fixture-diffmate==1.0"')):
         (tmp_path / "extra.toml").write_text(f'[wheels]\nextra = [{extra}]\nfind_links = ["{wheels}"]\n'
                                              f'extension = "torchbake-fixture-vendor=={extension}"\n')
         built = run_invoke("build", "--config", "configs/cpu.toml", "--config", str(tmp_path / "extra.toml"),
@@ -322,17 +322,18 @@ def test_diff_names_the_added_companion_the_changed_extension_and_the_new_layer_
         assert result.returncode == 0, result.stdout + result.stderr
         found = json.loads(result.stdout)
         packages = [(c["what"], c["name"], c["old"], c["new"]) for c in found["changes"] if c["what"] in ("python", "deb")]
-        assert packages == [("python", "teamlib", "", "1.0"), ("python", "torchbake-fixture-vendor", "1.0.0", "1.0.1")]
+        assert packages == [("python", "torchbake-fixture-diffmate", "", "1.0"),
+                            ("python", "torchbake-fixture-vendor", "1.0.0", "1.0.1")]
         old_layers = json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", old).stdout)
         new_layers = json.loads(docker("image", "inspect", "--format", "{{json .RootFS.Layers}}", new).stdout)
         added = [layer for layer in new_layers if layer not in old_layers]
         # the companion's folder, the extension, and the record of what is installed
         assert [layer["diff_id"] for layer in found["layers"]["new"]] == added and len(added) == 3
         assert 0 < found["layers"]["new_bytes"] < 1_000_000 < found["layers"]["shared_bytes"]  # torch is shared
-        assert found["summary"] == ("+teamlib 1.0; torchbake-fixture-vendor 1.0.0 → 1.0.1;"
+        assert found["summary"] == ("+torchbake-fixture-diffmate 1.0; torchbake-fixture-vendor 1.0.0 → 1.0.1;"
                                     f" {human_size(found['layers']['new_bytes'])} new layers")
         table = run_invoke("diff", old, new, env=tb_env)
-        assert table.returncode == 0 and "3 new (" in table.stdout and "teamlib" in table.stdout
+        assert table.returncode == 0 and "3 new (" in table.stdout and "diffmate" in table.stdout
         missing = run_invoke("diff", old, "torchbake-test/no-such:image", env=tb_env)
         assert missing.returncode == 2 and "torchbake-test/no-such:image" in missing.stderr, missing.stderr
     finally:
