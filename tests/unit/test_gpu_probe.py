@@ -15,6 +15,21 @@ from torchbake.gpu_probe import COMPATIBLE, NATIVE, NONE, PTX_ONLY, judge_cuda, 
 CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
 
 
+# A one-kernel CUDA program built with nvcc for one target, run on a real H100 (9.0, driver 580,
+# CUDA 13.0), 2026-11-25: what cudaDeviceSynchronize said.
+H100_RUNS = {("sm_80",): "no kernel image is available for execution on the device",
+             ("compute_80",): "no error", ("sm_86",): "no kernel image is available for execution on the device",
+             ("sm_90",): "no error"}
+
+
+@pytest.mark.parametrize(("arch_list", "said"), H100_RUNS.items())
+def test_the_judgement_agrees_with_what_a_real_h100_did(arch_list, said):
+    judged = judge_cuda("NVIDIA H100 80GB HBM3", (9, 0), list(arch_list))
+    assert judged.passed == (said == "no error")
+    if not judged.passed:
+        assert said in judged.detail
+
+
 def test_an_h100_has_native_kernels_in_the_cu130_wheel():
     judged = judge_cuda("NVIDIA H100 80GB HBM3", (9, 0), CU130)
     assert (judged.verdict, judged.passed, judged.fix) == (NATIVE, True, "")
