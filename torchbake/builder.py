@@ -505,6 +505,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     client.build(argv, env, log_file)
     _label_built_versions(client, tag, log_file)
     found = _verify_candidate(plan, image, client, tag, record) if plan.verify else None
+    record.phase("slim")
     _attest(plan, client, tag, image, record, found, recipe)
     if plan.verify:
         _promote(client, tag, image)
@@ -525,7 +526,7 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
     suffix = image.removeprefix(plan.image)  # "" or "-slim"
     where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))
     record.facts.setdefault("attestations", {})[image] = attestations.write_beside(where, documents)
-    record.phase("attestations")
+    record.phase(f"{suffix.lstrip('-')} attestations".lstrip())  # "attestations", "slim attestations"
 
 
 def _verify_candidate(plan: Plan, image: str, client: DockerClient, candidate: str, record: BuildRecord) -> dict | None:
