@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -66,6 +66,7 @@ class BuildResult:
     seconds: float
     status: Status = Status.BUILT
     reason: str = ""
+    gpu_checks: dict = field(default_factory=dict)  # image → the GPU rows of its verify ([build] verify_gpus)
 
 
 def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
@@ -285,7 +286,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
         raise
     record.facts["image_id"] = result.image_id
     record.write(Status.BUILT)
-    return result
+    return replace(result, gpu_checks=record.facts.get("gpu_checks", {}))
 
 
 def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:

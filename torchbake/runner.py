@@ -49,6 +49,7 @@ class CellResult:
     exit_code: int = 0  # a failed cell's: its error class's (torchbake.errors), 1 for an internal error
     changed: str = ""  # a rebuilt cell: what changed against the image its tag held before, in one line
     diff: dict = field(default_factory=dict)  # ... and the whole diff (torchbake.image_diff)
+    gpu_checks: dict = field(default_factory=dict)  # image → its GPU rows, when [build] verify_gpus ran them
 
 
 def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
@@ -239,7 +240,7 @@ class MatrixRun:
             digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id="" if registry_done else result.image_id,
-                         digest=digest, log=str(log))
+                         digest=digest, log=str(log), gpu_checks=result.gpu_checks)
         except FatalError as exc:
             if self.interrupted:
                 self.results[cell.id].status = Status.INTERRUPTED

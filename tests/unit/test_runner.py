@@ -167,9 +167,11 @@ def test_a_rebuilt_cell_says_what_changed_against_the_image_its_tag_held(monkeyp
         def inspect_image(self, reference):
             return {"Id": old_id} if reference == "x/b-release:t" else None
 
+    gpus = {"x/b-release:t": [{"name": "GPU checks", "status": "skip", "detail": "not run: no GPU"}]}
+
     def fake_build(plan, client, *, skip_unchanged, log_file, publish):
         return BuildResult(image=f"x/{plan}:t", image_id=new_id, size_bytes=1, log_file=log_file, input_hash="h",
-                           seconds=1.0, status=Status.BUILT)
+                           seconds=1.0, status=Status.BUILT, gpu_checks=gpus)
 
     monkeypatch.setattr(runner, "build_image", fake_build)
     cells = [cell("b-release")]
@@ -182,4 +184,6 @@ def test_a_rebuilt_cell_says_what_changed_against_the_image_its_tag_held(monkeyp
     console.print(runner.summary_table(run.results))
     assert "changed" in console.file.getvalue() and "vendor-ext 1.0.0 → 1.0.1" in console.file.getvalue()
     runner.write_json(tmp_path / "r.json", run.results, datetime.now())
-    assert json.loads((tmp_path / "r.json").read_text())["cells"][0]["diff"]["changes"][0]["name"] == "vendor-ext"
+    reported = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+    assert reported["diff"]["changes"][0]["name"] == "vendor-ext"
+    assert reported["gpu_checks"] == gpus  # the GPU rows of the cell's verify, when it ran them
