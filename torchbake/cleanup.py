@@ -20,6 +20,7 @@ from pathlib import Path
 
 import filelock
 
+from . import attestations
 from .base_os import package_caches, package_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
@@ -162,8 +163,8 @@ def cache_removals(cache_dir: Path, older_than: float, max_cache: int, now: floa
 
 
 def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
-    """Logs and manifests older than ``older_than``; a failed build's stay until a later build of
-    that image succeeded."""
+    """Logs and manifests older than ``older_than``, with the SBOMs, provenance and inventories
+    written beside them; a failed build's stay until a later build of that image succeeded."""
     if not log_dir.is_dir():
         return []
     manifests = []
@@ -184,7 +185,11 @@ def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
         if document.get("status") not in ON_THIS_ENGINE and succeeded.get(document.get("image", ""), 0.0) < path.stat().st_mtime:
             continue  # the newest word on that image is a failure: keep its log
         log = path.with_name(path.name.removesuffix(".manifest.json") + ".log")
-        for item in (path, log):
+        # the documents the manifest names (its slim image's too), where they are this folder's
+        written = [Path(p) for paths in (document.get("attestations") or {}).values() if isinstance(paths, dict)
+                   for p in paths.values() if isinstance(p, str)]
+        beside = [*attestations.paths_beside(path).values(), *(p for p in written if p.parent == log_dir)]
+        for item in dict.fromkeys((path, log, *beside)):
             if item.exists():
                 found.append(Removal("log", str(item), item.stat().st_size,
                                      f"{(now - item.stat().st_mtime) / 86400:.0f} days old"))

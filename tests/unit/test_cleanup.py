@@ -129,8 +129,21 @@ def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_pat
     manifest("c-failed", "t/c:1", "failed", 40)
     manifest("c-later", "t/c:1", "built", 35)  # a later success: the failure's log may go
     manifest("d-new", "t/d:1", "built", 1)
+    # a build's SBOMs, provenance and inventory (its slim image's too) go with its manifest
+    written = {"t/a:1": {"spdx": str(tmp_path / "a-old.spdx.json"), "provenance": str(tmp_path / "a-old.provenance.json")},
+               "t/a:1-slim": {"cyclonedx": str(tmp_path / "a-old-slim.cdx.json"),
+                              "elsewhere": str(tmp_path.parent / "not-ours.json")}}
+    (tmp_path / "a-old.manifest.json").write_text(json.dumps({"image": "t/a:1", "status": "built",
+                                                              "attestations": written}))
+    age(tmp_path / "a-old.manifest.json", 40)
+    for kind in ("spdx", "provenance", "inventory"):
+        (tmp_path / f"a-old.{'spdx' if kind == 'spdx' else kind}.json").write_text("{}")
+    (tmp_path / "a-old-slim.cdx.json").write_text("{}")
+    (tmp_path.parent / "not-ours.json").write_text("{}")
+    (tmp_path / "d-new.spdx.json").write_text("{}")
     gone = sorted(Path(r.what).name for r in cleanup.log_removals(tmp_path, 30 * DAY, time.time()))
-    assert gone == ["a-old.log", "a-old.manifest.json", "c-failed.log", "c-failed.manifest.json",
+    assert gone == ["a-old-slim.cdx.json", "a-old.inventory.json", "a-old.log", "a-old.manifest.json",
+                    "a-old.provenance.json", "a-old.spdx.json", "c-failed.log", "c-failed.manifest.json",
                     "c-later.log", "c-later.manifest.json"]
 
 
