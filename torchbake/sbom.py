@@ -123,7 +123,20 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = ()) -
             properties={"torchbake:environment": dist.environment}))
     found += _toolkits(labels, inputs)
     found += _sources(labels)
-    return found
+    return _unique_refs(found)
+
+
+def _unique_refs(parts: list[Component]) -> list[Component]:
+    """Each reference once: a second copy of a distribution in one environment (two dist-info
+    folders of a half-done upgrade) is listed as the image holds it, under a reference of its own."""
+    import dataclasses
+
+    seen: dict[str, int] = {}
+    unique = []
+    for part in parts:
+        count = seen[part.ref] = seen.get(part.ref, 0) + 1
+        unique.append(part if count == 1 else dataclasses.replace(part, ref=f"{part.ref}#{count}"))
+    return unique
 
 
 def _hex(digest: str) -> str:

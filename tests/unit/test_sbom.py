@@ -91,6 +91,17 @@ def test_every_package_is_listed_with_its_package_url_and_torch_with_its_wheels_
     assert {"name": "torchbake:environment", "value": "/usr"} in pip["properties"] and "hashes" not in pip
 
 
+def test_two_copies_of_a_distribution_in_one_environment_are_both_listed_and_the_documents_stay_valid():
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    twice = image(extra=(PythonDist("numpy", "2.4.5", "/opt/venv"),))
+    documents = sbom.documents(twice, INPUTS, tool_version="0.1.0")
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(documents["cyclonedx"]) is None
+    numpys = sorted(c["version"] for c in json.loads(documents["cyclonedx"])["components"] if c["name"] == "numpy")
+    assert numpys == ["2.4.5", "2.4.6"]
+
+
 def test_the_documents_of_one_image_are_the_same_every_time():
     assert sbom.documents(image(), INPUTS, tool_version="0.1.0") == sbom.documents(image(), INPUTS, tool_version="0.1.0")
 
