@@ -100,6 +100,7 @@ def test_two_copies_of_a_distribution_in_one_environment_are_both_listed_and_the
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(documents["cyclonedx"]) is None
     numpys = sorted(c["version"] for c in json.loads(documents["cyclonedx"])["components"] if c["name"] == "numpy")
     assert numpys == ["2.4.5", "2.4.6"]
+    assert sbom.documents(twice, INPUTS, tool_version="0.1.0") == documents  # no made-up reference in it
 
 
 def test_the_documents_of_one_image_are_the_same_every_time():
