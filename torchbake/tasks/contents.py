@@ -24,7 +24,8 @@ FORMATS = ("spdx", "cyclonedx")
 
 def _document(given: dict, flags, kind: str) -> str:
     """The ``kind`` document of the image ``given["image"]``: what this host wrote when it built
-    it; else, for a local image, an SBOM read from the image now; else the registry's."""
+    it; else what its registry holds beside it (a reference with a registry host); else, for a
+    local image, an SBOM read from the image now."""
     from .. import inventory, registry, sbom
     from ..errors import RegistryError
 
@@ -39,23 +40,30 @@ def _document(given: dict, flags, kind: str) -> str:
         found = attestations.recorded(settings.paths.log_dir, info["Id"], name).get(kind)
         if found:
             return found
-        if kind == "provenance":
-            raise ConfigurationError(
-                f"{image} has no provenance on this host (in {settings.paths.log_dir}): provenance is written when"
-                " torchbake builds an image, and read from the registry for one it pushed. Build it here, or give"
-                " its registry reference.")
-        output.channel().say(f"{image}: no SBOM recorded on this host; reading its packages from the image.")
-        return sbom.documents(inventory.take(client, image))[kind]
     host, repository, tag = registry.split_reference(image)
-    if not host:
-        raise ImageNotFoundError(image)
-    remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
-                               policy=downloads.DownloadPolicy.from_settings(settings.downloads))
-    found = attestations.fetch(remote, repository, tag, kind)
-    if found is None:
+    if host:
+        remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
+                                   policy=downloads.DownloadPolicy.from_settings(settings.downloads))
+        try:
+            found = attestations.fetch(remote, repository, tag, kind)
+        except RegistryError:
+            if info is None:  # nowhere else to look
+                raise
+            found = None
+        if found is not None:
+            return found
+    if info is None:
+        if not host:
+            raise ImageNotFoundError(image)
         raise RegistryError(f"{image}: nothing in registry {host} refers to it as its {kind} (torchbake attaches the"
                             " SBOMs and provenance when it pushes an image it built).")
-    return found
+    if kind == "provenance":
+        raise ConfigurationError(
+            f"{image} has no provenance on this host (in {settings.paths.log_dir}){' or in its registry' if host else ''}:"
+            " provenance is written when torchbake builds an image, and read from the registry for one it pushed."
+            " Build it here, or give its registry reference.")
+    output.channel().say(f"{image}: no SBOM recorded on this host; reading its packages from the image.")
+    return sbom.documents(inventory.take(client, image))[kind]
 
 
 def _emit(text: str, target: Path | None) -> None:
