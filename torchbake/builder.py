@@ -29,7 +29,7 @@ from .context import (
     load_prepared,
 )
 from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
-from .engine import DockerClient, engine_is_local
+from .engine import DockerClient, engine_is_local, marked_json
 from .errors import EngineError, RegistryError, VerificationError
 from .files import SecretSource, secret_files, secret_paths
 from .input_hash import (
@@ -469,10 +469,9 @@ def _label_built_versions(client: DockerClient, tag: str, log_file: Path) -> str
     """Versions built from source are known only after the build: add them as labels (a
     FROM-only build, no new layer). Returns the labelled image's id."""
     result = client.run_capture(tag, ["-c", BUILT_PROBE], entrypoint="python")
-    line = next((ln for ln in result.output.splitlines() if ln.startswith("TORCHBAKE-BUILT ")), None)
-    if line is None:
+    facts = marked_json(result.output, "TORCHBAKE-BUILT ")
+    if facts is None:
         raise EngineError(f"Could not read what the dev build installed in {tag}:\n{result.output[-1500:]}")
-    facts = json.loads(line.split(" ", 1)[1])
     labels = {"torchbake.torch-version": facts["torch"]}
     for record in facts["built"]:
         if record["role"] == "extension":

@@ -194,9 +194,15 @@ def file_name_of(url: str) -> str:
     return name or "download"
 
 
+def local_name(location: str) -> str:
+    """The file name an input (URL or path, a #sha256= fragment allowed) has once fetched."""
+    base = split_fragment(location)[0]
+    return file_name_of(base) if is_url(base) else Path(base).name
+
+
 def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
     base, fragment = split_fragment(location)
-    return fragment or checksums.get(base, "") or checksums.get(file_name_of(base) if is_url(base) else Path(base).name, "")
+    return fragment or checksums.get(base, "") or checksums.get(local_name(base), "")
 
 
 class DownloadCache:

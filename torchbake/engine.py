@@ -40,6 +40,13 @@ _RAISE = object()  # DockerClient.call: a missing object is an error
 _LISTING_ATTEMPTS = 5  # DockerClient.images: listings asked while images are removed beside them
 
 
+def marked_json(output: str, mark: str) -> Any:
+    """The JSON a probe container printed on the line starting with ``mark`` (its other output
+    is the image's own), or None when it printed none."""
+    line = next((line for line in output.splitlines() if line.startswith(mark)), None)
+    return None if line is None else json.loads(line[len(mark):])
+
+
 @dataclass(frozen=True)
 class DockerClient(DockerCLI):
     """The CLI torchbake builds with, and the engine it talks to."""

@@ -10,7 +10,6 @@ none).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 from collections.abc import Mapping
@@ -118,11 +117,3 @@ def before_run(check: str, image: str, labels: Mapping[str, str], gpus: list[Hos
         raise ContainerError(f"{image} has no kernels for {len(missing)} GPU(s) of this host (the image's arch list:"
                              f" {labels[label]}):\n{lines}\nPass --no-gpu-check to start the container anyway.")
     return notes
-
-
-def probe_output(text: str) -> dict | None:
-    """The JSON the probe printed after its mark, or None."""
-    for line in text.splitlines():
-        if line.startswith(gpu_probe.MARK):
-            return json.loads(line[len(gpu_probe.MARK):])
-    return None

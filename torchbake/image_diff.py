@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .inventory import Deb, Inventory, Layer, PythonDist
+from .inventory import INPUTS_LABEL, Deb, Inventory, Layer, PythonDist, recorded_files
 from .output import human_size
 
 # Labels that differ between any two builds and say nothing of the content.
-NOISE_LABELS = ("org.opencontainers.image.created", "torchbake.input-hash", "torchbake.input-parts", "torchbake.inputs",
+NOISE_LABELS = ("org.opencontainers.image.created", "torchbake.input-hash", "torchbake.input-parts", INPUTS_LABEL,
                 "org.opencontainers.image.version")
 
 
@@ -93,11 +93,7 @@ def _pythons(inventory: Inventory) -> dict[str, str]:
 
 
 def _inputs(inventory: Inventory) -> dict[str, str]:
-    try:
-        found = json.loads(inventory.labels.get("torchbake.inputs") or "{}")
-    except ValueError:
-        return {}
-    return {str(k): str(v)[:12] for k, v in found.items()} if isinstance(found, dict) else {}
+    return {name: digest[:12] for name, digest in recorded_files(inventory.labels).items()}
 
 
 def compare(old_name: str, old: Inventory, new_name: str, new: Inventory) -> ImageDiff:
@@ -160,7 +156,7 @@ def inventory_of(client, reference: str, log_dir, policy) -> Inventory:
     host, repository, tag = registry.split_reference(reference)
     if not host:
         raise ImageNotFoundError(reference)
-    remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy)
+    remote = registry.for_host(host, client.engine_info(), policy)
     found = remote.inspect(repository, tag)
     if found is None:
         raise RegistryError(f"Registry {host} has no {repository}:{tag}.")

@@ -2,23 +2,24 @@
 and every Python distribution of every environment, and its layers with their sizes.
 
 The packages are read by a small script in a throwaway container with ``--network none``
-(:data:`SCRIPT`; the verify probe runs the same script, so a verified build reads them in the
+(:func:`script`; the verify probe runs the same script, so a verified build reads them in the
 container it verifies with); the layers come from the engine's image record and history.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import DockerClient
+from .engine import DockerClient, marked_json
 from .errors import EngineError
 
 MARK = "TORCHBAKE-INVENTORY "
+INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 
@@ -45,7 +46,7 @@ def parse_dpkg_status(text):
 # Standard library only, for any Python >= 3.8 in the image. The environments are the running
 # interpreter's own site-packages and every site-packages or dist-packages folder where Debian,
 # venvs under /opt, python-build-standalone and pip --user put them.
-SCRIPT = inspect.getsource(parse_dpkg_status) + r'''
+_INVENTORY = r'''
 
 def torchbake_inventory():
     import glob, os, sys
@@ -94,7 +95,18 @@ def torchbake_inventory():
             "python": sys.executable, "os": os_release}
 '''
 
-PROBE = SCRIPT + f'\nimport json\nprint({MARK!r} + json.dumps(torchbake_inventory()))\n'
+
+
+@functools.cache
+def script() -> str:
+    """The in-image script that defines ``torchbake_inventory()`` (its dpkg parser the host's
+    own, by its text): read when a probe runs, not when torchbake's modules are imported."""
+    return inspect.getsource(parse_dpkg_status) + _INVENTORY
+
+
+def probe() -> str:
+    """:func:`script`, printing its result after :data:`MARK`."""
+    return script() + f"\nimport json\nprint({MARK!r} + json.dumps(torchbake_inventory()))\n"
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,9 @@ class PythonDist:
     @property
     def key(self) -> str:
         """The project name as package indexes compare it (PEP 503)."""
-        return canonical_name(self.name)
+        from packaging.utils import canonicalize_name
+
+        return str(canonicalize_name(self.name))
 
 
 @dataclass(frozen=True)
@@ -165,18 +179,6 @@ class Inventory:
         return self.main_python.rsplit("/bin/", 1)[0] if "/bin/" in self.main_python else ""
 
 
-def canonical_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def parse(output: str) -> dict[str, Any] | None:
-    """The inventory a probe printed, or None."""
-    for line in output.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
-    return None
-
-
 # Dockerfile instructions that change only the image's configuration: no layer of their own.
 CONFIG_ONLY = ("ENV", "ARG", "CMD", "LABEL", "WORKDIR", "USER", "EXPOSE", "ENTRYPOINT", "VOLUME", "STOPSIGNAL",
                "HEALTHCHECK", "SHELL", "ONBUILD", "MAINTAINER")
@@ -200,8 +202,8 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
     if info is None:
         raise EngineError(f"The engine has no image {image} to list the contents of.")
     if found is None:
-        result = client.run_capture(image, ["-c", PROBE], entrypoint="python")
-        found = parse(result.output)
+        result = client.run_capture(image, ["-c", probe()], entrypoint="python")
+        found = marked_json(result.output, MARK)
         if found is None and "executable file not found" in result.output:  # no Python: its Debian packages only
             status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
             if status.returncode == 0:
@@ -234,16 +236,22 @@ def source_trees(labels: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return trees
 
 
-def wheel_digests(labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
-    """(project, version) → sha256 of each wheel the image was built from (its torchbake.inputs label)."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
+def recorded_files(labels: Mapping[str, str]) -> dict[str, str]:
+    """File name → sha256 of every input file the image was built from (wheels, toolkit and Python
+    tarballs: its ``torchbake.inputs`` label); {} when it records none, or a label not torchbake's."""
     try:
-        inputs = json.loads(labels.get("torchbake.inputs") or "{}")
+        inputs = json.loads(labels.get(INPUTS_LABEL) or "{}")
     except ValueError:
         return {}
+    return {str(name): str(digest) for name, digest in inputs.items()} if isinstance(inputs, dict) else {}
+
+
+def wheel_digests(labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
+    """(project, version) → sha256 of each wheel the image was built from."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
     found = {}
-    for file_name, digest in (inputs.items() if isinstance(inputs, dict) else ()):
+    for file_name, digest in recorded_files(labels).items():
         if not str(file_name).endswith(".whl"):
             continue
         try:

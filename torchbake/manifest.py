@@ -19,6 +19,7 @@ from typing import Any
 import torchbake
 
 from .files import write_atomically
+from .inventory import recorded_files
 from .redaction import redact_all
 from .status import ON_THIS_ENGINE, Status
 
@@ -107,11 +108,7 @@ def describe(reference: str, info: Mapping[str, Any], found: tuple[Path, dict[st
     for key, value in sorted(labels.items()):
         if key.startswith(("torchbake.source.", "torchbake.built.", "torchbake.extension-")) and value:
             rows.append((key.removeprefix("torchbake."), value))
-    try:
-        inputs = json.loads(labels.get("torchbake.inputs", "{}"))
-    except ValueError:
-        inputs = {}
-    for name, digest in sorted(inputs.items()):
+    for name, digest in sorted(recorded_files(labels).items()):
         rows.append((f"input {name}", f"sha256:{digest}"))
     if found is None:
         rows.append(("manifest", "none on this host (built elsewhere, or its logs were removed);"

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .downloads import local_name, split_fragment
 from .redaction import redact, redact_all
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -40,11 +41,11 @@ def statement(*, image: str, image_id: str, variant: str, configuration: Mapping
     ``recipe``: Dockerfile and scripts → sha256; ``builder``: tool → version."""
     parameters = {key: redact_all(value) for key, value in sorted(configuration.items())
                   if key not in SECRET_OPTIONS and value not in ("", [], {}, None)}
-    given = {str(entry.get("location", "")).split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]: entry for entry in inputs}
+    given = {local_name(str(entry.get("location", ""))): entry for entry in inputs}
     dependencies = []
     for file_name, sha in sorted(files.items()):
         entry = given.get(file_name, {})
-        location = redact(str(entry.get("location", "")).split("#", 1)[0])
+        location = redact(split_fragment(str(entry.get("location", "")))[0])
         dependencies.append({"name": file_name, "uri": location if "://" in location else f"file:{file_name}",
                              "digest": {"sha256": sha},
                              **({"annotations": {"option": entry["option"]}} if entry.get("option") else {})})

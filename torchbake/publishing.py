@@ -23,7 +23,7 @@ def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> t
     if not (options.url and host and (options.check or not checking)):
         return None
     policy = DownloadPolicy.from_settings(plan.download_options)
-    return registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()), policy=policy), repository, tag
+    return registry.for_host(host, client.engine_info(), policy), repository, tag
 
 
 def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[Status, str] | None:
@@ -90,8 +90,7 @@ def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:
     documents = attestations.recorded(plan.path_options.log_dir, info.get("Id", ""), plan.image)
     if not host or not documents:
         return {}
-    remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
-                               policy=DownloadPolicy.from_settings(plan.download_options))
+    remote = registry.for_host(host, client.engine_info(), DownloadPolicy.from_settings(plan.download_options))
     created = ((info.get("Config") or {}).get("Labels") or {}).get("org.opencontainers.image.created", "")
     return attestations.attach(remote, repository, tag, documents, created)
 

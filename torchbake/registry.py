@@ -230,4 +230,9 @@ def inspect_remote(reference: str, engine_info: Mapping[str, Any], policy: Downl
     host, repository, tag = split_reference(reference)
     if not host:
         return None
-    return Registry(host, insecure=is_insecure(host, engine_info), policy=policy).inspect(repository, tag)
+    return for_host(host, engine_info, policy).inspect(repository, tag)
+
+
+def for_host(host: str, engine_info: Mapping[str, Any], policy: DownloadPolicy = DownloadPolicy()) -> Registry:
+    """The registry at ``host``, spoken to over plain HTTP where the engine does so (:func:`is_insecure`)."""
+    return Registry(host, insecure=is_insecure(host, engine_info), policy=policy)

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .errors import FatalError
-from .inventory import Inventory, source_trees, wheel_digests
+from .inventory import Inventory, recorded_files, source_trees, wheel_digests
 from .redaction import redact
 
 SPDX, CYCLONEDX = "spdx", "cyclonedx"
@@ -146,15 +146,13 @@ def _hex(digest: str) -> str:
 def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]]) -> list[Component]:
     """Every input file that is not a wheel: toolkit tarballs, a Python tarball (its URL where the
     manifest on this host names it)."""
-    try:
-        files = json.loads(labels.get("torchbake.inputs") or "{}")
-    except ValueError:
-        files = {}
-    locations = {str(entry.get("location", "")).split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1]:
-                 (str(entry.get("option", "")), redact(str(entry.get("location", "")).split("#", 1)[0]))
+    from .downloads import local_name, split_fragment
+
+    locations = {local_name(str(entry.get("location", ""))):
+                 (str(entry.get("option", "")), redact(split_fragment(str(entry.get("location", "")))[0]))
                  for entry in inputs}
     found = []
-    for file_name, sha in sorted(files.items() if isinstance(files, dict) else ()):
+    for file_name, sha in sorted(recorded_files(labels).items()):
         if str(file_name).endswith(".whl"):
             continue
         option, location = locations.get(file_name, ("", ""))

@@ -8,13 +8,12 @@ and expects pip to refuse it because of the image's constraints file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import inventory, output
 from .accelerators import Accelerator
-from .engine import DockerClient
+from .engine import DockerClient, marked_json
 from .errors import ImageNotFoundError, VerificationError
 from .lazy import LazyModule
 from .output import styled
@@ -102,8 +101,6 @@ if uv:
 out["inventory"] = torchbake_inventory()
 print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
-# what the image holds (its SBOM's packages), read in the same container
-PROBE_SCRIPT = inventory.SCRIPT + PROBE_SCRIPT
 
 
 # The groups of checks a variant's images get (its module's VERIFIES); python version and pip
@@ -165,11 +162,12 @@ class CheckResult:
 
 
 def probe(client: DockerClient, image: str, extension_module: str) -> dict:
-    argv = ["-c", PROBE_SCRIPT] + ([extension_module] if extension_module else [])
+    # what the image holds (its SBOM's packages) is read in the same container
+    argv = ["-c", inventory.script() + PROBE_SCRIPT] + ([extension_module] if extension_module else [])
     result = client.run_capture(image, argv, entrypoint="python")
-    for line in result.output.splitlines():
-        if line.startswith(MARK):
-            return json.loads(line[len(MARK):])
+    facts = marked_json(result.output, MARK)
+    if facts is not None:
+        return facts
     if "executable file not found" in result.output:
         raise VerificationError(
             f"{image} has no `python` on its PATH, so there is nothing to verify: it is not an image with a Python"
@@ -293,7 +291,7 @@ def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Acce
         return not_run(f"this host cannot give a {profile} container its GPUs: {exc}")
     result = client.run_capture(image, ["-c", gpu_check.probe_source()], entrypoint="python",
                                 device_options=access.host_config())
-    found = gpu_check.probe_output(result.output)
+    found = marked_json(result.output, gpu_check.gpu_probe.MARK)
     if found is None:
         return [CheckResult("GPU checks", FAIL, f"the GPU probe did not answer (exit {result.returncode}):"
                                                 f" {result.output.strip()[-300:]}")]

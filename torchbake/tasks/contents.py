@@ -4,7 +4,6 @@ what changed between two of them."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from invoke import Collection
 
@@ -42,8 +41,7 @@ def _document(given: dict, flags, kind: str) -> str:
             return found
     host, repository, tag = registry.split_reference(image)
     if host:
-        remote = registry.Registry(host, insecure=registry.is_insecure(host, client.engine_info()),
-                                   policy=downloads.DownloadPolicy.from_settings(settings.downloads))
+        remote = registry.for_host(host, client.engine_info(), downloads.DownloadPolicy.from_settings(settings.downloads))
         try:
             found = attestations.fetch(remote, repository, tag, kind)
         except RegistryError:
@@ -66,10 +64,13 @@ def _document(given: dict, flags, kind: str) -> str:
     return sbom.documents(inventory.take(client, image))[kind]
 
 
-def _emit(text: str, target: Path | None) -> None:
+def _print_or_write(given: dict, flags, kind: str) -> None:
+    """The ``kind`` document of the image, on stdout or in ``--output`` (checked before any work)."""
+    target = writable.check_output_file(given["output"], "--output") if given["output"] else None
+    with output.channel_to(output.Channel(output.console(stderr=True))):  # stdout is the document's alone
+        text = _document(given, flags, kind)
     if target:
-        path = write_atomically(target, text)
-        output.channel().say(f"Wrote {path}")
+        output.channel().say(f"Wrote {write_atomically(target, text)}")
     else:
         output.document(text)
 
@@ -83,10 +84,7 @@ def sbom(c, **given):
     sha256), toolkits, source trees and the base image."""
     if given["format"] not in FORMATS:
         raise ConfigurationError(f"--format {given['format']!r}: expected spdx or cyclonedx.")
-    target = writable.check_output_file(given["output"], "--output") if given["output"] else None
-    with output.channel_to(output.Channel(output.console(stderr=True))):  # stdout is the document's alone
-        text = _document(given, SBOM_FLAGS, given["format"])
-    _emit(text, target)
+    _print_or_write(given, SBOM_FLAGS, given["format"])
 
 
 @flag_task(*PROVENANCE_FLAGS)
@@ -96,10 +94,7 @@ def provenance(c, **given):
 
     An in-toto statement: the options as resolved, every dependency with its digest, the
     builder's versions, start and finish."""
-    target = writable.check_output_file(given["output"], "--output") if given["output"] else None
-    with output.channel_to(output.Channel(output.console(stderr=True))):  # stdout is the document's alone
-        text = _document(given, PROVENANCE_FLAGS, "provenance")
-    _emit(text, target)
+    _print_or_write(given, PROVENANCE_FLAGS, "provenance")
 
 
 @flag_task(*DIFF_FLAGS)

@@ -23,6 +23,7 @@ from ..downloads import DownloadCache, DownloadPolicy, require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, write_atomically
+from ..inventory import INPUTS_LABEL
 from ..options import flag_setting
 from ..settings import (
     BuildOptions,
@@ -112,7 +113,7 @@ class PlanCommon:
             "torchbake.profile": self.profile,
             "torchbake.python": self.image_python(facts) or "<from the base image>",
             "torchbake.input-hash": digest or PENDING,
-            "torchbake.inputs": json.dumps(inputs, sort_keys=True) if inputs is not None else PENDING,
+            INPUTS_LABEL: json.dumps(inputs, sort_keys=True) if inputs is not None else PENDING,
         }
 
     def image_python(self, facts) -> str:
