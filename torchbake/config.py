@@ -249,6 +249,7 @@ def resolve(
             raise ConfigurationError(f"internal: no option {key!r}")
         values[key] = _check_type(key, value, known[key], override_source)
         sources[key] = override_source
+    _refuse_masked(values, sources)
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
@@ -257,6 +258,18 @@ def resolve(
     derived.apply(values, sources, kind.NAME, from_option=kind.FROM_OPTION, built_from=kind.BUILT_FROM)
     _validate(values, sources, declared)
     return ResolvedConfig(values=values, sources=sources, accelerators=declared)
+
+
+def _refuse_masked(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
+    """A URL whose secret reads ``***`` is a value torchbake masked when it wrote it (``show-config
+    --format toml``): sent as it is, ``***`` would be the password. Refused before any work."""
+    for key, value in values.items():
+        if redaction.carries_mask(value):
+            raise ConfigurationError(
+                f"{key} (from {sources[key]}) holds a URL whose password, token or signature was masked as"
+                f" {redaction.MASK}: torchbake writes secrets masked (show-config), so the file cannot give them back."
+                f" Put the real URL in {key}, or give it for this run only in the environment"
+                f" ({env_var_name(key)}=…) or with the option's flag.")
 
 
 def _path_kind(key: str) -> str:

@@ -29,12 +29,12 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import wheelhouse
-from .data import COMMON_DIR
+from .data import common_files
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
 from .sources import SourceTree, link_tree
@@ -127,10 +127,12 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def tree_sha256(folder: Path, *, skip: set[str] = frozenset()) -> str:
-    """One digest of every file below ``folder`` (names and contents; file names in ``skip`` aside)."""
+def tree_sha256(folder: Path, *, skip: set[str] = frozenset(), files: Iterable[Path] | None = None) -> str:
+    """One digest of every file below ``folder`` (names and contents; file names in ``skip`` aside),
+    or of ``files`` only (paths below ``folder``)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name not in skip):
+    chosen = folder.rglob("*") if files is None else files
+    for path in sorted(p for p in chosen if p.is_file() and p.name not in skip):
         digest.update(str(path.relative_to(folder)).encode() + b"\0")
         digest.update(file_sha256(path).encode())
     return digest.hexdigest()
@@ -288,7 +290,9 @@ class Staging:
     def finish(self, template: Path, env: dict[str, str], profile: str, ignore: list[str],
                runtime_env: dict[str, str] | None = None, companions: Sequence[str] = (), steps: Collection[str] = (),
                image_steps: str = "", **fields) -> PreparedContext:
-        shutil.copytree(COMMON_DIR, self.path / "common", dirs_exist_ok=True)
+        (self.path / "common").mkdir(exist_ok=True)
+        for script in common_files():
+            shutil.copy2(script, self.path / "common" / script.name)
         dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions,
                                        self.steps.union(steps), image_steps)
         (self.path / "Dockerfile").write_text(dockerfile)

@@ -234,10 +234,14 @@ class DownloadCache:
 
     def cached_path(self, url: str) -> Path | None:
         """The cached, verified file of ``url``, or None if it is not in the cache."""
-        url = redaction.split_credentials(url)[0]
-        target = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16] / file_name_of(url)
+        target = self._folder_of(url) / file_name_of(url)
         record = target.with_name(target.name + ".sha256")
         return target if target.is_file() and recorded_digest(target, record) else None
+
+    def _folder_of(self, url: str) -> Path:
+        """Where a URL's file is cached: keyed by the URL less its credentials, secret query
+        parameters and expiry (redaction.cache_key_url), so a re-signed URL finds the same file."""
+        return self.root / "downloads" / hashlib.sha256(redaction.cache_key_url(url).encode()).hexdigest()[:16]
 
     def local_digest(self, path: Path) -> str:
         """sha256 of a local file, remembered (by path, size and mtime) in the cache."""
@@ -277,7 +281,7 @@ class DownloadCache:
         # Credentials in the URL go as the request's authorization, never into the host, the
         # cache's key, a message or a record: every name of the download is the URL without them.
         url, authorization = redaction.split_credentials(location)
-        folder = self.root / "downloads" / hashlib.sha256(url.encode()).hexdigest()[:16]
+        folder = self._folder_of(url)
         with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
             artifact = self._remote_locked(url, folder, expected, what, authorization)
             mark_used(artifact.path)  # `invoke gc` keeps what builds use

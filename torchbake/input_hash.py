@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from . import output
 from .build_time import source_date_epoch
 from .context import MARKER, load_prepared, tree_sha256
-from .data import COMMON_DIR
+from .data import COMMON_DIR, common_files
 from .downloads import file_lock, file_sha256
 from .files import write_atomically
 from .settings import TOOLKITS_SECTION, image_options
@@ -90,7 +90,7 @@ def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[s
         "dockerfile": plan.dockerfile_template.read_text(),
         **({"image_steps": plan.image_steps} if plan.image_steps else {}),  # [image] steps: part of the Dockerfile
         "env": plan.dockerfile_env,
-        "common": tree_sha256(COMMON_DIR),
+        "common": tree_sha256(COMMON_DIR, files=common_files()),
         "sources": facts.source_commits,
         "options": options,
         **plan.hash_inputs(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from .command import format_command
-from .data import COMMON_DIR
+from .data import common_files
 
 
 def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> str:
@@ -17,7 +17,7 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
     lines += [f"  {label:<15} {value}" for label, value in rows]
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
     context = [("Dockerfile", "from " + os.path.relpath(plan.dockerfile_template)),
-               ("common/", ", ".join(sorted(p.name for p in COMMON_DIR.iterdir()))), *plan.context_lines()]
+               ("common/", ", ".join(p.name for p in common_files())), *plan.context_lines()]
     width = max(16, *(len(name) for name, _ in context))
     lines += [f"  {name:<{width}} {text}" for name, text in context]
     lines += ["", "Docker command:", "  " + format_command(docker_argv, docker_env), ""]

@@ -1,11 +1,21 @@
 """Secrets out of everything torchbake prints or writes.
 
-A secret reaches torchbake in three ways: the user part of a URL (``https://user:TOKEN@host/…``,
-``redis://:PASS@host``), a password file (git credentials in store format), or a value the code
-knows to be one (``[dev] ccache_remote``). :func:`register` remembers each secret value of this
-process; :func:`redact` replaces every remembered value, and the user part of every URL, by
-``***``. The output channel, command logs, build manifests, reports, labels and error messages
+A secret reaches torchbake in four ways: the user part of a URL (``https://user:TOKEN@host/…``,
+``redis://:PASS@host``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
+``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
+signature, token, credential, key, secret, password or auth), a password file (git credentials in
+store format), or a value the code knows to be one (``[dev] ccache_remote``). :func:`register`
+remembers each secret value of this process; :func:`redact` replaces every remembered value, the
+user part of every URL and the secret parameters of every URL's query, by ``***``. The output channel, command logs, build manifests, reports, labels and error messages
 all pass through :func:`redact`, so a secret never appears in any of them, wherever it came from.
+
+:func:`cache_key_url` is a URL as torchbake keys what it remembers of it (the download cache):
+without its user part and without the query parameters that carry a secret or only say when a
+signature expires, so a re-signed URL of the same file is the same input.
+
+:func:`carries_mask` tells a value that went through :func:`redact` (``user:***@``, ``sig=***``):
+a configuration file written by ``show-config`` cannot give the secret back, and reading it must
+say so rather than send ``***`` as a password.
 
 :func:`split_credentials` turns a URL with credentials into the URL without them and the
 ``Authorization`` header that carries them (torchbake's own downloads; the host is never
@@ -24,6 +34,14 @@ from typing import Any
 MASK = "***"
 # scheme://userinfo@ — userinfo has no "/", "@" or white space (a URL inside text, a git remote)
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+# scheme://…?query — the query of a URL inside text (up to white space, a quote or a fragment)
+_QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
+# a query parameter that carries a credential: S3's X-Amz-Signature, X-Amz-Credential and
+# X-Amz-Security-Token, AWSAccessKeyId and Signature; GCS's X-Goog-Signature and GoogleAccessId;
+# Azure SAS's sig; token=, access_token=, api_key=, password= …
+_SECRET_PARAMETER = re.compile(r"(^|[-_.])sig$|signature|token|credential|key|secret|passw|auth", re.IGNORECASE)
+# a query parameter that only says when a signature was made or expires (S3, GCS, Azure SAS)
+_EXPIRY_PARAMETER = re.compile(r"x-(amz|goog)-(date|expires)|expires|se|st|skt|ske", re.IGNORECASE)
 _NOT_SECRET_USERS = {"git"}  # ssh://git@host/… names an account, not a credential
 _MIN_LENGTH = 3  # shorter "secrets" would mask ordinary text; nobody's password is that short
 
@@ -40,6 +58,9 @@ def register(*values: str) -> None:
 def register_in(value: Any) -> None:
     """Remember the credentials of every URL in ``value`` (a string, or lists and tables of them)."""
     if isinstance(value, str):
+        for match in _QUERY.finditer(value):
+            for secret in _query_secrets(match["query"]):
+                register(secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
         for match in _USERINFO.finditer(value):
             user, _, password = match["userinfo"].partition(":")
             register(urllib.parse.unquote(password) if password else "", password)
@@ -51,6 +72,15 @@ def register_in(value: Any) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             register_in(item)
+
+
+def secret_parameter(name: str) -> bool:
+    """Whether a URL query parameter named ``name`` carries a credential."""
+    return bool(_SECRET_PARAMETER.search(urllib.parse.unquote_plus(name)))
+
+
+def _query_secrets(query: str) -> list[str]:
+    return [value for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True) if secret_parameter(name)]
 
 
 def register_credential_file(path: str | Path) -> None:
@@ -70,11 +100,21 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return f"{match['scheme']}{MASK}@"
 
 
+def _mask_query(match: re.Match[str]) -> str:
+    parameters = []
+    for parameter in match["query"].split("&"):
+        name, equals, _value = parameter.partition("=")
+        parameters.append(f"{name}={MASK}" if equals and secret_parameter(name) else parameter)
+    return f"{match['url']}?{'&'.join(parameters)}"
+
+
 def redact(text: str) -> str:
-    """``text`` with every URL's password (or token) and every registered secret replaced by ***."""
+    """``text`` with every URL's password (or token), the secret parameters of every URL's query
+    and every registered secret replaced by ***."""
     if not text:
         return text
     text = _USERINFO.sub(_mask_userinfo, text)
+    text = _QUERY.sub(_mask_query, text)
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
     for secret in known:
@@ -92,6 +132,34 @@ def redact_all(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact_all(v) for v in value]
     return value
+
+
+def carries_mask(value: Any) -> bool:
+    """Whether a URL in ``value`` (a string, or lists and tables of them) holds ``***`` where
+    :func:`redact` put it: in its user part or as the value of a secret query parameter."""
+    if isinstance(value, str):
+        if any(match["userinfo"].rpartition(":")[2] == MASK for match in _USERINFO.finditer(value)):
+            return True
+        return any(MASK in _query_secrets(match["query"]) for match in _QUERY.finditer(value))
+    if isinstance(value, dict):
+        return any(carries_mask(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(carries_mask(item) for item in value)
+    return False
+
+
+def cache_key_url(url: str) -> str:
+    """``url`` as torchbake remembers it: without its user part, and without the query parameters
+    that carry a secret or say when a signature expires (the parameters that stay keep their order).
+    Re-signing an object-store URL (a new signature, a new expiry) names the same file; the file's
+    content is checked by its sha256 wherever one is given."""
+    parts = urllib.parse.urlsplit(split_credentials(url)[0] if "@" in url else url)
+    if not parts.query:
+        return urllib.parse.urlunsplit(parts)
+    kept = [parameter for parameter in parts.query.split("&")
+            if not secret_parameter(name := parameter.partition("=")[0])
+            and not _EXPIRY_PARAMETER.fullmatch(urllib.parse.unquote_plus(name))]
+    return urllib.parse.urlunsplit(parts._replace(query="&".join(kept)))
 
 
 def split_credentials(url: str) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import filecmp
 import re
 import shutil
 import sys
+import urllib.parse
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -226,6 +227,8 @@ def wheels_in(folder: Path) -> list[Wheel]:
 def requirement_name(spec: str) -> str:
     """The project name a wheel source installs: from a wheel file name or a requirement."""
     base = spec.split("#", 1)[0]
+    if "://" in base:  # a URL's file is its path's last segment (a presigned URL's query is not part of it)
+        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
     last = base.rstrip("/").rsplit("/", 1)[-1]
     if last.endswith(".whl"):
         return str(canonicalize_name(parse_wheel_filename(last)[0]))

@@ -158,3 +158,93 @@ def test_a_tag_never_lands_on_an_image_built_for_another_name(tiny_profile, base
     finally:
         for reference in (f"{other}:x", f"{other}:kept", image):
             docker("image", "rm", "--force", reference, check=False)
+
+
+SIGNATURE, CREDENTIAL = "presigned-sig-7d41aa", "AKIA-presigned-cred-0b9e"
+RESIGNED = "presigned-sig-2f88c3"  # the same object, signed again later (another signature and date)
+
+
+class _PresignedHandler(http.server.SimpleHTTPRequestHandler):
+    """Files behind an object store's presigned URL: the query's X-Amz-Signature must be one the
+    store issued; the file is the path, the query is not part of its name."""
+
+    issued = {SIGNATURE, RESIGNED}
+    fetched: list[str] = []
+
+    def do_GET(self):  # noqa: N802 - the server's name for it
+        path, _, query = self.path.partition("?")
+        parameters = dict(p.partition("=")[::2] for p in query.split("&") if p)
+        if parameters.get("X-Amz-Signature") not in self.issued or parameters.get("X-Amz-Credential") != CREDENTIAL:
+            self.send_error(403)
+            return
+        self.fetched.append(path)
+        self.path = path
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def _presigned(port: int, wheel: str, signature: str, date: str) -> str:
+    return (f"http://127.0.0.1:{port}/bucket/{wheel}?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential={CREDENTIAL}"
+            f"&X-Amz-Date={date}&X-Amz-Expires=3600&X-Amz-SignedHeaders=host&X-Amz-Signature={signature}")
+
+
+def test_a_presigned_url_builds_its_signature_appears_nowhere_and_a_resigned_one_is_the_same_input(
+        base_image, tb_env, cache_dir, tmp_path, run_id, tiny_profile):
+    www = tmp_path / "www"
+    (www / "bucket").mkdir(parents=True)
+    wheel = make_wheel(www / "bucket", "torchbake-presigned-ext", "1.0.0", ["torch"],
+                       {"torchbake_presigned_ext/__init__.py": "X = 1\n"})
+    handler = type("Handler", (_PresignedHandler,), {"fetched": [], "__init__": lambda self, *a, **k:
+                                                     _PresignedHandler.__init__(self, *a, directory=str(www), **k)})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    port = httpd.server_address[1]
+    url = _presigned(port, wheel.name, SIGNATURE, "20261125T100000Z")
+    name = f"torchbake-test/presigned-{run_id}"
+    common = ["--config", str(tiny_profile), "--name", name, "--tag", "1", "--base-img", base_image]
+    printed = []
+    try:
+        with serving(httpd):
+            dry = run_invoke("build", *common, "--torch-musa-whl-url", url, "--dry-run", env=tb_env)
+            printed.append(dry.stdout + dry.stderr)
+            assert dry.returncode == 0, printed[-1][-3000:]
+            built = run_invoke("build", *common, "--torch-musa-whl-url", url, env=tb_env)
+            printed.append(built.stdout + built.stderr)
+            assert built.returncode == 0, printed[-1][-5000:]
+            assert handler.fetched == [f"/bucket/{wheel.name}"]
+            # signed again (new signature, new date): the same input, nothing fetched, nothing rebuilt
+            again = run_invoke("build", *common, "--torch-musa-whl-url",
+                               _presigned(port, wheel.name, RESIGNED, "20261126T080000Z"), env=tb_env)
+            printed.append(again.stdout + again.stderr)
+            assert again.returncode == 0 and "unchanged" in again.stdout, printed[-1][-3000:]
+            assert handler.fetched == [f"/bucket/{wheel.name}"]
+            given = {**tb_env, "TORCHBAKE_WHEELS_EXTENSION": url}
+            for task in (["show-build", f"{name}:1"], ["sbom", f"{name}:1"], ["provenance", f"{name}:1"],
+                         ["show-config"]):
+                shown = run_invoke(*task, env=given)
+                assert shown.returncode == 0, shown.stdout + shown.stderr
+                printed.append(shown.stdout + shown.stderr)
+            toml = run_invoke("show-config", "--format", "toml", env=given)
+            assert "X-Amz-Signature=***" in toml.stdout and "X-Amz-Credential=***" in toml.stdout, toml.stdout
+            printed.append(toml.stdout + toml.stderr)
+        # the file show-config wrote, read back: the masked signature is refused, named, before any work
+        written = tmp_path / "written.toml"
+        written.write_text(toml.stdout)
+        refused = run_invoke("build", "--config", str(written), "--dry-run", env=tb_env)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"wheels.extension (from {written}) holds a URL whose password, token or signature was masked" \
+            in refused.stderr, refused.stderr
+        assert labels(f"{name}:1")["torchbake.extension"] == "torchbake-presigned-ext==1.0.0"
+        history = docker("history", "--no-trunc", f"{name}:1").stdout
+        inspect = docker("image", "inspect", f"{name}:1").stdout
+        saved = saved_contents(f"{name}:1")
+        written_files = _everything_written(cache_dir)
+        for secret in (SIGNATURE, RESIGNED, CREDENTIAL):
+            for text in printed:
+                assert secret not in text, text[-3000:]
+            assert secret not in history and secret not in inspect
+            assert secret.encode() not in written_files, "a signature in the cache folder (logs, manifests, records)"
+            assert secret.encode() not in saved, "a signature in the image's layers"
+    finally:
+        docker("image", "rm", "--force", f"{name}:1", check=False)
