@@ -1,5 +1,7 @@
-"""torchbake as other teams get it: its wheel (built here, offline) installed into a fresh venv
-outside the checkout, and with `uv tool install`; a team's own repository as the project."""
+"""torchbake as other teams get it: its wheel (built here, offline) installed each way the README
+names, outside the checkout: pip into a fresh venv, pipx, and `uv tool install`; a team's own
+repository as the project. pip and pipx compile the installed .py files (``__pycache__/`` beside the
+in-image scripts), uv does not: each is built with."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from tests.conftest import ROOT
 
 from .helpers import docker, labels, make_wheel
 
-UV = Path(sys.executable).parent / "uv"  # the pinned uv of the test tools (pyproject.toml [test])
+UV = Path(sys.executable).parent / "uv"  # the pinned uv and pipx of the test tools (pyproject.toml [test])
+PIPX = Path(sys.executable).parent / "pipx"
 # torchbake's dependencies as wheels: scripts/setup.sh fills this folder once per machine
 DEPENDENCY_WHEELS = Path(os.environ.get("TORCHBAKE_DEV_WHEELS")
                          or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbake-dev/wheels")
@@ -44,15 +47,38 @@ def wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(wheel, tmp_path_factory) -> Path:
-    """A fresh venv with torchbake installed from its wheel and the dependency wheels, offline."""
+    """A fresh venv with torchbake installed by pip from its wheel and the dependency wheels,
+    offline (pip compiles the package's .py files, the in-image scripts' included)."""
     venv = tmp_path_factory.mktemp("venv") / "venv"
-    env = {"UV_CACHE_DIR": str(tmp_path_factory.mktemp("uv-cache"))}
-    made = run([UV, "venv", "--quiet", "--python", sys.executable, venv], cwd=venv.parent, env=env)
+    made = run([sys.executable, "-m", "venv", venv], cwd=venv.parent)
     assert made.returncode == 0, made.stderr
-    done = run([UV, "pip", "install", "--quiet", "--python", venv / "bin/python", "--offline", "--no-index",
-                "--find-links", DEPENDENCY_WHEELS, wheel], cwd=venv.parent, env=env)
+    done = run([venv / "bin/python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
+                "--find-links", DEPENDENCY_WHEELS, wheel], cwd=venv.parent)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert list(venv.glob("lib/python*/site-packages/torchbake/_data/docker/common/__pycache__"))  # as users have it
     return venv / "bin"
+
+
+@pytest.fixture(scope="module")
+def pipx_installed(wheel, tmp_path_factory) -> Path:
+    """torchbake installed by `pipx install` (its pip backend: bytecode compiled), offline."""
+    home = tmp_path_factory.mktemp("pipx")
+    env = {"PIPX_HOME": str(home / "home"), "PIPX_BIN_DIR": str(home / "bin"), "PIPX_MAN_DIR": str(home / "man")}
+    done = run([PIPX, "install", "--backend", "pip", "--python", sys.executable,
+                "--pip-args", f"--no-index --find-links {DEPENDENCY_WHEELS}", wheel], cwd=home, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home / "bin"
+
+
+@pytest.fixture(scope="module")
+def uv_tool_installed(wheel, tmp_path_factory) -> Path:
+    """torchbake installed by `uv tool install --from WHEEL torchbake`, offline."""
+    home = tmp_path_factory.mktemp("uv-tool")
+    env = {"UV_TOOL_DIR": str(home / "tools"), "UV_TOOL_BIN_DIR": str(home / "bin"), "UV_CACHE_DIR": str(home / "cache")}
+    done = run([UV, "tool", "install", "--offline", "--no-index", "--find-links", DEPENDENCY_WHEELS, "--python",
+                sys.executable, "--from", wheel, "torchbake"], cwd=home, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return home / "bin"
 
 
 def test_the_wheel_holds_the_whole_package_and_its_files(installed, tmp_path):
@@ -133,16 +159,24 @@ def test_a_teams_repository_builds_verifies_and_shows_its_image(installed, tmp_p
         docker("image", "rm", "--force", image, check=False)
 
 
-def test_uv_tool_install_from_the_wheel_gives_the_command(wheel, tmp_path):
-    env = {"UV_TOOL_DIR": str(tmp_path / "tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
-           "UV_CACHE_DIR": str(tmp_path / "cache")}
-    done = run([UV, "tool", "install", "--offline", "--no-index", "--find-links", DEPENDENCY_WHEELS, "--python",
-                sys.executable, "--from", wheel, "torchbake"], cwd=tmp_path, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    version = run([tmp_path / "bin/torchbake", "--version"], cwd=Path("/"))
+@pytest.mark.parametrize("method", ["pipx", "uv tool"])
+def test_the_command_installed_by_pipx_and_uv_tool_builds_and_verifies_a_teams_image(
+        method, request, tmp_path, base_image, tiny_torch, tb_env, run_id):
+    """The team build with each other way of installing (the pip venv's is the test above)."""
+    tools = request.getfixturevalue({"pipx": "pipx_installed", "uv tool": "uv_tool_installed"}[method])
+    version = run([tools / "torchbake", "--version"], cwd=Path("/"))
     assert version.stdout.strip() == "torchbake 0.1.0", version.stdout + version.stderr
-    listed = run([tmp_path / "bin/torchbake", "--list"], cwd=Path("/"))
-    assert listed.returncode == 0 and "build-all" in listed.stdout
+    name = f"torchbake-test/team-{method.replace(' ', '-')}"
+    (tmp_path / "torchbake.toml").write_text(
+        f'[image]\nname = "{name}"\ntag = "{run_id}"\nbase = "{base_image}"\n[build]\nvariant = "release"\n'
+        f'[wheels]\ntorch = "{tiny_torch}"\n')
+    try:
+        built = run([tools / "torchbake", "build"], cwd=tmp_path, env=tb_env)
+        assert built.returncode == 0, (built.stdout + built.stderr)[-4000:]
+        assert f"Built {name}:{run_id}" in built.stdout and "verify" in built.stdout, built.stdout[-3000:]
+        assert labels(f"{name}:{run_id}")["torchbake.version"] == "0.1.0"
+    finally:
+        docker("image", "rm", "--force", f"{name}:{run_id}", check=False)
 
 
 TEAM_TASKS = '''"""A team's tasks beside torchbake's."""
