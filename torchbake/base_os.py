@@ -50,6 +50,9 @@ class OsImageSpec:
 
 def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
     """Everything that can be wrong before debootstrap starts."""
+    if not re.fullmatch(r"[a-z][a-z0-9._-]*", spec.suite):  # the suite first: the default --name is made of it
+        raise ConfigurationError(f"{flag} {spec.suite!r} is not a suite name; expected one such as bookworm"
+                                 f" ({', '.join(known_suites()) or 'the suites debootstrap knows'}).")
     try:
         validation.image_reference(spec.name)
     except ValueError as exc:

@@ -8,10 +8,12 @@ writes hash-based .pyc files. Two engines given the same inputs so make the same
 from __future__ import annotations
 
 import os
+import re
 from datetime import UTC, datetime
 
 from .errors import ConfigurationError
 
+LATEST_SOURCE_DATE_EPOCH = 253402300799  # 9999-12-31T23:59:59Z: the last time an image's date can say
 DEFAULT_SOURCE_DATE_EPOCH = 0  # 1970-01-01, as ko and rules_oci: the same inputs, the same digest, anywhere
 
 
@@ -23,9 +25,10 @@ def source_date_epoch() -> int:
     value = os.environ.get("SOURCE_DATE_EPOCH", "")
     if not value:
         return DEFAULT_SOURCE_DATE_EPOCH
-    if not value.isdigit():
-        raise ConfigurationError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970-01-01 UTC;"
-                                 " set it to a whole number of seconds, e.g. 1700000000 (the time of the sources' last commit), or unset it.")
+    if not re.fullmatch(r"[0-9]{1,12}", value) or int(value) > LATEST_SOURCE_DATE_EPOCH:
+        raise ConfigurationError(f"SOURCE_DATE_EPOCH={value!r} is not a number of seconds since 1970-01-01 UTC"
+                                 f" from 0 to {LATEST_SOURCE_DATE_EPOCH} (9999-12-31); set it to a whole number of"
+                                 " seconds, e.g. 1700000000 (the time of the sources' last commit), or unset it.")
     return int(value)
 
 

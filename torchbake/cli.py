@@ -97,6 +97,7 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
     """invoke's parse errors (an unknown flag, a value of the wrong type, a missing IMAGE) are bad
     input like any other: ``torchbake: error: …`` with the task's --help, exit status 2."""
     try:
+        _refuse_missing_values(parser, argv)
         return original(parser, argv)
     except ParseError as exc:
         task = exc.context.name if exc.context is not None and exc.context.name else ""
@@ -104,6 +105,25 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
         hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
         text = str(exc) if str(exc).endswith((".", "!")) else f"{exc}."
         raise Exit(message=redact(output.as_typed(f"torchbake: error: {text}{hint}")), code=ConfigurationError.exit_code) from None
+
+
+def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
+    """A flag that takes a value, given none (last on the line, or followed by another of the
+    task's flags: ``--config --dry-run``), is a parse error; invoke would leave it unset or take the
+    next flag as its value."""
+    context = parser.contexts.get(argv[0]) if argv else None
+    for index, word in enumerate(argv):
+        if word in parser.contexts:
+            context = parser.contexts[word]
+            continue
+        if context is None or not word.startswith("-") or "=" in word or word not in context.flags:
+            continue
+        argument = context.flags[word]
+        if not argument.takes_value or argument.optional:
+            continue
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is None or following in context.flags or following in context.inverse_flags:
+            raise ParseError(f"{word} needs a value", context)
 
 
 Argument.set_value = _set_value  # type: ignore[method-assign]

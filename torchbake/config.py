@@ -62,13 +62,14 @@ class ResolvedConfig:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    """A config file's tables; every way it can be wrong is a ConfigurationError naming it (--config)."""
     try:
         data = path.read_bytes()
         # A UTF-8 byte-order mark (some Windows editors write one) is not TOML, but means no harm.
         return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigurationError(
-            f"Config file {path} does not exist. Profiles shipped with torchbake: "
+            f"Config file (--config) {path} does not exist. Profiles shipped with torchbake: "
             + ", ".join(str(p) for p in sorted(CONFIG_DIR.glob("*.toml")))
         ) from None
     except tomllib.TOMLDecodeError as exc:
@@ -251,9 +252,9 @@ def resolve(
         sources[key] = override_source
     _refuse_masked(values, sources)
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
+    _validate(values, sources, declared)
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
-    _validate(values, sources, declared)
     kind = VARIANTS[variant or values["build.variant"]]
     derived.apply(values, sources, kind.NAME, from_option=kind.FROM_OPTION, built_from=kind.BUILT_FROM)
     _validate(values, sources, declared)
@@ -288,8 +289,9 @@ def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: M
               "run.device_profile": validation.one_of_or_empty(names, "the image's profile"),
               "wheels.default_torch": lambda v: [validation.one_of(names)(profile) for profile in v],
               **{key: validation.location for key in values if key.startswith(f"{TOOLKITS_SECTION}.")}}
-    for key, check in checks.items():
+    for key, check in {**dict.fromkeys(values, validation.plain_text), **checks}.items():
         try:
+            validation.plain_text(values[key])
             check(values[key])
         except ValueError as exc:
             raise ConfigurationError(

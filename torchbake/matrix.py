@@ -169,6 +169,10 @@ def select(cells: list[Cell], only: Iterable[str] = (), skip: Iterable[str] = ()
     """Cells whose id matches any --only glob (all if none) and no --skip glob; the cells they
     depend on come along when they are in the matrix."""
     only, skip = list(only), list(skip)
+    for flag, patterns in (("--only", only), ("--skip", skip)):
+        for pattern in patterns:
+            if not any(fnmatch.fnmatch(c.id, pattern) for c in cells):
+                raise ConfigurationError(f"{flag} {pattern!r} matches no cell. Cells: {', '.join(c.id for c in cells)}.")
     chosen = [c for c in cells if (not only or any(fnmatch.fnmatch(c.id, p) for p in only))
               and not any(fnmatch.fnmatch(c.id, p) for p in skip)]
     if (only or skip) and not chosen:

@@ -148,13 +148,13 @@ class PythonOptions:
 class WheelOptions:
     """The wheels of release images, and where wheels are found."""
 
-    torch: str = option("", validation.wheel_source, decides=("release",), input_file=True,
+    torch: str = option("", validation.wheel_of("torch"), decides=("release",), input_file=True,
                         help="torch wheel: URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin"
                              " (build.sh --torch_whl_url); default the profile's default_torch",
                         flag="torch_whl_url", aliases=("torch_whl_url",), only="release",
                         why="a dev image builds torch from source", path="location")
     default_torch: Mapping[str, str] = option(
-        {"cpu": "torch==2.13.0"}, lambda v: [validation.wheel_source(source) for source in v.values()],
+        {"cpu": "torch==2.13.0"}, lambda v: [validation.wheel_of("torch")(source) for source in v.values()],
         decides=(),  # counts as the wheels.torch it gives; keys checked in resolve
         help="Profile → torch of its release images when [wheels] torch is not set")
     extension: str = option("", validation.wheel_source, decides=("release",), input_file=True,
@@ -162,17 +162,19 @@ class WheelOptions:
                             only="release", why="a dev image builds the extension from source", path="location")
     extension_module: str = option("", decides=("dev", "release"),  # a label
                                    help="Import name of the extension, checked by verify (e.g. torch_musa)")
-    torchvision: str = option("", validation.wheel_source, decides=("release",), input_file=True,
+    torchvision: str = option("", validation.wheel_of("torchvision"), decides=("release",), input_file=True,
                               help="Optional torchvision wheel or requirement", path="location")
-    torchaudio: str = option("", validation.wheel_source, decides=("release",), input_file=True,
+    torchaudio: str = option("", validation.wheel_of("torchaudio"), decides=("release",), input_file=True,
                              help="Optional torchaudio wheel or requirement", path="location")
     extra: list[str] = option(["numpy"], lambda v: [validation.requirement(r) for r in v], decides=("release",),
                               help="Companions installed beside torch (requirements)")
-    platforms: list[str] = option(["manylinux_2_28_x86_64", "linux_x86_64"], decides=EVERY_IMAGE,
+    platforms: list[str] = option(["manylinux_2_28_x86_64", "linux_x86_64"],
+                                  lambda v: [validation.wheel_platform(tag) for tag in v], decides=EVERY_IMAGE,
                                   help="Wheel platform tags of the image")
-    index_url: str = option("", decides=EVERY_IMAGE,
+    index_url: str = option("", validation.index_url, decides=EVERY_IMAGE,
                             help="Package index mirror; \"\" = pip's own configuration on this host")
-    extra_index_urls: list[str] = option([], decides=EVERY_IMAGE, help="Further package indexes")
+    extra_index_urls: list[str] = option([], lambda v: [validation.index_url(url) for url in v], decides=EVERY_IMAGE,
+                                         help="Further package indexes")
     find_links: list[str] = option([], decides=EVERY_IMAGE, help="Folders or pages with wheels", path="path")
 
 

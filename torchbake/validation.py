@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import string
+import urllib.parse
 from pathlib import Path
 
 from .lazy import LazyModule
 
 packaging_requirements = LazyModule("packaging.requirements")  # read when a requirement is checked
+packaging_utils = LazyModule("packaging.utils")
 
 
 SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
@@ -112,6 +114,60 @@ def wheel_source(value: str) -> None:
             "expected a wheel URL (http(s):// or file://), a local wheel path,"
             f" or a pip requirement such as 'torch==2.13.0' ({exc})"
         ) from None
+
+
+def project_name(spec: str) -> str:
+    """The project a wheel source installs, canonical: from a wheel file's name (a URL's is its
+    path's last segment: a presigned URL's query is not part of it) or a requirement's name."""
+    base = spec.split("#", 1)[0]
+    if "://" in base:
+        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
+    last = base.rstrip("/").rsplit("/", 1)[-1]
+    if last.endswith(".whl"):
+        try:
+            return str(packaging_utils.canonicalize_name(packaging_utils.parse_wheel_filename(last)[0]))
+        except packaging_utils.InvalidWheelFilename as exc:
+            raise ValueError(f"{last!r} is not a wheel file name ({exc})") from None
+    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", base)
+    return str(packaging_utils.canonicalize_name(match.group(1))) if match else base
+
+
+def wheel_of(project: str):
+    """A check: a wheel source (see ``wheel_source``) that installs ``project`` (``wheels.torch`` is
+    torch, never another package's requirement or wheel)."""
+    def check(value: str) -> None:
+        wheel_source(value)
+        if value and (given := project_name(value)) != project:
+            raise ValueError(f"it installs {given!r}, not {project}; expected a {project} wheel URL or path,"
+                             f" or a requirement such as '{project}==VERSION'")
+    return check
+
+
+def index_url(value: str) -> None:
+    """A package index: an http(s):// or file:// URL ('' = pip's own)."""
+    if value and (not is_url(value) or not value.split("://", 1)[1].strip("/")):
+        raise ValueError("expected a package index URL (http://, https:// or file://)")
+
+
+def wheel_platform(value: str) -> None:
+    """A wheel platform tag such as manylinux_2_28_x86_64 (PEP 425: lower case, digits, '_')."""
+    if not re.fullmatch(r"[a-z0-9_]+", value):
+        raise ValueError(f"{value!r} is not a wheel platform tag; expected one such as manylinux_2_28_x86_64"
+                         " or linux_aarch64")
+
+
+def plain_text(value: object) -> None:
+    """Any option's text: not white space alone, and no line break, tab or NUL (a value that would
+    split a command line, a Dockerfile line or a label)."""
+    texts = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else (
+        [*value.keys(), *(v for v in value.values() if isinstance(v, str))] if isinstance(value, dict) else [])
+    for text in texts:
+        if not isinstance(text, str):
+            continue
+        if text and not text.strip():
+            raise ValueError("it is only white space; leave it out (or \"\") for the default, or give a value")
+        if any(c in text for c in "\n\r\t\0"):
+            raise ValueError("it holds a line break, tab or NUL character, which no value may")
 
 
 def requirement(value: str) -> None:

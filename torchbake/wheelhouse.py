@@ -13,7 +13,6 @@ import filecmp
 import re
 import shutil
 import sys
-import urllib.parse
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -222,18 +221,6 @@ def wheels_in(folder: Path) -> list[Wheel]:
         name, version, _build, _tags = parse_wheel_filename(path.name)
         found.append(Wheel(path=path, name=str(canonicalize_name(name)), version=str(version)))
     return found
-
-
-def requirement_name(spec: str) -> str:
-    """The project name a wheel source installs: from a wheel file name or a requirement."""
-    base = spec.split("#", 1)[0]
-    if "://" in base:  # a URL's file is its path's last segment (a presigned URL's query is not part of it)
-        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
-    last = base.rstrip("/").rsplit("/", 1)[-1]
-    if last.endswith(".whl"):
-        return str(canonicalize_name(parse_wheel_filename(last)[0]))
-    match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", base)
-    return str(canonicalize_name(match.group(1))) if match else base
 
 
 def requires(wheel: Path) -> list[str]:

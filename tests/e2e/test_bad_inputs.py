@@ -75,7 +75,7 @@ CASES = [
     ("show-build-no-image", ["show-build", NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),
     ("run-no-image", ["run-container", NO_SUCH, "--command", "true"], {}, f"Image '{NO_SUCH}' does not exist on this engine"),
     # config files
-    ("config-missing", ["build", "--config", "configs/nope.toml"], {}, "Config file configs/nope.toml does not exist."),
+    ("config-missing", ["build", "--config", "configs/nope.toml"], {}, "Config file (--config) configs/nope.toml does not exist."),
     ("config-unknown-key", ["build", *CPU, "--config", "BAD_KEY"], {}, "unknown option 'wheels.torch_url'. Did you mean 'torch'?"),
     ("config-unknown-section", ["show-config", "--config", "BAD_SECTION"], {}, "unknown section [wheel]. Did you mean 'wheels'?"),
     ("config-wrong-type", ["build", *CPU, "--config", "BAD_TYPE"], {},
@@ -164,7 +164,7 @@ CASES = [
     ("all-shard", ["build-all", "--shard", "3/2", "--plan"], {}, "--shard '3/2': expected I/N with 1 <= I <= N, e.g. 1/2."),
     ("all-contradiction", ["build-all", "--keep-going", "--fail-fast"], {}, "--keep-going and --fail-fast contradict each other"),
     ("all-emit", ["build-all", "--emit-matrix", "gitlab"], {}, "--emit-matrix 'gitlab': the one format is 'github'."),
-    ("all-only", ["build-all", "--only", "nomatch-*", "--plan"], {}, "No cell matches --only nomatch-*"),
+    ("all-only", ["build-all", "--only", "nomatch-*", "--plan"], {}, "--only 'nomatch-*' matches no cell."),
     ("all-no-matrix", ["build-all", *CPU, "--plan"], {}, "None of configs/cpu.toml has a [matrix] table"),
     ("run-env", ["run-container", B, "--env", "NOEQUALS", "--command", "true"], {}, "--env 'NOEQUALS' is not KEY=VALUE"),
     ("run-no-terminal", ["run-container", B], {}, "Standard input is not a terminal"),
@@ -210,7 +210,7 @@ CASES = [
     ("foreign-container-replace", ["run-container", B, "--name", "FOREIGN", "--replace", "--command", "true"], {},
      "Container 'FOREIGN' was not created by torchbake"),
     # text from outside, printed as it is
-    ("markup-in-a-path", ["build", "--config", "/no/[red]such[/].toml"], {}, "Config file /no/[red]such[/].toml does not exist."),
+    ("markup-in-a-path", ["build", "--config", "/no/[red]such[/].toml"], {}, "Config file (--config) /no/[red]such[/].toml does not exist."),
     ("markup-in-a-value", ["show-config"], {"TORCHBAKE_IMAGE_NAME": "[bold]x"}, "image.name = '[bold]x' (from environment"),
     ("verify-no-python", ["verify", B], {}, "has no `python` on its PATH, so there is nothing to verify"),
     # a Python whose base this host cannot make: why, and what works here

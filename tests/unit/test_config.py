@@ -202,8 +202,9 @@ def test_bad_checksum_in_config(tmp_path):
 def test_valid_inputs_are_accepted(tmp_path):
     wheel = tmp_path / "torch-2.0.0-cp38-cp38-linux_x86_64.whl"
     wheel.write_bytes(b"")
-    for value in ("torch==2.13.0", "torch>=2,<3", str(wheel), "https://h.invalid/t.whl", "file:///t.whl",
-                  "https://h.invalid/t.whl#sha256=" + "a" * 64):
+    remote = "https://h.invalid/torch-2.13.0-cp311-cp311-linux_x86_64.whl"
+    for value in ("torch==2.13.0", "torch>=2,<3", str(wheel), remote, "file:///torch-2.13.0-cp311-cp311-linux_x86_64.whl",
+                  remote + "#sha256=" + "a" * 64, remote + "?X-Amz-Signature=abc&X-Amz-Expires=60"):
         config.resolve([], {}, {"wheels.torch": value})
     for base in ("ubuntu:20.04", "localhost:5000/team/img:tag", "torchbake/debian:bookworm",
                  "img@sha256:" + "0" * 64):

@@ -50,7 +50,7 @@ def test_select_brings_dependencies_along():
     chosen = matrix.select(cells, only=["musa-dev-py310"])
     assert [c.id for c in chosen] == ["musa-base-py310", "musa-dev-py310"]
     assert [c.id for c in matrix.select(cells, skip=["musa-*"])] == ["cpu-release-py310", "cpu-release-py311"]
-    with pytest.raises(ConfigurationError, match="No cell matches --only rocm-"):
+    with pytest.raises(ConfigurationError, match=r"--only 'rocm-\*' matches no cell"):
         matrix.select(cells, only=["rocm-*"])
 
 

@@ -8,6 +8,7 @@ from torchbake import config, data, wheelhouse
 from torchbake.context import render_dockerfile, unknown_optional_steps
 from torchbake.engine import DockerClient
 from torchbake.input_hash import build_args
+from torchbake.validation import project_name
 from torchbake.variants.release import plan as plan_release
 
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
@@ -108,7 +109,7 @@ def test_build_args_of_the_cpu_profile():
 
 
 def test_requirement_name_from_wheel_files_and_requirements():
-    assert wheelhouse.requirement_name("https://h.invalid/torch_musa-1.3.0-cp310-cp310-linux_x86_64.whl#sha256=" + "0" * 64) == "torch-musa"
-    assert wheelhouse.requirement_name("torch==2.13.0") == "torch"
-    assert wheelhouse.requirement_name("/w/torch-2.0.0-cp38-cp38-linux_x86_64.whl") == "torch"
-    assert wheelhouse.requirement_name("Torch_Vision>=0.1") == "torch-vision"
+    assert project_name("https://h.invalid/torch_musa-1.3.0-cp310-cp310-linux_x86_64.whl#sha256=" + "0" * 64) == "torch-musa"
+    assert project_name("torch==2.13.0") == "torch"
+    assert project_name("/w/torch-2.0.0-cp38-cp38-linux_x86_64.whl") == "torch"
+    assert project_name("Torch_Vision>=0.1") == "torch-vision"

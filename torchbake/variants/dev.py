@@ -7,13 +7,14 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, registry, sources, wheelhouse
+from .. import context, registry, sources
 from ..context import Staging
 from ..downloads import DownloadPolicy
 from ..engine import content_id
 from ..errors import ConfigurationError, RegistryError
 from ..files import SecretSource
 from ..settings import Settings
+from ..validation import project_name
 from .common import (
     Missing,
     PlanCommon,
@@ -174,7 +175,7 @@ class DevPlan(PlanCommon):
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
         requirements = [e for e in self.extensions if not e.startswith("git+")]
         versions = stage.wheels(requirements, python_version, self.wheel_options, cache.root, log_file)
-        stage.requirements_file([wheelhouse.requirement_name(r) for r in requirements], versions)
+        stage.requirements_file([project_name(r) for r in requirements], versions)
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
                         wanted=bool(requirements) and self.python_options.installer == "uv")

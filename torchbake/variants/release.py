@@ -11,7 +11,7 @@ from .. import context, wheelhouse
 from ..context import Staging
 from ..errors import DownloadError
 from ..settings import Settings
-from ..validation import is_location
+from ..validation import is_location, project_name
 from .common import (
     PENDING,
     Missing,
@@ -97,7 +97,7 @@ class ReleasePlan(PlanCommon):
         pins: dict[str, str] = {}
         extension = ""
         for role, location in self.wheel_sources.items():
-            name = wheelhouse.requirement_name(location)
+            name = project_name(location)
             if name not in versions:
                 raise DownloadError(f"wheels.{role} = {location!r} did not resolve to a {name} wheel.")
             pins[name] = versions[name]
@@ -204,7 +204,7 @@ def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below
     groups: dict[str, set[str]] = {}
     taken = set(below)
     for index, root in enumerate([*roots, *plan.extra_requirements], 1):
-        name = wheelhouse.requirement_name(root)
+        name = project_name(root)
         names = wheelhouse.dependency_closure(resolved, [name], plan.python_version, options.platforms) - taken
         groups[f"{index:02d}-{name}"] = names
         taken |= names
