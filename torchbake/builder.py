@@ -112,8 +112,11 @@ def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
 
 
 def log_path(log_dir: Path, image: str) -> Path:
+    """A build's own log (its manifest, SBOMs and provenance are named after it): the image, the
+    second it started and a random part, so that two builds started in the same second (two
+    terminals, two matrices) never share a log or a record."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}-{stamp}.log"
+    return log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}-{stamp}-{uuid.uuid4().hex[:6]}.log"
 
 
 def candidate_tag(image: str) -> str:
@@ -128,7 +131,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
-        tag=plan.image if not plan.verify else "<candidate tag>", build_args=build_args(plan),
+        tag="<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=secret_paths(build_secrets(plan)), no_cache=plan.no_cache,
         network=plan.build_options.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
@@ -330,7 +333,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             "input_hash": digest, "files": prepared.inputs,
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
         })
-        tag = candidate_tag(plan.image) if plan.verify else plan.image
+        # always a candidate tag of its own: two builds of one NAME:TAG at once never export to one name (the
+        # image store refuses the second: "already exists"), and a failed build never leaves the real tag half-made
+        tag = candidate_tag(plan.image)
         cache_from, cache_to = build_cache(plan, publish=publish)
         secrets = held.enter_context(secret_files(build_secrets(plan)))
         args, labels = build_args(plan, facts), image_labels(plan, prepared, facts, digest)
@@ -354,10 +359,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             # the documents before the tag moves: a build that cannot describe its image leaves the tag alone
             recipe = {"Dockerfile": file_sha256(folder / "Dockerfile"), "common/": prepared.common_sha256}
             _attest(plan, client, tag, plan.image, record, found, recipe)
-            if plan.verify:
-                _promote(client, tag, plan.image)
-        except KeyboardInterrupt:
-            if plan.verify:  # the half-made candidate goes; the image under the real tag was never touched
+            _promote(client, tag, plan.image)
+        except BaseException as exc:  # failed or interrupted: the candidate goes; the real tag was never touched
+            if not getattr(exc, KEPT_FOR_INSPECTION, False):  # one that failed verification stays (gc lists it)
                 client.remove_image(tag)
             raise
         if plan.slim:
@@ -494,7 +498,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     image = f"{plan.image}-slim"
     slim_from, cache_to = build_cache(plan, publish=publish, image=image)
     dev_from, _ = build_cache(plan)
-    tag = candidate_tag(image) if plan.verify else image
+    tag = candidate_tag(image)
     labels = {**image_labels(plan, prepared, facts, digest), "torchbake.slim": "true",
               "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
     argv, env = client.build_command(
@@ -507,8 +511,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     found = _verify_candidate(plan, image, client, tag, record) if plan.verify else None
     record.phase("slim")
     _attest(plan, client, tag, image, record, found, recipe)
-    if plan.verify:
-        _promote(client, tag, image)
+    _promote(client, tag, image)
     dev_size, slim_size = (int((client.inspect_image(ref) or {}).get("Size", 0)) for ref in (plan.image, image))
     output.channel().say(("Sizes:", "bold"), f" dev {plan.image} {human_size(dev_size)}, slim {image}"
                          f" {human_size(slim_size)} ({100 * slim_size / max(dev_size, 1):.0f}%)")
@@ -538,11 +541,15 @@ def _verify_candidate(plan: Plan, image: str, client: DockerClient, candidate: s
                                       accelerator=plan.accelerator)
         if "gpu_checks" in facts:
             record.facts.setdefault("gpu_checks", {})[image] = facts["gpu_checks"]
-    except Exception:
+    except Exception as exc:
         output.channel().say((f"The new image failed verification. It is kept as {candidate} for inspection;"
                               f" {image} was not changed.", "red"))
+        setattr(exc, KEPT_FOR_INSPECTION, True)
         raise
     return facts.get("inventory")
+
+
+KEPT_FOR_INSPECTION = "torchbake_candidate_kept"  # set on the error of a candidate that failed verification
 
 
 def _promote(client: DockerClient, candidate: str, image: str) -> None:

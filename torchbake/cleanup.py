@@ -11,7 +11,6 @@ lists exactly what a run would remove.
 from __future__ import annotations
 
 import contextlib
-import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from . import attestations
 from .base_os import package_caches, package_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
+from .files import read_back_object
 from .input_hash import FIRST_BUILT, INPUT_HASH_LABEL, built_image_ids, built_images_file, forget_missing, read_record
 from .output import human_size
 from .status import ON_THIS_ENGINE
@@ -169,10 +169,7 @@ def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
         return []
     manifests = []
     for path in log_dir.glob("*.manifest.json"):
-        try:
-            manifests.append((path, json.loads(path.read_text())))
-        except (OSError, ValueError):
-            manifests.append((path, {}))
+        manifests.append((path, read_back_object(path) or {}))  # a damaged one is a log like any other
     succeeded: dict[str, float] = {}
     for path, document in manifests:
         if document.get("status") in ON_THIS_ENGINE:

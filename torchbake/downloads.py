@@ -33,7 +33,7 @@ import filelock
 
 from . import output, redaction
 from .errors import ConfigurationError, DiskSpaceError, DownloadError
-from .files import mark_used, write_atomically
+from .files import mark_used, read_back, write_atomically
 from .output import human_size, transfer_progress
 from .validation import is_url
 
@@ -174,11 +174,12 @@ def write_record(path: Path, record: Path, digest: str) -> None:
 def recorded_digest(path: Path, record: Path) -> str:
     """The digest recorded for ``path`` if the file is unchanged since (same size and mtime);
     "" otherwise. Unchanged gigabytes are never read again."""
+    text = read_back(record)
+    digest, _, stamp = (text or "").strip().partition(" ")
     try:
-        digest, _, stamp = record.read_text().strip().partition(" ")
-        return digest if stamp == _stamp(path) else ""
+        return digest if text and len(digest) == 64 and stamp == _stamp(path) else ""
     except OSError:
-        return ""
+        return ""  # a damaged record reads as none: the file is hashed (or fetched) again
 
 
 def file_sha256(path: Path) -> str:

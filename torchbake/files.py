@@ -1,10 +1,12 @@
 """Small file-system helpers every module shares: atomic writes (the content goes to a temporary
 name beside the target, unique per process and thread, then is renamed over it, so no reader
-ever sees half a file) and the nearest folder that exists of a path not made yet."""
+ever sees half a file), reading back what was written (a damaged file reads as missing, never as
+a traceback: the caller repairs it) and the nearest folder that exists of a path not made yet."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
@@ -24,6 +26,26 @@ def write_atomically(path: Path, data: bytes | str) -> Path:
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def read_back(path: Path) -> str | None:
+    """The text of a file torchbake wrote earlier (a record, a cached fact), or None when it is
+    missing or damaged (unreadable, not UTF-8): the caller fetches or reads the fact again."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def read_back_object(path: Path) -> dict | None:
+    """A JSON object torchbake wrote earlier, or None when the file is missing or damaged (see
+    :func:`read_back`; also not JSON, or JSON that is not an object)."""
+    text = read_back(path)
+    try:
+        found = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 def nearest_existing(path: Path) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from . import command
 from .downloads import file_lock
 from .errors import CommandError, ConfigurationError
+from .files import read_back
 
 COMPLETE = ".torchbake-complete"
 GIT_TIMEOUT = 120.0
@@ -117,9 +119,10 @@ def cache_path(cache_root: Path, spec: SourceSpec) -> Path:
 
 def cached_tree(cache_root: Path, spec: SourceSpec) -> SourceTree | None:
     path = cache_path(cache_root, spec)
-    if not (path / COMPLETE).is_file():
+    commit = (read_back(path / COMPLETE) or "").strip()
+    if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", commit):  # missing or damaged: fetched again
         return None
-    return SourceTree(spec=spec, path=path, commit=(path / COMPLETE).read_text().strip(), origin="cache")
+    return SourceTree(spec=spec, path=path, commit=commit, origin="cache")
 
 
 def clone_into_cache(cache_root: Path, spec: SourceSpec, log_file: Path | None) -> SourceTree:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .. import __version__, base_os, os_releases
+from .. import __version__, base_os, os_releases, output
 from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
 from ..context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
@@ -22,7 +22,7 @@ from ..data import DOCKER_DIR
 from ..downloads import DownloadCache, DownloadPolicy, require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
-from ..files import SecretSource, write_atomically
+from ..files import SecretSource, read_back_object, write_atomically
 from ..inventory import INPUTS_LABEL
 from ..options import flag_setting
 from ..settings import (
@@ -357,7 +357,10 @@ def os_release_of(client, image: str, image_id: str, cache_dir: Path, *,
     ``remember``."""
     record = cache_dir / "os-release" / f"{image_id.replace(':', '-')}.json"
     if record.is_file():
-        return json.loads(record.read_text())
+        remembered = read_back_object(record)
+        if remembered is not None and all(isinstance(v, str) for v in remembered.values()):
+            return remembered
+        output.channel().say(f"{record} is damaged; reading {image}'s /etc/os-release again.")
     result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
     values = parse_os_release(result.output) if result.returncode == 0 else {}
     if values and remember:

@@ -1,0 +1,80 @@
+"""State on disk and records (issue 38): every file torchbake reads back from its cache and log
+folders may be damaged (a byte that is not UTF-8, JSON that is not an object); each is repaired
+(re-read, re-hashed) or skipped, never a traceback. Two builds started in the same second keep a
+log and a manifest each."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+from tests.conftest import run_invoke
+
+from .helpers import docker
+
+DAMAGE = b"\xff\xfe not utf-8 \x80"
+
+
+def test_damaged_records_in_the_cache_and_log_folders_are_repaired_not_a_traceback(
+        base_image, tiny_profile, tmp_path, run_id):
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache"), "TORCHBAKE_PATHS_LOG_DIR": str(tmp_path / "logs")}
+    image = f"torchbake-test/damaged-{run_id}:1"
+    common = ["--config", str(tiny_profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image]
+    try:
+        first = run_invoke("build", *common, "--no-verify", env=env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+        damaged = [p for folder in ("digests", "os-release") for p in (tmp_path / "cache" / folder).rglob("*")
+                   if p.is_file() and not p.name.endswith(".lock")]
+        assert {p.parent.name for p in damaged} >= {"digests", "os-release"}, damaged  # both kinds were written
+        for path in damaged:
+            path.write_bytes(DAMAGE)
+        for path in (tmp_path / "cache").glob("*.json"):  # the built-images and first-built records
+            path.write_bytes(DAMAGE)
+        (tmp_path / "logs" / "someone-else-20260101-000000.manifest.json").write_text("[1, 2]\n")  # JSON, no object
+
+        again = run_invoke("build", *common, "--force", "--no-verify", env=env)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert "Traceback" not in again.stderr
+        assert "os-release" in again.stdout and "is damaged" in again.stdout, again.stdout[-3000:]
+        for path in damaged:  # each record written anew, readable
+            assert path.read_bytes() != DAMAGE, path
+        for task in (["gc", "--dry-run"], ["show-build", image]):
+            shown = run_invoke(*task, env=env)
+            assert shown.returncode == 0, shown.stdout + shown.stderr
+            assert "Traceback" not in shown.stderr
+    finally:
+        docker("image", "rm", "--force", image, check=False)
+
+
+def test_two_builds_of_one_image_started_together_keep_a_log_and_a_manifest_each(
+        base_image, tiny_profile, tb_env, tmp_path, run_id):
+    logs = tmp_path / "logs"
+    env = {**tb_env, "TORCHBAKE_PATHS_LOG_DIR": str(logs)}
+    image = f"torchbake-test/together-{run_id}:1"
+    common = ["build", "--config", str(tiny_profile), "--name", image.split(":")[0], "--tag", "1",
+              "--base-img", base_image, "--force", "--no-verify"]
+    results = [None, None]
+
+    def build(index: int) -> None:
+        results[index] = run_invoke(*common, env=env)
+
+    try:
+        threads = [threading.Thread(target=build, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for result in results:
+            assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+        manifests = sorted(logs.glob("*.manifest.json"))
+        build_logs = sorted(logs.glob("*.log"))
+        assert len(manifests) == 2 and len(build_logs) == 2, [p.name for p in logs.iterdir()]
+        for manifest in manifests:
+            document = json.loads(manifest.read_text())
+            assert document["status"] == "built", document
+            log = Path(document["log_file"]) if "log_file" in document else manifest.with_name(
+                manifest.name.removesuffix(".manifest.json") + ".log")
+            assert log.is_file() and log.read_text().count("Building ") <= 1
+    finally:
+        docker("image", "rm", "--force", image, check=False)
