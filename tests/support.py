@@ -259,6 +259,57 @@ def faulty_proxy(upstream: str, faults: list[str]):
 
 
 @contextmanager
+def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
+    """A TCP proxy on 127.0.0.1 in front of ``upstream`` that forwards everything until a client
+    sends ``last_words`` (by default: a push starts its first blob upload), then stops answering:
+    that connection and every later one are reset. A registry that dies in the middle of a push.
+    Yields "127.0.0.1:PORT"."""
+    import struct
+
+    host, port = upstream.rsplit(":", 1)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    dead = threading.Event()
+
+    def reset(sock) -> None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+
+    def upward(client, server) -> None:
+        try:
+            while data := client.recv(65536):
+                if dead.is_set() or last_words in data:
+                    dead.set()
+                    break
+                server.sendall(data)
+        except OSError:
+            pass
+        reset(client)
+        reset(server)
+
+    def serve():
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            if dead.is_set():
+                reset(client)
+                continue
+            server = socket.create_connection((host, int(port)))
+            threading.Thread(target=upward, args=(client, server), daemon=True).start()
+            threading.Thread(target=relay, args=(server, client), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+@contextmanager
 def serve_registry(folder: Path, log: Path | None = None):
     """A real local registry (Debian's docker-registry) on 127.0.0.1; its access log in ``log``."""
     with socket.socket() as sock:

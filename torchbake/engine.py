@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import command, data
 from .docker_cli import DockerCLI
-from .errors import BuildError, EngineError
+from .errors import BuildError, EngineError, RegistryError
 from .lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class DockerClient(DockerCLI):
         the current one), as the CLI finds it; made once per client."""
         key = (self.timeout, tuple(sorted((k, v) for k, v in self.environ.items() if k.startswith("DOCKER_"))))
         if key not in _API_CLIENTS:
-            with engine_errors("connect", self.timeout):
+            with engine_errors("version", self.timeout):  # what connecting asks: a command that exists
                 _API_CLIENTS[key] = _sdk_client(self.environ, self.timeout).api
         return _API_CLIENTS[key]
 
@@ -243,11 +243,15 @@ class DockerClient(DockerCLI):
         digest, sent, totals = "", {}, {}
         with engine_errors(f"push {reference}", 3600), contextlib.ExitStack() as stack:
             log = stack.enter_context(log_file.open("a")) if log_file else None
-            for event in self.api.push(reference, stream=True, decode=True):
+            try:
+                events = self.api.push(reference, stream=True, decode=True)
+            except docker.errors.APIError as exc:  # the engine answered: the registry refused or is gone
+                raise RegistryError(f"Pushing {reference} failed: {exc.explanation or exc}") from None
+            for event in events:
                 if log is not None:
                     log.write(json.dumps(event) + "\n")
-                if event.get("error"):
-                    raise EngineError(f"Pushing {reference} failed: {event['error']}")
+                if event.get("error"):  # the engine answers; the registry stopped answering or refused
+                    raise RegistryError(f"Pushing {reference} failed: {event['error']}")
                 detail, layer = event.get("progressDetail") or {}, event.get("id", "")
                 if detail.get("total"):
                     sent[layer], totals[layer] = int(detail.get("current", 0)), int(detail["total"])

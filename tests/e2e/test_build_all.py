@@ -23,6 +23,7 @@ import pytest
 
 from tests.conftest import run_invoke
 from tests.support import (
+    dying_proxy,
     faulty_proxy,
     registry_digest,
     registry_manifest,
@@ -420,6 +421,22 @@ def test_a_push_the_registry_refuses_names_docker_login_and_changes_nothing(nigh
     assert f"docker login {proxy}" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
     assert docker("image", "inspect", cell["image"], check=False).returncode == 0  # the local image stays
     assert registry_digest(registry, pushed["image"]) == pushed["digest"]  # the tag did not move
+
+
+def test_a_registry_that_stops_answering_in_the_middle_of_a_push_is_exit_10(nightly, registry, tb_env, tmp_path):
+    """The registry answers the plan's questions, then dies as the push uploads its first blob: the
+    run ends with the registry's exit code (10, as the README lists), never the engine's (4), and
+    the report says so for the cell."""
+    _folder, _lean, write = nightly
+    env = {**tb_env, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "0.1", "TORCHBAKE_DOWNLOADS_RETRIES": "1"}
+    with dying_proxy(registry) as proxy:
+        result = run_invoke("build-all", "--config", str(write(registry=f"{proxy}/team")), "--only", "tiny-release-*",
+                            "--push", "--force", "--report", str(tmp_path / "r.json"), env=env)
+    output = result.stdout + result.stderr
+    assert result.returncode == 10, (result.returncode, output[-3000:])
+    cell = json.loads((tmp_path / "r.json").read_text())["cells"][0]
+    assert cell["status"] == "failed" and cell["exit_code"] == 10, cell
+    assert "Pushing" in cell["reason"], cell
 
 
 def test_a_registry_that_cannot_be_asked_builds_or_with_require_registry_fails(nightly, tb_env, tmp_path):
