@@ -30,6 +30,7 @@ FALLBACK_CLIENTS = ("/usr/bin/docker",)
 # history by Docker. Other variables are never passed implicitly.
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy",
                     "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
+NOT_DOCKER = "it is not a docker client"
 INSTALL_HINT = (
     "torchbake builds with Docker >= 26 and its buildx plugin: install the plugin (Debian trixie,"
     " Ubuntu 24.04: apt-get install docker-buildx; elsewhere Docker's own docker-buildx-plugin)"
@@ -176,7 +177,9 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
             return str(exc)
     match = _VERSION_RE.search(result.output)
     if result.returncode != 0 or not match:
-        return f"`{binary} --version` did not print a Docker version: {result.output.strip()[:200]}"
+        first = next((line.strip() for line in result.output.splitlines() if line.strip()), "")
+        printed = f"printed {first[:120]!r}" if first else "printed nothing"
+        return f"{NOT_DOCKER}: `{binary} --version` {printed}, where a docker client prints 'Docker version …'"
     version = ".".join(g or "0" for g in match.groups())
     client = DockerCLI(binary=binary, version=version, build_mode="none", environ=environ or {})
     if buildx is None:
@@ -209,7 +212,9 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
             )
         probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
         if isinstance(probed, str):
-            raise EngineError(f"{binary}: {probed}. {INSTALL_HINT}")
+            hint = ("Pass a docker client with --docker (build.docker), or 'auto'." if probed.startswith(NOT_DOCKER)
+                    else INSTALL_HINT)
+            raise EngineError(f"{binary}: {probed}. {hint}")
         return probed
     reasons = []
     candidates = candidate_clients(environ.get("PATH", os.defpath))

@@ -93,7 +93,18 @@ def location(value: str) -> None:
     if "://" in value:
         raise ValueError("expected an http://, https:// or file:// URL or a local path")
     if not Path(value).expanduser().exists():
-        raise ValueError("no such file; expected an http(s):// or file:// URL or an existing local path")
+        raise ValueError(f"{_looked_at(Path(value).expanduser())}; expected an http(s):// or file:// URL or an"
+                         " existing local path")
+    if Path(value).expanduser().is_dir():
+        raise ValueError("it is a folder; expected a file (a wheel, a tarball) or its URL")
+
+
+def _looked_at(path: Path) -> str:
+    """"no such file", and where a relative path was looked for: the current folder (a --config
+    file's relative paths are the current folder's; a project file's are its own folder's)."""
+    if path.is_absolute():
+        return "no such file"
+    return f"no such file: {Path.cwd() / path} (a relative path is taken from the current folder, {Path.cwd()})"
 
 
 def is_location(value: str) -> bool:
@@ -299,7 +310,7 @@ def steps_file(value: str) -> None:
         return
     path = Path(value).expanduser()
     if not path.is_file():
-        raise ValueError("no such file; expected a file of Dockerfile lines (RUN, ENV, LABEL …)")
+        raise ValueError(f"{_looked_at(path)}; expected a file of Dockerfile lines (RUN, ENV, LABEL …)")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -160,6 +160,8 @@ CASES = [
     # flags of build-all, run-container, stop-container, the docker client
     ("docker-client", ["build", *CPU, "--docker", "/no/such/docker"], {},
      "Docker client '/no/such/docker' (build.docker / --docker) was not found"),
+    ("docker-client-not-docker", ["build", *CPU, "--docker", "/bin/true"], {},
+     "/bin/true: it is not a docker client: `/bin/true --version` printed 'true (GNU coreutils)"),
     ("all-jobs", ["build-all", "--jobs", "0"], {}, "--jobs 0: expected 1 or more."),
     ("all-shard", ["build-all", "--shard", "3/2", "--plan"], {}, "--shard '3/2': expected I/N with 1 <= I <= N, e.g. 1/2."),
     ("all-contradiction", ["build-all", "--keep-going", "--fail-fast"], {}, "--keep-going and --fail-fast contradict each other"),
@@ -229,7 +231,7 @@ CASES = [
 
 # The exit code of each case's class (README, "Exit codes"): 2, a configuration error, unless named here.
 EXIT_CODES = {
-    "docker-client": 4,  # the docker client
+    "docker-client": 4, "docker-client-not-docker": 4,  # the docker client
     "verify-no-python": 6,  # verification: the image has nothing to verify
     "foreign-container": 8, "foreign-container-replace": 8,  # containers (device profiles: test_run_container)
 }

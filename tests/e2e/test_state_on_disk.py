@@ -78,3 +78,13 @@ def test_two_builds_of_one_image_started_together_keep_a_log_and_a_manifest_each
             assert log.is_file() and log.read_text().count("Building ") <= 1
     finally:
         docker("image", "rm", "--force", image, check=False)
+
+
+def test_the_documents_of_an_image_nowhere_are_exit_2_naming_the_registry_asked(registry, tb_env):
+    """An image neither on the engine nor in its registry (which answered): exit 2 as for any image
+    that does not exist, never the registry's 10 with a bare "HTTP 404"."""
+    for task in ("sbom", "provenance"):
+        result = run_invoke(task, f"{registry}/nothing/here:1", env=tb_env)
+        assert result.returncode == 2, (result.returncode, result.stdout + result.stderr)
+        assert (f"Image '{registry}/nothing/here:1' does not exist on this engine, nor in registry {registry}"
+                in result.stderr), result.stderr

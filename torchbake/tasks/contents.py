@@ -42,6 +42,9 @@ def _document(given: dict, flags, kind: str) -> str:
     host, repository, tag = registry.split_reference(image)
     if host:
         remote = registry.for_host(host, client.engine_info(), downloads.DownloadPolicy.from_settings(settings.downloads))
+        if info is None and remote.inspect(repository, tag) is None:  # the registry answered: no such image
+            raise ConfigurationError(f"Image {image!r} does not exist on this engine, nor in registry {host} (it has"
+                                     f" no {repository}:{tag}). `docker images` lists the local images.")
         try:
             found = attestations.fetch(remote, repository, tag, kind)
         except RegistryError:
