@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .data import ACCELERATORS_FILE
+from . import validation
 from .errors import ConfigurationError
 
 SECTION = "accelerators"
@@ -101,6 +102,11 @@ def _fields(cls: type, table: Mapping[str, Any], where: str) -> dict[str, Any]:
         else:  # env
             if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
                 raise ConfigurationError(f"{spot} must be a table of strings, not {value!r}.")
+            try:
+                validation.env_names(value)
+                validation.plain_text(value)
+            except ValueError as exc:
+                raise ConfigurationError(f"{spot}: {exc}.") from None
             found[name] = dict(value)
     return found
 

@@ -36,7 +36,8 @@ class Limits:
     keep: int  # newest images kept per repository (besides those a container uses)
     older_than: float  # seconds: cache entries unused, and logs, older than this go
     max_cache: int  # bytes the cache folder may hold (0 = no budget)
-    max_build_cache: int  # bytes the engine's build cache may hold (0 = no budget)
+    max_build_cache: int  # bytes torchbake's build-cache records may hold (0 = no budget)
+    engine_build_cache: bool = False  # the budget is the engine's whole, shared build cache's
 
 
 @dataclass(frozen=True)
@@ -220,11 +221,41 @@ def plan(client: DockerClient, cache_dir: Path, log_dir: Path, limits: Limits, *
     found += cache_removals(cache_dir, limits.older_than, limits.max_cache, now)
     found += log_removals(log_dir, limits.older_than, now)
     if limits.max_build_cache:
-        size = build_cache_size(client)
-        if size > limits.max_build_cache:
-            found.append(Removal("build cache", f"the engine's build cache ({human_size(size)})", size - limits.max_build_cache,
-                                 f"down to its budget of {human_size(limits.max_build_cache)}"))
+        found += build_cache_removals(client, limits)
     return found
+
+
+OWN_STEP_MARK = "/torchbake/common/"  # every step of torchbake's Dockerfiles runs a script from there
+
+
+def build_cache_removals(client: DockerClient, limits: Limits) -> list[Removal]:
+    """Down to the budget: torchbake's own build-cache records (its steps), least recently used
+    first; other users' and tools' records are never touched. With ``engine_build_cache`` (asked
+    for by name), the engine's whole shared build cache instead."""
+    budget = limits.max_build_cache
+    records = client.call("system df", "df").get("BuildCache") or []
+    if limits.engine_build_cache:
+        size = _own_bytes(records)
+        if size <= budget:
+            return []
+        return [Removal("build cache", "the engine's whole build cache (every user's and tool's records,"
+                        " --engine-build-cache)", size - budget, f"down to its budget of {human_size(budget)}")]
+    ours = sorted((r for r in records if OWN_STEP_MARK in r.get("Description", "") and not r.get("InUse")
+                   and not r.get("Shared")), key=lambda r: r.get("LastUsedAt") or "")
+    total = sum(int(r.get("Size", 0)) for r in ours)
+    chosen = []
+    for record in ours:
+        if total <= budget:
+            break
+        chosen.append(record)
+        total -= int(record.get("Size", 0))
+    if not chosen:
+        return []
+    freed = sum(int(r.get("Size", 0)) for r in chosen)
+    return [Removal("build cache", f"{len(chosen)} of torchbake's build-cache records (other users' and tools'"
+                    " records stay)", freed,
+                    f"least recently used first, down to the budget of {human_size(budget)}",
+                    target=",".join(r["ID"] for r in chosen))]
 
 
 @dataclass(frozen=True)
@@ -272,9 +303,19 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
         elif removal.kind == "log":
             Path(removal.what).unlink(missing_ok=True)
         elif removal.kind == "build cache":
-            client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
+            carry_out_build_cache(client, removal, limits)
     forget_missing(built_images_file(cache_dir), {i["Id"] for i in client.images(all=True)})
     return Outcome(kept=kept, before=before, after=disk_use(client, cache_dir))
+
+
+def carry_out_build_cache(client: DockerClient, removal: Removal, limits: Limits) -> None:
+    """Prune what :func:`build_cache_removals` chose: torchbake's records one by one (the engine
+    takes one id a prune), or the engine's whole cache down to the budget when asked for by name."""
+    if limits.engine_build_cache:
+        client.call("builder prune", "prune_builds", keep_storage=limits.max_build_cache, limit=3600)
+        return
+    for record in removal.target.split(","):
+        client.call("builder prune", "prune_builds", filters={"id": record}, all=True, limit=3600)
 
 
 def _remove(path: Path) -> None:

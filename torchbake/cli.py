@@ -171,8 +171,18 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
 
 
 def current_project() -> Project | None:
-    """The team's project file of the current folder or one above it (torchbake.project)."""
-    return project.find(Path.cwd())
+    """The team's project file of the current folder or one above it (torchbake.project), named on
+    standard error once per run (as pytest and ruff name their configuration file): a file found in a
+    folder above applies to everything the task does, and the user sees which."""
+    found = project.find(Path.cwd())
+    if found is not None:
+        _name_project(str(found.path))
+    return found
+
+
+@functools.cache
+def _name_project(path: str) -> None:
+    output.Channel(output.console(stderr=True)).say(f"torchbake: project file {path}")
 
 
 def check_folders(settings: Settings, *, create: bool) -> None:

@@ -223,7 +223,7 @@ STOP_CONTAINER_FLAGS = (
 
 GC_FLAGS = (
     Flag("dry_run", "List exactly what would be removed, and why; remove nothing", default=SWITCH),
-    *option_flags("gc.keep", "gc.older_than", "gc.max_cache", "gc.max_build_cache"),
+    *option_flags("gc.keep", "gc.older_than", "gc.max_cache", "gc.max_build_cache", "gc.engine_build_cache"),
     DOCKER, CONFIG,
 )
 

@@ -439,8 +439,13 @@ class GcOptions:
                             help="Budget of the cache folder, e.g. 50G: least recently used entries go beyond it",
                             flag="max_cache")
     max_build_cache: str = option("", lambda v: v and validation.byte_size(v), decides=(),
-                                  help="Budget of the engine's build cache, e.g. 20G (docker builder prune"
-                                       " --keep-storage)", flag="max_build_cache")
+                                  help="Budget of torchbake's records in the engine's build cache (its build steps),"
+                                       " e.g. 20G: the least recently used go beyond it; other users' and tools'"
+                                       " records stay (see engine_build_cache)", flag="max_build_cache")
+    engine_build_cache: bool = option(False, decides=(),
+                                      help="Apply --max-build-cache to the engine's whole, shared build cache: every"
+                                           " user's and tool's records (docker builder prune --keep-storage)",
+                                      flag="engine_build_cache")
     after_build_all: bool = option(False, decides=(), help="Run gc with these limits at the end of every build-all")
 
 

@@ -116,7 +116,9 @@ def test_a_project_file_with_an_unknown_key_is_a_clear_error_naming_it(installed
     (tmp_path / "torchbake.toml").write_text('[image]\ncolour = "blue"\n')
     result = run([installed / "torchbake", "show-config"], cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.startswith(f"torchbake: error: {tmp_path}/torchbake.toml: unknown option 'image.colour'.")
+    assert result.stderr.startswith(f"torchbake: project file {tmp_path}/torchbake.toml\n"
+                                    f"torchbake: error: {tmp_path}/torchbake.toml: unknown option 'image.colour'."), \
+        result.stderr
 
 
 def test_a_teams_repository_builds_verifies_and_shows_its_image(installed, tmp_path, base_image, tiny_torch, tb_env,
@@ -145,6 +147,7 @@ def test_a_teams_repository_builds_verifies_and_shows_its_image(installed, tmp_p
 
         shown = run([installed / "torchbake", "show-config", "--format", "toml"], cwd=project / "sub/folder")
         assert shown.returncode == 0, shown.stderr
+        assert shown.stderr == f"torchbake: project file {project}/torchbake.toml\n"  # found above: named
         assert f'steps = "{project}/image/steps.dockerfile"' in shown.stdout
         table = run([installed / "torchbake", "show-config"], cwd=project / "sub/folder")
         assert str(project / "torchbake.toml")[:40] in table.stdout  # the source column names the file

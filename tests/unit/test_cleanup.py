@@ -212,3 +212,52 @@ def test_a_verification_container_a_cut_off_run_left_goes_and_frees_its_candidat
     client = FakeEngine([candidate, live], containers=[probe, running])
     found = [(r.kind, r.what) for r in cleanup.image_removals(client, tmp_path, keep=0)]
     assert found == [("container", "torchbake-probe-1"), ("image", "x/a:torchbake-candidate-1")]
+
+
+class BuildCacheEngine:
+    """An engine whose build cache holds torchbake's step records and another tool's; it records
+    each prune it is asked for."""
+
+    RECORDS = [
+        {"ID": "ours-old", "Description": "mount / from exec /bin/sh -c bash /opt/torchbake/common/step.sh install_wheels.sh",
+         "Size": 600, "LastUsedAt": "2026-11-01T00:00:00Z", "InUse": False, "Shared": False},
+        {"ID": "ours-new", "Description": "mount / from exec /bin/sh -c bash /tmp/torchbake/common/install_os_packages.sh",
+         "Size": 500, "LastUsedAt": "2026-11-20T00:00:00Z", "InUse": False, "Shared": False},
+        {"ID": "theirs", "Description": "mount / from exec /bin/sh -c make -C /src all", "Size": 9000,
+         "LastUsedAt": "2026-10-01T00:00:00Z", "InUse": False, "Shared": False},
+        {"ID": "ours-busy", "Description": "mount / from exec /bin/sh -c bash /opt/torchbake/common/step.sh x",
+         "Size": 700, "LastUsedAt": "2026-10-01T00:00:00Z", "InUse": True, "Shared": False},
+    ]
+
+    def __init__(self):
+        self.pruned = []
+
+    def call(self, what, method, *args, **kwargs):
+        if method == "prune_builds":
+            self.pruned.append(kwargs)
+            return {}
+        return {"df": {"BuildCache": self.RECORDS, "LayersSize": 0}, "containers": []}[method]
+
+
+def _limits(budget, engine=False):
+    return cleanup.Limits(keep=1, older_than=30 * DAY, max_cache=0, max_build_cache=budget, engine_build_cache=engine)
+
+
+def test_the_build_cache_budget_prunes_only_torchbakes_records_least_recently_used_first():
+    engine = BuildCacheEngine()
+    found = cleanup.build_cache_removals(engine, _limits(600))
+    assert [(r.target, r.size) for r in found] == [("ours-old", 600)]  # 1100 of ours → 500: the older one goes
+    assert "other users' and tools' records stay" in found[0].what
+    everything = cleanup.build_cache_removals(engine, _limits(1))
+    assert everything[0].target == "ours-old,ours-new"  # never another tool's record, never one in use
+    cleanup.carry_out_build_cache(engine, everything[0], _limits(1))
+    assert engine.pruned == [{"filters": {"id": "ours-old"}, "all": True, "limit": 3600},
+                             {"filters": {"id": "ours-new"}, "all": True, "limit": 3600}]
+
+
+def test_the_engines_whole_build_cache_is_pruned_only_when_asked_for_by_name():
+    engine = BuildCacheEngine()
+    found = cleanup.build_cache_removals(engine, _limits(1000, engine=True))
+    assert len(found) == 1 and "every user's and tool's records, --engine-build-cache" in found[0].what
+    cleanup.carry_out_build_cache(engine, found[0], _limits(1000, engine=True))
+    assert engine.pruned == [{"keep_storage": 1000, "limit": 3600}]

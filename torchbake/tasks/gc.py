@@ -23,7 +23,8 @@ def limits_of(settings: Settings) -> cleanup.Limits:
     gc = settings.gc
     return cleanup.Limits(keep=gc.keep, older_than=validation.duration(gc.older_than),
                           max_cache=validation.byte_size(gc.max_cache) if gc.max_cache else 0,
-                          max_build_cache=validation.byte_size(gc.max_build_cache) if gc.max_build_cache else 0)
+                          max_build_cache=validation.byte_size(gc.max_build_cache) if gc.max_build_cache else 0,
+                          engine_build_cache=gc.engine_build_cache)
 
 
 def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> cleanup.Outcome | None:
