@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data import ACCELERATORS_FILE
 from . import validation
+from .data import ACCELERATORS_FILE
 from .errors import ConfigurationError
 
 SECTION = "accelerators"
