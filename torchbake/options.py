@@ -142,11 +142,12 @@ NO_PREPARE = Flag("no_prepare", "Reuse the context already prepared in --build-d
 CHECK_REPRODUCIBLE = Flag("check_reproducible", "Then build the same context again without any cache and compare: the"
                                                 " same image digest, or exit 6 naming the files that differ (implies"
                                                 " --force)", default=SWITCH)
-DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, REGISTRY, REQUIRE_REGISTRY, NO_REGISTRY_CHECK = option_flags(
+(DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, REGISTRY, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
+ REQUIRE_INDEX) = option_flags(
     "build.docker", "build.builder", "bootstrap.auto", "downloads.require_hashes", "downloads.ca_bundle",
-    "registry.url", "registry.require", "registry.check")
+    "registry.url", "registry.require", "registry.check", "wheels.require_index")
 ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGISTRY, REQUIRE_REGISTRY,
-          NO_REGISTRY_CHECK)  # how a build runs, what it may fetch, where it publishes: build and build-base
+          NO_REGISTRY_CHECK, REQUIRE_INDEX)  # how a build runs, what it may fetch, where it publishes: build and build-base
 
 # --- build ------------------------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ BUILD_ALL_FLAGS = (
                  " touch nothing", default=SWITCH),
     Flag("shard", "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together"),
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
-    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
+    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX,
 )
 
 # --- run-container, containers, stop-container ------------------------------------------------

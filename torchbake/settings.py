@@ -176,6 +176,10 @@ class WheelOptions:
     extra_index_urls: list[str] = option([], lambda v: [validation.index_url(url) for url in v], decides=EVERY_IMAGE,
                                          help="Further package indexes")
     find_links: list[str] = option([], decides=EVERY_IMAGE, help="Folders or pages with wheels", path="path")
+    require_index: bool = option(False, decides=(),
+                                 help="Fail when pip cannot reach a package index it was told to use (it would"
+                                      " resolve from what it can reach: local files, older wheels)",
+                                 flag="require_index")
 
 
 @dataclass(frozen=True, kw_only=True)

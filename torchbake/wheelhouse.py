@@ -89,10 +89,14 @@ def resolve(
             names = dict.fromkeys(here)
         else:
             argv = pip_download_command(requirements, cache_dir, python_version, options)
+            unanswered = unanswered_indexes(options)
+            if unanswered and options.require_index:
+                check_index_reached("", options, unanswered)  # before pip: nothing resolved from elsewhere
             result = _pip_download(argv, cache_dir, python_version, options, log_file)
             names = dict.fromkeys(Path(m).name for m in _SAVED_RE.findall(result.output))
             if not names:
                 raise CommandError(f"pip download reported no wheels for {' '.join(requirements)}:\n{result.output[-2000:]}")
+            check_index_reached(result.output, options, unanswered)
         link_into.mkdir(parents=True, exist_ok=True)
         for name in names:
             link_or_copy(cache_dir / name, link_into / name)
@@ -186,6 +190,57 @@ def _pip_download(argv: list[str], cache_dir: Path, python_version: str, options
             f" ({human_size(shutil.disk_usage(cache_dir).free)} free there); no wheel cut short was kept."
             " Free space there (`invoke gc` removes wheels no build used lately) or set paths.cache_dir to a"
             " bigger disk, then run the command again.") from None
+
+
+# what pip prints when an index it was told to use does not answer (it goes on with what it can reach)
+_INDEX_FAILURE_RE = re.compile(r"^WARNING: (?:Retrying \(Retry\(.*\)\) after connection broken by .*?: (\S+)"
+                               r"|Could not fetch URL (\S+?):.*)$", re.MULTILINE)
+
+
+def index_failures(pip_output: str) -> list[str]:
+    """The index pages pip could not fetch, as it names them, once each."""
+    return list(dict.fromkeys(a or b for a, b in _INDEX_FAILURE_RE.findall(pip_output)))
+
+
+def unanswered_indexes(options: WheelOptions, timeout: float = 10.0) -> list[str]:
+    """The index URLs torchbake passes to pip (``index_url``, ``extra_index_urls``) that do not
+    answer at all (any HTTP answer counts: a 404 root is still an index that is up). pip itself says
+    nothing of an index it cannot reach once its retries are spent; it goes on without it."""
+    import urllib.error
+    import urllib.request
+
+    from .redaction import redact, split_credentials
+
+    failed = []
+    for given in [options.index_url, *options.extra_index_urls]:
+        if not given.startswith(("http://", "https://")):
+            continue
+        url, authorization = split_credentials(given)
+        request = urllib.request.Request(url.rstrip("/") + "/", method="HEAD",
+                                         headers={"Authorization": authorization} if authorization else {})
+        try:
+            urllib.request.urlopen(request, timeout=timeout).close()  # noqa: S310 - an http(s) index URL
+        except urllib.error.HTTPError:
+            continue
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            failed.append(f"{redact(given)} ({reason})")
+    return failed
+
+
+def check_index_reached(pip_output: str, options: WheelOptions, unanswered: Sequence[str] = ()) -> None:
+    """A resolution that could not reach an index is said plainly (its wheels may be older than the
+    index's: pip took what it could reach); with ``[wheels] require_index`` it is an error."""
+    failed = [*unanswered, *index_failures(pip_output)]
+    if not failed:
+        return
+    shown = ", ".join(failed[:3]) + (f" and {len(failed) - 3} more" if len(failed) > 3 else "")
+    text = (f"pip could not reach a package index it was told to use ({shown}); it resolved the wheels from what it"
+            " could reach (local files, other indexes), which may be older than the index's.")
+    if options.require_index:
+        raise DownloadError(f"{text} --require-index ([wheels] require_index) makes that an error: check the index"
+                            " and the proxy, then run the command again.")
+    output.channel().say((f"warning: {text} --require-index makes that an error.", "yellow"))
 
 
 _SAVED_RE = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(\S+\.whl)\s*$", re.MULTILINE)

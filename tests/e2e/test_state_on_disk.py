@@ -88,3 +88,38 @@ def test_the_documents_of_an_image_nowhere_are_exit_2_naming_the_registry_asked(
         assert result.returncode == 2, (result.returncode, result.stdout + result.stderr)
         assert (f"Image '{registry}/nothing/here:1' does not exist on this engine, nor in registry {registry}"
                 in result.stderr), result.stderr
+
+
+def test_an_index_pip_cannot_reach_is_said_plainly_and_with_require_index_fails(
+        base_image, tiny_torch, tb_env, tmp_path, run_id):
+    """The index is down (nothing listens): pip resolves the companion from the local folder it
+    can reach. The build says so (the wheels may be older than the index's); --require-index makes
+    it an error (exit 3) before anything is built."""
+    import socket
+
+    from .helpers import make_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    make_wheel(wheels, f"torchbake-index-{run_id}", "1.0", [], {"index_probe/__init__.py": ""})
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/simple"
+    profile = tmp_path / "index.toml"
+    profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n'
+                       f'extra = ["torchbake-index-{run_id}"]\nfind_links = ["{wheels}"]\nextra_index_urls = ["{dead}"]\n'
+                       '[build]\nvariant = "release"\n')
+    image = f"torchbake-test/index-{run_id}:1"
+    env = {**tb_env, "PIP_RETRIES": "0"}
+    common = ["build", "--config", str(profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image]
+    try:
+        strict = run_invoke(*common, "--require-index", "--no-verify", env=env)
+        assert strict.returncode == 3, (strict.returncode, (strict.stdout + strict.stderr)[-6000:-3000])
+        assert "pip could not reach a package index it was told to use" in strict.stderr, strict.stderr
+        assert "--require-index ([wheels] require_index) makes that an error" in strict.stderr
+        assert "docker build" not in strict.stdout and docker("image", "inspect", image, check=False).returncode
+        lenient = run_invoke(*common, "--no-verify", env=env)
+        assert lenient.returncode == 0, (lenient.stdout + lenient.stderr)[-3000:]
+        assert "warning: pip could not reach a package index it was told to use" in lenient.stdout, lenient.stdout[-3000:]
+    finally:
+        docker("image", "rm", "--force", image, check=False)
