@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from torchbake.engine import DockerClient
-from torchbake.errors import EngineError
+from torchbake.errors import EngineError, RegistryError
 
 
 class FakeAPI:
@@ -85,5 +85,5 @@ def test_push_reports_progress_and_its_digest(tmp_path):
     assert seen[0] == (50, 100) and seen[-1] == (400, 400)
     assert (tmp_path / "log").read_text().count("\n") == len(events)
     failing = client_with(FakeAPI(push=lambda *a, **k: iter([{"error": "denied: requested access is refused"}])))
-    with pytest.raises(EngineError, match="Pushing img:1 failed: denied"):
+    with pytest.raises(RegistryError, match="Pushing img:1 failed: denied"):
         failing.push("img:1")
