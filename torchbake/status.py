@@ -17,7 +17,8 @@ class Status(StrEnum):
     FAILED = "failed"
     BLOCKED = "blocked"  # a cell it depends on failed
     INTERRUPTED = "interrupted"
-    NOT_RUN = "not run"  # --fail-fast stopped the run first
+    NOT_RUN = "not run"  # --fail-fast stopped the run first, or another cell's refusal stopped it before any work
+    REFUSED = "refused"  # its configuration was refused (a value it needs is not set): the run built nothing
 
     @property
     def done(self) -> bool:
@@ -27,7 +28,7 @@ class Status(StrEnum):
     @property
     def failed(self) -> bool:
         """It failed, or could not start because what it needs failed, or was interrupted."""
-        return self in (Status.FAILED, Status.BLOCKED, Status.INTERRUPTED)
+        return self in (Status.FAILED, Status.BLOCKED, Status.INTERRUPTED, Status.REFUSED)
 
     @property
     def without_image(self) -> bool:

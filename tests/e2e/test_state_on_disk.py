@@ -123,3 +123,18 @@ def test_an_index_pip_cannot_reach_is_said_plainly_and_with_require_index_fails(
         assert "warning: pip could not reach a package index it was told to use" in lenient.stdout, lenient.stdout[-3000:]
     finally:
         docker("image", "rm", "--force", image, check=False)
+
+
+def test_a_matrix_refused_before_any_work_still_writes_both_reports(tb_env, tmp_path):
+    """The nightly's cells lack their vendor URLs: exit 2, and --report / --junit say which cells
+    were refused and why, the others not run (a nightly's CI shows why, whatever the outcome)."""
+    report, junit = tmp_path / "r.json", tmp_path / "r.xml"
+    result = run_invoke("build-all", "--config", "configs/nightly.toml", "--report", str(report), "--junit", str(junit),
+                        env=tb_env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    cells = {c["id"]: c for c in json.loads(report.read_text())["cells"]}
+    assert cells["musa-release-py310"]["status"] == "refused" and cells["musa-release-py310"]["exit_code"] == 2
+    assert "wheels.torch" in cells["musa-release-py310"]["reason"]
+    assert cells["musa-base-py310"]["status"] == "not run"
+    text = junit.read_text()
+    assert 'name="musa-release-py310"' in text and "<failure" in text and "needs values that are not set" in text

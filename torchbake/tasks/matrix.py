@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import datetime
 from pathlib import Path
 
 from invoke import Collection, Exit
@@ -11,11 +12,12 @@ from rich.text import Text
 from .. import output
 from ..cli import check_folders, current_project, docker_client, reports_errors
 from ..data import CONFIG_DIR
-from ..errors import ConfigurationError, MissingValuesError
+from ..errors import ConfigurationError, FatalError, MissingValuesError
 from ..lazy import LazyModule
 from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
 from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
+from ..status import Status
 from ..writable import check_output_file
 from .gc import collect
 
@@ -68,8 +70,14 @@ def build_all(c, **given):
             plans[cell.id] = runner.cell_plan(cell, shared, environ, no_cache=no_cache, overrides=trust, project=found)
         except MissingValuesError as exc:
             needs[cell.id] = [key for key, _ in exc.missing]
+        except FatalError as exc:  # the reports say which cell was refused and why, then the run stops
+            refused(outputs, cells, {cell.id: (str(exc), exc.exit_code)})
+            raise
     if needs and not plan:
-        raise missing_in_matrix(cells, needs)
+        error = missing_in_matrix(cells, needs)
+        refused(outputs, cells, {cell_id: ("needs values that are not set: " + ", ".join(keys), error.exit_code)
+                                 for cell_id, keys in needs.items()})
+        raise error
     first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
     settings = (runner.cell_settings(first, shared, environ, overrides=trust, project=found) if first
                 else configuration.resolve([], environ, project=found).settings())
@@ -103,6 +111,23 @@ def build_all(c, **given):
         failed = [r.id for r in results.values() if not r.status.done]
         raise Exit(message=f"torchbake: error: {len(failed)} of {len(results)} cells did not build: {', '.join(failed)}.",
                    code=status)
+
+
+def refused(outputs: dict[str, Path], cells: list[Cell], reasons: dict[str, tuple[str, int]]) -> None:
+    """The reports of a run that stopped before any work: each refused cell with its reason and
+    exit code, every other cell not run. A nightly's CI shows why, whatever the outcome."""
+    if not outputs:
+        return
+    results = {cell.id: runner.CellResult(cell.id, cell.image, Status.REFUSED, reasons[cell.id][0],
+                                          error=reasons[cell.id][0].splitlines()[0], exit_code=reasons[cell.id][1])
+               if cell.id in reasons else
+               runner.CellResult(cell.id, cell.image, Status.NOT_RUN, "the run stopped before any work: "
+                                 + ", ".join(reasons) + " refused")
+               for cell in cells}
+    if "--report" in outputs:
+        runner.write_json(outputs["--report"], results, datetime.now())
+    if "--junit" in outputs:
+        runner.write_junit(outputs["--junit"], results)
 
 
 def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: str | None, plan: bool, reports: bool,
