@@ -21,8 +21,6 @@ Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
 import statistics
 import subprocess
@@ -33,6 +31,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # torchbake's own engine helpers, as the checkout has them
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
@@ -50,15 +49,24 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]
 
 
 def layers(image: str) -> list[tuple[str, int]]:
-    """(diff id, bytes) per layer, from the local engine's layer store."""
-    info = json.loads(run([DOCKER, "image", "inspect", image])[1])[0]
-    engine = json.loads(run([DOCKER, "info", "--format", "{{json .}}"])[1])
-    store = Path(engine["DockerRootDir"]) / "image" / engine["Driver"] / "layerdb" / "sha256"
-    found, chain = [], ""
-    for diff in info["RootFS"]["Layers"]:
-        chain = diff if not chain else "sha256:" + hashlib.sha256(f"{chain} {diff}".encode()).hexdigest()
-        found.append((diff, int((store / chain.split(":", 1)[1] / "size").read_text())))
-    return found
+    """(diff id, bytes) per layer, oldest first, as the engine says (its image history matched to
+    the layers, torchbake.inventory.layers_of): never read from the engine's files, which the
+    containerd image store lays out differently from the graph drivers'."""
+    import docker as docker_sdk
+
+    from torchbake.inventory import layers_of
+
+    class Engine:
+        api = docker_sdk.from_env(timeout=300).api
+
+        def history(self, reference: str) -> list[dict]:
+            return self.api.history(reference)
+
+    engine = Engine()
+    found = layers_of(engine, image, engine.api.inspect_image(image))
+    if any(layer.size < 0 for layer in found):
+        sys.exit(f"benchmark: the engine's history of {image} does not match its layers; no sizes to compare")
+    return [(layer.diff_id, layer.size) for layer in found]
 
 
 def new_bytes(image: str, other: str) -> int:
