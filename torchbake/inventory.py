@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import DockerClient, marked_json
-from .errors import EngineError
+from .errors import ConfigurationError, EngineError
 
 MARK = "TORCHBAKE-INVENTORY "
 INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
@@ -208,6 +208,11 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
             status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
             if status.returncode == 0:
                 found = {"debs": parse_dpkg_status(status.output), "pythons": []}
+            else:
+                raise ConfigurationError(
+                    f"{image} has neither `python` on its PATH nor Debian's package database ({DPKG_STATUS}):"
+                    " torchbake lists the packages of images that have one of them (every image it builds has"
+                    " both). Name an image `invoke build` made, or one with Python or dpkg.")
         if found is None:
             raise EngineError(f"Could not list the packages of {image}: `python` in the image did not answer"
                               f" (exit {result.returncode}). Its last output:\n{result.output.strip()[-1500:]}")

@@ -1,7 +1,8 @@
-"""State on disk and records (issue 38): every file torchbake reads back from its cache and log
-folders may be damaged (a byte that is not UTF-8, JSON that is not an object); each is repaired
-(re-read, re-hashed) or skipped, never a traceback. Two builds started in the same second keep a
-log and a manifest each."""
+"""What a hostile day does to a build (issue 38), on the real engine: damaged files in the cache
+and log folders (a byte that is not UTF-8, JSON that is not an object) are repaired or skipped,
+never a traceback; two builds started together keep a log and a manifest each; an image nowhere,
+or with nothing to list, is exit 2 named; an index that does not answer is said; a matrix refused
+before any work still writes its reports."""
 
 from __future__ import annotations
 
@@ -138,3 +139,22 @@ def test_a_matrix_refused_before_any_work_still_writes_both_reports(tb_env, tmp_
     assert cells["musa-base-py310"]["status"] == "not run"
     text = junit.read_text()
     assert 'name="musa-release-py310"' in text and "<failure" in text and "needs values that are not set" in text
+
+
+def test_the_packages_of_an_image_with_neither_python_nor_dpkg_are_a_clear_exit_2(tb_env, tmp_path, run_id):
+    """sbom and diff of an image made from one file: no runc "executable file not found", exit 2."""
+    import tarfile
+
+    (tmp_path / "hello").write_text("hi\n")
+    with tarfile.open(tmp_path / "one.tar", "w") as archive:
+        archive.add(tmp_path / "hello", arcname="hello")
+    image = f"torchbake-test/one-file-{run_id}:1"
+    docker("import", str(tmp_path / "one.tar"), image)
+    try:
+        for task in (["sbom", image], ["diff", image, image]):
+            result = run_invoke(*task, env=tb_env)
+            assert result.returncode == 2, (result.returncode, result.stdout + result.stderr)
+            assert f"{image} has neither `python` on its PATH nor Debian's package database" in result.stderr
+            assert "executable file not found" not in result.stdout + result.stderr
+    finally:
+        docker("image", "rm", "--force", image, check=False)
