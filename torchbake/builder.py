@@ -12,7 +12,6 @@ import contextlib
 import functools
 import json
 import re
-import shutil
 import tempfile
 import time
 import uuid
@@ -27,6 +26,7 @@ from .context import (
     PreparedContext,
     choose_context_dir,
     load_prepared,
+    remove_context,
 )
 from .downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
 from .engine import DockerClient, engine_is_local, marked_json
@@ -371,7 +371,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     finally:
         held.close()
         if temporary:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_context(folder)
     info = client.inspect_image(plan.image) or {}
     state = built_images_file(plan.path_options.cache_dir)
     record_built(state, digest, info.get("Id", image_id))
@@ -424,7 +424,7 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
     folder, temporary = choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")
     with contextlib.ExitStack() as held:
         if temporary:
-            held.callback(shutil.rmtree, folder, ignore_errors=True)
+            held.callback(remove_context, folder)
         output.channel().say(f"Preparing the build context of {plan.image} in {folder} (log: {log_file})")
         prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
         digest = digest or fingerprint(plan, facts, cache)

@@ -21,6 +21,7 @@ import filelock
 
 from . import attestations
 from .base_os import package_caches, package_lock
+from .context import context_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
 from .files import read_back_object
@@ -128,11 +129,21 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
             yield "wheel", wheel, wheel.parent.with_suffix(".lock")
     for folder in package_caches(cache_dir):
         yield "debootstrap packages", folder, package_lock(folder)
-    contexts = cache_dir / "contexts"  # prepared contexts kept there (--build-dir without a path of one's own)
+    contexts = cache_dir / "contexts"  # builds' temporary contexts (each locked while its build lives), kept ones
     if contexts.is_dir():
         for folder in sorted(contexts.iterdir()):
             if folder.is_dir():
-                yield "context", folder, None
+                lock = context_lock(folder)
+                yield "context", folder, lock if lock.is_file() else None
+
+
+def _unheld(lock: Path) -> bool:
+    """Whether no process holds ``lock`` (its holder ended; the kernel released it)."""
+    try:
+        with filelock.FileLock(lock, timeout=0):
+            return True
+    except filelock.Timeout:
+        return False
 
 
 def tree_size(path: Path) -> int:
@@ -148,9 +159,12 @@ def _entry_used(path: Path) -> float:
 
 
 def cache_removals(cache_dir: Path, older_than: float, max_cache: int, now: float) -> list[Removal]:
-    entries = [(kind, path, _entry_used(path), tree_size(path)) for kind, path, _ in _entries(cache_dir)]
-    found = [Removal(kind, str(path), size, f"no build used it for {(now - used) / 86400:.0f} days")
-             for kind, path, used, size in entries if now - used > older_than]
+    listed = list(_entries(cache_dir))
+    entries = [(kind, path, _entry_used(path), tree_size(path)) for kind, path, _ in listed]
+    abandoned = {path for kind, path, lock in listed if kind == "context" and lock and _unheld(lock)}
+    found = [Removal(kind, str(path), size, "the temporary context of a build that was killed (no torchbake holds it)"
+                     if path in abandoned else f"no build used it for {(now - used) / 86400:.0f} days")
+             for kind, path, used, size in entries if path in abandoned or now - used > older_than]
     if max_cache:
         total = tree_size(cache_dir) - sum(r.size for r in found) if cache_dir.is_dir() else 0
         gone = {r.what for r in found}
@@ -297,6 +311,8 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
             try:
                 with filelock.FileLock(lock, timeout=0) if lock else contextlib.nullcontext():
                     _remove(Path(removal.what))
+                    if removal.kind == "context" and lock:
+                        Path(lock).unlink(missing_ok=True)  # a context's lock is its own, gone with it
             except filelock.Timeout:
                 kept.append(f"{removal.what}: another torchbake holds it")
                 continue

@@ -33,6 +33,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import filelock
+
 from . import wheelhouse
 from .data import common_files
 from .downloads import Artifact, file_sha256, link_or_copy
@@ -143,7 +145,9 @@ def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]
     is temporary. Refuses to touch a user folder that torchbake did not create."""
     if not build_dir:
         contexts_root.mkdir(parents=True, exist_ok=True)
-        return Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root)), True
+        folder = Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root))
+        hold_context(folder)
+        return folder, True
     folder = Path(build_dir).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
         raise ConfigurationError(f"--build-dir {folder} exists and is not a folder.")
@@ -161,6 +165,30 @@ def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]
                 " Preparing it again would replace the folder; move them out first, or pass another --build-dir."
             )
     return folder, False
+
+
+_held: dict[Path, filelock.FileLock] = {}  # the temporary contexts this process is using, and their locks
+
+
+def context_lock(folder: Path) -> Path:
+    """The lock a build holds on its temporary context while it lives (the kernel lets it go when the
+    process dies): `invoke gc` finds the contexts of killed builds by it."""
+    return folder.with_name(folder.name + ".lock")
+
+
+def hold_context(folder: Path) -> None:
+    lock = filelock.FileLock(context_lock(folder))
+    lock.acquire()
+    _held[folder] = lock
+
+
+def remove_context(folder: Path) -> None:
+    """A temporary context, gone with its lock (the build is over)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    lock = _held.pop(folder, None)
+    if lock is not None:
+        lock.release()
+    context_lock(folder).unlink(missing_ok=True)
 
 
 def files_in(folder: Path) -> list[str]:

@@ -158,3 +158,53 @@ def test_the_packages_of_an_image_with_neither_python_nor_dpkg_are_a_clear_exit_
             assert "executable file not found" not in result.stdout + result.stderr
     finally:
         docker("image", "rm", "--force", image, check=False)
+
+
+def test_the_context_of_a_killed_build_is_found_by_gc_and_a_live_ones_is_not(base_image, tiny_profile, tmp_path,
+                                                                          run_id):
+    """SIGKILL during a build leaves its temporary context (no finally runs): gc --dry-run lists
+    it at once (its lock has no holder), gc removes it; a build still running keeps its own."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import ROOT
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(cache), "TORCHBAKE_PATHS_LOG_DIR": str(tmp_path / "logs")}
+    env = {k: v for k, v in env.items() if not k.startswith("TORCHBAKE_") or k.startswith("TORCHBAKE_PATHS_")}
+    image = f"torchbake-test/killed-{run_id}:1"
+    out = (tmp_path / "build.out").open("w")
+    build = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build", "--config",
+                              str(tiny_profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image,
+                              "--force", "--no-verify"], env=env, stdout=out,
+                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        contexts = cache / "contexts"
+        while time.monotonic() < deadline and not list(contexts.glob("context-*/Dockerfile")):
+            assert build.poll() is None, (tmp_path / "build.out").read_text()
+            time.sleep(0.05)
+        assert list(contexts.glob("context-*/Dockerfile")), "the build never prepared its context"
+        live = run_invoke("gc", "--dry-run", env={k: v for k, v in env.items() if k.startswith("TORCHBAKE_")})
+        assert live.returncode == 0 and "a build that was killed" not in live.stdout, live.stdout
+        os.killpg(build.pid, signal.SIGKILL)
+        build.wait(timeout=60)
+        left = [p for p in contexts.iterdir() if p.is_dir()]
+        assert len(left) == 1, left
+        tb = {k: v for k, v in env.items() if k.startswith("TORCHBAKE_")}
+        listed = run_invoke("gc", "--dry-run", env=tb)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert f"would remove context {left[0]}" in listed.stdout, listed.stdout
+        assert "the temporary context of a build that was killed" in listed.stdout
+        removed = run_invoke("gc", env=tb)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+        assert not left[0].exists() and not (contexts / f"{left[0].name}.lock").exists()
+    finally:
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+            build.wait(timeout=60)
+        out.close()
+        docker("image", "rm", "--force", image, check=False)
