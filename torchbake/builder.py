@@ -49,6 +49,7 @@ from .plan import describe_plan
 from .publishing import ask_registry, build_cache, registry_of
 from .redaction import redact
 from .status import Status
+from .validation import is_location
 from .variants import Plan, Preflight
 from .variants.dev import DevPlan
 from .verify import Expectations, verify_facts
@@ -242,6 +243,16 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     return facts, digest, found
 
 
+def _fetch_inputs(plan: Plan) -> None:
+    """Every input given by URL into the download cache (checked by its sha256 where one is given),
+    so that the input hash is known before deciding to build: what `build-all --plan` predicts from a
+    warm cache, a run with a cold one decides the same way."""
+    cache = plan.download_cache()
+    for key, location in plan.given_inputs().items():
+        if location and is_location(location):
+            cache.fetch(location, key=key)
+
+
 @in_plan_environment
 def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = False,
                 log_file: Path | None = None, publish: bool = False, check_reproducible: bool = False) -> BuildResult:
@@ -253,6 +264,10 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
+    if skip_unchanged and not digest:  # an input is not downloaded yet: fetched first, then the same decision
+        _fetch_inputs(plan)
+        digest = fingerprint(plan, facts, plan.download_cache())
+        found = find_unchanged(client, plan.image, digest, state=built_images_file(plan.path_options.cache_dir))
     if skip_unchanged and not found:
         found, note = ask_registry(plan, client, digest)
         if note:

@@ -80,7 +80,8 @@ def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:
             return "build", f"after {', '.join(cell.depends_on)} ({str(exc).splitlines()[0]})"
         return "fail", str(exc).splitlines()[0]
     if not digest:
-        return "build", "an input is not downloaded yet"
+        return "decide", ("an input is not downloaded yet: the run downloads it first, then skips or re-tags the"
+                          " cell if an image here or in the registry has these inputs, else builds it")
     note = ""
     if found is None:
         try:

@@ -25,6 +25,7 @@ from tests.conftest import run_invoke
 from tests.support import (
     dying_proxy,
     faulty_proxy,
+    http_server,
     registry_digest,
     registry_manifest,
     registry_provenance,
@@ -421,6 +422,38 @@ def test_a_push_the_registry_refuses_names_docker_login_and_changes_nothing(nigh
     assert f"docker login {proxy}" in result.stdout + result.stderr, (result.stdout + result.stderr)[-3000:]
     assert docker("image", "inspect", cell["image"], check=False).returncode == 0  # the local image stays
     assert registry_digest(registry, pushed["image"]) == pushed["digest"]  # the tag did not move
+
+
+def test_a_cold_download_cache_decides_as_the_plan_does_unchanged_in_the_registry(nightly, registry, tb_env, tmp_path,
+                                                                                  tiny_torch):
+    """A cell whose torch comes by URL is pushed; on a machine with an empty download cache and no
+    local image, the run downloads the input first and finds the image in the registry (never a
+    rebuild), and --plan then says the same."""
+    _folder, _lean, write = nightly
+    www = tmp_path / "www"
+    www.mkdir()
+    (www / tiny_torch.name).write_bytes(tiny_torch.read_bytes())
+    with http_server(www) as url:
+        remote = tmp_path / "remote.toml"
+        remote.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{url}/{tiny_torch.name}"\nextra = []\n'
+                          '[build]\nvariant = "release"\n')
+        matrix = write(extra_profiles=[str(remote)], registry=f"{registry}/team", extra_excludes=["remote-base-*",
+                                                                                               "remote-dev-*"])
+        first = run_invoke("build-all", "--config", str(matrix), "--only", "remote-release-*", "--push",
+                           "--report", str(tmp_path / "first.json"), env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+        image = json.loads((tmp_path / "first.json").read_text())["cells"][0]["image"]
+        docker("image", "rm", "--force", image)
+        cold = {**tb_env, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cold-cache")}
+        plan = run_invoke("build-all", "--config", str(matrix), "--only", "remote-release-*", "--plan", env=cold)
+        assert plan.returncode == 0 and "decide" in plan.stdout, plan.stdout[-3000:]
+        again = run_invoke("build-all", "--config", str(matrix), "--only", "remote-release-*", "--push",
+                           "--report", str(tmp_path / "again.json"), env=cold)
+        assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+        assert statuses(tmp_path / "again.json") == {"remote-release-py311": "unchanged (registry)"}, again.stdout[-3000:]
+        assert "docker build" not in again.stdout
+        after = run_invoke("build-all", "--config", str(matrix), "--only", "remote-release-*", "--plan", env=cold)
+        assert "unchanged (registry)" in after.stdout, after.stdout[-3000:]
 
 
 def test_a_registry_that_stops_answering_in_the_middle_of_a_push_is_exit_10(nightly, registry, tb_env, tmp_path):
