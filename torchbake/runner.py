@@ -4,6 +4,8 @@ image already has its input hash; per-cell logs; a summary table; JSON and JUnit
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import io
 import json
 import time
@@ -14,6 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 from xml.etree import ElementTree
+
+import filelock
 
 from . import command, image_diff, output
 from . import config as configuration
@@ -230,14 +234,15 @@ class MatrixRun:
         self.say(f"started   {cell.id} → {cell.image} (log: {log})")
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            before = (self.client.inspect_image(cell.image) or {}).get("Id", "")  # what the tag held
-            with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
-                result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force, log_file=log,
-                                     publish=self.push)
-            if result.status is Status.BUILT and before and before != result.image_id:
-                self._note_changes(cell, before, result.image_id)
-            registry_done = result.status.in_registry
-            digest = self._push(cell, result.input_hash) if self.push and not registry_done else ""
+            with self._image_held(cell):  # another matrix building this NAME:TAG waits: its tag, its push
+                before = (self.client.inspect_image(cell.image) or {}).get("Id", "")  # what the tag held
+                with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
+                    result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force,
+                                         log_file=log, publish=self.push)
+                if result.status is Status.BUILT and before and before != result.image_id:
+                    self._note_changes(cell, before, result.image_id)
+                registry_done = result.status.in_registry
+                digest = self._push(cell, result.input_hash, log) if self.push and not registry_done else ""
             digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id="" if registry_done else result.image_id,
@@ -258,6 +263,24 @@ class MatrixRun:
             self._finish(cell.id, Status.FAILED, f"internal error: {exc!r}", seconds=time.monotonic() - started, log=str(log),
                          exit_code=1)
 
+    @contextlib.contextmanager
+    def _image_held(self, cell: Cell):
+        """One cell of one NAME:TAG at a time on this host: from its build until its push is done,
+        the tag is this run's, so the digest its report records is the image it built (two
+        matrices at once: the second waits, then finds the image unchanged, or builds and pushes its own)."""
+        cache_dir = self.plans[cell.id].path_options.cache_dir
+        lock = filelock.FileLock(cache_dir / "locks" / f"image-{hashlib.sha256(cell.image.encode()).hexdigest()[:16]}.lock")
+        (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            self.say(f"waiting   {cell.id}: another torchbake run is building or pushing {cell.image}")
+            lock.acquire()
+        try:
+            yield
+        finally:
+            lock.release()
+
     def _note_changes(self, cell: Cell, before: str, after: str) -> None:
         """What changed from the image the cell's tag held to the one just built, from what this
         host recorded of both (nothing is said when it recorded only one of them)."""
@@ -272,9 +295,8 @@ class MatrixRun:
         self.results[cell.id].changed = found.summary()
         self.results[cell.id].diff = found.to_json()
 
-    def _push(self, cell: Cell, input_hash: str) -> str:
-        """Push the cell's image (a progress bar on a terminal, every event in its log)."""
-        log = Path(self.results[cell.id].log) if self.results[cell.id].log else None
+    def _push(self, cell: Cell, input_hash: str, log: Path) -> str:
+        """Push the cell's image (a progress bar on a terminal, every event in the cell's log)."""
         with self.channel.progress(transient=True) as bar:
             task = bar.add_task(f"push {cell.image}", total=None)
             return publish(self.plans[cell.id], self.client, input_hash, log,

@@ -26,6 +26,7 @@ from tests.support import (
     dying_proxy,
     faulty_proxy,
     http_server,
+    registry_get,
     registry_digest,
     registry_manifest,
     registry_provenance,
@@ -454,6 +455,40 @@ def test_a_cold_download_cache_decides_as_the_plan_does_unchanged_in_the_registr
         assert "docker build" not in again.stdout
         after = run_invoke("build-all", "--config", str(matrix), "--only", "remote-release-*", "--plan", env=cold)
         assert "unchanged (registry)" in after.stdout, after.stdout[-3000:]
+
+
+def test_two_matrices_pushing_one_image_at_once_keep_their_own_logs_and_reports(nightly, registry, tb_env, tmp_path):
+    """Two `build-all --push --force` of the same cell started together: the second waits for the
+    first's build and push (its tag is the first's until then), then builds and pushes its own;
+    each report names its own log, and the digest each records is the registry's for the tag."""
+    import threading
+
+    _folder, _lean, write = nightly
+    matrix = write(registry=f"{registry}/team")
+    results = {}
+
+    def run(name: str) -> None:
+        results[name] = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--push", "--force",
+                                   "--report", str(tmp_path / f"{name}.json"), env=tb_env)
+
+    threads = [threading.Thread(target=run, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results.values():
+        assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    waited = [name for name, result in results.items() if "another torchbake run is building or pushing" in result.stdout]
+    assert len(waited) == 1, {name: r.stdout[-1500:] for name, r in results.items()}
+    cells = {name: json.loads((tmp_path / f"{name}.json").read_text())["cells"][0] for name in results}
+    assert cells["a"]["log"] != cells["b"]["log"]
+    for cell in cells.values():
+        assert cell["status"] == "built" and Path(cell["log"]).read_text().count(" buildx build ") == 1, cell
+        repository = cell["image"].split("/", 1)[1].rsplit(":", 1)[0]
+        with registry_get(registry, repository, f"manifests/{cell['digest']}", method="HEAD") as answer:
+            assert answer.headers["Docker-Content-Digest"] == cell["digest"]  # what it pushed, by its digest
+        assert f'digest: {cell["digest"]} size' in Path(cell["log"]).read_text()  # its own push's, in its own log
+    assert cells[waited[0]]["digest"] == registry_digest(registry, cells[waited[0]]["image"])  # the last push's
 
 
 def test_a_registry_that_stops_answering_in_the_middle_of_a_push_is_exit_10(nightly, registry, tb_env, tmp_path):
