@@ -376,8 +376,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             _attest(plan, client, tag, plan.image, record, found, recipe)
             _promote(client, tag, plan.image)
         except BaseException as exc:  # failed or interrupted: the candidate goes; the real tag was never touched
-            if not getattr(exc, KEPT_FOR_INSPECTION, False):  # one that failed verification stays (gc lists it)
-                client.remove_image(tag)
+            if not getattr(exc, KEPT_FOR_INSPECTION, False) and not isinstance(exc, EngineError):
+                client.remove_image(tag)  # one that failed verification stays; an engine that died: gc finds it later
             raise
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish, record, recipe)

@@ -6,8 +6,9 @@ A secret reaches torchbake in four ways: the user part of a URL (``https://user:
 signature, token, credential, key, secret, password or auth), a password file (git credentials in
 store format), or a value the code knows to be one (``[dev] ccache_remote``). :func:`register`
 remembers each secret value of this process; :func:`redact` replaces every remembered value, the
-user part of every URL and the secret parameters of every URL's query, by ``***``. The output channel, command logs, build manifests, reports, labels and error messages
-all pass through :func:`redact`, so a secret never appears in any of them, wherever it came from.
+user part of every URL and the secret parameters of every URL's query, by ``***``. The output
+channel, command logs, build manifests, reports, labels and error messages all pass through
+:func:`redact`, so a secret never appears in any of them, wherever it came from.
 
 :func:`cache_key_url` is a URL as torchbake keys what it remembers of it (the download cache):
 without its user part and without the query parameters that carry a secret or only say when a
