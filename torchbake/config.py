@@ -268,7 +268,8 @@ def _refuse_masked(values: Mapping[str, Any], sources: Mapping[str, str]) -> Non
         if redaction.carries_mask(value):
             raise ConfigurationError(
                 f"{key} (from {sources[key]}) holds a URL whose password, token or signature was masked as"
-                f" {redaction.MASK}: torchbake writes secrets masked (show-config), so the file cannot give them back."
+                f" {redaction.MASK}: torchbake writes secrets masked (show-config), so a value copied from what it"
+                f" printed or wrote cannot give them back."
                 f" Put the real URL in {key}, or give it for this run only in the environment"
                 f" ({env_var_name(key)}=…) or with the option's flag.")
 
