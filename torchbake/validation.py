@@ -127,13 +127,19 @@ def wheel_source(value: str) -> None:
         ) from None
 
 
+def project_name_source(spec: str) -> str:
+    """The last segment of a wheel source's path (a URL's: its path's, the query and fragment aside)."""
+    base = spec.split("#", 1)[0]
+    if "://" in base:
+        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
+    return base.rstrip("/").rsplit("/", 1)[-1]
+
+
 def project_name(spec: str) -> str:
     """The project a wheel source installs, canonical: from a wheel file's name (a URL's is its
     path's last segment: a presigned URL's query is not part of it) or a requirement's name."""
     base = spec.split("#", 1)[0]
-    if "://" in base:
-        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
-    last = base.rstrip("/").rsplit("/", 1)[-1]
+    last = project_name_source(spec)
     if last.endswith(".whl"):
         try:
             return str(packaging_utils.canonicalize_name(packaging_utils.parse_wheel_filename(last)[0]))
@@ -148,6 +154,9 @@ def wheel_of(project: str):
     torch, never another package's requirement or wheel)."""
     def check(value: str) -> None:
         wheel_source(value)
+        if value and is_location(value) and not project_name_source(value).endswith(".whl"):
+            raise ValueError(f"a wheel's URL or path ends in its file name ({project}-VERSION-….whl), which pip"
+                             f" needs to install it; {project_name_source(value)!r} does not")
         if value and (given := project_name(value)) != project:
             raise ValueError(f"it installs {given!r}, not {project}; expected a {project} wheel URL or path,"
                              f" or a requirement such as '{project}==VERSION'")
