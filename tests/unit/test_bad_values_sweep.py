@@ -1,6 +1,6 @@
-"""Every option and every flag given a value of the wrong kind: a clear error naming it, exit 2,
-before any work. Generated from the declarations (torchbake.settings, torchbake.options), not a
-hand list: an option or flag added later is swept too."""
+"""Every option, its environment variable and every flag given a value of the wrong kind: a clear
+error naming it, exit 2, before any work. Generated from the declarations (torchbake.settings,
+torchbake.options), not a hand list: an option or flag added later is swept too."""
 
 from __future__ import annotations
 
@@ -134,3 +134,23 @@ def test_source_date_epoch_out_of_range_is_a_clear_error(value):
         patch.setenv("SOURCE_DATE_EPOCH", value)
         with pytest.raises(ConfigurationError, match="SOURCE_DATE_EPOCH"):
             source_date_epoch()
+
+
+def _wrong_text(default: object) -> str:
+    """A value of the wrong kind for an option's environment variable (its text)."""
+    if isinstance(default, bool):
+        return "maybe"
+    if isinstance(default, int | float):
+        return "three"
+    return "one\ttwo"
+
+
+ENVIRONMENT = [(settings.env_var_name(key), _wrong_text(declared.default), key)
+               for key, declared in settings.declarations().items() if not isinstance(declared.default, dict)]
+
+
+@pytest.mark.parametrize(("variable", "bad", "key"), ENVIRONMENT, ids=[v for v, _, _ in ENVIRONMENT])
+def test_every_options_environment_variable_refuses_a_value_of_the_wrong_kind(variable, bad, key):
+    with pytest.raises(ConfigurationError) as refused:
+        config.resolve([], {variable: bad}, {})
+    assert variable in str(refused.value) or key in str(refused.value), str(refused.value)
