@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import attestations, command, diskspace, output, reproducible
 from .build_time import source_date_epoch
+from .candidates import let_go, new_candidate
 from .config import to_toml
 from .context import (
     PreparedContext,
@@ -120,8 +121,6 @@ def log_path(log_dir: Path, image: str) -> Path:
     return log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}-{stamp}-{uuid.uuid4().hex[:6]}.log"
 
 
-def candidate_tag(image: str) -> str:
-    return f"{image.rsplit(':', 1)[0]}:torchbake-candidate-{uuid.uuid4().hex[:8]}"
 
 
 def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = False) -> str:
@@ -265,6 +264,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
     if skip_unchanged and not digest:  # an input is not downloaded yet: fetched first, then the same decision
+        _check_space(plan, client, plan.download_cache())  # before any download, as for a build
         _fetch_inputs(plan)
         digest = fingerprint(plan, facts, plan.download_cache())
         found = find_unchanged(client, plan.image, digest, state=built_images_file(plan.path_options.cache_dir))
@@ -350,7 +350,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         })
         # always a candidate tag of its own: two builds of one NAME:TAG at once never export to one name (the
         # image store refuses the second: "already exists"), and a failed build never leaves the real tag half-made
-        tag = candidate_tag(plan.image)
+        tag = new_candidate(plan.image)
         cache_from, cache_to = build_cache(plan, publish=publish)
         secrets = held.enter_context(secret_files(build_secrets(plan)))
         args, labels = build_args(plan, facts), image_labels(plan, prepared, facts, digest)
@@ -378,6 +378,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         except BaseException as exc:  # failed or interrupted: the candidate goes; the real tag was never touched
             if not getattr(exc, KEPT_FOR_INSPECTION, False) and not isinstance(exc, EngineError):
                 client.remove_image(tag)  # one that failed verification stays; an engine that died: gc finds it later
+                let_go(tag)
             raise
         if plan.slim:
             _build_slim(plan, client, folder, facts, prepared, digest, log_file, secrets, publish, record, recipe)
@@ -406,7 +407,7 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder:
     """Build the context in ``folder`` again (the same build args, labels and secrets) with no
     cache at all, under a candidate tag, and compare with ``image_id``: the same image, or a
     VerificationError naming the files that differ (``kept``: what became of the image compared with)."""
-    tag = candidate_tag(plan.image)
+    tag = new_candidate(plan.image)
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
         no_cache=True, network=plan.build_options.network, target=plan.target)
@@ -421,6 +422,7 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder:
         found = reproducible.differences(client, image_id, tag, plan.path_options.cache_dir)
     finally:
         client.remove_image(tag, force=False)  # the tag only, when the image is the same
+        let_go(tag)
     raise VerificationError(
         f"{plan.image} is not reproducible: a build of the same context without any cache gave {again}, not"
         f" {image_id}.\n" + "\n".join(found or ["(no file differs: the manifests do)"])
@@ -513,7 +515,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     image = f"{plan.image}-slim"
     slim_from, cache_to = build_cache(plan, publish=publish, image=image)
     dev_from, _ = build_cache(plan)
-    tag = candidate_tag(image)
+    tag = new_candidate(image)
     labels = {**image_labels(plan, prepared, facts, digest), "torchbake.slim": "true",
               "org.opencontainers.image.version": image.rsplit(":", 1)[1]}
     argv, env = client.build_command(
@@ -571,3 +573,4 @@ def _promote(client: DockerClient, candidate: str, image: str) -> None:
     """The verified candidate takes the real tag."""
     client.tag(candidate, image)
     client.remove_image(candidate)  # the candidate tag only: the image keeps its real tag
+    let_go(candidate)

@@ -21,6 +21,7 @@ import filelock
 
 from . import attestations
 from .base_os import package_caches, package_lock
+from .candidates import CANDIDATE_MARK, is_live
 from .context import context_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
@@ -28,8 +29,6 @@ from .files import read_back_object
 from .input_hash import FIRST_BUILT, INPUT_HASH_LABEL, built_image_ids, built_images_file, forget_missing, read_record
 from .output import human_size
 from .status import ON_THIS_ENGINE
-
-CANDIDATE_MARK = ":torchbake-candidate-"
 
 
 @dataclass(frozen=True)
@@ -72,7 +71,8 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
     for image in listed:  # a build stopped between its build and its verification left this tag
         labels = image.get("Labels") or {}
         for tag in image.get("RepoTags") or []:
-            if CANDIDATE_MARK in tag and labels.get("torchbake.version") and image["Id"] not in used:
+            if (CANDIDATE_MARK in tag and labels.get("torchbake.version") and image["Id"] not in used
+                    and not is_live(tag)):  # a build still verifying or promoting it holds it
                 found.append(Removal("image", tag, 0, "a candidate tag an interrupted build left", tag))
     kept = [i for i in listed if _tags(i) or i["Id"] in used or i["Id"] not in ours]
     starts_from = {(i.get("Labels") or {}).get("org.opencontainers.image.base.digest", "") for i in kept}

@@ -122,10 +122,11 @@ def first_error_line(text: str) -> str:
 class MatrixRun:
     def __init__(self, cells: list[Cell], plans: Mapping[str, object], client: DockerClient, channel: output.Channel, *,
                  jobs: int = 1, keep_going: bool = True, force: bool = False, push: bool = False,
-                 log_dir: Path):
+                 log_dir: Path, locks_dir: Path | None = None):
         self.cells, self.plans, self.client, self.channel = cells, plans, client, channel
         self.jobs, self.keep_going, self.force, self.push = jobs, keep_going, force, push
         self.log_dir = log_dir
+        self.locks_dir = locks_dir  # where a cell's NAME:TAG is locked while it builds and pushes (None: not at all)
         self.results = {c.id: CellResult(id=c.id, image=c.image) for c in cells}
         self.started = datetime.now()
         self.interrupted = False  # set by SIGINT/SIGTERM: a cell stopped by it is "interrupted", not "failed"
@@ -268,9 +269,11 @@ class MatrixRun:
         """One cell of one NAME:TAG at a time on this host: from its build until its push is done,
         the tag is this run's, so the digest its report records is the image it built (two
         matrices at once: the second waits, then finds the image unchanged, or builds and pushes its own)."""
-        cache_dir = self.plans[cell.id].path_options.cache_dir
-        lock = filelock.FileLock(cache_dir / "locks" / f"image-{hashlib.sha256(cell.image.encode()).hexdigest()[:16]}.lock")
-        (cache_dir / "locks").mkdir(parents=True, exist_ok=True)
+        if self.locks_dir is None:
+            yield
+            return
+        self.locks_dir.mkdir(parents=True, exist_ok=True)
+        lock = filelock.FileLock(self.locks_dir / f"image-{hashlib.sha256(cell.image.encode()).hexdigest()[:16]}.lock")
         try:
             lock.acquire(timeout=0)
         except filelock.Timeout:

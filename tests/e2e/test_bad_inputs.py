@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_invoke
+from tests.conftest import ROOT, run_invoke
 
 from .helpers import docker, engine_state
 
@@ -122,7 +122,8 @@ CASES = [
     ("url-scheme", ["build", *CPU, "--torch-whl-url", "ftp://example.invalid/torch.whl"], {},
      "wheels.torch = 'ftp://example.invalid/torch.whl' (from command line) is invalid: expected an http://, https:// or file:// URL"),
     ("url-not-a-path", ["build", *CPU, "--musa-toolkits-url", "notaurl"], {},
-     "toolkits.musa_toolkits_url = 'notaurl' (from command line) is invalid: no such file; expected an http(s):// or file:// URL"),
+     "toolkits.musa_toolkits_url = 'notaurl' (from command line) is invalid: no such file: CHECKOUT_DIR/notaurl (a relative"
+     " path is taken from the current folder, CHECKOUT_DIR); expected an http(s):// or file:// URL"),
     ("url-bad-digest", ["build", *CPU, "--torch-whl-url", "https://h.invalid/torch.whl#sha256=xyz"], {},
      "wheels.torch = 'https://h.invalid/torch.whl#sha256=xyz' (from command line) is invalid: expected a sha256 digest"),
     ("require-hashes", ["build", *CPU, "--base-img", B, "--require-hashes", "--musa-toolkits-url", "https://h.invalid/kit.tar.gz"],
@@ -352,7 +353,7 @@ def test_the_catalogue_has_at_least_40_cases_across_every_task():
 @pytest.mark.parametrize(("case", "args", "env", "message"), CASES, ids=[case[0] for case in CASES])
 def test_bad_input_fails_before_any_work(case, args, env, message, base_image, tb_env, cache_dir, files, warm):
     def fill(text: str) -> str:
-        for key, value in {**files, "BASE": base_image}.items():
+        for key, value in {**files, "BASE": base_image, "CHECKOUT_DIR": str(ROOT)}.items():
             text = text.replace(key, value)
         return text
 

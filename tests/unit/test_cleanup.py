@@ -261,3 +261,23 @@ def test_the_engines_whole_build_cache_is_pruned_only_when_asked_for_by_name():
     assert len(found) == 1 and "every user's and tool's records, --engine-build-cache" in found[0].what
     cleanup.carry_out_build_cache(engine, found[0], _limits(1000, engine=True))
     assert engine.pruned == [{"keep_storage": 1000, "limit": 3600}]
+
+
+def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path):
+    """gc (another process, another cache folder) never takes the candidate of a build that is
+    still verifying or promoting it: the build holds its candidate's lock while it lives."""
+    from torchbake import candidates
+
+    live = candidates.new_candidate("t/live:1")
+    assert live.startswith("t/live:torchbake-candidate-") and candidates.is_live(live)
+    engine = FakeEngine([{**image("sha256:l", [live], 5), "Labels": {"torchbake.version": "0.1.0"}}])
+    probe = ("import sys; from torchbake import candidates; print(candidates.is_live(sys.argv[1]))")
+    import subprocess
+    import sys
+
+    seen = subprocess.run([sys.executable, "-c", probe, live], capture_output=True, text=True, check=True).stdout
+    assert seen.strip() == "True"  # another process sees it held
+    assert cleanup.image_removals(engine, tmp_path, keep=3) == []
+    candidates.let_go(live)
+    assert not candidates.is_live(live)
+    assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=3)] == [live]

@@ -90,7 +90,7 @@ def build_all(c, **given):
     out = output.channel()
     run = runner.MatrixRun(cells, plans, client, out, jobs=given["jobs"], keep_going=not given["fail_fast"],
                            force=force, push=given["push"],
-                           log_dir=settings.paths.log_dir)
+                           log_dir=settings.paths.log_dir, locks_dir=settings.paths.cache_dir / "locks")
     try:
         results = run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
