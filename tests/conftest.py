@@ -41,7 +41,8 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
 LONGEST_FIRST = ("test_as_typed.py", "test_dev.py", "test_build_all.py", "test_bootstrap.py", "test_layers.py",
                  "test_reproducible.py",
                  "test_soak.py", "test_faults.py", "test_bad_inputs.py", "test_run_container.py", "test_release.py",
-                 "test_trust.py", "test_gc.py", "test_promises.py", "test_engine_and_disk.py")
+                 "test_trust.py", "test_hostile_day.py", "test_installed.py", "test_gc.py", "test_promises.py",
+                 "test_engine_and_disk.py")
 
 
 def pytest_collection_modifyitems(items):
