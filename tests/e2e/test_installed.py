@@ -50,10 +50,10 @@ def installed(wheel, tmp_path_factory) -> Path:
     """A fresh venv with torchbake installed by pip from its wheel and the dependency wheels,
     offline (pip compiles the package's .py files, the in-image scripts' included)."""
     venv = tmp_path_factory.mktemp("venv") / "venv"
-    made = run([sys.executable, "-m", "venv", venv], cwd=venv.parent)
+    made = run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv.parent)  # pip comes as a dependency
     assert made.returncode == 0, made.stderr
-    done = run([venv / "bin/python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-index",
-                "--find-links", DEPENDENCY_WHEELS, wheel], cwd=venv.parent)
+    done = run([sys.executable, "-m", "pip", "--python", venv / "bin/python", "install", "--quiet",
+                "--disable-pip-version-check", "--no-index", "--find-links", DEPENDENCY_WHEELS, wheel], cwd=venv.parent)
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(venv.glob("lib/python*/site-packages/torchbake/_data/docker/common/__pycache__"))  # as users have it
     return venv / "bin"
