@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import email.parser
 import filecmp
+import os
 import re
 import shutil
+import ssl
 import sys
+import urllib.error
+import urllib.request
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,7 +31,7 @@ from .downloads import file_lock, link_or_copy
 from .errors import CommandError, DiskSpaceError, DownloadError
 from .files import mark_used
 from .output import human_size
-from .redaction import redact
+from .redaction import redact, split_credentials
 from .settings import WheelOptions
 
 
@@ -205,12 +209,11 @@ def index_failures(pip_output: str) -> list[str]:
 def unanswered_indexes(options: WheelOptions, timeout: float = 10.0) -> list[str]:
     """The index URLs torchbake passes to pip (``index_url``, ``extra_index_urls``) that do not
     answer at all (any HTTP answer counts: a 404 root is still an index that is up). pip itself says
-    nothing of an index it cannot reach once its retries are spent; it goes on without it."""
-    import urllib.error
-    import urllib.request
-
-    from .redaction import redact, split_credentials
-
+    nothing of an index it cannot reach once its retries are spent; it goes on without it. Asked
+    trusting what pip is told to trust (``PIP_CERT``: the host's CAs and --ca-bundle's, set for the
+    commands of a build), so an index behind an intercepting proxy is not taken for one that is down."""
+    bundle = {**os.environ, **command.extra_env.get()}.get("PIP_CERT")
+    context = ssl.create_default_context(cafile=bundle) if bundle else ssl.create_default_context()
     failed = []
     for given in [options.index_url, *options.extra_index_urls]:
         if not given.startswith(("http://", "https://")):
@@ -219,7 +222,7 @@ def unanswered_indexes(options: WheelOptions, timeout: float = 10.0) -> list[str
         request = urllib.request.Request(url.rstrip("/") + "/", method="HEAD",
                                          headers={"Authorization": authorization} if authorization else {})
         try:
-            urllib.request.urlopen(request, timeout=timeout).close()  # noqa: S310 - an http(s) index URL
+            urllib.request.urlopen(request, timeout=timeout, context=context).close()  # noqa: S310 - an index URL
         except urllib.error.HTTPError:
             continue
         except (urllib.error.URLError, OSError) as exc:

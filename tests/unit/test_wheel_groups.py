@@ -154,3 +154,26 @@ def test_resolve_runs_pip_only_when_the_wheelhouse_cannot_answer(tmp_path, monke
     assert "uv==0.13.9 is uv-0.13.9-py3-none-any.whl, already there and needing nothing else (pip not run)" in log.read_text()
     found = wheelhouse.resolve(["uv>=0.14"], house, "3.11", options, link_into=tmp_path / "context2")
     assert [w.path.name for w in found] == ["uv-0.14.0-py3-none-any.whl"] and len(ran) == 1
+
+
+def test_an_index_behind_an_intercepting_proxy_answers_when_its_ca_is_trusted_as_pip_is_told(tmp_path):
+    """The probe of the indexes trusts what pip is told to trust (PIP_CERT, set for a build's commands
+    from --ca-bundle): an https index signed by that CA answers; a port nothing listens on does not."""
+    import socket
+    from types import SimpleNamespace
+
+    from tests.support import flaky_server, make_test_ca
+    from torchbake import command
+    from torchbake.wheelhouse import unanswered_indexes
+
+    ca, cert, key = make_test_ca(tmp_path / "ca")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/simple"
+    with flaky_server(b"index", ["404"] * 10, tls=(cert, key)) as (url, _seen):
+        index = "https://" + url.split("://", 1)[1].split("/", 1)[0] + "/simple"
+        options = SimpleNamespace(index_url=index, extra_index_urls=[dead])  # the two it reads
+        untrusted = unanswered_indexes(options, timeout=5)
+        assert [line.split(" ")[0] for line in untrusted] == [index, dead]  # the CA is not the host's
+        with command.environment({"PIP_CERT": str(ca)}):
+            assert [line.split(" ")[0] for line in unanswered_indexes(options, timeout=5)] == [dead]
