@@ -205,6 +205,29 @@ def relay(source, target) -> None:
 
 
 @contextmanager
+def tcp_listener(handle):
+    """A TCP listener on 127.0.0.1 that hands each connection it accepts to ``handle``, until the
+    block ends. Yields "127.0.0.1:PORT"."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+
+    def accept_each() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            handle(client)
+
+    threading.Thread(target=accept_each, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+
+
+@contextmanager
 def faulty_proxy(upstream: str, faults: list[str]):
     """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host:port) that spends ``faults`` in
     order, one per new connection, then forwards everything: "reset" closes the connection with a
@@ -215,9 +238,6 @@ def faulty_proxy(upstream: str, faults: list[str]):
     import struct
 
     host, port = upstream.rsplit(":", 1)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
     pending = faults  # spent in place: the caller sees which faults were met
     deny = "401" in faults
 
@@ -231,31 +251,23 @@ def faulty_proxy(upstream: str, faults: list[str]):
             client.sendall(f"HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n{extra}\r\n".encode())
         client.close()
 
-    def serve():
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            fault = "401" if deny else (pending.pop(0) if pending else "")
-            if fault == "reset":
-                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                client.close()
-            elif fault == "503":
-                threading.Thread(target=answer, args=(client, "503 Service Unavailable"), daemon=True).start()
-            elif fault == "401":
-                threading.Thread(target=answer, args=(client, "401 Unauthorized", 'WWW-Authenticate: Basic realm="test"\r\n'),
-                                 daemon=True).start()
-            else:
-                server = socket.create_connection((host, int(port)))
-                threading.Thread(target=pipe, args=(client, server), daemon=True).start()
-                threading.Thread(target=pipe, args=(server, client), daemon=True).start()
+    def handle(client):
+        fault = "401" if deny else (pending.pop(0) if pending else "")
+        if fault == "reset":
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            client.close()
+        elif fault == "503":
+            threading.Thread(target=answer, args=(client, "503 Service Unavailable"), daemon=True).start()
+        elif fault == "401":
+            threading.Thread(target=answer, args=(client, "401 Unauthorized", 'WWW-Authenticate: Basic realm="test"\r\n'),
+                             daemon=True).start()
+        else:
+            server = socket.create_connection((host, int(port)))
+            threading.Thread(target=pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=pipe, args=(server, client), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
+    with tcp_listener(handle) as address:
+        yield address
 
 
 @contextmanager
@@ -267,9 +279,6 @@ def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
     import struct
 
     host, port = upstream.rsplit(":", 1)
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
     dead = threading.Event()
 
     def reset(sock) -> None:
@@ -289,24 +298,16 @@ def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
         reset(client)
         reset(server)
 
-    def serve():
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            if dead.is_set():
-                reset(client)
-                continue
-            server = socket.create_connection((host, int(port)))
-            threading.Thread(target=upward, args=(client, server), daemon=True).start()
-            threading.Thread(target=relay, args=(server, client), daemon=True).start()
+    def handle(client):
+        if dead.is_set():
+            reset(client)
+            return
+        server = socket.create_connection((host, int(port)))
+        threading.Thread(target=upward, args=(client, server), daemon=True).start()
+        threading.Thread(target=relay, args=(server, client), daemon=True).start()
 
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield f"127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        listener.close()
+    with tcp_listener(handle) as address:
+        yield address
 
 
 @contextmanager

@@ -242,11 +242,10 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     return facts, digest, found
 
 
-def _fetch_inputs(plan: Plan) -> None:
+def _fetch_inputs(plan: Plan, cache: DownloadCache) -> None:
     """Every input given by URL into the download cache (checked by its sha256 where one is given),
     so that the input hash is known before deciding to build: what `build-all --plan` predicts from a
     warm cache, a run with a cold one decides the same way."""
-    cache = plan.download_cache()
     for key, location in plan.given_inputs().items():
         if location and is_location(location):
             cache.fetch(location, key=key)
@@ -263,16 +262,16 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
+    cache = plan.download_cache()
     if skip_unchanged and not digest:  # an input is not downloaded yet: fetched first, then the same decision
-        _check_space(plan, client, plan.download_cache())  # before any download, as for a build
-        _fetch_inputs(plan)
-        digest = fingerprint(plan, facts, plan.download_cache())
+        _check_space(plan, client, cache)  # before any download, as for a build
+        _fetch_inputs(plan, cache)
+        digest = fingerprint(plan, facts, cache)
         found = find_unchanged(client, plan.image, digest, state=built_images_file(plan.path_options.cache_dir))
     if skip_unchanged and not found:
         found, note = ask_registry(plan, client, digest)
         if note:
             say(f"{plan.image}: {note} Building it.")
-    cache = plan.download_cache()
     if found:
         status, image_id = found
         reason = skip_reason(status, image_id)

@@ -11,10 +11,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
-import filelock
+from .files import hold_lock, lock_held, release_lock
 
 CANDIDATE_MARK = ":torchbake-candidate-"
-_held: dict[str, filelock.FileLock] = {}
 
 
 def _lock_of(tag: str) -> Path:
@@ -24,28 +23,15 @@ def _lock_of(tag: str) -> Path:
 def new_candidate(image: str) -> str:
     """A candidate tag for ``image`` (NAME:TAG), held by this process from now on."""
     tag = f"{image.rsplit(':', 1)[0]}{CANDIDATE_MARK}{uuid.uuid4().hex[:8]}"
-    lock = _lock_of(tag)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    _held[tag] = filelock.FileLock(lock)
-    _held[tag].acquire()
+    hold_lock(_lock_of(tag))
     return tag
 
 
 def let_go(tag: str) -> None:
     """The candidate's tag is gone (promoted or removed): its lock too."""
-    lock = _held.pop(tag, None)
-    if lock is not None:
-        lock.release()
-        _lock_of(tag).unlink(missing_ok=True)
+    release_lock(_lock_of(tag))
 
 
 def is_live(tag: str) -> bool:
     """Whether a running build holds the candidate ``tag``."""
-    lock = _lock_of(tag)
-    if not lock.is_file():
-        return False
-    try:
-        with filelock.FileLock(lock, timeout=0):
-            return False
-    except filelock.Timeout:
-        return True
+    return lock_held(_lock_of(tag))

@@ -25,7 +25,7 @@ from .candidates import CANDIDATE_MARK, is_live
 from .context import context_lock
 from .engine import DockerClient, content_id
 from .errors import EngineError
-from .files import read_back_object
+from .files import lock_held, read_back_object
 from .input_hash import FIRST_BUILT, INPUT_HASH_LABEL, built_image_ids, built_images_file, forget_missing, read_record
 from .output import human_size
 from .status import ON_THIS_ENGINE
@@ -137,15 +137,6 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
                 yield "context", folder, lock if lock.is_file() else None
 
 
-def _unheld(lock: Path) -> bool:
-    """Whether no process holds ``lock`` (its holder ended; the kernel released it)."""
-    try:
-        with filelock.FileLock(lock, timeout=0):
-            return True
-    except filelock.Timeout:
-        return False
-
-
 def tree_size(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
@@ -161,7 +152,7 @@ def _entry_used(path: Path) -> float:
 def cache_removals(cache_dir: Path, older_than: float, max_cache: int, now: float) -> list[Removal]:
     listed = list(_entries(cache_dir))
     entries = [(kind, path, _entry_used(path), tree_size(path)) for kind, path, _ in listed]
-    abandoned = {path for kind, path, lock in listed if kind == "context" and lock and _unheld(lock)}
+    abandoned = {path for kind, path, lock in listed if kind == "context" and lock and not lock_held(lock)}
     found = [Removal(kind, str(path), size, "the temporary context of a build that was killed (no torchbake holds it)"
                      if path in abandoned else f"no build used it for {(now - used) / 86400:.0f} days")
              for kind, path, used, size in entries if path in abandoned or now - used > older_than]
@@ -215,12 +206,6 @@ def disk_use(client: DockerClient, cache_dir: Path) -> tuple[int, int]:
     df = client.call("system df", "df")
     engine = int(df.get("LayersSize") or 0) + _own_bytes(df.get("BuildCache") or [])
     return engine, tree_size(cache_dir) if cache_dir.is_dir() else 0
-
-
-def build_cache_size(client: DockerClient) -> int:
-    """Bytes the engine's build cache takes beyond the images (records shared with an image's
-    layers take no space of their own, and no prune frees them)."""
-    return _own_bytes(client.call("system df", "df").get("BuildCache") or [])
 
 
 def _own_bytes(records: list[dict]) -> int:

@@ -290,10 +290,11 @@ def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: M
               "run.device_profile": validation.one_of_or_empty(names, "the image's profile"),
               "wheels.default_torch": lambda v: [validation.one_of(names)(profile) for profile in v],
               **{key: validation.location for key in values if key.startswith(f"{TOOLKITS_SECTION}.")}}
-    for key, check in {**dict.fromkeys(values, validation.plain_text), **checks}.items():
+    for key, value in values.items():  # every value's text, then the check declared for it
         try:
-            validation.plain_text(values[key])
-            check(values[key])
+            validation.plain_text(value)
+            if key in checks:
+                checks[key](value)
         except ValueError as exc:
             raise ConfigurationError(
                 f"{key} = {values[key]!r} (from {sources[key]}) is invalid: {exc}."

@@ -33,12 +33,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import filelock
-
 from . import wheelhouse
 from .data import common_files
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
+from .files import hold_lock, release_lock
 from .sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"
@@ -146,7 +145,7 @@ def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]
     if not build_dir:
         contexts_root.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root))
-        hold_context(folder)
+        hold_lock(context_lock(folder))
         return folder, True
     folder = Path(build_dir).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
@@ -167,28 +166,16 @@ def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]
     return folder, False
 
 
-_held: dict[Path, filelock.FileLock] = {}  # the temporary contexts this process is using, and their locks
-
-
 def context_lock(folder: Path) -> Path:
     """The lock a build holds on its temporary context while it lives (the kernel lets it go when the
     process dies): `invoke gc` finds the contexts of killed builds by it."""
     return folder.with_name(folder.name + ".lock")
 
 
-def hold_context(folder: Path) -> None:
-    lock = filelock.FileLock(context_lock(folder))
-    lock.acquire()
-    _held[folder] = lock
-
-
 def remove_context(folder: Path) -> None:
     """A temporary context, gone with its lock (the build is over)."""
     shutil.rmtree(folder, ignore_errors=True)
-    lock = _held.pop(folder, None)
-    if lock is not None:
-        lock.release()
-    context_lock(folder).unlink(missing_ok=True)
+    release_lock(context_lock(folder))
 
 
 def files_in(folder: Path) -> list[str]:

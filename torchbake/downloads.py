@@ -35,7 +35,7 @@ from . import output, redaction
 from .errors import ConfigurationError, DiskSpaceError, DownloadError
 from .files import mark_used, read_back, write_atomically
 from .output import human_size, transfer_progress
-from .validation import is_url
+from .validation import is_url, local_name
 
 CHUNK = 1024 * 1024
 RETRYABLE_STATUS = {408, 425, 429}  # besides every 5xx
@@ -190,17 +190,6 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def file_name_of(url: str) -> str:
-    name = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)).name
-    return name or "download"
-
-
-def local_name(location: str) -> str:
-    """The file name an input (URL or path, a #sha256= fragment allowed) has once fetched."""
-    base = split_fragment(location)[0]
-    return file_name_of(base) if is_url(base) else Path(base).name
-
-
 def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
     base, fragment = split_fragment(location)
     return fragment or checksums.get(base, "") or checksums.get(local_name(base), "")
@@ -235,7 +224,7 @@ class DownloadCache:
 
     def cached_path(self, url: str) -> Path | None:
         """The cached, verified file of ``url``, or None if it is not in the cache."""
-        target = self._folder_of(url) / file_name_of(url)
+        target = self._folder_of(url) / local_name(url)
         record = target.with_name(target.name + ".sha256")
         return target if target.is_file() and recorded_digest(target, record) else None
 
@@ -289,7 +278,7 @@ class DownloadCache:
             return artifact
 
     def _remote_locked(self, url: str, folder: Path, expected: str, what: str, authorization: str) -> Artifact:
-        target = folder / file_name_of(url)
+        target = folder / local_name(url)
         record = target.with_name(target.name + ".sha256")
         if target.is_file() and record.is_file():
             digest = recorded_digest(target, record)
@@ -327,7 +316,7 @@ class DownloadCache:
         context = policy.ssl_context() if url.startswith("https://") else None
         started, tries, wait = time.monotonic(), 0, policy.retry_backoff
         with transfer_progress(enabled=self.show_progress, console=output.channel().console) as progress:
-            task = progress.add_task(file_name_of(url), total=None)
+            task = progress.add_task(local_name(url), total=None)
             while True:
                 tries += 1
                 try:

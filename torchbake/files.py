@@ -1,7 +1,8 @@
 """Small file-system helpers every module shares: atomic writes (the content goes to a temporary
 name beside the target, unique per process and thread, then is renamed over it, so no reader
 ever sees half a file), reading back what was written (a damaged file reads as missing, never as
-a traceback: the caller repairs it) and the nearest folder that exists of a path not made yet."""
+a traceback: the caller repairs it), locks held for a process's life (their holders are told apart
+from those that ended) and the nearest folder that exists of a path not made yet."""
 
 from __future__ import annotations
 
@@ -14,6 +15,11 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+from .lazy import LazyModule
+
+filelock = LazyModule("filelock")  # read when a lock is taken: `invoke --list` imports this module
 
 
 def write_atomically(path: Path, data: bytes | str) -> Path:
@@ -46,6 +52,37 @@ def read_back_object(path: Path) -> dict | None:
     except ValueError:
         return None
     return found if isinstance(found, dict) else None
+
+
+_held: dict[Path, Any] = {}  # the locks this process holds with hold_lock
+
+
+def hold_lock(lock: Path) -> None:
+    """Hold ``lock`` until :func:`release_lock`, or until this process ends however it ends (the
+    kernel lets it go then): other processes tell with :func:`lock_held` that its owner lives."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    held = filelock.FileLock(lock)
+    held.acquire()
+    _held[lock] = held
+
+
+def release_lock(lock: Path) -> None:
+    """Let go of a lock this process holds, and remove its file (what it guarded is gone)."""
+    held = _held.pop(lock, None)
+    if held is not None:
+        held.release()
+        lock.unlink(missing_ok=True)
+
+
+def lock_held(lock: Path) -> bool:
+    """Whether a live process holds ``lock`` (False when there is no such file)."""
+    if not lock.is_file():
+        return False
+    try:
+        with filelock.FileLock(lock, timeout=0):
+            return False
+    except filelock.Timeout:
+        return True
 
 
 def nearest_existing(path: Path) -> Path:

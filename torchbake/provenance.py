@@ -14,8 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .downloads import local_name, split_fragment
+from .downloads import split_fragment
 from .redaction import redact, redact_all
+from .validation import local_name
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"

@@ -146,7 +146,8 @@ def _hex(digest: str) -> str:
 def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]]) -> list[Component]:
     """Every input file that is not a wheel: toolkit tarballs, a Python tarball (its URL where the
     manifest on this host names it)."""
-    from .downloads import local_name, split_fragment
+    from .downloads import split_fragment
+    from .validation import local_name
 
     locations = {local_name(str(entry.get("location", ""))):
                  (str(entry.get("option", "")), redact(split_fragment(str(entry.get("location", "")))[0]))

@@ -127,19 +127,20 @@ def wheel_source(value: str) -> None:
         ) from None
 
 
-def project_name_source(spec: str) -> str:
-    """The last segment of a wheel source's path (a URL's: its path's, the query and fragment aside)."""
-    base = spec.split("#", 1)[0]
-    if "://" in base:
-        base = urllib.parse.unquote(urllib.parse.urlsplit(base).path)
-    return base.rstrip("/").rsplit("/", 1)[-1]
+def local_name(location: str) -> str:
+    """The file name an input (URL or path, a #sha256= fragment allowed) has once fetched: a URL's
+    is its path's last segment (a presigned URL's query is not part of it)."""
+    base = location.split("#", 1)[0]
+    if is_url(base):
+        return Path(urllib.parse.unquote(urllib.parse.urlsplit(base).path)).name or "download"
+    return Path(base).name
 
 
 def project_name(spec: str) -> str:
-    """The project a wheel source installs, canonical: from a wheel file's name (a URL's is its
-    path's last segment: a presigned URL's query is not part of it) or a requirement's name."""
+    """The project a wheel source installs, canonical: from a wheel file's name (see
+    :func:`local_name`) or a requirement's name."""
     base = spec.split("#", 1)[0]
-    last = project_name_source(spec)
+    last = local_name(spec)
     if last.endswith(".whl"):
         try:
             return str(packaging_utils.canonicalize_name(packaging_utils.parse_wheel_filename(last)[0]))
@@ -154,9 +155,9 @@ def wheel_of(project: str):
     torch, never another package's requirement or wheel)."""
     def check(value: str) -> None:
         wheel_source(value)
-        if value and is_location(value) and not project_name_source(value).endswith(".whl"):
+        if value and is_location(value) and not (name := local_name(value)).endswith(".whl"):
             raise ValueError(f"a wheel's URL or path ends in its file name ({project}-VERSION-….whl), which pip"
-                             f" needs to install it; {project_name_source(value)!r} does not")
+                             f" needs to install it; {name!r} does not")
         if value and (given := project_name(value)) != project:
             raise ValueError(f"it installs {given!r}, not {project}; expected a {project} wheel URL or path,"
                              f" or a requirement such as '{project}==VERSION'")
@@ -179,8 +180,12 @@ def wheel_platform(value: str) -> None:
 def plain_text(value: object) -> None:
     """Any option's text: not white space alone, and no line break, tab or NUL (a value that would
     split a command line, a Dockerfile line or a label)."""
-    texts = [value] if isinstance(value, str) else list(value) if isinstance(value, list) else (
-        [*value.keys(), *(v for v in value.values() if isinstance(v, str))] if isinstance(value, dict) else [])
+    if isinstance(value, dict):
+        texts = [*value.keys(), *value.values()]
+    elif isinstance(value, list):
+        texts = value
+    else:
+        texts = [value]
     for text in texts:
         if not isinstance(text, str):
             continue

@@ -94,10 +94,7 @@ def build_all(c, **given):
     try:
         results = run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
-        if "--report" in outputs:
-            runner.write_json(outputs["--report"], run.results, run.started)
-        if "--junit" in outputs:
-            runner.write_junit(outputs["--junit"], run.results)
+        _write_reports(outputs, run.results, run.started)
     out.show(runner.summary_table(results))
     for line in runner.failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
         out.say(line)
@@ -116,16 +113,19 @@ def build_all(c, **given):
 def refused(outputs: dict[str, Path], cells: list[Cell], reasons: dict[str, tuple[str, int]]) -> None:
     """The reports of a run that stopped before any work: each refused cell with its reason and
     exit code, every other cell not run. A nightly's CI shows why, whatever the outcome."""
-    if not outputs:
-        return
     results = {cell.id: runner.CellResult(cell.id, cell.image, Status.REFUSED, reasons[cell.id][0],
                                           error=reasons[cell.id][0].splitlines()[0], exit_code=reasons[cell.id][1])
                if cell.id in reasons else
                runner.CellResult(cell.id, cell.image, Status.NOT_RUN, "the run stopped before any work: "
                                  + ", ".join(reasons) + " refused")
                for cell in cells}
+    _write_reports(outputs, results, datetime.now())
+
+
+def _write_reports(outputs: dict[str, Path], results: dict, started: datetime) -> None:
+    """--report (JSON) and --junit (XML), whichever were asked for."""
     if "--report" in outputs:
-        runner.write_json(outputs["--report"], results, datetime.now())
+        runner.write_json(outputs["--report"], results, started)
     if "--junit" in outputs:
         runner.write_junit(outputs["--junit"], results)
 
