@@ -12,6 +12,7 @@ removed, mounts below it first, and an image appears only when the whole bootstr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -19,7 +20,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import command, image_archive, output, validation
+from . import command, image_archive, output, platforms, validation
 from .build_time import created_time, source_date_epoch
 from .downloads import file_lock
 from .engine import DockerClient
@@ -46,6 +47,7 @@ class OsImageSpec:
     variant: str = "minbase"
     force: bool = False
     compression: str = "zstd"  # of the image's layer ([build] compression)
+    platforms: tuple[str, ...] = ()  # one image per platform under one name (an index); () = this host's only
 
 
 def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
@@ -85,7 +87,16 @@ def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
         raise ConfigurationError("debootstrap needs root: run this as root (or with sudo).")
 
 
-def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
+PLATFORMS_LABEL = LABEL_PREFIX + "platforms"  # on a multi-platform image: every platform it holds
+
+
+def platforms_of(info: dict) -> tuple[str, ...]:
+    """The platforms an OS image torchbake made holds (its label), () when it did not say."""
+    label = ((info.get("Config") or {}).get("Labels") or {}).get(PLATFORMS_LABEL, "")
+    return tuple(name for name in label.split(",") if name)
+
+
+def image_spec(spec: OsImageSpec, platform: platforms.Platform | None = None) -> image_archive.ImageSpec:
     """The image around the root file system: PATH, a shell, and labels saying how it was made
     (the date only with SOURCE_DATE_EPOCH, its date: the moment of making is not in the image). A
     mirror's credentials stay out of it."""
@@ -93,17 +104,24 @@ def image_spec(spec: OsImageSpec) -> image_archive.ImageSpec:
     labels = {"suite": spec.suite, "mirror": mirror or "debootstrap's default", "variant": spec.variant}
     if created := created_time():
         labels["date"] = created[:10]
+    if spec.platforms:
+        labels["platforms"] = ",".join(spec.platforms)
+    arch = f" --arch={platform.arch}" if platform else ""
     return image_archive.ImageSpec(
         reference=spec.name, epoch=source_date_epoch(), compression=spec.compression,
-        created_by=f"debootstrap --variant={spec.variant} {spec.suite} {mirror}".rstrip(),
-        env=[f"PATH={DEFAULT_PATH}"], cmd=["/bin/bash"], labels={LABEL_PREFIX + k: v for k, v in labels.items()})
+        created_by=f"debootstrap --variant={spec.variant}{arch} {spec.suite} {mirror}".rstrip(),
+        env=[f"PATH={DEFAULT_PATH}"], cmd=["/bin/bash"], labels={LABEL_PREFIX + k: v for k, v in labels.items()},
+        architecture=platform.arch if platform else "amd64")
 
 
 def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>", packages: str = "<cache>/bootstrap/debs/<suite>",
-                      ) -> list[str]:
+                      platform: platforms.Platform | None = None) -> list[str]:
     """debootstrap's command line; ``packages``: where the .deb files it downloads are kept for
-    the next bootstrap of the suite (it checks each against the mirror's index before using it)."""
-    return (["debootstrap", f"--variant={spec.variant}", f"--cache-dir={packages}", spec.suite, rootfs]
+    the next bootstrap of the suite (it checks each against the mirror's index before using it;
+    each file's name says its architecture). ``platform``: another architecture's system, its
+    programs run under QEMU (debootstrap's second stage)."""
+    return (["debootstrap", f"--variant={spec.variant}", *([f"--arch={platform.arch}"] if platform else []),
+             f"--cache-dir={packages}", spec.suite, rootfs]
             + ([spec.mirror] if spec.mirror else []))
 
 
@@ -129,36 +147,56 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
     mirror state gives the same image digest on any engine: what debootstrap writes of the moment
     (logs, caches, dates) is cleared, and the image is written as an archive, not imported."""
     check_spec(spec)
+    wanted = [platforms.parse(name) for name in spec.platforms] or [None]
+    foreign = [p for p in wanted if p is not None and p.machine != os.uname().machine]
+    for platform in foreign:  # debootstrap's second stage runs the platform's programs
+        if why := platforms.emulation_handler(platform):
+            raise ConfigurationError(f"Cannot bootstrap {spec.suite} for {platform.name}: {why}.")
     if dry_run:
         tar = image_archive.tar_command(Path("<rootfs>"), Path("<rootfs.tar>"), source_date_epoch())
-        output.channel().say(f"Would run:\n  {command.format_command(bootstrap_command(spec))}\n"
+        commands = "".join(f"  {command.format_command(bootstrap_command(spec, platform=p))}\n" for p in wanted)
+        output.channel().say(f"Would run:\n{commands}"
                              f"  {command.format_command(tar)}\n"
                              f"  then load <rootfs.tar> as {spec.name}, its layer {spec.compression}-compressed"
-                             f" (an OCI archive: docker load -i <image.oci.tar>)")
+                             f" (an OCI archive: docker load -i <image.oci.tar>)"
+                             + (f", one image per platform ({', '.join(spec.platforms)}) under that one name"
+                                if len(wanted) > 1 else ""))
         return ""
     client.check_engine()
     # One lock per image reference: two builds at once that need the same missing image make it once.
     with file_lock(work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.name) + ".lock")):
         existing = client.inspect_image(spec.name)
-        if existing is not None and not spec.force:
+        if existing is not None and not spec.force and set(spec.platforms) <= set(platforms_of(existing) or spec.platforms):
             output.channel().say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
             return existing["Id"]
+        if existing is not None and not spec.force:  # it lacks a platform: made again with every platform it had
+            had = platforms_of(existing) or (platforms.host().name,)
+            spec = dataclasses.replace(spec, platforms=tuple(dict.fromkeys((*had, *spec.platforms))))
+            wanted = [platforms.parse(name) for name in spec.platforms]
+            foreign = [p for p in wanted if p.machine != os.uname().machine]
+            output.channel().say(f"{spec.name} holds {', '.join(had)}; making it again for {', '.join(spec.platforms)}")
         work_root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
         try:
-            rootfs = work / "rootfs"
             packages = package_cache(work_root, spec.suite).resolve()
             packages.mkdir(parents=True, exist_ok=True)
-            with file_lock(package_lock(packages)):
-                command.run(bootstrap_command(spec, str(rootfs), str(packages)), error=CommandError,
-                            env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
-                            failure_hint=f"debootstrap could not make {spec.suite} from"
-                                         f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that"
-                                         " the mirror answers, or name a reachable one: [bootstrap] mirror in a"
-                                         " --config file, TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os"
-                                         " --mirror URL`.")
-            _trim(rootfs, source_date_epoch())
-            archive, digest = image_archive.pack(rootfs, work, image_spec(spec))
+            roots = []
+            for platform in wanted:
+                rootfs = work / (f"rootfs-{platform.arch}" if platform else "rootfs")
+                if platform is not None:
+                    output.channel().say(f"Bootstrapping {spec.suite} for {platform.name}"
+                                         + (" (emulated: a few minutes)" if platform in foreign else ""))
+                with file_lock(package_lock(packages)):
+                    command.run(bootstrap_command(spec, str(rootfs), str(packages), platform), error=CommandError,
+                                env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
+                                failure_hint=f"debootstrap could not make {spec.suite} from"
+                                             f" {spec.mirror or 'its default mirror'}; nothing was imported. Check that"
+                                             " the mirror answers, or name a reachable one: [bootstrap] mirror in a"
+                                             " --config file, TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os"
+                                             " --mirror URL`.")
+                _trim(rootfs, source_date_epoch())
+                roots.append((rootfs, image_spec(spec, platform)))
+            archive, digest = image_archive.pack_platforms(roots, work, spec.name)
             output.channel().say(f"Loading {spec.name} ({digest[:19]})")
             client.load_image(archive)
             info = client.inspect_image(spec.name)
@@ -239,6 +277,17 @@ class OnDemand:
                    compression=settings.build.compression, work_root=settings.paths.cache_dir / BOOTSTRAP_DIR)
 
 
+def _held(info: dict) -> tuple[str, ...]:
+    """The platforms an OS image holds: its label's, else (one image) its architecture's."""
+    return platforms_of(info) or (f"{info.get('Os') or 'linux'}/{info.get('Architecture') or 'amd64'}",)
+
+
+def _lacks(info: dict, wanted: tuple[str, ...]) -> bool:
+    """An image torchbake bootstrapped (its labels say so) that does not hold every platform of ``wanted``."""
+    made_here = LABEL_PREFIX + "suite" in ((info.get("Config") or {}).get("Labels") or {})
+    return made_here and not set(wanted) <= set(_held(info))
+
+
 def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
     """What a build would do about a missing FROM image, in words (for plans)."""
     suite = suite_of(reference)
@@ -248,14 +297,27 @@ def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
 
 
 def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: OnDemand,
-                    *, python: str = "") -> dict:
-    """The FROM image's inspect record, pulling or bootstrapping it when it is missing.
+                    *, python: str = "", platforms_wanted: tuple[str, ...] = ()) -> dict:
+    """The FROM image's inspect record, pulling or bootstrapping it when it is missing, or (one
+    torchbake made) when it lacks one of ``platforms_wanted``.
 
     Checks first (no slow work): that a Debian/Ubuntu reference names a suite debootstrap
     knows, and that its release ships ``python`` (when given: provider "os")."""
     info = client.inspect_image(reference)
-    if info is not None:
+    if info is not None and not _lacks(info, platforms_wanted):
         return info
+    if info is not None:  # one torchbake made, for fewer platforms: made again with them all
+        if not on_demand.auto:
+            raise ConfigurationError(
+                f"Base image {reference!r} ({flag}) holds {', '.join(_held(info))}, not {', '.join(platforms_wanted)};"
+                " making it again with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false)."
+                f" Make it with `invoke bootstrap-os --suite {suite_of(reference)} --name {reference}"
+                + "".join(f" --platform {name}" for name in platforms_wanted) + "`.")
+        spec = OsImageSpec(suite=info["Config"]["Labels"][LABEL_PREFIX + "suite"], name=reference,
+                           mirror=on_demand.mirror, variant=on_demand.variant, compression=on_demand.compression,
+                           platforms=platforms_wanted)
+        bootstrap_os_image(spec, client, on_demand.work_root)
+        return client.inspect_image(reference) or info
     suite = suite_of(reference)
     release = release_of_reference(reference)
     if suite and python and release and release.python != python:
@@ -274,7 +336,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
             " debian:<suite> and ubuntu:<suite> images are made offline."
         )
     spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant,
-                       compression=on_demand.compression)
+                       compression=on_demand.compression, platforms=platforms_wanted)
     if not on_demand.auto:  # said first: whether this host's debootstrap could make it does not matter then
         raise ConfigurationError(
             f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"

@@ -356,7 +356,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
             no_cache=plan.no_cache, network=plan.build_options.network, target=plan.target,
-            cache_from=cache_from, cache_to=cache_to, provenance=publish and not plan.versions_known_after_build,
+            cache_from=cache_from, cache_to=cache_to, platform=plan.platform,
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:

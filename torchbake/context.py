@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import platform as platform_module
 import re
 import shutil
 import tempfile
@@ -33,7 +34,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import wheelhouse
+from . import platforms, wheelhouse
 from .data import common_files
 from .downloads import Artifact, file_sha256, link_or_copy
 from .errors import ConfigurationError
@@ -43,7 +44,8 @@ from .sources import SourceTree, link_tree
 MARKER = ".torchbake-context.json"
 ENV_MARKER = "# @torchbake-env@"
 RUNTIME_MARKER = "# @torchbake-runtime-env@"
-COMPANIONS_MARKER = "# @torchbake-companions@"
+COMPANIONS_MARKER = "# @torchbake-companions@"  # a release image's companion layers
+COMPANION_STAGES_MARKER = "# @torchbake-companion-stages@"  # the stages that unpack their wheels
 STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before the records step)
 # "# @torchbake-if NAME@" above a step: the step (to the next blank line) stays only when the
 # context has something for it (NAME in ``steps``). A step with nothing to do would add an empty
@@ -98,9 +100,12 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
         text = text.replace(STEPS_MARKER, f"# [image] steps:\n{image_steps.strip()}" if image_steps.strip()
                             else "# (no [image] steps)")
     text = OPTIONAL_STEP.sub(lambda m: m[2] if m[1] in steps else f"# (no {m[1]})\n", text)
-    if COMPANIONS_MARKER in text:
-        text = text.replace(COMPANIONS_MARKER, "\n\n".join(_companion_step(folder) for folder in companions)
+    if COMPANION_STAGES_MARKER in text:
+        text = text.replace(COMPANION_STAGES_MARKER, "\n\n".join(_companion_stage(folder) for folder in companions)
                             or "# (no companions)")
+    if COMPANIONS_MARKER in text:
+        text = text.replace(COMPANIONS_MARKER, "\n".join(f"COPY --from={_stage_name(folder)} /opt/venv/ /opt/venv/"
+                                                         for folder in companions) or "# (no companions)")
     if RUNTIME_MARKER in text:
         text = text.replace(RUNTIME_MARKER, _env_block(runtime_env or {}, profile) or "# (no ENV from the configuration)")
     block = _env_block(env, profile)
@@ -109,12 +114,18 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
     return text + ("\n" + block + "\n" if block else "")
 
 
-def _companion_step(folder: str) -> str:
-    """The install step of one companion's wheel folder (wheelhouse/companions/<folder>)."""
-    return (f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
+def _stage_name(folder: str) -> str:
+    """The Dockerfile stage that unpacks companion ``folder``'s wheels ("01-torchvision" → companion-01-torchvision)."""
+    return "companion-" + re.sub(r"[^a-z0-9-]+", "-", folder.lower())
+
+
+def _companion_stage(folder: str) -> str:
+    """The stage that unpacks one companion's wheel folder (wheelhouse/companions/<folder>) on the
+    machine that builds, for the image's platform (common/stage_wheels.sh)."""
+    return (f"FROM installer AS {_stage_name(folder)}\n"
+            f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
             "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
-            "    TORCHBAKE_INSTALLER=${INSTALLER} bash /opt/torchbake/common/step.sh install_wheels.sh /tmp/torchbake/wheels"
-            " /tmp/torchbake/uv")
+            "    bash /opt/torchbake/common/step.sh stage_wheels.sh /tmp/torchbake/wheels /tmp/torchbake/uv")
 
 
 def _env_block(env: Mapping[str, str], profile: str) -> str:
@@ -272,18 +283,28 @@ class Staging:
         (house / "requirements.txt").unlink(missing_ok=True)
 
     def installer(self, python, python_version: str, options, cache_root: Path, log_file: Path | None, *,
-                  wanted: bool | None = None) -> None:
-        """uv/: the pinned uv wheel, resolved like every other wheel, when ``wanted`` (by default:
-        when builds install with uv or the image keeps it, [python] installer and keep_uv); else empty."""
+                  wanted: bool | None = None, machine: str = "") -> None:
+        """uv/: the pinned uv wheel's program, resolved like every other wheel, when ``wanted`` (by
+        default: when builds install with uv or the image keeps it, [python] installer and keep_uv);
+        else empty. An image of another ``machine`` than this host's gets this host's uv beside
+        its own, in uv/MACHINE/ (common/uv_binary.sh): its wheel stages run here, natively."""
         folder = self.path / "uv"
         folder.mkdir(exist_ok=True)
         (folder / ".keep").write_text("")
-        if wanted if wanted is not None else (python.installer == "uv" or python.keep_uv):
-            found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, options,
-                                       link_into=folder, log_file=log_file)
+        if not (wanted if wanted is not None else (python.installer == "uv" or python.keep_uv)):
+            return
+        programs = {folder: options}
+        host = platforms.by_machine(platform_module.machine())
+        if machine and host is not None and host.machine != machine:
+            programs[folder / host.machine] = dataclasses.replace(
+                options, platforms=tuple(platforms.wheel_tags_for(host, options.platforms)))
+        for target, wheel_options in programs.items():
+            target.mkdir(exist_ok=True)
+            found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, wheel_options,
+                                       link_into=target, log_file=log_file)
             for wheel in found:
-                self.inputs[wheel.path.name] = file_sha256(wheel.path)
-                wheelhouse.extract_script(wheel.path, "uv", folder / "uv")  # once here, not in every step
+                self.inputs[str(wheel.path.relative_to(folder))] = file_sha256(wheel.path)
+                wheelhouse.extract_script(wheel.path, "uv", target / "uv")  # once here, not in every step
                 wheel.path.unlink()
 
     def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:

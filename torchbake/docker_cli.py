@@ -70,6 +70,7 @@ class DockerCLI:
         cache_from: Sequence[str] = (),
         cache_to: Sequence[str] = (),
         provenance: bool = False,
+        platform: str = "",
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker buildx build`` argument list and the variables it needs.
 
@@ -82,6 +83,7 @@ class DockerCLI:
                 f"--provenance={self.provenance_mode(build_args, provenance)}"]
         env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
+        argv += ["--platform", platform] if platform else []
         argv += ["--progress=plain", "--file", str(dockerfile), "--tag", tag]
         argv += ["--target", target] if target else []
         argv += ["--no-cache"] if no_cache else []

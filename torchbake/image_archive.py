@@ -28,6 +28,8 @@ from .downloads import file_sha256
 LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
                "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
                "uncompressed": "application/vnd.oci.image.layer.v1.tar"}
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 CHUNK = 1 << 20
 
 
@@ -71,47 +73,83 @@ class ImageSpec:
     architecture: str = "amd64"
 
 
-def write_archive(tarball: Path, archive: Path, image: ImageSpec) -> str:
-    """An OCI image layout archive at ``archive`` holding one image of the one layer ``tarball``;
-    returns the manifest's digest."""
-    layer = archive.with_suffix(".layer")
+def _image_blobs(tarball: Path, layer: Path, image: ImageSpec) -> tuple[bytes, bytes]:
+    """The config and the manifest of the one-layer image ``tarball`` (its layer compressed into ``layer``)."""
     compress(tarball, layer, image.compression)
-    epoch = image.epoch
-    created = datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    created = datetime.fromtimestamp(image.epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     config = _json({
         "architecture": image.architecture, "os": "linux", "created": created,
         "config": {"Env": list(image.env), "Cmd": list(image.cmd), "Labels": dict(image.labels)},
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + file_sha256(tarball)]},
         "history": [{"created": created, "created_by": image.created_by}],
     })
-    layer_digest = "sha256:" + file_sha256(layer)
     manifest = _json({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "schemaVersion": 2, "mediaType": MANIFEST_TYPE,
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
-                   "digest": "sha256:" + hashlib.sha256(config).hexdigest()},
-        "layers": [{"mediaType": LAYER_TYPES[image.compression], "size": layer.stat().st_size, "digest": layer_digest}],
+                   "digest": _digest(config)},
+        "layers": [{"mediaType": LAYER_TYPES[image.compression], "size": layer.stat().st_size,
+                    "digest": "sha256:" + file_sha256(layer)}],
     })
-    manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
-    index = _json({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json",
-        "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json", "size": len(manifest),
-                       "digest": manifest_digest,
-                       "annotations": {"io.containerd.image.name": containerd_name(image.reference),
-                                       "org.opencontainers.image.ref.name": image.reference.rsplit(":", 1)[-1]}}],
-    })
+    return config, manifest
+
+
+def write_archive(tarball: Path, archive: Path, image: ImageSpec) -> str:
+    """An OCI image layout archive at ``archive`` holding one image of the one layer ``tarball``;
+    returns the manifest's digest."""
+    return write_platforms_archive(archive, image.reference, [(tarball, image)])
+
+
+def write_platforms_archive(archive: Path, reference: str, images: Sequence[tuple[Path, ImageSpec]]) -> str:
+    """An OCI image layout archive at ``archive`` naming ``reference``: one image per
+    (layer tarball, spec) of ``images``. One image is its manifest; several (one per platform,
+    each spec's ``architecture``) are an image index holding their manifests in the order given,
+    as a multi-platform image is. Returns the digest ``reference`` will have (its image id)."""
+    epoch = images[0][1].epoch
+    blobs: list[bytes] = []
+    layers: list[Path] = []
+    descriptors: list[dict] = []
     try:
+        for number, (tarball, image) in enumerate(images):
+            layer = archive.with_suffix(f".layer{number}")
+            layers.append(layer)
+            config, manifest = _image_blobs(tarball, layer, image)
+            blobs += [config, manifest]
+            descriptors.append({"mediaType": MANIFEST_TYPE, "size": len(manifest), "digest": _digest(manifest),
+                                "platform": {"architecture": image.architecture, "os": "linux"}})
+        if len(descriptors) == 1:
+            top = {key: value for key, value in descriptors[0].items() if key != "platform"}
+        else:
+            inner = _json({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": descriptors})
+            blobs.append(inner)
+            top = {"mediaType": INDEX_TYPE, "size": len(inner), "digest": _digest(inner)}
+        index = _json({
+            "schemaVersion": 2, "mediaType": INDEX_TYPE,
+            "manifests": [{**top, "annotations": {"io.containerd.image.name": containerd_name(reference),
+                                                  "org.opencontainers.image.ref.name": reference.rsplit(":", 1)[-1]}}],
+        })
         with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as out:
             _add_bytes(out, "oci-layout", _json({"imageLayoutVersion": "1.0.0"}), epoch)
             _add_bytes(out, "index.json", index, epoch)
-            for blob in (config, manifest):
+            for blob in blobs:
                 _add_bytes(out, "blobs/sha256/" + hashlib.sha256(blob).hexdigest(), blob, epoch)
-            info = out.gettarinfo(str(layer), "blobs/sha256/" + layer_digest.split(":", 1)[1])
-            info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
-            with layer.open("rb") as fh:
-                out.addfile(info, fh)
+            written = set()
+            for layer in layers:
+                name = "blobs/sha256/" + file_sha256(layer)
+                if name in written:  # the same tree twice: one blob
+                    continue
+                written.add(name)
+                info = out.gettarinfo(str(layer), name)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = epoch, 0, 0, "", ""
+                with layer.open("rb") as fh:
+                    out.addfile(info, fh)
     finally:
-        layer.unlink(missing_ok=True)
-    return manifest_digest
+        for layer in layers:
+            layer.unlink(missing_ok=True)
+    return top["digest"]
+
+
+def _digest(blob: bytes) -> str:
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
 def containerd_name(reference: str) -> str:
@@ -132,9 +170,19 @@ def _add_bytes(archive: tarfile.TarFile, name: str, data: bytes, epoch: int) -> 
 def pack(rootfs: Path, work: Path, image: ImageSpec) -> tuple[Path, str]:
     """``rootfs`` as a loadable archive in ``work``; returns the archive and the manifest digest
     the engine will give the image."""
-    tarball, archive = work / "rootfs.tar", work / "image.oci.tar"
-    command.run(tar_command(rootfs, tarball, image.epoch))
+    return pack_platforms([(rootfs, image)], work, image.reference)
+
+
+def pack_platforms(roots: Sequence[tuple[Path, ImageSpec]], work: Path, reference: str) -> tuple[Path, str]:
+    """One root file system per platform as one loadable archive in ``work`` naming
+    ``reference`` (an image index when there are several); returns the archive and the digest
+    the engine will give the image."""
+    archive = work / "image.oci.tar"
+    tarballs = [work / f"rootfs{number}.tar" for number in range(len(roots))]
     try:
-        return archive, write_archive(tarball, archive, image)
+        for (rootfs, image), tarball in zip(roots, tarballs, strict=True):
+            command.run(tar_command(rootfs, tarball, image.epoch))
+        return archive, write_platforms_archive(archive, reference, list(zip(tarballs, [s for _, s in roots], strict=True)))
     finally:
-        tarball.unlink(missing_ok=True)
+        for tarball in tarballs:
+            tarball.unlink(missing_ok=True)

@@ -68,7 +68,8 @@ def option_flag(key: str) -> Flag:
     section, name = key.split(".", 1)
     help_text = f"{declared.flag_help or declared.help}. [{section}] {name}"
     return Flag(param, help_text, key=key, aliases=aliases, default=SWITCH if declared.switch else VALUE,
-                sets=declared.sets, only=declared.only, why=declared.why)
+                sets=declared.sets, only=declared.only, why=declared.why,
+                repeatable=isinstance(declared.default, list))  # a list option's flag: given once per value
 
 
 def option_flags(*keys: str) -> tuple[Flag, ...]:
@@ -152,7 +153,7 @@ ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGIS
 # --- build ------------------------------------------------------------------------------------
 
 BUILD_FLAGS = (
-    *option_flags("image.name", "image.tag", "image.base", "image.docker_file", "python.version"),
+    *option_flags("image.name", "image.tag", "image.base", "image.docker_file", "python.version", "image.platforms"),
     *TOOLKIT_URLS,
     *option_flags("wheels.torch", "wheels.extension", "build.variant", "sources.extension_tag",
                   "dev.git_credential_file", "sources.keep_git", "dev.slim", "build.dir"),
@@ -164,7 +165,7 @@ BUILD_FLAGS = (
 
 BUILD_BASE_FLAGS = (
     *option_flags("image.name", "image.tag", "base.sys", "python.version", "sources.pytorch_tag", "sources.vision_tag",
-                  "sources.audio_tag", "sources.root", "sources.keep_git", "build.dir"),
+                  "sources.audio_tag", "sources.root", "sources.keep_git", "build.dir", "image.platforms"),
     NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE,
 )
 
@@ -284,7 +285,7 @@ DIFF_FLAGS = (
 BOOTSTRAP_OS_FLAGS = (
     Flag("suite", "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)", default="bookworm"),
     Flag("name", "Image to create (default torchbake/debian:<suite>)"),
-    *option_flags("bootstrap.mirror", "bootstrap.variant"),
+    *option_flags("bootstrap.mirror", "bootstrap.variant", "image.platforms"),
     Flag("force", "Make the image again even if it exists", default=SWITCH),
     DOCKER, CONFIG,
     Flag("dry_run", "Print the commands and touch nothing", default=SWITCH),

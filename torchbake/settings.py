@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import accelerators, validation
+from . import accelerators, platforms, validation
 from .accelerators import Accelerator
 
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
@@ -97,6 +97,11 @@ class ImageOptions:
                         help="File of Dockerfile lines (RUN, ENV, LABEL …) added to the image after torchbake's own"
                              " steps, before the step that records what is installed; its text is part of the input"
                              " hash", path="path")
+    platforms: list[str] = option([], platforms.check_names, decides=EVERY_IMAGE,
+                                  help="Platforms of the image: linux/amd64, linux/arm64 (also amd64, arm64,"
+                                       " aarch64); several make one tag holding one image per platform, each built"
+                                       " under NAME:TAG-ARCH first; [] = the engine's own",
+                                  flag="platform")
     render_gid: int = option(0, validation.gid, decides=EVERY_IMAGE,
                              help="Create group render with this GID for device access (0: none)")
     env: Mapping[str, str] = option({}, validation.env_names, decides=EVERY_IMAGE,
@@ -170,7 +175,9 @@ class WheelOptions:
                               help="Companions installed beside torch (requirements)")
     platforms: list[str] = option(["manylinux_2_28_x86_64", "linux_x86_64"],
                                   lambda v: [validation.wheel_platform(tag) for tag in v], decides=EVERY_IMAGE,
-                                  help="Wheel platform tags of the image")
+                                  help="Wheel platform tags of the image; for an image of another machine than"
+                                       " these tags name ([image] platforms), that platform's own"
+                                       " (manylinux_2_28_aarch64, linux_aarch64)")
     index_url: str = option("", validation.index_url, decides=EVERY_IMAGE,
                             help="Package index mirror; \"\" = pip's own configuration on this host")
     extra_index_urls: list[str] = option([], lambda v: [validation.index_url(url) for url in v], decides=EVERY_IMAGE,

@@ -31,16 +31,19 @@ def test_dockerfile_gets_env_block_from_configuration():
     )
 
 
-def test_each_companion_gets_its_own_install_step_in_order():
-    template = "FROM x\n# @torchbake-companions@\nCOPY constraints.txt /etc/torchbake/constraints.txt\n"
-    step = ("RUN --mount=type=bind,source=wheelhouse/companions/{0},target=/tmp/torchbake/wheels \\\n"
-            "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
-            "    TORCHBAKE_INSTALLER=${{INSTALLER}} bash /opt/torchbake/common/step.sh install_wheels.sh /tmp/torchbake/wheels"
-            " /tmp/torchbake/uv")
+def test_each_companion_gets_its_own_stage_and_layer_in_order():
+    template = ("FROM installer AS torch\n# @torchbake-companion-stages@\n\nFROM os\n# @torchbake-companions@\n"
+                "COPY constraints.txt /etc/torchbake/constraints.txt\n")
+    stage = ("FROM installer AS companion-{0}\n"
+             "RUN --mount=type=bind,source=wheelhouse/companions/{0},target=/tmp/torchbake/wheels \\\n"
+             "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
+             "    bash /opt/torchbake/common/step.sh stage_wheels.sh /tmp/torchbake/wheels /tmp/torchbake/uv")
     assert render_dockerfile(template, {}, "cpu", companions=["01-numpy", "02-pyyaml"]) == (
-        "FROM x\n" + step.format("01-numpy") + "\n\n" + step.format("02-pyyaml")
-        + "\nCOPY constraints.txt /etc/torchbake/constraints.txt\n")
-    assert render_dockerfile(template, {}, "cpu") == template.replace("# @torchbake-companions@", "# (no companions)")
+        "FROM installer AS torch\n" + stage.format("01-numpy") + "\n\n" + stage.format("02-pyyaml")
+        + "\n\nFROM os\nCOPY --from=companion-01-numpy /opt/venv/ /opt/venv/\n"
+        "COPY --from=companion-02-pyyaml /opt/venv/ /opt/venv/\nCOPY constraints.txt /etc/torchbake/constraints.txt\n")
+    assert render_dockerfile(template, {}, "cpu") == template.replace(
+        "# @torchbake-companion-stages@", "# (no companions)").replace("# @torchbake-companions@", "# (no companions)")
 
 
 def test_an_optional_step_stays_only_when_the_context_has_something_for_it():

@@ -6,6 +6,7 @@ from invoke import Collection
 
 from ..cli import check_folders, docker_client, reports_errors, resolve_config
 from ..lazy import LazyModule
+from .. import platforms
 from ..options import BOOTSTRAP_OS_FLAGS, flag_task, overrides
 
 base_os = LazyModule("torchbake.base_os")  # imported when the task runs (see tasks/build.py)
@@ -21,7 +22,8 @@ def bootstrap_os(c, **given):
     suite = given["suite"]
     spec = base_os.OsImageSpec(suite=suite, name=given["name"] or f"torchbake/debian:{suite}",
                                mirror=settings.bootstrap.mirror, variant=settings.bootstrap.variant,
-                               force=given["force"], compression=settings.build.compression)
+                               force=given["force"], compression=settings.build.compression,
+                               platforms=tuple(p.name for p in platforms.parse_all(settings.image.platforms)))
     check_folders(settings, create=not given["dry_run"])
     client = docker_client(settings)
     base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / base_os.BOOTSTRAP_DIR, dry_run=given["dry_run"])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from invoke import Collection
 
 from ..cli import check_folders, docker_client, reports_errors, resolve_config
@@ -12,16 +15,26 @@ from ..options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, flag_task, ov
 # parse any command line, and a command that fails on its flags should not pay for all of them.
 builder = LazyModule("torchbake.builder")
 variants = LazyModule("torchbake.variants")
+platform_builds = LazyModule("torchbake.platform_builds")
 
 
-def _run(plan, settings, dry_run: bool, force: bool, check_reproducible: bool = False) -> None:
+def _run(make_plan, settings, dry_run: bool, force: bool, check_reproducible: bool = False) -> None:
+    """Each platform's image (``make_plan`` of its settings), then, for several, their one tag."""
+    builds = platform_builds.plans(settings, make_plan)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
-    if dry_run:
-        builder.dry_run(plan, client, check_reproducible=check_reproducible)
-        return
-    builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
-                        check_reproducible=check_reproducible)
+    last = None
+    for _, plan in builds:
+        if dry_run:
+            builder.dry_run(plan, client, check_reproducible=check_reproducible)
+        else:
+            last = builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
+                                       check_reproducible=check_reproducible)
+    if len(builds) > 1:
+        images = [(platform, plan.image) for platform, plan in builds]
+        log_file = last.log_file if last is not None else Path(tempfile.gettempdir()) / "torchbake-join.log"
+        platform_builds.join(client, settings.registry.image(settings.image.reference), images,
+                             settings.build.compression, log_file, dry_run=dry_run)
 
 
 @flag_task(*BUILD_FLAGS)
@@ -36,9 +49,9 @@ def build(c, **given):
     check_effect(BUILD_FLAGS, settings.build.variant, given)
     no_prepare, no_cache = given["no_prepare"], given["no_cache"]
     python_given = resolved.sources["python.version"] != "default"
-    plan = variants.VARIANTS[settings.build.variant].plan(settings, python_given=python_given,
-                                                          reuse_context=no_prepare, no_cache=no_cache)
-    _run(plan, settings, given["dry_run"], given["force"], given["check_reproducible"])
+    variant = variants.VARIANTS[settings.build.variant]
+    _run(lambda s: variant.plan(s, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache),
+         settings, given["dry_run"], given["force"], given["check_reproducible"])
 
 
 @flag_task(*BUILD_BASE_FLAGS)
@@ -49,8 +62,8 @@ def build_base(c, **given):
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
     OS image whose Python is 3.10); `invoke build --python 3.10` then finds it."""
     settings = resolve_config(given["config"], overrides(BUILD_BASE_FLAGS, given), variant="base").settings()
-    plan = variants.VARIANTS["base"].plan(settings, reuse_context=given["no_prepare"], no_cache=given["no_cache"])
-    _run(plan, settings, given["dry_run"], given["force"])
+    _run(lambda s: variants.VARIANTS["base"].plan(s, reuse_context=given["no_prepare"], no_cache=given["no_cache"]),
+         settings, given["dry_run"], given["force"])
 
 
 ns = Collection(build, build_base)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .. import __version__, base_os, os_releases, output
+from .. import __version__, base_os, os_releases, output, platforms, wheelhouse
 from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
 from ..context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
@@ -58,6 +58,8 @@ class PlanCommon:
     on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
     configuration: Mapping[str, Any] = field(repr=False)  # every option as resolved: what a build records
     image_steps: str = field(default="", repr=False)  # [image] steps: the team's Dockerfile lines (their text)
+    platform: str = ""  # the one platform this plan's image is for (linux/arm64); "" = the engine's own
+    base_platforms: tuple[str, ...] = ()  # the platforms its FROM image must hold (every platform of the build)
     accelerator: Accelerator | None = field(default=None, repr=False)  # the profile's declaration: verify's GPU access
 
     def download_cache(self, *, read_only: bool = False) -> DownloadCache:
@@ -149,6 +151,13 @@ def os_build_args(plan) -> dict[str, str]:
     return {"BASE_IMAGE": plan.base_image, "PYTHON_VERSION": plan.python_version,
             "PYTHON_PROVIDER": plan.python_provider, "RENDER_GID": str(plan.render_gid),
             "INSTALLER": python.installer, "KEEP_UV": "1" if python.keep_uv else "0"}
+
+
+def wheel_machine(plan) -> str:
+    """The machine the plan's image runs on, as its wheels' platform tags name it (x86_64, aarch64)."""
+    if plan.platform:
+        return platforms.parse(plan.platform).machine
+    return wheelhouse.image_environment(plan.python_version, plan.wheel_options.platforms)["platform_machine"]
 
 
 def installer_context(plan) -> tuple[str, str]:
@@ -308,6 +317,8 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
             "build_options": settings.build, "download_options": settings.downloads,
             "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
             "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
+            "platform": platforms.parse_all(settings.image.platforms)[0].name if len(settings.image.platforms) == 1 else "",
+            "base_platforms": tuple(p.name for p in platforms.parse_all(settings.image.platforms)),
             "accelerator": settings.accelerators.get(settings.accelerator.profile),
             "image_steps": Path(settings.image.steps).expanduser().read_text() if settings.image.steps else ""}
 
@@ -380,7 +391,8 @@ def os_base_image(plan, client, *, writes: bool) -> dict:
                                    f" {base_os.how_missing_is_made(plan.base_image, on_demand)}")
         return base
     python = plan.python_version if plan.python_provider == "os" else ""
-    return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, python=python)
+    return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, python=python,
+                                   platforms_wanted=plan.base_platforms)
 
 
 def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] | None = None,

@@ -35,6 +35,7 @@ from .common import (
     toolkit_context,
     toolkit_scripts,
     toolkits_of,
+    wheel_machine,
 )
 
 NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
@@ -73,7 +74,10 @@ class ReleasePlan(PlanCommon):
         return self.image_env
 
     def build_args(self, facts) -> dict[str, str]:
-        return os_build_args(self)
+        """The OS image's arguments, and what the wheel stages unpack for: the image's machine and
+        its wheel platform tags (the wheels are unpacked on the machine that builds)."""
+        return {**os_build_args(self), "WHEEL_MACHINE": wheel_machine(self),
+                "WHEEL_PLATFORMS": " ".join(wheelhouse.compatible_platforms(self.wheel_options.platforms))}
 
     def preflight(self, client, *, writes: bool):
         """The OS FROM image (pulled or bootstrapped if missing) ships the requested Python."""
@@ -116,7 +120,8 @@ class ReleasePlan(PlanCommon):
                 "# Active for every pip and uv install: PIP_CONSTRAINT, UV_CONSTRAINT and their build variants.\n"
                 + "".join(f"{project}=={version}\n" for project, version in file_pins.items())
             )
-        stage.installer(self.python_options, self.python_version, options, cache.root, log_file)
+        stage.installer(self.python_options, self.python_version, options, cache.root, log_file,
+                        machine=wheel_machine(self))
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.python(python_artifact)
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, [],
