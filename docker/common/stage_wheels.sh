@@ -14,8 +14,9 @@
 set -euo pipefail
 wheels=${1:?wheel folder}
 uv_dir=${2:?uv folder}
-machine=${TORCHBAKE_WHEEL_MACHINE:?the image's machine}
-read -r -a tags <<< "${TORCHBAKE_WHEEL_PLATFORMS:?the image's wheel platform tags}"
+machine=${TORCHBAKE_WHEEL_MACHINE:?the machine of the image}
+tag_list=${TORCHBAKE_WHEEL_PLATFORMS:?the wheel platform tags of the image}
+read -r -a tags <<< "$tag_list"
 venv=${VIRTUAL_ENV:-/opt/venv}
 python="$venv/bin/python"
 site=$("$python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
