@@ -45,7 +45,7 @@ if [ -s "$wheels/requirements.txt" ]; then
         for entry in "$staged"/*; do [ "$(basename "$entry")" = bin ] || added+=("$site/$(basename "$entry")"); done
         if [ -d "$staged/bin" ]; then  # scripts: pip wrote them for this venv's python (its sys.executable)
             cp -a "$staged/bin/." "$venv/bin/"
-            rm -rf "$staged/bin"
+            rm -rf "${staged:?}/bin"
         fi
         cp -a "$staged/." "$site/"
         rm -rf "$staged"

@@ -108,6 +108,9 @@ def test_build_args_of_the_cpu_profile():
     assert build_args(plan_release(settings)) == {
         "BASE_IMAGE": "debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
         "RENDER_GID": "0", "INSTALLER": "uv", "KEEP_UV": "1", "SOURCE_DATE_EPOCH": "0",
+        "WHEEL_MACHINE": "x86_64",  # the wheel stages unpack for the image's machine and tags
+        "WHEEL_PLATFORMS": " ".join(["manylinux_2_28_x86_64", *(f"manylinux_2_{m}_x86_64" for m in range(27, 16, -1)),
+                                     "manylinux2014_x86_64", "linux_x86_64"]),
     }
 
 
