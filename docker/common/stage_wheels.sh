@@ -54,4 +54,4 @@ if [ -s "$wheels/requirements.txt" ]; then
 fi
 # What the venv had before (its Python, pip, activate scripts) goes; what the wheels added stays.
 find "$venv" -xdev ! -type d ! -cnewer "$marker" -delete
-echo "torchbake: staged $(wc -l < "$wheels/requirements.txt" 2>/dev/null || echo 0) wheels for ${tags[0]} with ${TORCHBAKE_INSTALLER:-pip}"
+echo "torchbake: staged $(wc -l < "$wheels/requirements.txt" 2>/dev/null || echo 0) wheels for ${tags[0]} with ${TORCHBAKE_INSTALLER:-pip} on $(uname -m)"
