@@ -304,13 +304,11 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
         lean_image = images["lean-release-py311"]
         old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
-        # the builder's provenance went with the release image, its build args recorded (mode=max),
-        # no secret in it; the image's own manifest is the reproducible one beside it
-        statement, text, image_digest, _ = registry_provenance(host, lean_image)
-        assert statement["predicateType"] == "https://slsa.dev/provenance/v0.2"
-        assert statement["predicate"]["invocation"]["parameters"]["args"]["build-arg:SOURCE_DATE_EPOCH"] == "0"
-        assert "sha256:" + statement["subject"][0]["digest"]["sha256"] == image_digest
-        assert CANARY not in text  # the dev cells' git credentials
+        # the tag names the image's own manifest, the reproducible one: no BuildKit provenance in an
+        # index beside it (it carries the build's times, so the tag's digest would differ every
+        # build); torchbake's SBOMs and provenance hang off the manifest as referrers
+        assert registry_provenance(host, lean_image) is None
+        assert registry_referrer_blobs(host, lean_image)
 
         copy_image(base_image, second_engine)
         mark = log.stat().st_size
@@ -368,14 +366,14 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, t
         shared = 0
         while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
             shared += 1
-        torch_layer = layer_of_step(host, lean_image, new, "install_wheels.sh")  # torch's: the first wheels installed
+        torch_layer = layer_of_step(host, lean_image, new, "COPY /opt/venv/")  # torch's: the first wheels copied in
         assert shared > torch_layer, (shared, torch_layer, old_layers, new_layers)  # torch's layer and all below it: the same blobs
         # the image's own blobs and its provenance's (its build cache goes to <name>-buildcache beside it)
         uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
                     for method, path, _size in registry_requests(log, mark)
                     if method == "PUT" and "digest=" in path and "-buildcache/" not in path}
-        # BuildKit's provenance, and torchbake's SBOMs and provenance beside the image
-        attestation = registry_provenance(host, lean_image)[3] | registry_referrer_blobs(host, lean_image)
+        # torchbake's SBOMs and provenance beside the image
+        attestation = registry_referrer_blobs(host, lean_image)
         assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]} | attestation, (
             uploaded, new_layers, shared)
 
