@@ -35,7 +35,6 @@ from tests.support import (
     serve_registry,
 )
 
-from .conftest import CANARY
 from .fixture_repos import git
 from .helpers import copy_image, docker, listing, make_wheel, table_rows
 
