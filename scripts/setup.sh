@@ -4,6 +4,7 @@
 #     interactive run-container test through a real terminal, openssl makes the private CA of
 #     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
+#   - QEMU user emulation for the other platform (scripts/ensure-emulation.sh),
 #   - .venv with torchbake and its test tools installed.
 # Safe to run any number of times; later runs only check.
 set -euo pipefail
@@ -20,6 +21,9 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
 fi
+
+# QEMU for the other platform's images (linux/arm64 here): build steps that must run on it, its tests.
+bash scripts/ensure-emulation.sh
 
 # The engine starts (or is installed) while .venv is filled: neither needs the other.
 bash scripts/ensure-engine.sh &
