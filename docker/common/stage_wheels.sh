@@ -24,6 +24,7 @@ marker=$(mktemp -p /dev/shm torchbake-stage.XXXXXX)
 trap 'rm -f "$marker"' EXIT
 sleep 0.01  # every file written from here on has a later change time than the marker
 
+before=$(find "$site" -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sort)
 if [ -s "$wheels/requirements.txt" ]; then
     if [ "${TORCHBAKE_INSTALLER:-pip}" = uv ]; then
         # uv's target: the machine and the newest manylinux of the tags (x86_64-manylinux_2_28)
@@ -51,6 +52,13 @@ if [ -s "$wheels/requirements.txt" ]; then
         rm -rf "$staged"
         [ ${#added[@]} = 0 ] || "$python" -m compileall -q -j 0 "${added[@]}" >/dev/null
     fi
+fi
+# A wheel that replaced a distribution the venv had (setuptools seeded with the venv): its old
+# files cannot be removed by copying, so they are named for the image's last step (drop_replaced.sh).
+replaced=$(comm -23 <(printf '%s\n' "$before") <(find "$site" -maxdepth 1 -name '*.dist-info' -printf '%f\n' | sort) | sed '/^$/d')
+if [ -n "$replaced" ]; then
+    mkdir -p "$venv/.torchbake-replaced"
+    printf '%s\n' "$replaced" > "$venv/.torchbake-replaced/$(sha256sum "$wheels/requirements.txt" | cut -c1-16)"
 fi
 # What the venv had before (its Python, pip, activate scripts) goes; what the wheels added stays.
 find "$venv" -xdev ! -type d ! -cnewer "$marker" -delete
