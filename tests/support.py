@@ -227,6 +227,24 @@ def tcp_listener(handle):
         listener.close()
 
 
+def reset_connection(sock) -> None:
+    """Close ``sock`` with a TCP reset (SO_LINGER 0), as a peer that died does."""
+    import struct
+
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+
+
+def forward(client, upstream: str, upward, downward) -> None:
+    """Connect ``client`` to ``upstream`` (host:port): ``upward(client, server)`` and
+    ``downward(server, client)``, each in a thread of its own, carry the two directions."""
+    host, port = upstream.rsplit(":", 1)
+    server = socket.create_connection((host, int(port)))
+    threading.Thread(target=upward, args=(client, server), daemon=True).start()
+    threading.Thread(target=downward, args=(server, client), daemon=True).start()
+
+
 @contextmanager
 def faulty_proxy(upstream: str, faults: list[str]):
     """A TCP proxy on 127.0.0.1 in front of ``upstream`` (host:port) that spends ``faults`` in
@@ -234,10 +252,6 @@ def faulty_proxy(upstream: str, faults: list[str]):
     TCP reset before reading it, "503" answers its first request 503 Service Unavailable, and
     "401" answers every request on every connection 401 with a Basic challenge (a registry that
     wants credentials). ``faults`` is spent in place. Yields "127.0.0.1:PORT"."""
-    import socket
-    import struct
-
-    host, port = upstream.rsplit(":", 1)
     pending = faults  # spent in place: the caller sees which faults were met
     deny = "401" in faults
 
@@ -254,17 +268,14 @@ def faulty_proxy(upstream: str, faults: list[str]):
     def handle(client):
         fault = "401" if deny else (pending.pop(0) if pending else "")
         if fault == "reset":
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            client.close()
+            reset_connection(client)
         elif fault == "503":
             threading.Thread(target=answer, args=(client, "503 Service Unavailable"), daemon=True).start()
         elif fault == "401":
             threading.Thread(target=answer, args=(client, "401 Unauthorized", 'WWW-Authenticate: Basic realm="test"\r\n'),
                              daemon=True).start()
         else:
-            server = socket.create_connection((host, int(port)))
-            threading.Thread(target=pipe, args=(client, server), daemon=True).start()
-            threading.Thread(target=pipe, args=(server, client), daemon=True).start()
+            forward(client, upstream, pipe, pipe)
 
     with tcp_listener(handle) as address:
         yield address
@@ -276,15 +287,7 @@ def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
     sends ``last_words`` (by default: a push starts its first blob upload), then stops answering:
     that connection and every later one are reset. A registry that dies in the middle of a push.
     Yields "127.0.0.1:PORT"."""
-    import struct
-
-    host, port = upstream.rsplit(":", 1)
     dead = threading.Event()
-
-    def reset(sock) -> None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            sock.close()
 
     def upward(client, server) -> None:
         try:
@@ -295,16 +298,14 @@ def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
                 server.sendall(data)
         except OSError:
             pass
-        reset(client)
-        reset(server)
+        reset_connection(client)
+        reset_connection(server)
 
     def handle(client):
         if dead.is_set():
-            reset(client)
+            reset_connection(client)
             return
-        server = socket.create_connection((host, int(port)))
-        threading.Thread(target=upward, args=(client, server), daemon=True).start()
-        threading.Thread(target=relay, args=(server, client), daemon=True).start()
+        forward(client, upstream, upward, relay)
 
     with tcp_listener(handle) as address:
         yield address

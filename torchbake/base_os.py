@@ -147,11 +147,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
     mirror state gives the same image digest on any engine: what debootstrap writes of the moment
     (logs, caches, dates) is cleared, and the image is written as an archive, not imported."""
     check_spec(spec)
-    wanted = [platforms.parse(name) for name in spec.platforms] or [None]
-    foreign = [p for p in wanted if p is not None and p.machine != os.uname().machine]
-    for platform in foreign:  # debootstrap's second stage runs the platform's programs
-        if why := platforms.emulation_handler(platform):
-            raise ConfigurationError(f"Cannot bootstrap {spec.suite} for {platform.name}: {why}.")
+    wanted = _platforms_to_make(spec)
     if dry_run:
         tar = image_archive.tar_command(Path("<rootfs>"), Path("<rootfs.tar>"), source_date_epoch())
         commands = "".join(f"  {command.format_command(bootstrap_command(spec, platform=p))}\n" for p in wanted)
@@ -172,8 +168,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
         if existing is not None and not spec.force:  # it lacks a platform: made again with every platform it had
             had = platforms_of(existing) or (platforms.host().name,)
             spec = dataclasses.replace(spec, platforms=tuple(dict.fromkeys((*had, *spec.platforms))))
-            wanted = [platforms.parse(name) for name in spec.platforms]
-            foreign = [p for p in wanted if p.machine != os.uname().machine]
+            wanted = _platforms_to_make(spec)
             output.channel().say(f"{spec.name} holds {', '.join(had)}; making it again for {', '.join(spec.platforms)}")
         work_root.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="bootstrap-", dir=work_root))
@@ -185,7 +180,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
                 rootfs = work / (f"rootfs-{platform.arch}" if platform else "rootfs")
                 if platform is not None:
                     output.channel().say(f"Bootstrapping {spec.suite} for {platform.name}"
-                                         + (" (emulated: a few minutes)" if platform in foreign else ""))
+                                         + ("" if platform == platforms.host() else " (emulated: a few minutes)"))
                 with file_lock(package_lock(packages)):
                     command.run(bootstrap_command(spec, str(rootfs), str(packages), platform), error=CommandError,
                                 env={"SOURCE_DATE_EPOCH": str(source_date_epoch())},
@@ -207,6 +202,16 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
             remove_rootfs(work)
     output.channel().say(f"Created {spec.name} {image_id[:19]} (debootstrap {spec.suite})")
     return image_id
+
+
+def _platforms_to_make(spec: OsImageSpec) -> list[platforms.Platform | None]:
+    """The platforms ``spec`` makes (None: this host's alone, no --arch), each one this host can
+    run: debootstrap's second stage runs the platform's own programs."""
+    wanted = [platforms.parse(name) for name in spec.platforms] or [None]
+    for platform in wanted:
+        if platform is not None and (why := platforms.why_not_here(platform)):
+            raise ConfigurationError(f"Cannot bootstrap {spec.suite} for {platform.name}: {why}.")
+    return wanted
 
 
 def mounts_below(folder: Path) -> list[str]:
@@ -317,7 +322,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
                            mirror=on_demand.mirror, variant=on_demand.variant, compression=on_demand.compression,
                            platforms=platforms_wanted)
         bootstrap_os_image(spec, client, on_demand.work_root)
-        return client.inspect_image(reference) or info
+        return _made(client, reference)
     suite = suite_of(reference)
     release = release_of_reference(reference)
     if suite and python and release and release.python != python:
@@ -348,6 +353,11 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
     check_spec(spec, flag=f"{flag} {reference}: suite")
     output.channel().say(f"Making {reference} with debootstrap ({suite}); it is kept for later builds")
     bootstrap_os_image(spec, client, on_demand.work_root)
+    return _made(client, reference)
+
+
+def _made(client: DockerClient, reference: str) -> dict:
+    """The inspect record of the OS image a bootstrap just loaded."""
     made = client.inspect_image(reference)
     if made is None:
         raise CommandError(f"{reference} was imported but the engine does not list it; see `docker images`.")

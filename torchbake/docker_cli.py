@@ -21,7 +21,6 @@ from pathlib import Path
 
 from . import command, data
 from .errors import BuildError, CommandError, EngineError
-from .redaction import redact
 
 STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
@@ -69,18 +68,15 @@ class DockerCLI:
         network: str = "",
         cache_from: Sequence[str] = (),
         cache_to: Sequence[str] = (),
-        provenance: bool = False,
         platform: str = "",
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker buildx build`` argument list and the variables it needs.
 
-        ``provenance`` (an image that is pushed): BuildKit's SLSA provenance goes into the image's
-        index beside the image (the image's own manifest, the reproducible one, is unchanged).
-        ``mode=max`` records the build args; when one of them carries a credential (a proxy URL
-        with a password) ``mode=min``, which records none. Without it, no attestation: it holds
-        the build's time and id, so every build of the same inputs would be a new image id."""
-        argv = [self.binary, "buildx", "build", self.output_flag(),
-                f"--provenance={self.provenance_mode(build_args, provenance)}"]
+        No BuildKit provenance, pushed or not: it holds the build's time and id, so the same inputs
+        would give a new index, and a new tag digest, every build. torchbake's own SBOMs and
+        provenance go beside the image as referrers (torchbake.attestations). ``platform``: the one
+        platform the image is for ("" = the engine's own)."""
+        argv = [self.binary, "buildx", "build", self.output_flag(), "--provenance=false"]
         env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
         argv += ["--platform", platform] if platform else []
@@ -108,12 +104,6 @@ class DockerCLI:
         engine (a gzip base here, the registry cache's zstd copy on a fresh engine), and the same
         inputs give other digests on other engines."""
         return f"--output=type=docker,{compression_options(self.compression)}"
-
-    def provenance_mode(self, build_args: Mapping[str, str], wanted: bool) -> str:
-        if not wanted:
-            return "false"
-        values = [*build_args.values(), *(self.environ.get(key, "") for key in PROXY_BUILD_ARGS)]
-        return "mode=min" if any(redact(value) != value for value in values) else "mode=max"
 
     def cache_flags(self, cache_from: Sequence[str], cache_to: Sequence[str]) -> list[str]:
         """The build cache's flags: buildx ``--cache-from``/``--cache-to`` specs (a plain image

@@ -73,9 +73,11 @@ class ImageSpec:
     architecture: str = "amd64"
 
 
-def _image_blobs(tarball: Path, layer: Path, image: ImageSpec) -> tuple[bytes, bytes]:
-    """The config and the manifest of the one-layer image ``tarball`` (its layer compressed into ``layer``)."""
+def _image_blobs(tarball: Path, layer: Path, image: ImageSpec) -> tuple[bytes, bytes, str]:
+    """The config and the manifest of the one-layer image ``tarball`` (its layer compressed into
+    ``layer``), and the layer's digest."""
     compress(tarball, layer, image.compression)
+    layer_digest = "sha256:" + file_sha256(layer)
     created = datetime.fromtimestamp(image.epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     config = _json({
         "architecture": image.architecture, "os": "linux", "created": created,
@@ -88,9 +90,9 @@ def _image_blobs(tarball: Path, layer: Path, image: ImageSpec) -> tuple[bytes, b
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
                    "digest": _digest(config)},
         "layers": [{"mediaType": LAYER_TYPES[image.compression], "size": layer.stat().st_size,
-                    "digest": "sha256:" + file_sha256(layer)}],
+                    "digest": layer_digest}],
     })
-    return config, manifest
+    return config, manifest, layer_digest
 
 
 def write_archive(tarball: Path, archive: Path, image: ImageSpec) -> str:
@@ -106,13 +108,13 @@ def write_platforms_archive(archive: Path, reference: str, images: Sequence[tupl
     as a multi-platform image is. Returns the digest ``reference`` will have (its image id)."""
     epoch = images[0][1].epoch
     blobs: list[bytes] = []
-    layers: list[Path] = []
+    layers: dict[Path, str] = {}  # compressed layer → its digest
     descriptors: list[dict] = []
     try:
         for number, (tarball, image) in enumerate(images):
             layer = archive.with_suffix(f".layer{number}")
-            layers.append(layer)
-            config, manifest = _image_blobs(tarball, layer, image)
+            layers[layer] = ""  # removed at the end, made or not
+            config, manifest, layers[layer] = _image_blobs(tarball, layer, image)
             blobs += [config, manifest]
             descriptors.append({"mediaType": MANIFEST_TYPE, "size": len(manifest), "digest": _digest(manifest),
                                 "platform": {"architecture": image.architecture, "os": "linux"}})
@@ -133,8 +135,8 @@ def write_platforms_archive(archive: Path, reference: str, images: Sequence[tupl
             for blob in blobs:
                 _add_bytes(out, "blobs/sha256/" + hashlib.sha256(blob).hexdigest(), blob, epoch)
             written = set()
-            for layer in layers:
-                name = "blobs/sha256/" + file_sha256(layer)
+            for layer, digest in layers.items():
+                name = "blobs/sha256/" + digest.split(":", 1)[1]
                 if name in written:  # the same tree twice: one blob
                     continue
                 written.add(name)

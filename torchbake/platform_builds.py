@@ -23,18 +23,11 @@ from .errors import BuildError, ConfigurationError
 from .platforms import Platform
 from .settings import Settings
 
-JOIN_NOTE = "joins the platforms' images into one index (nothing is built again)"
-
-
-def chosen(settings: Settings) -> tuple[Platform, ...]:
-    """The platforms ``[image] platforms`` names, in order (none: the engine's own)."""
-    return platforms.parse_all(settings.image.platforms)
-
 
 def per_platform(settings: Settings) -> list[tuple[Platform | None, Settings]]:
     """The settings of each platform's build: that one platform, its wheel tags, and (when there
     are several) the tag suffixed with its architecture. No platforms named: the settings as they are."""
-    wanted = chosen(settings)
+    wanted = platforms.parse_all(settings.image.platforms)
     if not wanted:
         return [(None, settings)]
     several = len(wanted) > 1
@@ -61,9 +54,9 @@ def plans(settings: Settings, make_plan: Callable[[Settings], Any]) -> list[tupl
 def check_can_build(platform: Platform | None, builder: str) -> None:
     """An image of another machine than this one is built with QEMU's help (a builder named with
     [build] builder may have a native node for it: BuildKit knows, this host does not)."""
-    if platform is None or builder or platform.machine == platforms.host().machine:
+    if platform is None or builder:
         return
-    if why := platforms.emulation_handler(platform):
+    if why := platforms.why_not_here(platform):
         raise ConfigurationError(f"Cannot build for {platform.name} on this {platforms.host().machine} host: {why}."
                                  " Or name a buildx builder with a native node for it: --builder NAME.")
 
@@ -94,7 +87,8 @@ def join(client, target: str, images: Sequence[tuple[Platform, str]], compressio
         dockerfile.write_text(join_dockerfile(images))
         argv = join_command(client.binary, client.builder, target, images, compression, dockerfile, Path(folder))
         if dry_run:
-            output.channel().say(f"Then {target} {JOIN_NOTE}:\n  {command.format_command(argv)}")
+            output.channel().say(f"Then {target} joins the platforms' images into one index (nothing is built"
+                                 f" again):\n  {command.format_command(argv)}")
             return
         output.channel().say(f"Joining {', '.join(image for _, image in images)} as {target}")
         command.run(argv, log_file=log_file, error=BuildError,

@@ -23,10 +23,6 @@ class Platform:
     aliases: tuple[str, ...]  # what else users type for it
 
     @property
-    def os(self) -> str:
-        return self.name.split("/", 1)[0]
-
-    @property
     def wheel_tags(self) -> list[str]:
         """The wheel platform tags an image of this platform installs by default: PyTorch's
         manylinux_2_28 wheels (and every older manylinux, :func:`torchbake.wheelhouse.compatible_platforms`)
@@ -81,11 +77,6 @@ def parse_all(values: Iterable[str]) -> tuple[Platform, ...]:
     return tuple(sorted(found, key=PLATFORMS.index))
 
 
-def check_names(values: Sequence[str]) -> None:
-    """The check of ``[image] platforms``: every entry names a platform."""
-    parse_all(values)
-
-
 def by_machine(machine: str) -> Platform | None:
     """The platform of a machine name (``uname -m``, an engine's ``Architecture``)."""
     try:
@@ -113,18 +104,23 @@ def emulation_handler(platform: Platform, binfmt_dir: Path = BINFMT_DIR) -> str:
     if not (binfmt_dir / "status").exists():
         return (f"binfmt_misc is not mounted at {binfmt_dir}, so this host cannot run {platform.name} programs emulated."
                 f" Mount it (`mount -t binfmt_misc binfmt_misc {binfmt_dir}`) and register QEMU:"
-                " `bash scripts/ensure-engine.sh` does both")
+                " `bash scripts/ensure-emulation.sh` in torchbake's repository does both")
     handler = binfmt_dir / platform.binfmt_handler
     if not handler.exists():
         return (f"no QEMU handler for {platform.machine} is registered ({handler} is missing), so this host cannot run"
                 f" {platform.name} programs. Install QEMU's user emulation (Debian, Ubuntu: apt-get install"
-                " qemu-user-static): `bash scripts/ensure-engine.sh` does it")
+                " qemu-user-static): `bash scripts/ensure-emulation.sh` in torchbake's repository does it")
     text = handler.read_text(errors="replace")
     if "enabled" not in text.splitlines()[:1]:
         return f"{handler} is disabled; enable it: echo 1 > {handler}"
     flags = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flags:")), "")
     if "F" not in flags:
         return (f"{handler} is registered without the F flag (flags: {flags or 'none'}), so the emulator cannot be"
-                " found inside build containers. Register it again with F: Debian's qemu-user-static does"
-                " (`bash scripts/ensure-engine.sh`)")
+                " found inside build containers. Register it again with F: X")
     return ""
+
+
+def why_not_here(platform: Platform) -> str:
+    """Why this host cannot run ``platform``'s programs (build steps, debootstrap's second stage,
+    containers), or "" when it can: natively, or emulated (:func:`emulation_handler`)."""
+    return "" if platform.machine == host().machine else emulation_handler(platform)

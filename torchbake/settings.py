@@ -97,7 +97,7 @@ class ImageOptions:
                         help="File of Dockerfile lines (RUN, ENV, LABEL …) added to the image after torchbake's own"
                              " steps, before the step that records what is installed; its text is part of the input"
                              " hash", path="path")
-    platforms: list[str] = option([], platforms.check_names, decides=EVERY_IMAGE,
+    platforms: list[str] = option([], platforms.parse_all, decides=EVERY_IMAGE,
                                   help="Platforms of the image: linux/amd64, linux/arm64 (also amd64, arm64,"
                                        " aarch64); several make one tag holding one image per platform, each built"
                                        " under NAME:TAG-ARCH first; [] = the engine's own",

@@ -99,24 +99,6 @@ def test_proxy_variables_reach_the_build_by_name_only():
     assert "secret" not in " ".join(argv)
 
 
-def test_a_pushed_image_carries_provenance_with_its_build_args_unless_one_carries_a_credential():
-    from pathlib import Path
-
-    from torchbake.engine import DockerClient
-
-    def provenance(environ, **build_args):
-        client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", environ=environ)
-        argv, _ = client.build_command(context=Path("/c"), dockerfile=Path("/c/Dockerfile"), tag="t:1",
-                                       build_args=build_args, provenance=True)
-        return [a for a in argv if a.startswith("--provenance")]
-
-    assert provenance({}, PYTHON_VERSION="3.11") == ["--provenance=mode=max"]
-    assert provenance({"HTTPS_PROXY": "http://user:secret@proxy:3128"}) == ["--provenance=mode=min"]
-    assert provenance({"HTTPS_PROXY": "http://proxy:3128"}, MIRROR="https://ci:token@mirror.invalid/") == [
-        "--provenance=mode=min"]
-    assert provenance({"HTTPS_PROXY": "http://proxy:3128"}) == ["--provenance=mode=max"]
-
-
 def test_an_engine_on_a_unix_socket_here_is_local_one_elsewhere_is_not(monkeypatch, tmp_path):
     """Its /dev and data root are this machine's: a rootless engine's or a second engine's socket
     counts as much as /var/run/docker.sock; ssh:// and tcp:// engines, and a socket not here, do not."""

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 from invoke import Collection
 
 from ..cli import check_folders, docker_client, reports_errors, resolve_config
@@ -23,18 +20,17 @@ def _run(make_plan, settings, dry_run: bool, force: bool, check_reproducible: bo
     builds = platform_builds.plans(settings, make_plan)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
-    last = None
     for _, plan in builds:
         if dry_run:
             builder.dry_run(plan, client, check_reproducible=check_reproducible)
         else:
-            last = builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
-                                       check_reproducible=check_reproducible)
+            builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
+                                check_reproducible=check_reproducible)
     if len(builds) > 1:
-        images = [(platform, plan.image) for platform, plan in builds]
-        log_file = last.log_file if last is not None else Path(tempfile.gettempdir()) / "torchbake-join.log"
-        platform_builds.join(client, settings.registry.image(settings.image.reference), images,
-                             settings.build.compression, log_file, dry_run=dry_run)
+        target = settings.registry.image(settings.image.reference)
+        platform_builds.join(client, target, [(platform, plan.image) for platform, plan in builds],
+                             settings.build.compression, builder.log_path(settings.paths.log_dir, target),
+                             dry_run=dry_run)
 
 
 @flag_task(*BUILD_FLAGS)

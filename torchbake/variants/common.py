@@ -311,14 +311,15 @@ def build_env_of(settings: Settings, *extra: dict[str, str]) -> dict[str, str]:
 
 def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> dict:
     """Fields every plan has, from the settings and the run's flags."""
+    chosen = platforms.parse_all(settings.image.platforms)
     return {"image": settings.registry.image(settings.image.reference), "profile": settings.accelerator.profile,
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
             "build_options": settings.build, "download_options": settings.downloads,
             "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
             "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
-            "platform": platforms.parse_all(settings.image.platforms)[0].name if len(settings.image.platforms) == 1 else "",
-            "base_platforms": tuple(p.name for p in platforms.parse_all(settings.image.platforms)),
+            "platform": chosen[0].name if len(chosen) == 1 else "",
+            "base_platforms": tuple(p.name for p in chosen),
             "accelerator": settings.accelerators.get(settings.accelerator.profile),
             "image_steps": Path(settings.image.steps).expanduser().read_text() if settings.image.steps else ""}
 
