@@ -75,7 +75,7 @@ def test_pip_instead_of_uv_no_uv_kept_and_the_bundle_in_the_trust_store_when_ask
     output = result.stdout + result.stderr
     try:
         assert result.returncode == 0, output[-4000:]
-        assert "torchbake: installed 1 wheels with pip" in output and "wheels with uv" not in output, output[-4000:]
+        assert "torchbake: staged 1 wheels for manylinux_2_28_x86_64 with pip on x86_64" in output and "wheels for manylinux_2_28_x86_64 with uv" not in output, output[-4000:]
         assert "torchbake: uv is not kept in the image ([python] keep_uv = false)" in output
         assert "torch pinned" in output
         probe = docker("run", "--rm", image, "sh", "-c", "command -v uv || echo no-uv;"
