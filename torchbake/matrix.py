@@ -3,7 +3,9 @@
 Pure functions from a matrix config to a list of :class:`Cell`: each cell names the options
 that differ from its profile (templated with ``{python}``, ``{py}`` (310), ``{cp}`` (cp310),
 ``{variant}``, ``{profile}``, ``{registry}``), and the cells it starts from (a dev cell after
-the base cell of the same profile and Python). Nothing here touches the engine.
+the base cell of the same profile and Python). With several ``platforms``, each image is one
+cell per platform (``cpu-release-py311-arm64`` builds ``NAME:TAG-arm64``, from that platform's
+base cell), joined afterwards into ``NAME:TAG``. Nothing here touches the engine.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import platforms as platform_data
 from . import validation
 from .data import CONFIG_DIR
 from .errors import ConfigurationError
@@ -25,7 +28,7 @@ variants = LazyModule("torchbake.variants")  # the registry is read when a matri
 configuration = LazyModule("torchbake.config")
 settings = LazyModule("torchbake.settings")
 derived = LazyModule("torchbake.derived")
-MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options"}
+MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options", "platforms", "runners"}
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,15 @@ class Cell:
     config_files: tuple[str, ...]
     overrides: Mapping[str, Any] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
+    platform: str = ""  # the one platform it builds ("": the engine's own)
+    joined: str = ""  # NAME:TAG, the index its image joins with the other platforms' ("": none)
+    joins: tuple[str, ...] = ()  # ... and every platform that index holds
+    runner: str = ""  # the CI runner of its platform (--emit-matrix github's runs-on)
+
+    @property
+    def family(self) -> str:
+        """The id of the image it is one platform of: its own id without the platform's suffix."""
+        return self.id.removesuffix(platform_data.parse(self.platform).suffix) if self.joined else self.id
 
 
 def _values(python: str, variant: str, profile: str, registry: str) -> dict[str, str]:
@@ -65,6 +77,8 @@ class _Matrix:
     options: Mapping[str, Mapping[str, Any]]
     excludes: list[str]
     source: str
+    platforms: tuple[platform_data.Platform, ...] = ()
+    runners: Mapping[str, str] = field(default_factory=dict)  # platform name → CI runner label
 
     @classmethod
     def read(cls, matrix: Mapping[str, Any], source: str) -> _Matrix:
@@ -78,7 +92,8 @@ class _Matrix:
         table = cls(pythons=list(matrix.get("pythons", [])), variants=list(matrix.get("variants", variants.VARIANTS)),
                     profiles=list(matrix.get("profiles", ["cpu"])), registry=matrix.get("registry", ""),
                     name=matrix.get("name", "{registry}torchbake/{profile}"), tag=matrix.get("tag", "{variant}-py{py}"),
-                    options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source)
+                    options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source,
+                    platforms=_platforms(matrix, source), runners=_runners(matrix, source))
         try:
             validation.registry_url(table.registry)
         except ValueError as exc:
@@ -99,17 +114,28 @@ class _Matrix:
     def excluded(self, cell_id: str) -> bool:
         return any(fnmatch.fnmatch(cell_id, pattern) for pattern in self.excludes)
 
+    def runner(self, platform: platform_data.Platform | None) -> str:
+        if platform is None:
+            return self.runners.get("", "ubuntu-latest")
+        return self.runners.get(platform.name, platform.github_runner)
+
     def reference(self, values: Mapping[str, str]) -> tuple[str, str]:
         return (derived.fill(self.name, values, f"{self.source} [matrix] name"),
                 derived.fill(self.tag, values, f"{self.source} [matrix] tag"))
 
-    def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any]) -> Cell:
+    def cell(self, profile: str, profile_file: Path, python: str, variant: str, known: Mapping[str, Any],
+             platform: platform_data.Platform | None = None) -> Cell:
+        """The cell of one image; with ``platform``, of that platform's image (suffixed, when the
+        matrix has several platforms, and joined with the others' under the image's tag)."""
         values = _values(python, variant, profile, self.registry)
+        suffix = platform.suffix if platform is not None and len(self.platforms) > 1 else ""
         name, tag = self.reference(values)
         name = settings.in_registry(name, self.registry)  # a name template without {registry} goes there too
         values["name"] = name
         module = variants.VARIANTS[variant]
-        overrides: dict[str, Any] = {"image.name": name, "image.tag": tag, "python.version": python}
+        overrides: dict[str, Any] = {"image.name": name, "image.tag": tag + suffix, "python.version": python}
+        if platform is not None:
+            overrides["image.platforms"] = [platform.name]
         if module.BUILD_VARIANT:
             overrides["build.variant"] = module.BUILD_VARIANT
         if self.registry:  # asked whether it holds the cell's image, and its build cache
@@ -123,13 +149,42 @@ class _Matrix:
                     overrides[key] = value
         depends: tuple[str, ...] = ()
         built_from = module.BUILT_FROM
-        from_id = f"{profile}-{built_from}-py{values['py']}" if built_from else ""
+        from_id = f"{profile}-{built_from}-py{values['py']}{suffix}" if built_from else ""
         if built_from in self.variants and not self.excluded(from_id):
             depends = (from_id,)
             from_name, from_tag = self.reference({**values, "variant": built_from})
-            overrides.setdefault("image.base", f"{settings.in_registry(from_name, self.registry)}:{from_tag}")
-        return Cell(id=f"{profile}-{variant}-py{values['py']}", profile=profile, variant=variant, python=python,
-                    image=f"{name}:{tag}", config_files=(str(profile_file),), overrides=overrides, depends_on=depends)
+            overrides.setdefault("image.base", f"{settings.in_registry(from_name, self.registry)}:{from_tag}{suffix}")
+        return Cell(id=f"{profile}-{variant}-py{values['py']}{suffix}", profile=profile, variant=variant, python=python,
+                    image=f"{name}:{tag}{suffix}", config_files=(str(profile_file),), overrides=overrides,
+                    depends_on=depends, platform=platform.name if platform is not None else "",
+                    joined=f"{name}:{tag}" if suffix else "", runner=self.runner(platform),
+                    joins=tuple(p.name for p in self.platforms if not self.excluded(f"{profile}-{variant}-py{values['py']}{p.suffix}"))
+                    if suffix else ())
+
+
+def _platforms(matrix: Mapping[str, Any], source: str) -> tuple[platform_data.Platform, ...]:
+    """[matrix] platforms, each named once (empty: the engine's own)."""
+    value = matrix.get("platforms", [])
+    if not isinstance(value, list):
+        raise ConfigurationError(f'{source}: [matrix] platforms = {value!r}: expected a list, e.g. ["linux/amd64",'
+                                 ' "linux/arm64"].')
+    try:
+        return platform_data.parse_all(value)
+    except ValueError as exc:
+        raise ConfigurationError(f"{source}: [matrix] platforms: {exc}.") from None
+
+
+def _runners(matrix: Mapping[str, Any], source: str) -> dict[str, str]:
+    """[matrix] runners: platform → the CI runner label its cells run on (by default GitHub's
+    hosted runner of that machine)."""
+    value = matrix.get("runners", {})
+    if not isinstance(value, dict) or not all(isinstance(v, str) and v for v in value.values()):
+        raise ConfigurationError(f'{source}: [matrix] runners = {value!r}: expected a table of platform = "runner label",'
+                                 ' e.g. { "linux/arm64" = "ubuntu-24.04-arm" }.')
+    try:
+        return {platform_data.parse(key).name: label for key, label in value.items()}
+    except ValueError as exc:
+        raise ConfigurationError(f"{source}: [matrix] runners: {exc}.") from None
 
 
 def _profile_file(entry: str, config_dir: Path, source: str, relative_to: Path | None) -> tuple[str, Path]:
@@ -153,8 +208,11 @@ def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Pat
         profile, profile_file = _profile_file(entry, config_dir or CONFIG_DIR, source, relative_to)
         for python in table.pythons:
             for variant in sorted(table.variants, key=list(variants.VARIANTS).index):
-                if not table.excluded(f"{profile}-{variant}-py{python.replace('.', '')}"):
-                    cells.append(table.cell(profile, profile_file, python, variant, known))
+                family = f"{profile}-{variant}-py{python.replace('.', '')}"
+                for platform in table.platforms or (None,):
+                    suffix = platform.suffix if platform is not None and len(table.platforms) > 1 else ""
+                    if not table.excluded(family) and not table.excluded(family + suffix):
+                        cells.append(table.cell(profile, profile_file, python, variant, known, platform))
     ids = [c.id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigurationError(f"{source}: two cells share an id; check [matrix] profiles and pythons for repeats.")
@@ -169,12 +227,16 @@ def select(cells: list[Cell], only: Iterable[str] = (), skip: Iterable[str] = ()
     """Cells whose id matches any --only glob (all if none) and no --skip glob; the cells they
     depend on come along when they are in the matrix."""
     only, skip = list(only), list(skip)
+
+    def matches(cell: Cell, pattern: str) -> bool:  # a platform's cell also answers to its image's id
+        return fnmatch.fnmatch(cell.id, pattern) or fnmatch.fnmatch(cell.family, pattern)
+
     for flag, patterns in (("--only", only), ("--skip", skip)):
         for pattern in patterns:
-            if not any(fnmatch.fnmatch(c.id, pattern) for c in cells):
+            if not any(matches(c, pattern) for c in cells):
                 raise ConfigurationError(f"{flag} {pattern!r} matches no cell. Cells: {', '.join(c.id for c in cells)}.")
-    chosen = [c for c in cells if (not only or any(fnmatch.fnmatch(c.id, p) for p in only))
-              and not any(fnmatch.fnmatch(c.id, p) for p in skip)]
+    chosen = [c for c in cells if (not only or any(matches(c, p) for p in only))
+              and not any(matches(c, p) for p in skip)]
     if (only or skip) and not chosen:
         raise ConfigurationError(
             f"No cell matches --only {' '.join(only) or '*'} --skip {' '.join(skip) or '(none)'}."
@@ -189,6 +251,33 @@ def select(cells: list[Cell], only: Iterable[str] = (), skip: Iterable[str] = ()
                 wanted.add(dep)
                 stack.append(dep)
     return [c for c in cells if c.id in wanted]
+
+
+def families(cells: list[Cell]) -> dict[str, list[Cell]]:
+    """Each image of ``cells`` built for several platforms whose every platform is among them:
+    its id → its platforms' cells (what a run joins under the image's tag; an image with a
+    platform left out, by --platform or --only, is joined by the run that has them all)."""
+    found: dict[str, list[Cell]] = {}
+    for cell in cells:
+        if cell.joined:
+            found.setdefault(cell.family, []).append(cell)
+    return {family: members for family, members in found.items()
+            if {cell.platform for cell in members} == set(members[0].joins)}
+
+
+def on_platforms(cells: list[Cell], names: Iterable[str]) -> list[Cell]:
+    """The cells of the platforms ``names`` (build-all --platform: a native runner's share)."""
+    try:
+        wanted = {platform.name for platform in platform_data.parse_all(names)}
+    except ValueError as exc:
+        raise ConfigurationError(f"--platform: {exc}.") from None
+    present = {cell.platform for cell in cells}
+    if not wanted:
+        return cells
+    if absent := sorted(wanted - present):
+        raise ConfigurationError(f"--platform {', '.join(absent)}: the matrix builds no image for it; its platforms:"
+                                 f" {', '.join(sorted(present - {''})) or 'the engine own only ([matrix] platforms is not set)'}.")
+    return [cell for cell in cells if cell.platform in wanted]
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -219,10 +308,14 @@ def shard(cells: list[Cell], index: int, count: int) -> list[Cell]:
 
 
 def github_matrix(cells: list[Cell], shards: int) -> str:
-    """JSON for a GitHub Actions matrix: one entry per shard, with the cells it builds."""
+    """JSON for a GitHub Actions matrix: one entry per shard of each platform (its cells, the
+    platform, ``--platform``'s value, and the runner it runs on natively)."""
     include = []
-    for index in range(1, shards + 1):
-        ids = [c.id for c in shard(cells, index, shards)]
-        if ids:
-            include.append({"shard": f"{index}/{shards}", "cells": " ".join(ids)})
+    for platform in dict.fromkeys(cell.platform for cell in cells):
+        mine = [cell for cell in cells if cell.platform == platform]
+        for index in range(1, shards + 1):
+            ids = [c.id for c in shard(mine, index, shards)]
+            if ids:
+                include.append({"shard": f"{index}/{shards}", "platform": platform, "runs-on": mine[0].runner,
+                                "cells": " ".join(ids)})
     return json.dumps({"include": include})

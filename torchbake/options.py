@@ -189,6 +189,10 @@ BUILD_ALL_FLAGS = (
     Flag("plan", "Print the ordered plan (build, skip, re-tag, which inputs changed and from which step, and why) and"
                  " touch nothing", default=SWITCH),
     Flag("shard", "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together"),
+    Flag("platform", "Build only the cells of this platform (one of [matrix] platforms, e.g. linux/arm64; repeatable):"
+                     " a native runner's share of the nightly", repeatable=True),
+    Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
+                      " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
     DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX,
 )

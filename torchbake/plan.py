@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from . import platforms
 from .command import format_command
 from .data import common_files
 
@@ -13,7 +14,10 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
     """The plan of any variant as text, for --dry-run: each plan gives its own rows."""
     rows = [("base image", plan.base_image_text()), *plan.input_rows(),
             *getattr(plan, "toolkits", {}).items(), *(("ENV", f"{k}={v}") for k, v in plan.dockerfile_env.items())]
-    lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", "", "Inputs:"]
+    lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", ""]
+    if plan.platform:
+        lines += [f"Platform: {platforms.how_built(plan.platform, plan.build_options.builder, from_wheels=plan.variant == 'release')}", ""]
+    lines += ["Inputs:"]
     lines += [f"  {label:<15} {value}" for label, value in rows]
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]
     context = [("Dockerfile", "from " + os.path.relpath(plan.dockerfile_template)),

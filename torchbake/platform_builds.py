@@ -12,8 +12,9 @@ other. A registry's nightly on native runners builds one platform per runner and
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,19 @@ def join_command(binary: str, builder: str, target: str, images: Sequence[tuple[
             f"--output=type=image,name={target},{compression_options(compression)}"]
     argv += ["--builder", builder] if builder else []
     return argv + ["--file", str(dockerfile), str(context)]
+
+
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+
+
+def index_document(entries: Sequence[tuple[Platform, Mapping[str, Any]]]) -> bytes:
+    """The OCI image index of each platform's manifest (its descriptor: mediaType, digest, size),
+    byte for byte as :func:`join` (BuildKit) writes it: the registry's join of the same images
+    and this engine's have the same digest."""
+    manifests = [{"mediaType": descriptor["mediaType"], "digest": descriptor["digest"], "size": descriptor["size"],
+                  "platform": {"architecture": platform.arch, "os": platform.name.split("/", 1)[0]}}
+                 for platform, descriptor in sorted(entries, key=lambda entry: platforms.PLATFORMS.index(entry[0]))]
+    return json.dumps({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": manifests}, indent=2).encode()
 
 
 def join(client, target: str, images: Sequence[tuple[Platform, str]], compression: str, log_file: Path,

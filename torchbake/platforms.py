@@ -21,6 +21,7 @@ class Platform:
     arch: str  # OCI's and Debian's architecture (debootstrap --arch, docker import --platform)
     machine: str  # what uname -m says in its containers, and the wheels' platform tags end with
     aliases: tuple[str, ...]  # what else users type for it
+    github_runner: str  # the GitHub-hosted runner of this machine (build-all --emit-matrix github's runs-on)
 
     @property
     def wheel_tags(self) -> list[str]:
@@ -42,8 +43,10 @@ class Platform:
 
 # The platforms PyTorch publishes Linux wheels for, and debootstrap and QEMU can make.
 PLATFORMS = (
-    Platform("linux/amd64", "amd64", "x86_64", ("amd64", "x86_64", "x86-64", "linux/x86_64")),
-    Platform("linux/arm64", "arm64", "aarch64", ("arm64", "aarch64", "linux/aarch64", "linux/arm64/v8", "arm64/v8")),
+    Platform("linux/amd64", "amd64", "x86_64", ("amd64", "x86_64", "x86-64", "linux/x86_64"),
+             "ubuntu-24.04"),
+    Platform("linux/arm64", "arm64", "aarch64", ("arm64", "aarch64", "linux/aarch64", "linux/arm64/v8", "arm64/v8"),
+             "ubuntu-24.04-arm"),
 )
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 
@@ -116,7 +119,8 @@ def emulation_handler(platform: Platform, binfmt_dir: Path = BINFMT_DIR) -> str:
     flags = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("flags:")), "")
     if "F" not in flags:
         return (f"{handler} is registered without the F flag (flags: {flags or 'none'}), so the emulator cannot be"
-                " found inside build containers. Register it again with F: X")
+                " found inside build containers. Register it again with F: Debian's qemu-user-static does"
+                f" (`echo -1 > {handler}`, then `apt-get install --reinstall qemu-user-static`)")
     return ""
 
 
@@ -124,3 +128,17 @@ def why_not_here(platform: Platform) -> str:
     """Why this host cannot run ``platform``'s programs (build steps, debootstrap's second stage,
     containers), or "" when it can: natively, or emulated (:func:`emulation_handler`)."""
     return "" if platform.machine == host().machine else emulation_handler(platform)
+
+
+def how_built(name: str, builder: str, *, from_wheels: bool) -> str:
+    """Where a build for the platform ``name`` ("": the engine's own) runs, for plans: natively,
+    on a builder's node of that platform, or emulated by QEMU (and what that costs)."""
+    here = host()
+    if not name or parse(name) == here:
+        return f"{name or here.name}, native on this {here.machine} host"
+    if builder:
+        return f"{name}, on builder {builder}'s {parse(name).machine} node where it has one, else emulated there (QEMU)"
+    if from_wheels:
+        return (f"{name}, emulated on this {here.machine} host (QEMU) for the OS packages and verify only; the wheels"
+                " are unpacked natively")
+    return f"{name}, emulated on this {here.machine} host (QEMU): expect ~10x the native time"

@@ -4,13 +4,16 @@ input hash beside the tag, and the registry build cache its builds read and writ
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
-from . import attestations, registry
+from . import attestations, platform_builds, registry
 from .docker_cli import compression_options
 from .downloads import DownloadPolicy
 from .engine import DockerClient
 from .errors import FatalError, RegistryError
+from .platforms import Platform
 from .status import Status
 from .variants import Plan
 
@@ -79,6 +82,32 @@ def publish(plan: Plan, client: DockerClient, input_hash: str, log_file: Path | 
         remote.copy_tag(repository, tag, registry.inputs_tag(input_hash))
     attach_attestations(plan, client)
     return digest
+
+
+def publish_index(plan: Plan, client: DockerClient, image: str, members: Sequence[tuple[Platform, str]],
+                  ) -> tuple[str, bool]:
+    """Make the registry's ``image`` (NAME:TAG) the index of ``members``, each platform's image
+    (platform, NAME:TAG-ARCH) already pushed there: one small manifest written, no layer moved,
+    nothing pulled (a nightly whose platforms were built on their own runners joins them so).
+    (Its digest, whether the tag already named that very index.)"""
+    host, repository, tag = registry.split_reference(image)
+    if not host:
+        raise RegistryError(f"{image} names no registry host; set [matrix] registry to publish its platforms' index.")
+    remote = registry.for_host(host, client.engine_info(), DownloadPolicy.from_settings(plan.download_options))
+    entries = []
+    for platform, member in members:
+        _, member_repository, member_tag = registry.split_reference(member)
+        descriptor = remote.descriptor(member_repository, member_tag)
+        if descriptor is None:
+            raise RegistryError(f"{member} ({platform.name}) is not in the registry, so {image} cannot name it; build"
+                                f" and push it first (`invoke build-all --push --platform {platform.name}`).")
+        entries.append((platform, descriptor))
+    document = platform_builds.index_document(entries)
+    digest = "sha256:" + hashlib.sha256(document).hexdigest()
+    held = remote.descriptor(repository, tag)
+    if held is not None and held["digest"] == digest:
+        return digest, True
+    return remote.put_manifest(repository, tag, document), False
 
 
 def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:

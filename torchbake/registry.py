@@ -160,6 +160,36 @@ class Registry:
         labels = found["Config"].get("Labels") or {}
         return Held(digest=found["RepoDigests"][0].split("@", 1)[1], input_hash=labels.get("torchbake.input-hash", ""))
 
+    def descriptor(self, repository: str, reference: str) -> dict | None:
+        """The OCI descriptor (mediaType, digest, size) of the manifest ``reference`` names, as an
+        index lists it; None when the registry has no such manifest."""
+        client = self._client(repository)
+
+        def look() -> dict | None:
+            try:
+                text, response = client.get_manifest_and_response(reference)
+            except requests.exceptions.HTTPError as exc:
+                if exc.response is not None and exc.response.status_code == 404:
+                    return None
+                raise
+            body = response.content
+            return {"mediaType": json.loads(body).get("mediaType", MANIFEST_TYPES[0]),
+                    "digest": response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(body),
+                    "size": len(body)}
+
+        return self._ask(f"look up {repository}:{reference}", look)
+
+    def put_manifest(self, repository: str, tag: str, document: bytes) -> str:
+        """Store ``document`` (a manifest or index whose every manifest the registry holds) under
+        ``tag``; its digest."""
+        client = self._client(repository)
+
+        def put() -> str:
+            client.set_manifest(tag, document.decode())
+            return dxf.hash_bytes(document)
+
+        return self._ask(f"store {repository}:{tag}", put)
+
     def copy_tag(self, repository: str, source: str, target: str) -> str:
         """Point ``target`` at the manifest ``source`` names (no layer moves); its digest."""
         client = self._client(repository)

@@ -19,19 +19,19 @@ from xml.etree import ElementTree
 
 import filelock
 
-from . import command, image_diff, output
+from . import command, image_diff, output, platform_builds, platforms
 from . import config as configuration
 from .builder import assess, build_image, changed_since, log_path, skip_reason
 from .engine import DockerClient
 from .errors import BaseImagePending, EngineError, FatalError, RegistryError, VerificationError
 from .files import write_atomically
-from .matrix import Cell
+from .matrix import Cell, families
 from .output import human_size, styled
 from .project import Project
-from .publishing import ask_registry, find_in_registry, publish
+from .publishing import ask_registry, find_in_registry, publish, publish_index
 from .redaction import redact, redact_all
 from .settings import Settings
-from .status import Status
+from .status import ON_THIS_ENGINE, Status
 from .variants import VARIANTS
 
 if TYPE_CHECKING:
@@ -127,7 +127,12 @@ class MatrixRun:
         self.jobs, self.keep_going, self.force, self.push = jobs, keep_going, force, push
         self.log_dir = log_dir
         self.locks_dir = locks_dir  # where a cell's NAME:TAG is locked while it builds and pushes (None: not at all)
-        self.results = {c.id: CellResult(id=c.id, image=c.image) for c in cells}
+        self.results: dict[str, CellResult] = {}
+        joined = families(cells)
+        for index, cell in enumerate(cells):  # an image's platforms, then the image's join
+            self.results[cell.id] = CellResult(id=cell.id, image=cell.image)
+            if cell.family in joined and not any(later.family == cell.family for later in cells[index + 1:]):
+                self.results[cell.family] = CellResult(id=cell.family, image=cell.joined)
         self.started = datetime.now()
         self.interrupted = False  # set by SIGINT/SIGTERM: a cell stopped by it is "interrupted", not "failed"
 
@@ -193,7 +198,51 @@ class MatrixRun:
                     if result.status in (Status.PENDING, Status.RUNNING):
                         result.status, result.reason = Status.INTERRUPTED, "the run was interrupted"
                 raise
+        for family, members in families(self.cells).items():
+            self._join(family, members)
         return self.results
+
+    def join_only(self) -> dict[str, CellResult]:
+        """build-all --join-only: each image's platforms, built and pushed elsewhere (one runner
+        per platform), joined under its tag in the registry; no cell is built or asked about."""
+        self.results = {family: self.results[family] for family in families(self.cells)}
+        for family, members in families(self.cells).items():
+            self._join(family, members, in_registry=True)
+        return self.results
+
+    def _join(self, family: str, members: list[Cell], *, in_registry: bool = False) -> None:
+        """The image ``family``'s tag made the index of its platforms' images: on this engine when
+        they are all here, in the registry when pushing (or when they are only there)."""
+        started = time.monotonic()
+        states = {cell.id: self.results[cell.id].status for cell in members} if not in_registry else {}
+        if missing := [cell_id for cell_id, status in states.items() if status.without_image]:
+            self._finish(family, Status.BLOCKED, f"{', '.join(missing)} did not build")
+            return
+        joined, plan = members[0].joined, self.plans[members[0].id]
+        images = [(platforms.parse(cell.platform), cell.image) for cell in members]
+        here = not in_registry and all(status in ON_THIS_ENGINE for status in states.values())
+        there = in_registry or self.push or all(status.in_registry for status in states.values())
+        if not (here or there):
+            self._finish(family, Status.NOT_RUN, "some platforms' images are on this engine, others only in the"
+                         " registry: --push joins them there")
+            return
+        log = log_path(self.log_dir, family)
+        try:
+            with self._image_held(family, joined):
+                if here:
+                    with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
+                        platform_builds.join(self.client, joined, images, plan.build_options.compression, log)
+                digest, held = publish_index(plan, self.client, joined, images) if there else ("", False)
+        except FatalError as exc:
+            self._finish(family, Status.FAILED, str(exc).splitlines()[0], error=str(exc).splitlines()[0],
+                         exit_code=exc.exit_code, seconds=time.monotonic() - started, log=str(log) if here else "")
+            return
+        where = " and ".join([*(["here"] if here else []), *(["in the registry" + (" (unchanged)" if held else "")]
+                                                              if there else [])])
+        image_id = (self.client.inspect_image(joined) or {}).get("Id", "") if here else ""
+        self._finish(family, Status.JOINED, f"{', '.join(p.name for p, _ in images)} {where}",
+                     seconds=time.monotonic() - started, image_id=image_id, digest=digest,
+                     log=str(log) if here else "")
 
     def _schedule(self, pool: ThreadPoolExecutor, pending: list[Cell], running: dict[Future, str]) -> None:
         """Start cells as their dependencies finish, up to --jobs at once."""
@@ -235,7 +284,7 @@ class MatrixRun:
         self.say(f"started   {cell.id} → {cell.image} (log: {log})")
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self._image_held(cell):  # another matrix building this NAME:TAG waits: its tag, its push
+            with self._image_held(cell.id, cell.image):  # another matrix building this NAME:TAG waits: its tag, its push
                 before = (self.client.inspect_image(cell.image) or {}).get("Id", "")  # what the tag held
                 with log.open("a") as handle, output.channel_to(self.cell_channel(handle)):
                     result = build_image(self.plans[cell.id], self.client, skip_unchanged=not self.force,
@@ -265,7 +314,7 @@ class MatrixRun:
                          exit_code=1)
 
     @contextlib.contextmanager
-    def _image_held(self, cell: Cell):
+    def _image_held(self, name: str, image: str):
         """One cell of one NAME:TAG at a time on this host: from its build until its push is done,
         the tag is this run's, so the digest its report records is the image it built (two
         matrices at once: the second waits, then finds the image unchanged, or builds and pushes its own)."""
@@ -273,11 +322,11 @@ class MatrixRun:
             yield
             return
         self.locks_dir.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(self.locks_dir / f"image-{hashlib.sha256(cell.image.encode()).hexdigest()[:16]}.lock")
+        lock = filelock.FileLock(self.locks_dir / f"image-{hashlib.sha256(image.encode()).hexdigest()[:16]}.lock")
         try:
             lock.acquire(timeout=0)
         except filelock.Timeout:
-            self.say(f"waiting   {cell.id}: another torchbake run is building or pushing {cell.image}")
+            self.say(f"waiting   {name}: another torchbake run is building or pushing {image}")
             lock.acquire()
         try:
             yield

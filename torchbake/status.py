@@ -19,6 +19,7 @@ class Status(StrEnum):
     INTERRUPTED = "interrupted"
     NOT_RUN = "not run"  # --fail-fast stopped the run first, or another cell's refusal stopped it before any work
     REFUSED = "refused"  # its configuration was refused (a value it needs is not set): the run built nothing
+    JOINED = "joined"  # an image's platforms, each built (or found), are one tag: NAME:TAG names their index
 
     @property
     def done(self) -> bool:
@@ -42,4 +43,4 @@ class Status(StrEnum):
 
 
 ON_THIS_ENGINE = (Status.BUILT, Status.UNCHANGED, Status.RETAGGED)  # an image this engine holds
-DONE = (*ON_THIS_ENGINE, Status.UNCHANGED_IN_REGISTRY, Status.RETAGGED_IN_REGISTRY)
+DONE = (*ON_THIS_ENGINE, Status.UNCHANGED_IN_REGISTRY, Status.RETAGGED_IN_REGISTRY, Status.JOINED)

@@ -103,3 +103,68 @@ def test_shipped_nightly_matrix_expands():
     # build_all.sh's matrix: Python 3.8, 3.9 and 3.10 × base, dev, release
     assert [c.id for c in cells] == [f"musa-{v}-py{py}" for py in ("38", "39", "310") for v in ("base", "dev", "release")]
     assert cells[1].overrides["image.base"] == "torchbake/torch-musa:base-py38" and cells[1].depends_on == ("musa-base-py38",)
+
+
+PLATFORMS = {**MATRIX, "platforms": ["arm64", "linux/amd64"], "exclude": ["cpu-dev-*", "cpu-base-*", "musa-release-*"],
+             "pythons": ["3.11"]}
+
+
+def test_several_platforms_give_one_cell_per_platform_joined_under_the_image_tag():
+    cells = matrix.expand(PLATFORMS)
+    assert [c.id for c in cells] == [
+        "cpu-release-py311-amd64", "cpu-release-py311-arm64",
+        "musa-base-py311-amd64", "musa-base-py311-arm64", "musa-dev-py311-amd64", "musa-dev-py311-arm64",
+    ]  # the platforms in their one canonical order, whatever order they were given in
+    by_id = {c.id: c for c in cells}
+    arm = by_id["cpu-release-py311-arm64"]
+    assert arm.image == "localhost:5000/ml/torchbake/cpu:release-py311-arm64"
+    assert arm.overrides["image.platforms"] == ["linux/arm64"] and arm.overrides["image.tag"] == "release-py311-arm64"
+    assert (arm.platform, arm.joined, arm.joins, arm.family, arm.runner) == (
+        "linux/arm64", "localhost:5000/ml/torchbake/cpu:release-py311", ("linux/amd64", "linux/arm64"),
+        "cpu-release-py311", "ubuntu-24.04-arm")
+    dev = by_id["musa-dev-py311-arm64"]  # FROM its own platform's base image
+    assert dev.depends_on == ("musa-base-py311-arm64",)
+    assert dev.overrides["image.base"] == "localhost:5000/ml/torchbake/musa:base-py311-arm64"
+    assert list(matrix.families(cells)) == ["cpu-release-py311", "musa-base-py311", "musa-dev-py311"]
+    # an image's id selects all its platforms; a platform's cell alone is not joined by the run
+    assert [c.id for c in matrix.select(cells, only=["cpu-release-py311"])] == ["cpu-release-py311-amd64",
+                                                                              "cpu-release-py311-arm64"]
+    alone = matrix.on_platforms(cells, ["aarch64"])
+    assert [c.id for c in alone] == ["cpu-release-py311-arm64", "musa-base-py311-arm64", "musa-dev-py311-arm64"]
+    assert matrix.families(alone) == {}
+
+
+def test_one_platform_keeps_the_tag_and_excluding_a_platform_leaves_it_out_of_the_index():
+    (cell,) = matrix.expand({**PLATFORMS, "platforms": ["aarch64"], "profiles": ["cpu"]})
+    assert (cell.id, cell.image, cell.joined) == ("cpu-release-py311", "localhost:5000/ml/torchbake/cpu:release-py311", "")
+    assert cell.overrides["image.platforms"] == ["linux/arm64"]
+    cells = matrix.expand({**PLATFORMS, "profiles": ["cpu"], "exclude": ["cpu-dev-*", "cpu-base-*", "*-arm64"]})
+    assert [(c.id, c.joins) for c in cells] == [("cpu-release-py311-amd64", ("linux/amd64",))]
+
+
+def test_github_matrix_has_each_platforms_shards_on_its_own_runner():
+    cells = matrix.expand({**PLATFORMS, "runners": {"aarch64": "gh200-runner"}})
+    data = json.loads(matrix.github_matrix(cells, 2))["include"]
+    assert [(e["shard"], e["platform"], e["runs-on"]) for e in data] == [
+        ("1/2", "linux/amd64", "ubuntu-24.04"), ("2/2", "linux/amd64", "ubuntu-24.04"),
+        ("1/2", "linux/arm64", "gh200-runner"), ("2/2", "linux/arm64", "gh200-runner")]
+    assert data[2]["cells"] == "cpu-release-py311-arm64"  # the shard a runner builds with --platform and --shard
+    assert [c.id for c in matrix.shard(matrix.on_platforms(cells, ["linux/arm64"]), 1, 2)] == ["cpu-release-py311-arm64"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"platforms": ["linux/s390x"]}, "[matrix] platforms: 'linux/s390x' is not a platform torchbake builds; accepted:"
+                                     " linux/amd64"),
+    ({"platforms": "linux/arm64"}, "[matrix] platforms = 'linux/arm64': expected a list"),
+    ({"runners": {"windows/amd64": "x"}}, "[matrix] runners: 'windows/amd64' is not a platform"),
+    ({"runners": {"arm64": 3}}, "[matrix] runners = {'arm64': 3}: expected a table"),
+])
+def test_bad_platforms(change, message):
+    with pytest.raises(ConfigurationError) as info:
+        matrix.expand({**PLATFORMS, **change})
+    assert message in str(info.value)
+
+
+def test_platform_filter_names_what_the_matrix_builds():
+    with pytest.raises(ConfigurationError, match=r"--platform linux/arm64: the matrix builds no image for it"):
+        matrix.on_platforms(matrix.expand(MATRIX), ["arm64"])

@@ -128,3 +128,29 @@ def test_an_os_image_of_two_platforms_is_one_index_of_two_manifests(tmp_path):
                                                           {"architecture": "arm64", "os": "linux"}]
     single = image_archive.write_archive(layer, tmp_path / "one.oci.tar", spec)
     assert single == inner["manifests"][0]["digest"]  # one platform: its manifest, the same as inside the index
+
+
+def test_the_registry_join_writes_the_index_buildkit_writes_byte_for_byte():
+    """Two images BuildKit joined on this engine (docker 26.1.5, buildx 0.13.1): the index it
+    stored had this digest; a registry join of the same manifests must have the same."""
+    import hashlib
+
+    from torchbake.platform_builds import index_document
+    manifest = "application/vnd.oci.image.manifest.v1+json"
+    entries = [(platforms.parse("arm64"), {"mediaType": manifest, "size": 2008, "digest":
+                "sha256:a59eceac3828eb428ed67d5c50d0ec68bdcc36c7e4de397b2eb5a6d36e9f4789"}),
+               (platforms.parse("amd64"), {"mediaType": manifest, "size": 2008, "digest":
+                "sha256:a81a7bd313ec6929656b46964e70de8962496c942cfba88b49d08dc924a5aa99"})]
+    assert hashlib.sha256(index_document(entries)).hexdigest() == (
+        "7d56d6b7c9062dd72c2413a42e56eb7c1f4cb8ea1e170f3d98d189f34dec543f")
+
+
+@pytest.mark.parametrize(("name", "builder", "wheels", "says"), [
+    ("linux/arm64", "", True, "emulated on this x86_64 host (QEMU) for the OS packages and verify only"),
+    ("linux/arm64", "", False, "emulated on this x86_64 host (QEMU): expect ~10x the native time"),
+    ("linux/arm64", "fleet", False, "on builder fleet's aarch64 node where it has one"),
+    ("linux/amd64", "", False, "native on this x86_64 host"),
+])
+def test_plans_say_where_each_platform_builds(monkeypatch, name, builder, wheels, says):
+    monkeypatch.setattr(platforms, "host", lambda: platforms.parse("amd64"))
+    assert says in platforms.how_built(name, builder, from_wheels=wheels)

@@ -9,12 +9,23 @@ from pathlib import Path
 from invoke import Collection, Exit
 from rich.text import Text
 
-from .. import output
+from .. import output, platforms
 from ..cli import check_folders, current_project, docker_client, reports_errors
 from ..data import CONFIG_DIR
 from ..errors import ConfigurationError, FatalError, MissingValuesError
 from ..lazy import LazyModule
-from ..matrix import Cell, expand, github_matrix, groups, load_matrix, parse_shard, select, shard
+from ..matrix import (
+    Cell,
+    expand,
+    families,
+    github_matrix,
+    groups,
+    load_matrix,
+    on_platforms,
+    parse_shard,
+    select,
+    shard,
+)
 from ..options import BUILD_ALL_FLAGS, flag_task, overrides
 from ..output import human_size
 from ..status import Status
@@ -27,9 +38,10 @@ configuration = LazyModule("torchbake.config")  # read when the task runs
 runner = LazyModule("torchbake.runner")
 variants = LazyModule("torchbake.variants")
 
-def _cells(config_files: list[str], only, skip, shard_text, found) -> tuple[list[Cell], list[str]]:
-    """The selected cells of the last --config file's [matrix], else the project file's, else
-    the bundled nightly matrix's; and the config files every cell reads."""
+def _cells(config_files: list[str], only, skip, platform_names, shard_text, found) -> tuple[list[Cell], list[str]]:
+    """The selected cells (of the --platform platforms, in the --shard slice) of the last
+    --config file's [matrix], else the project file's, else the bundled nightly matrix's; and the
+    config files every cell reads."""
     in_project = found is not None and "matrix" in found.data
     files = config_files or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
@@ -39,7 +51,7 @@ def _cells(config_files: list[str], only, skip, shard_text, found) -> tuple[list
         expanded = expand(found.data["matrix"], source=found.source, relative_to=found.folder)
     else:
         raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see {CONFIG_DIR / 'nightly.toml'}.")
-    cells = select(expanded, only or [], skip or [])
+    cells = on_platforms(select(expanded, only or [], skip or []), platform_names or [])
     if shard_text:
         cells = shard(cells, *parse_shard(shard_text))
     return cells, files
@@ -51,12 +63,17 @@ def build_all(c, **given):
     """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
     report, junit, plan, force, no_cache = (given[k] for k in ("report", "junit", "plan", "force", "no_cache"))
     emit_matrix, shard_text = given["emit_matrix"], given["shard"]
+    join_only = given["join_only"]
     _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
-                 emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force)
+                 emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force,
+                 join_only=join_only)
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     found = current_project()
-    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], None if emit_matrix else shard_text,
-                          found)
+    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], given["platform"],
+                          None if emit_matrix or join_only else shard_text, found)
+    if join_only and not families(cells):
+        raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"
+                                 " with all of them selected, so there is nothing to join.")
     if emit_matrix:
         count = parse_shard(shard_text)[1] if shard_text else len(groups(cells))
         output.result(github_matrix(cells, count) + "\n")
@@ -92,7 +109,7 @@ def build_all(c, **given):
                            force=force, push=given["push"],
                            log_dir=settings.paths.log_dir, locks_dir=settings.paths.cache_dir / "locks")
     try:
-        results = run.run()
+        results = run.join_only() if join_only else run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
         _write_reports(outputs, run.results, run.started)
     out.show(runner.summary_table(results))
@@ -131,8 +148,12 @@ def _write_reports(outputs: dict[str, Path], results: dict, started: datetime) -
 
 
 def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: str | None, plan: bool, reports: bool,
-                 no_cache: bool, force: bool) -> None:
+                 no_cache: bool, force: bool, join_only: bool) -> None:
     """Flags that contradict each other or have no effect, before anything is read."""
+    if join_only and (plan or emit_matrix or force or no_cache):
+        given = next(flag for flag, on in (("--plan", plan), ("--emit-matrix", emit_matrix), ("--force", force),
+                                           ("--no-cache", no_cache)) if on)
+        raise ConfigurationError(f"--join-only builds nothing, so {given} has no effect with it; leave one out.")
     if keep_going and fail_fast:
         raise ConfigurationError("--keep-going and --fail-fast contradict each other; pass one.")
     if jobs < 1:
@@ -149,6 +170,7 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
 def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
     """The ordered plan: what a run would do with each cell and why, or the values it still needs."""
     table = output.table(title="build-all plan")
+    joined = families(cells)
     for column in ("#", "cell", "image", "action", "why"):
         table.add_column(column, overflow="fold")
     for index, cell in enumerate(cells, 1):
@@ -158,7 +180,14 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
                 for key in needs[cell.id])
         else:
             action, why = ("build", "--force") if force else runner.predict(cell, plans[cell.id], client)
+            if cell.platform and action == "build":  # where its steps run: natively or emulated
+                why += "\n" + platforms.how_built(cell.platform, plans[cell.id].build_options.builder,
+                                                  from_wheels=cell.variant == "release")
         table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
+        if cell.family in joined and cell.family not in [later.family for later in cells[index:]]:
+            members = [other.platform for other in joined[cell.family]]
+            table.add_row(*(Text(v) for v in ("", cell.family, cell.joined, "join",
+                                              f"one tag for {', '.join(members)}: the index of their images")))
     output.channel().show(table)
     if needs:
         output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
