@@ -48,6 +48,7 @@ class OsImageSpec:
     force: bool = False
     compression: str = "zstd"  # of the image's layer ([build] compression)
     platforms: tuple[str, ...] = ()  # one image per platform under one name (an index); () = this host's only
+    include: tuple[str, ...] = ()  # packages debootstrap installs too
 
 
 def check_spec(spec: OsImageSpec, *, flag: str = "--suite") -> None:
@@ -106,7 +107,10 @@ def image_spec(spec: OsImageSpec, platform: platforms.Platform | None = None) ->
         labels["date"] = created[:10]
     if spec.platforms:
         labels["platforms"] = ",".join(spec.platforms)
+    if spec.include:
+        labels["include"] = ",".join(spec.include)
     arch = f" --arch={platform.arch}" if platform else ""
+    arch += f" --include={','.join(spec.include)}" if spec.include else ""
     return image_archive.ImageSpec(
         reference=spec.name, epoch=source_date_epoch(), compression=spec.compression,
         created_by=f"debootstrap --variant={spec.variant}{arch} {spec.suite} {mirror}".rstrip(),
@@ -121,6 +125,7 @@ def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>", packages: str
     each file's name says its architecture). ``platform``: another architecture's system, its
     programs run under QEMU (debootstrap's second stage)."""
     return (["debootstrap", f"--variant={spec.variant}", *([f"--arch={platform.arch}"] if platform else []),
+             *([f"--include={','.join(spec.include)}"] if spec.include else []),
              f"--cache-dir={packages}", spec.suite, rootfs]
             + ([spec.mirror] if spec.mirror else []))
 
@@ -275,11 +280,13 @@ class OnDemand:
     variant: str
     compression: str
     work_root: Path
+    include: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings) -> OnDemand:
         return cls(auto=settings.bootstrap.auto, mirror=settings.bootstrap.mirror, variant=settings.bootstrap.variant,
-                   compression=settings.build.compression, work_root=settings.paths.cache_dir / BOOTSTRAP_DIR)
+                   compression=settings.build.compression, work_root=settings.paths.cache_dir / BOOTSTRAP_DIR,
+                   include=validation.debian_packages(settings.bootstrap.include))
 
 
 def _held(info: dict) -> tuple[str, ...]:
@@ -320,7 +327,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
                 + "".join(f" --platform {name}" for name in platforms_wanted) + "`.")
         spec = OsImageSpec(suite=info["Config"]["Labels"][LABEL_PREFIX + "suite"], name=reference,
                            mirror=on_demand.mirror, variant=on_demand.variant, compression=on_demand.compression,
-                           platforms=platforms_wanted)
+                           platforms=platforms_wanted, include=on_demand.include)
         bootstrap_os_image(spec, client, on_demand.work_root)
         return _made(client, reference)
     suite = suite_of(reference)
@@ -341,7 +348,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
             " debian:<suite> and ubuntu:<suite> images are made offline."
         )
     spec = OsImageSpec(suite=suite, name=reference, mirror=on_demand.mirror, variant=on_demand.variant,
-                       compression=on_demand.compression, platforms=platforms_wanted)
+                       compression=on_demand.compression, platforms=platforms_wanted, include=on_demand.include)
     if not on_demand.auto:  # said first: whether this host's debootstrap could make it does not matter then
         raise ConfigurationError(
             f"Base image {reference!r} ({flag}) does not exist on this engine and could not be pulled"

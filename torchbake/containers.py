@@ -10,6 +10,7 @@ prints and a real run executes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
@@ -20,12 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__, command, gpu_check, output, validation
+from . import __version__, command, gpu_check, output, platforms, validation
 from .accelerators import Accelerator
 from .accelerators import bundled as accelerators_declared
 from .devices import DeviceAccess, HostDevices, device_access
 from .engine import DockerClient, engine_is_local
-from .errors import ConfigurationError, ContainerError, ImageNotFoundError
+from .errors import ConfigurationError, ContainerError, EngineError, ImageNotFoundError
 from .manifest import recent_builds
 from .settings import Settings
 
@@ -127,6 +128,7 @@ class RunRequest:
     device_profile: str
     shell: str
     network: str
+    platform: str  # "" = this host's
     command: str
     remove: bool
     replace: bool
@@ -153,6 +155,7 @@ class RunRequest:
         return cls(image=image, name=options.name, shm_size=options.shm_size, privileged=options.privileged,
                    env=env, mounts=mounts, workdir=options.workdir, device_profile=options.device_profile,
                    shell=options.shell, network=options.network, accelerators=settings.accelerators,
+                   platform=platforms.parse(options.platform).name if options.platform else "",
                    gpu_check=options.gpu_check, **fields)
 
 
@@ -172,9 +175,11 @@ class ContainerSpec:
     mounts: tuple[Mount, ...]
     workdir: str
     network: str
+    platform: str = ""
 
     def flags(self) -> list[str]:
         flags = ["--name", self.name, "--hostname", self.hostname]
+        flags += ["--platform", self.platform] if self.platform else []
         for key, value in self.labels.items():
             flags += ["--label", f"{key}={value}"]
         flags += ["--shm-size", format_size(self.shm)]
@@ -200,6 +205,7 @@ class ContainerSpec:
                 "mounts": [{"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.read_only}
                            for m in self.mounts] or None}
         return {"name": self.name, "hostname": self.hostname, "labels": dict(self.labels), "entrypoint": [self.shell],
+                **({"platform": self.platform} if self.platform else {}),
                 "environment": {**self.devices.env, **self.env} or None, "working_dir": self.workdir or None,
                 "host_config": host}
 
@@ -265,7 +271,7 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
               "torchbake.version": __version__}
     container = ContainerSpec(image=request.image, name=name, shell=request.shell, labels=labels, shm=shm,
                               privileged=request.privileged, devices=devices, env=request.env, mounts=request.mounts,
-                              workdir=request.workdir, network=request.network)
+                              workdir=request.workdir, network=request.network, platform=request.platform)
     shell_args = (request.shell, "-c", request.command) if request.command else (request.shell,)
     session = Session(binary, name, profile, (), container, shell_args, request.interactive, request.forward_stdin,
                       exec_env=request.env, exec_workdir=request.workdir)
@@ -356,6 +362,11 @@ def _reuse_problem(request: RunRequest, existing: Mapping[str, Any], *, image_id
 def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     """Check everything against the engine and the host, then plan; nothing is created here."""
     client.check_engine()
+    foreign = platforms.parse(request.platform) if request.platform else None
+    if foreign == platforms.host():
+        foreign = None
+    if foreign is not None and (why := platforms.why_not_here(foreign)):
+        raise ContainerError(f"Cannot run {foreign.name} containers on this {platforms.host().machine} host: {why}.")
     image = client.inspect_image(request.image)
     if image is None:
         raise ImageNotFoundError(request.image)
@@ -376,7 +387,10 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     if request.gpu_check and check in ("nvidia", "rocm") and engine_is_local():  # the host's GPUs are the engine's
         for note in gpu_check.before_run(check, request.image, labels, gpu_check.host_gpus(check)):
             output.channel().say(note)
-    name = request.name or default_name(request.image)
+    name = request.name or default_name(request.image) + (foreign.suffix if foreign else "")
+    if foreign is not None:
+        output.channel().say(f"torchbake: {foreign.name} on this {platforms.host().machine} host runs emulated (QEMU):"
+                             " several times slower than natively.")
     if request.remove and not request.name:
         name = f"{name}-{secrets.token_hex(3)}"
     existing = client.inspect_container(name)
@@ -394,14 +408,16 @@ def run_session(client: DockerClient, session: Session) -> int:
     if session.start:
         client.start_container(session.name)
     if session.create:  # kept running by its shell on a terminal of its own, as `docker run -dit`
-        client.start_container(client.create_container(session.container.image, tty=True, stdin_open=True,
-                                                       detach=True, **session.container.create_options()))
+        with _platform_held(session.container):
+            client.start_container(client.create_container(session.container.image, tty=True, stdin_open=True,
+                                                           detach=True, **session.container.create_options()))
     if session.interactive:
         return command.run_attached(session.attached)
     command.show_command(session.attached)
     if session.throwaway:
-        created = client.create_container(session.container.image, command=list(session.shell_args[1:]),
-                                          stdin_open=session.forward_stdin, **session.container.create_options())
+        with _platform_held(session.container):
+            created = client.create_container(session.container.image, command=list(session.shell_args[1:]),
+                                              stdin_open=session.forward_stdin, **session.container.create_options())
         return client.run_streams(created, stdin=session.forward_stdin)
     if session.exec_workdir and not client.is_folder(session.name, session.exec_workdir):
         raise ConfigurationError(
@@ -410,6 +426,20 @@ def run_session(client: DockerClient, session: Session) -> int:
             " --workdir out (the image's own working folder).")
     return client.exec_streams(session.name, session.shell_args, env=session.exec_env, workdir=session.exec_workdir,
                                stdin=session.forward_stdin)
+
+
+@contextlib.contextmanager
+def _platform_held(container: ContainerSpec):
+    """The engine's "No such image" for an image that exists (prepare_session saw it) but not for
+    the --platform asked: said as such."""
+    try:
+        yield
+    except EngineError as exc:
+        if not (container.platform and "No such image" in str(exc)):
+            raise
+        raise ContainerError(f"{container.image} holds no {container.platform} image. Build one with `invoke build"
+                             f" --platform {container.platform}` (or several: --platform linux/amd64,linux/arm64),"
+                             " or leave --platform out.") from None
 
 
 def most_recent_image(client: DockerClient, log_dir: Path) -> str:

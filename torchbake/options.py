@@ -202,7 +202,7 @@ BUILD_ALL_FLAGS = (
 RUN_CONTAINER_FLAGS = (
     Flag("image", "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile); default the"
                   " image of this host's most recent successful build", positional=True),
-    *option_flags("run.name", "run.shm_size", "run.privileged", "run.gpu_check"),
+    *option_flags("run.name", "run.shm_size", "run.privileged", "run.gpu_check", "run.platform"),
     Flag("env", "KEY=VALUE for the container and this shell; repeatable, adds to [run] env", repeatable=True),
     Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
          repeatable=True),
@@ -289,7 +289,7 @@ DIFF_FLAGS = (
 BOOTSTRAP_OS_FLAGS = (
     Flag("suite", "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)", default="bookworm"),
     Flag("name", "Image to create (default torchbake/debian:<suite>)"),
-    *option_flags("bootstrap.mirror", "bootstrap.variant", "image.platforms"),
+    *option_flags("bootstrap.mirror", "bootstrap.variant", "bootstrap.include", "image.platforms"),
     Flag("force", "Make the image again even if it exists", default=SWITCH),
     DOCKER, CONFIG,
     Flag("dry_run", "Print the commands and touch nothing", default=SWITCH),

@@ -70,7 +70,8 @@ def cell_plan(cell: Cell, config_files: list[str], environ: Mapping[str, str], *
               overrides: Mapping[str, object] = {}, project: Project | None = None):  # noqa: B006 - read-only
     """The cell's plan; ``overrides`` (the command line's) apply to every cell."""
     settings = cell_settings(cell, config_files, environ, overrides=overrides, project=project)
-    return VARIANTS[cell.variant].plan(settings, python_given=True, no_cache=no_cache)
+    made = platform_builds.plans(settings, lambda s: VARIANTS[cell.variant].plan(s, python_given=True, no_cache=no_cache))
+    return made[0][1]  # a cell builds one platform (torchbake.matrix): its wheel tags are that platform's
 
 
 def predict(cell: Cell, plan, client: DockerClient) -> tuple[str, str]:

@@ -254,6 +254,11 @@ class BootstrapOptions:
                          flag="mirror")
     variant: str = option("minbase", validation.one_of(("minbase", "buildd")), decides=(),
                           help="debootstrap variant: minbase or buildd", flag="variant")
+    include: list[str] = option([], validation.debian_packages, decides=(),
+                                help="Packages debootstrap installs too (its --include), e.g. python3, python3-venv:"
+                                     " what each build would install otherwise is then installed once, when the image"
+                                     " is made (for another platform, emulated once rather than in every build)",
+                                flag="include")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -399,6 +404,9 @@ class RunOptions:
                         help="The interactive shell, and what runs --command (SHELL -c COMMAND)")
     network: str = option("", lambda v: v and validation.container_name(v), decides=(),
                           help="Network of new containers; default Docker's default bridge")
+    platform: str = option("", lambda v: v and platforms.parse(v), decides=(),
+                           help="The platform of the image to run (linux/amd64, linux/arm64, or amd64, arm64, aarch64);"
+                                " default this host's. Another machine's runs emulated by QEMU", flag="platform")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import string
 import urllib.parse
+from collections.abc import Iterable
 from pathlib import Path
 
 from .lazy import LazyModule
@@ -258,6 +259,16 @@ def one_of_or_empty(choices: tuple[str, ...], empty: str):
 def docker_binary(value: str) -> None:
     if not value:
         raise ValueError("expected 'auto' or a docker client: a name on PATH or a path")
+
+
+def debian_packages(values: Iterable[str]) -> tuple[str, ...]:
+    """Debian package names (Debian policy 5.6.7), each entry one or several comma-separated."""
+    names = tuple(name.strip() for value in values for name in str(value).split(","))
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]+", name):
+            raise ValueError(f"{name!r} is not a Debian package name (lower case letters, digits, + - .), e.g."
+                             " python3-venv")
+    return names
 
 
 def builder_name(value: str) -> None:

@@ -27,11 +27,21 @@ if ! command -v apt-get >/dev/null; then
 fi
 # shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
-# No translated descriptions (nobody reads them in a build), and no fsync per unpacked file: a
-# step that fails is thrown away whole, so dpkg's crash safety buys nothing here.
-apt-get "${APT_TRUST[@]}" -o Acquire::Languages=none update
-apt-get "${APT_TRUST[@]}" -o DPkg::Options::=--force-unsafe-io install -y --no-install-recommends "${packages[@]}"
-apt-get clean
+# Only what the base image lacks: a base made with them ([bootstrap] include) needs no mirror and,
+# for another platform's image, no emulated apt run in every build.
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -qx 'install ok installed' || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    # No translated descriptions (nobody reads them in a build), and no fsync per unpacked file: a
+    # step that fails is thrown away whole, so dpkg's crash safety buys nothing here.
+    apt-get "${APT_TRUST[@]}" -o Acquire::Languages=none update
+    apt-get "${APT_TRUST[@]}" -o DPkg::Options::=--force-unsafe-io install -y --no-install-recommends "${missing[@]}"
+    apt-get clean
+else
+    echo "torchbake: the base image has every OS package this image needs (${packages[*]})"
+fi
 if [ "${TORCHBAKE_INSTALL_CA:-0}" != 0 ] && [ -s "$TORCHBAKE_CA" ]; then
     # [downloads] ca_bundle_in_image = true: the user asked for the bundle in the trust store.
     cp "$TORCHBAKE_CA" /usr/local/share/ca-certificates/torchbake-ca-bundle.crt

@@ -4,7 +4,10 @@ built, verified and recorded on its own, then joined. The arm64 wheels are unpac
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -12,10 +15,13 @@ import filelock
 import pytest
 
 from tests.conftest import run_invoke
+from tests.support import serve_registry
 
-from .helpers import docker
+from .helpers import docker, listing
 
 MULTI_BASE = "torchbake-test/debian:bookworm-multi"  # made once per engine, kept between runs (as SHARED_BASE)
+# Made with every OS package a release image needs: the arm64 build runs no emulated apt step.
+RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
 NUMPY = "numpy==2.4.6"
 
 
@@ -25,9 +31,9 @@ def multi_base(run_id, tb_env):
     name = f"torchbake-test/debian:bookworm-multi-{run_id}"
     with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-multi-base.lock"):
         labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", MULTI_BASE, check=False).stdout
-        if "linux/amd64,linux/arm64" not in labels:
-            result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", MULTI_BASE,
-                                "--platform", "arm64,amd64", env=tb_env)
+        if "linux/amd64,linux/arm64" not in labels or RUNTIME_PACKAGES not in labels:
+            result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", MULTI_BASE, "--force",
+                                "--platform", "arm64,amd64", "--include", RUNTIME_PACKAGES, env=tb_env)
             assert result.returncode == 0, result.stdout + result.stderr
             assert f"Created {MULTI_BASE}" in result.stdout
         docker("tag", MULTI_BASE, name)
@@ -36,12 +42,18 @@ def multi_base(run_id, tb_env):
 
 
 @pytest.fixture(scope="module")
-def two_platform_image(multi_base, tiny_torch, run_id, tb_env, tmp_path_factory):
-    """torchbake-test/platforms:RUN for both platforms, and the build's output."""
+def numpy_profile(tiny_torch, tmp_path_factory) -> Path:
+    """The release profile "tiny": the stand-in torch and the real numpy wheels (one per machine)."""
     profile = tmp_path_factory.mktemp("platforms") / "tiny.toml"
     profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["{NUMPY}"]\n'
                        '[build]\nvariant = "release"\n')
-    args = ("build", "--config", str(profile), "--name", "torchbake-test/platforms", "--tag", run_id,
+    return profile
+
+
+@pytest.fixture(scope="module")
+def two_platform_image(multi_base, numpy_profile, run_id, tb_env):
+    """torchbake-test/platforms:RUN for both platforms, and the build's output."""
+    args = ("build", "--config", str(numpy_profile), "--name", "torchbake-test/platforms", "--tag", run_id,
             "--base-img", multi_base, "--platform", "linux/amd64,aarch64")
     result = run_invoke(*args, env=tb_env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -100,3 +112,108 @@ def test_a_platform_torchbake_does_not_build_is_refused_before_any_work(typed, t
     assert result.returncode == 2
     assert f"{typed!r} is not a platform torchbake builds; accepted: linux/amd64" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.fixture(scope="module")
+def pushed_nightly(multi_base, numpy_profile, two_platform_image, run_id, tb_env, tmp_path_factory):
+    """`invoke build-all --push` of a matrix for both platforms into a real local registry: (the
+    registry host, the matrix file, the JSON report, the run's output). Its steps are those of
+    two_platform_image's build: the engine's layer cache serves the emulated ones."""
+    folder = tmp_path_factory.mktemp("pushed-nightly")
+    with serve_registry(folder) as host:
+        matrix = folder / "nightly.toml"
+        matrix.write_text(f'[matrix]\nprofiles = ["{numpy_profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
+                          f'platforms = ["linux/arm64", "amd64"]\nregistry = "{host}/team"\n'
+                          f'name = "{{registry}}torchbake-test/nightly-mp"\ntag = "{{variant}}-py{{py}}-{run_id}"\n'
+                          f'[matrix.options.release]\n"image.base" = "{multi_base}"\n')
+        result = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(folder / "first.json"),
+                            env=tb_env)
+        assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+        yield host, matrix, json.loads((folder / "first.json").read_text()), result
+    for ref in listing("images", "--format", "{{.Repository}}:{{.Tag}}").split():
+        if "torchbake-test/nightly-mp" in ref and run_id in ref:
+            docker("image", "rm", "--force", ref, check=False)
+
+
+def _skopeo(*reference: str) -> str:
+    return subprocess.run(["skopeo", "--override-os", "linux", "inspect", "--raw", "--tls-verify=false", *reference],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attestations(pushed_nightly, run_id, tmp_path):
+    host, _, report, result = pushed_nightly
+    cells = {cell["id"]: cell for cell in report["cells"]}
+    assert list(cells) == ["tiny-release-py311-amd64", "tiny-release-py311-arm64", "tiny-release-py311"]
+    assert {cells[c]["status"] for c in list(cells)[:2]} <= {"built", "unchanged", "retagged"}
+    assert cells["tiny-release-py311"]["status"] == "joined"
+    repo = f"{host}/team/torchbake-test/nightly-mp"
+    tag = f"{repo}:release-py311-{run_id}"
+    raw = _skopeo(f"docker://{tag}")
+    index = json.loads(raw)
+    assert index["mediaType"] == "application/vnd.oci.image.index.v1+json"
+    assert [(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]] == [
+        ("amd64", cells["tiny-release-py311-amd64"]["digest"]), ("arm64", cells["tiny-release-py311-arm64"]["digest"])]
+    digest = "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+    # the registry's index is the very index this engine joined: one tag digest wherever it is joined
+    assert cells["tiny-release-py311"]["digest"] == digest == cells["tiny-release-py311"]["image_id"]
+    assert docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip() == digest
+    for arch, machine, other in (("amd64", "x86_64", "aarch64"), ("arm64", "aarch64", "x86_64")):
+        manifest = cells[f"tiny-release-py311-{arch}"]["digest"]
+        referrers = json.loads(_skopeo(f"docker://{repo}:{manifest.replace(':', '-')}"))  # the referrers tag schema
+        assert sorted(m["artifactType"] for m in referrers["manifests"]) == [
+            "application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.in-toto+json"]
+        provenance = next(m for m in referrers["manifests"] if m["artifactType"] == "application/vnd.in-toto+json")
+        artifact = json.loads(_skopeo(f"docker://{repo}@{provenance['digest']}"))
+        assert artifact["subject"]["digest"] == manifest
+        copied = tmp_path / arch
+        subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false", f"docker://{repo}@{provenance['digest']}",
+                        f"dir:{copied}"], check=True)
+        statement = (copied / artifact["layers"][0]["digest"].split(":")[1]).read_text()
+        numpy_wheels = set(re.findall(r"numpy-[^\"/]+\.whl", statement))  # its own numpy wheel, no other
+        assert numpy_wheels and all(wheel.endswith(f"_{machine}.whl") for wheel in numpy_wheels), numpy_wheels
+        assert other not in " ".join(numpy_wheels)
+    assert "tiny-release-py311-arm64" in result.stdout.split("build-all")[-1]  # the summary table
+
+
+def test_a_second_night_finds_every_platform_unchanged_and_the_same_tag(pushed_nightly, tb_env, tmp_path):
+    _, matrix, first, _ = pushed_nightly
+    again = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(tmp_path / "again.json"),
+                       env=tb_env)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-5000:]
+    cells = {cell["id"]: cell for cell in json.loads((tmp_path / "again.json").read_text())["cells"]}
+    assert cells["tiny-release-py311-amd64"]["status"] == cells["tiny-release-py311-arm64"]["status"] == "unchanged"
+    joined = cells["tiny-release-py311"]
+    assert (joined["status"], joined["digest"]) == ("joined", first["cells"][-1]["digest"])
+    assert joined["reason"].endswith("in the registry (unchanged)")
+
+
+def test_native_runners_push_their_platform_and_a_last_job_joins_without_building(pushed_nightly, tb_env, tmp_path):
+    host, matrix, first, _ = pushed_nightly
+    emitted = json.loads(run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", env=tb_env).stdout)
+    assert [(e["platform"], e["runs-on"], e["cells"]) for e in emitted["include"]] == [
+        ("linux/amd64", "ubuntu-24.04", "tiny-release-py311-amd64"),
+        ("linux/arm64", "ubuntu-24.04-arm", "tiny-release-py311-arm64")]
+    arm_only = run_invoke("build-all", "--config", str(matrix), "--platform", "aarch64", "--report",
+                          str(tmp_path / "arm.json"), env=tb_env)
+    assert arm_only.returncode == 0, arm_only.stdout + arm_only.stderr
+    assert [c["id"] for c in json.loads((tmp_path / "arm.json").read_text())["cells"]] == ["tiny-release-py311-arm64"]
+    joined = run_invoke("build-all", "--config", str(matrix), "--join-only", "--report", str(tmp_path / "join.json"),
+                        env=tb_env)
+    assert joined.returncode == 0, joined.stdout + joined.stderr
+    (only,) = json.loads((tmp_path / "join.json").read_text())["cells"]
+    assert (only["id"], only["status"], only["digest"]) == ("tiny-release-py311", "joined", first["cells"][-1]["digest"])
+    assert "Building" not in joined.stdout and "Joining" not in joined.stdout  # no build, no engine join
+
+
+def test_run_container_runs_the_platform_asked_for_and_names_one_the_image_lacks(two_platform_image, tb_env):
+    name, _, _ = two_platform_image
+    code = "python -c 'import platform; print(platform.machine())'"
+    ran = run_invoke("run-container", name, "--platform", "aarch64", "--rm", "--command", code, env=tb_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.strip() == "aarch64"
+    assert "--platform linux/arm64" in ran.stderr and "runs emulated (QEMU)" in ran.stderr
+    host = run_invoke("run-container", name, "--rm", "--command", code, env=tb_env)
+    assert host.stdout.strip() == "x86_64", host.stdout + host.stderr  # default: this host's platform
+    lacking = run_invoke("run-container", f"{name}-amd64", "--platform", "arm64", "--rm", "--command", code, env=tb_env)
+    assert lacking.returncode == 8, lacking.stdout + lacking.stderr
+    assert f"{name}-amd64 holds no linux/arm64 image. Build one with `invoke build --platform linux/arm64`" in lacking.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from .. import platforms
+from .. import platforms, validation
 from ..cli import check_folders, docker_client, reports_errors, resolve_config
 from ..lazy import LazyModule
 from ..options import BOOTSTRAP_OS_FLAGS, flag_task, overrides
@@ -23,7 +23,8 @@ def bootstrap_os(c, **given):
     spec = base_os.OsImageSpec(suite=suite, name=given["name"] or f"torchbake/debian:{suite}",
                                mirror=settings.bootstrap.mirror, variant=settings.bootstrap.variant,
                                force=given["force"], compression=settings.build.compression,
-                               platforms=tuple(p.name for p in platforms.parse_all(settings.image.platforms)))
+                               platforms=tuple(p.name for p in platforms.parse_all(settings.image.platforms)),
+                               include=validation.debian_packages(settings.bootstrap.include))
     check_folders(settings, create=not given["dry_run"])
     client = docker_client(settings)
     base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / base_os.BOOTSTRAP_DIR, dry_run=given["dry_run"])
