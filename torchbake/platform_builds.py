@@ -32,11 +32,13 @@ def per_platform(settings: Settings) -> list[tuple[Platform | None, Settings]]:
     if not wanted:
         return [(None, settings)]
     several = len(wanted) > 1
+    arch_lists = {platforms.parse(name): text for name, text in settings.accelerator.platform_arch_lists.items()}
     return [(platform, config.build_settings({
         **settings.values,
         "image.platforms": [platform.name],
         "wheels.platforms": platforms.wheel_tags_for(platform, settings.wheels.platforms),
         "image.tag": settings.image.tag + (platform.suffix if several else ""),
+        "accelerator.torch_cuda_arch_list": arch_lists.get(platform, settings.accelerator.torch_cuda_arch_list),
     }, settings.accelerators)) for platform in wanted]
 
 

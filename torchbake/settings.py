@@ -198,6 +198,11 @@ class AcceleratorOptions:
                                " in labels; selects verify checks)")
     torch_cuda_arch_list: str = option("", validation.cuda_arch_list, decides=EVERY_IMAGE,
                                        help="TORCH_CUDA_ARCH_LIST, kept as ENV in the image and checked by verify")
+    platform_arch_lists: Mapping[str, str] = option({}, validation.platform_arch_lists, decides=EVERY_IMAGE,
+                                                    help="TORCH_CUDA_ARCH_LIST of another platform's image, where its"
+                                                         " torch wheel was built for other GPUs, e.g. {"
+                                                         ' "linux/arm64" = "8.0;9.0;10.0;11.0;12.0+PTX" } (PyTorch\'s'
+                                                         " CUDA 13 aarch64 wheels)")
     pytorch_rocm_arch: str = option("", validation.rocm_arch, decides=EVERY_IMAGE,
                                     help="PYTORCH_ROCM_ARCH, kept as ENV in the image")
 

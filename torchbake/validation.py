@@ -9,6 +9,7 @@ import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import platforms
 from .lazy import LazyModule
 
 packaging_requirements = LazyModule("packaging.requirements")  # read when a requirement is checked
@@ -219,6 +220,14 @@ def _fragment(url: str) -> None:
 def cuda_arch_list(value: str) -> None:
     if value and not all(_ARCH_RE.match(a) for a in value.replace(" ", ";").split(";") if a):
         raise ValueError("expected compute capabilities separated by ';', e.g. '7.5;8.0;8.6;8.9;9.0+PTX'")
+
+
+def platform_arch_lists(value: dict[str, str]) -> None:
+    """[accelerator] platform_arch_lists: platform → TORCH_CUDA_ARCH_LIST (a table of strings: the
+    option's type, checked before)."""
+    for name, arch_list in value.items():
+        platforms.parse(name)
+        cuda_arch_list(arch_list)
 
 
 def rocm_arch(value: str) -> None:

@@ -142,3 +142,22 @@ def test_a_compatible_or_ptx_only_gpu_is_one_line_of_warning_and_a_native_one_sa
 def test_what_cannot_be_compared_is_said_not_passed():
     assert "could not be listed" in gpu_check.before_run("nvidia", "x:1", {"torchbake.cuda-arch-list": "9.0"}, None)[0]
     assert "records no arch list" in gpu_check.before_run("nvidia", "x:1", {}, [gpu_check.HostGpu("H100", "9.0")])[0]
+
+
+# PyTorch's CUDA 13.0 aarch64 (SBSA) wheels: TORCH_CUDA_ARCH_LIST "8.0;9.0;10.0;11.0;12.0+PTX"
+# (pytorch .ci/aarch64_linux/aarch64_wheel_ci_build.py's CUDA 13 list), as get_arch_list() says it.
+CU130_AARCH64 = ["sm_80", "sm_90", "sm_100", "sm_110", "sm_120", "compute_120"]
+
+
+@pytest.mark.parametrize(("gpu", "capability", "verdict", "runs"), [
+    ("NVIDIA GH200 480GB", (9, 0), NATIVE, "sm_90"),  # Grace Hopper
+    ("NVIDIA GB200", (10, 0), NATIVE, "sm_100"),  # Grace Blackwell
+    ("NVIDIA GB300", (10, 3), COMPATIBLE, "sm_100"),  # Blackwell Ultra
+    ("NVIDIA GB10", (12, 1), COMPATIBLE, "sm_120"),  # DGX Spark
+    ("NVIDIA Thor", (11, 0), NATIVE, "sm_110"),  # Jetson AGX Thor (CUDA 13 numbers it 11.0; CUDA 12.8/12.9 said 10.1)
+    ("Orin", (8, 7), COMPATIBLE, "sm_80"),  # Jetson AGX Orin
+])
+def test_the_arm64_gpus_against_the_aarch64_cu130_wheel(gpu, capability, verdict, runs):
+    judged = judge_cuda(gpu, capability, CU130_AARCH64)
+    assert (judged.verdict, judged.passed) == (verdict, True)
+    assert runs in judged.detail

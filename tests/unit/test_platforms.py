@@ -154,3 +154,22 @@ def test_the_registry_join_writes_the_index_buildkit_writes_byte_for_byte():
 def test_plans_say_where_each_platform_builds(monkeypatch, name, builder, wheels, says):
     monkeypatch.setattr(platforms, "host", lambda: platforms.parse("amd64"))
     assert says in platforms.how_built(name, builder, from_wheels=wheels)
+
+
+def test_each_platform_gets_the_arch_list_its_torch_wheel_was_built_with():
+    settings = _settings(**{"image.platforms": ["amd64", "arm64"], "wheels.torch": "torch==2.13.0",
+                            "accelerator.torch_cuda_arch_list": "7.5;8.0;9.0",
+                            "accelerator.platform_arch_lists": {"aarch64": "8.0;9.0;10.0;11.0;12.0+PTX"}})
+    assert [(p.name, s.accelerator.torch_cuda_arch_list) for p, s in platform_builds.per_platform(settings)] == [
+        ("linux/amd64", "7.5;8.0;9.0"), ("linux/arm64", "8.0;9.0;10.0;11.0;12.0+PTX")]
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ({"linux/s390x": "9.0"}, "'linux/s390x' is not a platform torchbake builds"),
+    ({"arm64": "sm_90"}, "expected compute capabilities"),
+    ("9.0", "has the wrong type; expected a table of strings"),
+])
+def test_bad_platform_arch_lists_are_refused_naming_the_value(value, said):
+    with pytest.raises(ConfigurationError) as info:
+        _settings(**{"accelerator.platform_arch_lists": value})
+    assert said in str(info.value) and "accelerator.platform_arch_lists" in str(info.value)

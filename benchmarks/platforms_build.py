@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Benchmark: an arm64 release image built on this amd64 host, against the amd64 one and against
+a naive emulated build of the same wheels.
+
+Side by side in one run, on this engine, from one base image holding both platforms (made once by
+`invoke bootstrap-os --platform amd64,arm64 --include <the OS packages a release needs>`: its
+emulated cost is paid there, once, and reported), each with --no-cache so that every step runs:
+
+  amd64   `invoke build --platform linux/amd64`: wheels, OS step, verify, all native
+  arm64   `invoke build --platform linux/arm64`: the wheels unpacked on this machine (the
+          installer stage runs on the build platform), the venv and verify emulated by QEMU
+  naive   `docker buildx build --platform linux/arm64` of a Dockerfile that creates the venv and
+          `pip install`s the same aarch64 wheels from a folder, all under QEMU (what a team
+          without torchbake writes)
+
+The wheels: a stand-in torch (the real aarch64 torch 2.13.0 wheel is a CUDA build whose
+dependencies do not install here) and the real numpy and scipy wheels of each machine, resolved
+on the host (no index is asked inside a build).
+
+Prints each round's seconds, the medians and the ratios arm64/amd64 and arm64/naive (goals: at
+most 1.5 and 0.25). Images it makes are removed; the base image is kept for the next run.
+Usage: .venv/bin/python benchmarks/platforms_build.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = "/usr/bin/docker"
+BASE = "torchbake-bench/debian:bookworm-multi"
+NAME = "torchbake-bench/platforms"
+RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
+COMPANIONS = ("numpy==2.4.6", "scipy==1.17.1")
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+
+
+def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=os.environ, **kwargs)
+    if result.returncode != 0:
+        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+    return result
+
+
+def timed(argv: list[str], **kwargs) -> float:
+    started = time.monotonic()
+    run(argv, **kwargs)
+    return time.monotonic() - started
+
+
+def stand_in_torch(folder: Path) -> Path:
+    """A real wheel of a stand-in torch 2.13.0 (what verify reads: its version, torch.cuda)."""
+    wheel = folder / "torch-2.13.0+bench-py3-none-any.whl"
+    files = {"torch/__init__.py": "__version__ = '2.13.0+bench'\nfrom . import cuda, version\n",
+             "torch/version.py": "__version__ = '2.13.0+bench'\ncuda = None\nhip = None\ngit_version = 'bench'\n",
+             "torch/cuda.py": "def is_available():\n    return False\n\n\ndef get_arch_list():\n    return []\n"}
+    info = "torch-2.13.0+bench.dist-info"
+    files[f"{info}/METADATA"] = "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+bench\n"
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+def ensure_base() -> float:
+    """The two-platform base with the OS packages in it: its making's seconds (0 when kept)."""
+    labels = subprocess.run([DOCKER, "image", "inspect", "--format", "{{json .Config.Labels}}", BASE],
+                            capture_output=True, text=True).stdout
+    if "linux/amd64,linux/arm64" in labels and RUNTIME_PACKAGES in labels:
+        return 0.0
+    return timed([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE, "--force",
+                  "--platform", "amd64,arm64", "--include", RUNTIME_PACKAGES])
+
+
+def naive_context(folder: Path, torch: Path) -> Path:
+    """A Dockerfile that installs the aarch64 wheels with pip inside the emulated image."""
+    context = folder / "naive"
+    wheels = context / "wheels"
+    wheels.mkdir(parents=True)
+    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--platform",
+         "manylinux_2_28_aarch64", "--python-version", "3.11", "--dest", str(wheels), *COMPANIONS])
+    (wheels / torch.name).write_bytes(torch.read_bytes())
+    (context / "Dockerfile").write_text(
+        f"FROM {BASE}\nCOPY wheels /tmp/wheels\n"
+        "RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-index --find-links /tmp/wheels"
+        f" torch {' '.join(COMPANIONS)} && /opt/venv/bin/python -c 'import numpy, scipy, torch'\n")
+    return context
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    made = ensure_base()
+    print(f"base {BASE} (amd64 + arm64, {RUNTIME_PACKAGES}): {'kept' if not made else f'made in {made:.0f} s'}")
+    seconds: dict[str, list[float]] = {"amd64": [], "arm64": [], "naive": []}
+    with tempfile.TemporaryDirectory(prefix="torchbake-bench-platforms-") as folder:
+        torch = stand_in_torch(Path(folder))
+        profile = Path(folder) / "bench.toml"
+        profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{torch}"\nextra = {list(COMPANIONS)!r}\n'
+                           '[build]\nvariant = "release"\n'.replace("'", '"'))
+        context = naive_context(Path(folder), torch)
+        try:
+            for round_number in range(1, args.rounds + 1):
+                for arch in ("amd64", "arm64"):
+                    seconds[arch].append(timed([*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag",
+                                                arch, "--base-img", BASE, "--platform", f"linux/{arch}", "--force",
+                                                "--no-cache"]))
+                seconds["naive"].append(timed([DOCKER, "buildx", "build", "--no-cache", "--platform", "linux/arm64",
+                                               "--progress=plain", "--tag", f"{NAME}:naive", str(context)]))
+                print(f"round {round_number}: " + ", ".join(f"{kind} {values[-1]:.1f} s" for kind, values in seconds.items()))
+        finally:
+            for tag in ("amd64", "arm64", "naive"):
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True)
+    median = {kind: statistics.median(values) for kind, values in seconds.items()}
+    print(f"median seconds: amd64 {median['amd64']:.1f}, arm64 {median['arm64']:.1f}, naive emulated {median['naive']:.1f}")
+    print(f"arm64 / amd64 = {median['arm64'] / median['amd64']:.2f} (goal <= 1.5);"
+          f" arm64 / naive emulated = {median['arm64'] / median['naive']:.2f} (goal <= 0.25)")
+
+
+if __name__ == "__main__":
+    main()
