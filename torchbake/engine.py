@@ -268,15 +268,23 @@ INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", 
                     "StopSignal", "OnBuild", "Healthcheck")
 
 
-def content_id(info: Mapping[str, Any]) -> str:
+def content_id(info: Mapping[str, Any], platform: str = "") -> str:
     """An image's identity by content, the same on every engine and in a registry: its layers'
     diff ids and the config its children inherit, from ``docker image inspect`` or the config
     blob. An image id is not: it is the config's digest on one image store and the manifest's
-    on the containerd store, and the config holds engine-local facts (its build's history)."""
+    on the containerd store, and the config holds engine-local facts (its build's history).
+
+    ``platform``: the image is a FROM image of that platform's build. An engine inspects a
+    multi-platform image as its own platform's, so where the inspected architecture is another,
+    the image's id (on the containerd store the index's digest, which names every platform's
+    manifest) stands beside it: a change to any platform's image counts."""
     config = info.get("Config") or {}
     material = {"layers": list((info.get("RootFS") or {}).get("Layers") or []),
                 "config": {key: config.get(key) or None for key in INHERITED_CONFIG}}
-    return "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    identity = "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+    if platform and platform.split("/")[1] != info.get("Architecture", platform.split("/")[1]):
+        return f"{identity}+{info.get('Id', '')}"
+    return identity
 
 
 def _relay(attached: Any, stdin: bool) -> None:

@@ -177,7 +177,7 @@ class MatrixRun:
                     continue
                 size = int((self.client.inspect_image(image_id) or {}).get("Size", 0))
                 try:
-                    digest = self._push(cell, input_hash) if self.push else ""
+                    digest = self._push(cell, input_hash, log_path(self.log_dir, cell.id)) if self.push else ""
                 except FatalError as exc:
                     self._finish(cell.id, Status.FAILED, str(exc).splitlines()[0], error=str(exc).splitlines()[0],
                                  exit_code=exc.exit_code)

@@ -187,3 +187,64 @@ def test_a_rebuilt_cell_says_what_changed_against_the_image_its_tag_held(monkeyp
     reported = json.loads((tmp_path / "r.json").read_text())["cells"][0]
     assert reported["diff"]["changes"][0]["name"] == "vendor-ext"
     assert reported["gpu_checks"] == gpus  # the GPU rows of the cell's verify, when it ran them
+
+
+def test_an_unchanged_cell_is_pushed_with_its_own_log(monkeypatch, tmp_path):
+    """A cell this engine already holds with its inputs is still pushed (--push), into a log of its own."""
+    monkeypatch.setattr(runner.MatrixRun, "_quick_check", lambda self, cell: (Status.UNCHANGED, "sha256:" + "2" * 64, "h"))
+    pushed = []
+    monkeypatch.setattr(runner, "publish", lambda plan, client, input_hash, log, progress: pushed.append((plan, log))
+                        or "sha256:" + "3" * 64)
+
+    class Client:
+        def inspect_image(self, ref):
+            return {"Size": 1}
+
+    run = runner.MatrixRun(CELLS[2:], {c.id: c.id for c in CELLS}, client=Client(),
+                           channel=output.Channel(Console(file=io.StringIO())), log_dir=tmp_path, push=True)
+    results = run.run()
+    assert {r.status for r in results.values()} == {"unchanged"}
+    assert [plan for plan, _ in pushed] == ["b-release", "c-release"]
+    assert all(log.parent == tmp_path and log.name.startswith(plan) for plan, log in pushed)
+    assert results["b-release"].digest == "sha256:" + "3" * 64
+
+
+def _platform_cells() -> list[Cell]:
+    return [Cell(id=f"p-release-py311-{arch}", profile="p", variant="release", python="3.11",
+                 image=f"r.example/x:t-{arch}", config_files=(), platform=f"linux/{arch}", joined="r.example/x:t",
+                 joins=("linux/amd64", "linux/arm64")) for arch in ("amd64", "arm64")]
+
+
+def test_an_images_platforms_are_joined_after_they_are_built_and_a_failed_one_blocks_the_join(monkeypatch, tmp_path):
+    joined = []
+    monkeypatch.setattr(runner.platform_builds, "join", lambda client, target, images, compression, log:
+                        joined.append((target, [(p.name, image) for p, image in images])))
+
+    class Plan:
+        class build_options:
+            compression = "zstd"
+
+    def fake_build(plan, client, *, skip_unchanged, log_file, publish):
+        if plan == "broken":
+            raise BuildError("broke")
+        return BuildResult(image="i", image_id="sha256:" + "1" * 64, size_bytes=1, log_file=log_file, input_hash="h",
+                           seconds=1.0, status=Status.BUILT, reason="new")
+
+    monkeypatch.setattr(runner, "build_image", fake_build)
+
+    class Client:
+        def inspect_image(self, ref):
+            return {"Id": "sha256:" + "9" * 64} if ref == "r.example/x:t" else None
+
+    cells = _platform_cells()
+    channel = output.Channel(Console(file=io.StringIO()))
+    results = runner.MatrixRun(cells, {c.id: Plan() for c in cells}, client=Client(), channel=channel,
+                               log_dir=tmp_path).run()
+    assert list(results) == ["p-release-py311-amd64", "p-release-py311-arm64", "p-release-py311"]
+    assert (results["p-release-py311"].status, results["p-release-py311"].image_id) == ("joined", "sha256:" + "9" * 64)
+    assert joined == [("r.example/x:t", [("linux/amd64", "r.example/x:t-amd64"), ("linux/arm64", "r.example/x:t-arm64")])]
+    plans = {cells[0].id: Plan(), cells[1].id: "broken"}
+    results = runner.MatrixRun(cells, plans, client=Client(), channel=channel, log_dir=tmp_path).run()
+    assert (results["p-release-py311"].status, results["p-release-py311"].reason) == (
+        "blocked", "p-release-py311-arm64 did not build")
+    assert len(joined) == 1 and runner.exit_status(results) == 1

@@ -408,5 +408,6 @@ def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] |
             f" (docker/ubuntu/) support {', '.join(supported)}."
         )
     check_os_python(plan, os_release)
-    return Preflight(base_id=content_id(base), base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
+    return Preflight(base_id=content_id(base, plan.platform),
+                     base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
                      python_version=plan.python_version, source_commits=source_commits or {})
