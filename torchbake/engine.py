@@ -277,14 +277,13 @@ def content_id(info: Mapping[str, Any], platform: str = "") -> str:
     ``platform``: the image is a FROM image of that platform's build. An engine inspects a
     multi-platform image as its own platform's, so where the inspected architecture is another,
     the image's id (on the containerd store the index's digest, which names every platform's
-    manifest) stands beside it: a change to any platform's image counts."""
+    manifest) counts too: a change to any platform's image changes it."""
     config = info.get("Config") or {}
     material = {"layers": list((info.get("RootFS") or {}).get("Layers") or []),
                 "config": {key: config.get(key) or None for key in INHERITED_CONFIG}}
-    identity = "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
     if platform and platform.split("/")[1] != info.get("Architecture", platform.split("/")[1]):
-        return f"{identity}+{info.get('Id', '')}"
-    return identity
+        material["image"] = info.get("Id", "")
+    return "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
 def _relay(attached: Any, stdin: bool) -> None:

@@ -173,3 +173,16 @@ def test_bad_platform_arch_lists_are_refused_naming_the_value(value, said):
     with pytest.raises(ConfigurationError) as info:
         _settings(**{"accelerator.platform_arch_lists": value})
     assert said in str(info.value) and "accelerator.platform_arch_lists" in str(info.value)
+
+
+def test_a_multi_platform_from_image_counts_by_its_index_for_the_other_platforms_build():
+    """The engine inspects a two-platform image as its own platform's: the other platform's
+    build counts the index digest too, so a change to that platform's image changes its inputs."""
+    from torchbake.engine import content_id
+    inspected = {"Id": "sha256:" + "a" * 64, "Architecture": "amd64", "RootFS": {"Layers": ["sha256:" + "1" * 64]},
+                 "Config": {"Env": ["PATH=/usr/bin"]}}
+    own = content_id(inspected, "linux/amd64")
+    assert own == content_id(inspected) == content_id({**inspected, "Id": "sha256:" + "b" * 64}, "linux/amd64")
+    other = content_id(inspected, "linux/arm64")
+    assert other != own and other.startswith("sha256:") and len(other) == 71
+    assert content_id({**inspected, "Id": "sha256:" + "b" * 64}, "linux/arm64") != other
