@@ -29,9 +29,11 @@ fi
 . "$(dirname "$0")/trust.sh"
 # Only what the base image lacks: a base made with them ([bootstrap] include) needs no mirror and,
 # for another platform's image, no emulated apt run in every build.
+# (one dpkg-query for them all: for another platform's image every process starts under QEMU)
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null || true)
 missing=()
 for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -qx 'install ok installed' || missing+=("$package")
+    [[ $'\n'"$installed"$'\n' == *$'\n'"$package install ok installed"$'\n'* ]] || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     # No translated descriptions (nobody reads them in a build), and no fsync per unpacked file: a

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the image's Python environment as a venv.
 # Usage: install_python.sh VERSION PROVIDER SOURCE_DIR VENV [UV_DIR]
+# A VENV that exists (copied from the build platform's stage) is kept as it is.
 #   os:         a venv on the OS Python, which must be VERSION
 #   standalone: SOURCE_DIR holds a python-build-standalone "install_only" tarball for VERSION
 # With TORCHBAKE_INSTALLER=uv, uv (from UV_DIR) puts pip (and setuptools before Python 3.12) into
@@ -37,6 +38,11 @@ case "$provider" in
         ;;
 esac
 
+if [ -f "$venv/pyvenv.cfg" ]; then
+    # made on the build platform (the installer stage) from the same base: nothing to run here
+    echo "torchbake: $venv was made on the build platform; $python is its Python here"
+    exit 0
+fi
 actual=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if [ "$actual" != "$version" ]; then
     echo "torchbake: $python is Python $actual, but Python $version was requested." >&2
