@@ -24,7 +24,7 @@ PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "
 
 PROBE_SCRIPT = r'''
-import contextlib, io, json, os, runpy, shutil, subprocess, sys, tempfile, zipfile
+import contextlib, io, json, os, platform, runpy, shutil, subprocess, sys, tempfile, zipfile
 import glob
 
 
@@ -46,7 +46,7 @@ def pip(*args):
     return code, captured.getvalue()
 
 
-out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0]}
+out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0], "machine": platform.machine()}
 out["env"] = {k: os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")}
 out["built"] = {}
 for path in sorted(glob.glob("/etc/torchbake/built/*.json")):
@@ -320,6 +320,10 @@ def verify_facts(client: DockerClient, image: str, expected: Expectations, *, gp
     ``gpu_checks``: the GPU rows, when asked)."""
     facts = probe(client, image, expected.extension_module)
     checks = evaluate(facts, expected)
+    engine = str(client.engine_info().get("Architecture") or "")  # the machine the checks ran on
+    if facts.get("machine") and engine:
+        how = "natively" if facts["machine"] == engine else f"emulated (QEMU) on this {engine} engine"
+        checks.insert(1, CheckResult("machine", PASS, f"{facts['machine']}, checked {how}"))
     if gpus:
         rows = gpu_checks(client, image, expected.profile, accelerator)
         checks += rows
