@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from . import output
+from . import output, platforms
 from .downloads import DownloadPolicy
 from .errors import RegistryError
 from .lazy import LazyModule
@@ -132,16 +132,13 @@ class Registry:
         client = self._client(repository)
 
         def look() -> dict | None:
-            try:
-                text, response = client.get_manifest_and_response(tag)
-            except requests.exceptions.HTTPError as exc:
-                if exc.response is not None and exc.response.status_code == 404:
-                    return None
-                raise
-            digest = response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(text.encode())
-            manifest = json.loads(text)
+            got = _manifest(client, tag)
+            if got is None:
+                return None
+            body, digest = got
+            manifest = json.loads(body)
             image = image_entry(manifest)
-            if image is not None:  # an index: the image beside its provenance attestation
+            if image is not None:  # an index: this host's platform's image (or the image beside its attestation)
                 manifest = json.loads(client.get_manifest_and_response(image["digest"])[0])
             found = {"RepoDigests": [f"{self.host}/{repository}@{digest}"], "Id": "", "Config": {}}
             if manifest.get("mediaType", MANIFEST_TYPES[0]) in MANIFEST_TYPES and "config" in manifest:
@@ -166,15 +163,11 @@ class Registry:
         client = self._client(repository)
 
         def look() -> dict | None:
-            try:
-                text, response = client.get_manifest_and_response(reference)
-            except requests.exceptions.HTTPError as exc:
-                if exc.response is not None and exc.response.status_code == 404:
-                    return None
-                raise
-            body = response.content
-            return {"mediaType": json.loads(body).get("mediaType", MANIFEST_TYPES[0]),
-                    "digest": response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(body),
+            got = _manifest(client, reference)
+            if got is None:
+                return None
+            body, digest = got
+            return {"mediaType": json.loads(body).get("mediaType", MANIFEST_TYPES[0]), "digest": digest,
                     "size": len(body)}
 
         return self._ask(f"look up {repository}:{reference}", look)
@@ -202,13 +195,27 @@ class Registry:
         return self._ask(f"tag {repository}:{source} as {target}", copy)
 
 
+def _manifest(client: dxf.DXF, reference: str) -> tuple[bytes, str] | None:
+    """The manifest ``reference`` names, as the registry serves it, and its digest; None when the
+    registry has no such manifest."""
+    try:
+        _, response = client.get_manifest_and_response(reference)
+    except requests.exceptions.HTTPError as exc:
+        if exc.response is not None and exc.response.status_code == 404:
+            return None
+        raise
+    return response.content, response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(response.content)
+
+
 def image_entry(index: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The image in an index (torchbake pushes one image, with BuildKit's provenance attestation
-    beside it, whose platform is unknown/unknown); None when ``index`` is a plain manifest."""
+    """The image of an index that a ``docker run`` here would take: this host's platform's, else
+    the first (an older push held one image beside BuildKit's provenance attestation, whose
+    platform is unknown/unknown); None when ``index`` is a plain manifest."""
     entries = [m for m in index.get("manifests") or []
                if (m.get("platform") or {}).get("os", "unknown") != "unknown"
                and not (m.get("annotations") or {}).get("vnd.docker.reference.type")]
-    return entries[0] if entries else None
+    own = [m for m in entries if m["platform"].get("architecture") == platforms.host().arch]
+    return (own or entries or [None])[0]
 
 
 def is_insecure(host: str, engine_info: Mapping[str, Any]) -> bool:

@@ -160,3 +160,17 @@ def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(t
 def test_a_bad_ccache_remote_is_rejected(bad):
     with pytest.raises(Exception, match="ccache remote storage URL"):
         settings(**{"dev.ccache_remote": bad})
+
+
+def test_an_index_of_several_platforms_is_read_as_this_hosts_image(monkeypatch):
+    from torchbake import platforms, registry
+    index = {"manifests": [
+        {"digest": "sha256:a", "platform": {"os": "linux", "architecture": "amd64"}},
+        {"digest": "sha256:b", "platform": {"os": "linux", "architecture": "arm64"}},
+        {"digest": "sha256:c", "platform": {"os": "unknown", "architecture": "unknown"}}]}
+    monkeypatch.setattr(platforms, "host", lambda: platforms.parse("aarch64"))
+    assert registry.image_entry(index)["digest"] == "sha256:b"
+    monkeypatch.setattr(platforms, "host", lambda: platforms.parse("amd64"))
+    assert registry.image_entry(index)["digest"] == "sha256:a"
+    assert registry.image_entry({"manifests": index["manifests"][1:]})["digest"] == "sha256:b"  # the one there is
+    assert registry.image_entry({"schemaVersion": 2, "layers": []}) is None
