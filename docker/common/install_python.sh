@@ -40,7 +40,7 @@ esac
 
 if [ -f "$venv/pyvenv.cfg" ]; then
     # made on the build platform (the installer stage) from the same base: nothing to run here
-    echo "torchbake: $venv was made on the build platform; $python is its Python here"
+    echo "torchbake: $venv, made on the build platform from the same base image, is kept as it is"
     exit 0
 fi
 actual=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')

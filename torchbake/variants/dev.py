@@ -164,7 +164,8 @@ class DevPlan(PlanCommon):
             info = client.engine_info()
             max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
         vision = self.vision_tree()
-        return Preflight(base_id=content_id(base, plan.platform), base_labels=labels, python_version=python, extension_commit=commit,
+        return Preflight(base_id=content_id(base, self.platform), base_labels=labels, python_version=python,
+                         extension_commit=commit,
                          max_jobs=max_jobs, source_commits={"vision": vision.commit} if vision else {})
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
