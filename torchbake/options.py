@@ -86,11 +86,13 @@ def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callab
                               else f.default)
             for f in flags]
         body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        return task(klass=FlagTask, help={f.param: f.help for f in flags},
+        made = task(klass=FlagTask, help={f.param: f.help for f in flags},
                     names={f.param: list(f.aliases) for f in flags if f.aliases},
                     iterable=[f.param for f in flags if f.repeatable],
                     positional=[f.param for f in flags if f.positional],
                     optional_positional=optional_positional)(body)
+        made.flags = flags  # the declarations, for the reference (torchbake.reference)
+        return made
     return decorate
 
 

@@ -120,7 +120,8 @@ def test_every_invoke_command_a_message_or_the_readme_suggests_is_accepted():
     that exists and flags it accepts: hints are commands that work where they are printed."""
     accepted = _task_flags()
     wrong = []
-    for path in [*PROJECT_ROOT.glob("torchbake/**/*.py"), PROJECT_ROOT / "README.md", *PROJECT_ROOT.glob("configs/*.toml")]:
+    for path in [*PROJECT_ROOT.glob("torchbake/**/*.py"), PROJECT_ROOT / "README.md", *PROJECT_ROOT.glob("docs/**/*.md"),
+                 *PROJECT_ROOT.glob("configs/*.toml")]:
         for task, rest in INVOKE_HINT.findall(path.read_text()):
             if task not in accepted:
                 wrong.append(f"{path.name}: invoke {task} (no such task)")

@@ -1,0 +1,84 @@
+"""The documentation: a reference that names everything the code declares, a site that builds
+strictly, and a README that fits on a few screens and tells no history."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from torchbake import accelerators, reference, settings
+from torchbake.tasks import ns
+
+
+def test_the_options_reference_has_every_option_its_variable_and_its_flags():
+    text = reference.options_markdown()
+    for key in settings.declarations():
+        assert f"### `{key}`" in text and f"`{settings.env_var_name(key)}`" in text, key
+    for key, flags in reference.flags_by_option().items():
+        if key not in settings.declarations():  # [toolkits] KEY: the accelerators declare those
+            continue
+        entry = text[text.index(f"### `{key}`"):].split("\n#", 1)[0]
+        assert all(flag.spelling in entry for flag in flags), key
+
+
+def test_the_tasks_reference_has_every_task_and_flag():
+    text = reference.tasks_markdown()
+    for name, task in ns.tasks.items():
+        assert f"## `invoke {name}`" in text, name
+        assert task.flags, f"{name} declares its flags with flag_task"
+        part = text[text.index(f"## `invoke {name}`"):].split("\n## ", 1)[0]
+        for flag in task.flags:
+            assert (flag.param.upper() if flag.positional else flag.spelling) in part, (name, flag.param)
+
+
+def test_the_exit_codes_reference_has_every_code_an_error_class_returns():
+    text = reference.exit_codes_markdown()
+    codes = {cls.exit_code for cls in reference.exit_codes().values() for cls in cls}
+    assert codes == set(range(1, 11))
+    for code in (0, *codes, 130, 143):
+        assert f"| {code} |" in text, code
+    page = (ROOT / "docs" / "troubleshooting.md").read_text()
+    for code in codes:
+        assert re.search(rf"^## {code}:", page, re.M), f"troubleshooting says nothing of exit {code}"
+
+
+def test_the_accelerators_reference_has_every_bundled_accelerator():
+    text = reference.accelerators_markdown()
+    for name, accelerator in accelerators.bundled().items():
+        assert f"## `{name}`" in text and all(f"`[toolkits] {t.key}`" in text for t in accelerator.toolkits)
+
+
+def test_the_site_builds_strictly_with_the_generated_reference(tmp_path):
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                            str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert built.returncode == 0, built.stdout + built.stderr
+    options = (tmp_path / "site" / "reference" / "options" / "index.html").read_text()
+    assert "TORCHBAKE_IMAGE_PLATFORMS" in options and "<!-- reference:" not in options
+
+
+def test_a_broken_link_fails_the_site(tmp_path):
+    docs = tmp_path / "docs"
+    subprocess.run(["cp", "-r", str(ROOT / "docs"), str(docs)], check=True)
+    (docs / "index.md").write_text((docs / "index.md").read_text() + "\n[gone](no-such-page.md#nowhere)\n")
+    config = (ROOT / "mkdocs.yml").read_text().replace("docs/hooks.py", str(docs / "hooks.py"))
+    (tmp_path / "mkdocs.yml").write_text(config)
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                            str(tmp_path / "site")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert built.returncode != 0 and "no-such-page.md" in built.stdout + built.stderr
+
+
+HISTORY = re.compile(r"\b(issues? \d+|runs? \d+ to \d+|stop \d+|earlier that day|the day before)\b", re.I)
+
+
+@pytest.mark.parametrize("path", ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))])
+def test_no_page_tells_the_history_of_the_projects_development(path):
+    found = HISTORY.findall((ROOT / path).read_text())
+    assert not found, f"{path}: {found[:5]}"
+
+
+def test_the_readme_fits_on_a_few_screens():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
