@@ -82,3 +82,13 @@ def test_no_page_tells_the_history_of_the_projects_development(path):
 
 def test_the_readme_fits_on_a_few_screens():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+
+
+def test_the_docs_script_builds_the_site_offline_as_the_readme_says(tmp_path):
+    built = subprocess.run(["bash", "scripts/docs.sh", "build", str(tmp_path / "site")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert (tmp_path / "site" / "reference" / "exit-codes" / "index.html").is_file()
+    assert "bash scripts/docs.sh" in (ROOT / "README.md").read_text()
+    wrong = subprocess.run(["bash", "scripts/docs.sh", "publish"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "usage: bash scripts/docs.sh" in wrong.stderr
