@@ -115,8 +115,9 @@ class _Matrix:
         return any(fnmatch.fnmatch(cell_id, pattern) for pattern in self.excludes)
 
     def runner(self, platform: platform_data.Platform | None) -> str:
+        """The CI runner of a platform's cells ([matrix] runners, else GitHub's hosted one of that machine)."""
         if platform is None:
-            return self.runners.get("", "ubuntu-latest")
+            return "ubuntu-latest"
         return self.runners.get(platform.name, platform.github_runner)
 
     def reference(self, values: Mapping[str, str]) -> tuple[str, str]:
@@ -275,8 +276,8 @@ def on_platforms(cells: list[Cell], names: Iterable[str]) -> list[Cell]:
     if not wanted:
         return cells
     if absent := sorted(wanted - present):
-        raise ConfigurationError(f"--platform {', '.join(absent)}: the matrix builds no image for it; its platforms:"
-                                 f" {', '.join(sorted(present - {''})) or 'the engine own only ([matrix] platforms is not set)'}.")
+        builds = ", ".join(sorted(present - {""})) or "none named ([matrix] platforms is not set: the engine's own)"
+        raise ConfigurationError(f"--platform {', '.join(absent)}: the matrix builds no image for it; its platforms: {builds}.")
     return [cell for cell in cells if cell.platform in wanted]
 
 
