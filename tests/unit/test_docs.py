@@ -92,3 +92,10 @@ def test_the_docs_script_builds_the_site_offline_as_the_readme_says(tmp_path):
     assert "bash scripts/docs.sh" in (ROOT / "README.md").read_text()
     wrong = subprocess.run(["bash", "scripts/docs.sh", "publish"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "usage: bash scripts/docs.sh" in wrong.stderr
+
+
+def test_the_layout_names_every_module():
+    layout = (ROOT / "docs" / "development.md").read_text()
+    missing = [path.name for path in (ROOT / "torchbake").glob("*.py")
+               if path.name != "__init__.py" and f"`torchbake/{path.name}`" not in layout]
+    assert not missing, f"docs/development.md's Layout lacks {missing}"
