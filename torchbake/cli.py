@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import signal
 import sys
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoke import Exit, Task
+from invoke import Exit, Task, task
 from invoke.exceptions import ParseError
 from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
@@ -28,6 +29,7 @@ from .lazy import LazyModule
 from .redaction import redact
 
 if TYPE_CHECKING:
+    from .options import Flag
     from .project import Project
     from .settings import Settings
 
@@ -67,6 +69,26 @@ class FlagTask(Task):
         extra = [n for n in self.extra_names.get(name, []) if n.replace("_", "-") != main]
         opts["names"] = list(opts["names"]) + extra
         return opts
+
+
+def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
+    """An invoke task of ``body(c, **given)`` that takes exactly ``flags``: its parameters (in
+    this order), help, extra spellings and repeatable flags come from their declarations."""
+    def decorate(body: Callable[..., Any]) -> Any:
+        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+            inspect.Parameter(f.param, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=inspect.Parameter.empty if f.positional and f.param not in optional_positional
+                              else f.default)
+            for f in flags]
+        body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        made = task(klass=FlagTask, help={f.param: f.help for f in flags},
+                    names={f.param: list(f.aliases) for f in flags if f.aliases},
+                    iterable=[f.param for f in flags if f.repeatable],
+                    positional=[f.param for f in flags if f.positional],
+                    optional_positional=optional_positional)(body)
+        made.flags = flags  # the declarations, for the reference (torchbake.reference)
+        return made
+    return decorate
 
 
 def _complete_context(parser: ParseMachine, original=ParseMachine.complete_context) -> None:

@@ -4,7 +4,7 @@ A flag that sets a configuration option is declared with the option (``torchbake
 its name, legacy spellings, help, what a switch sets and the one build variant it has an effect
 on); :func:`option_flags` makes its :class:`Flag`. The flags that set no option (``--config``,
 ``--dry-run``, ``--force`` …) are declared here. A task lists the flags it takes
-(:func:`flag_task`); its parameters, ``invoke --help`` text, extra spellings and repeatable flags
+(``torchbake.cli.flag_task``); its parameters, ``invoke --help`` text, extra spellings and repeatable flags
 come from that list, its configuration overrides from :func:`overrides`, and the error for a flag
 without effect on the variant being built from :func:`check_effect`.
 """
@@ -13,15 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from invoke import task
-
 from . import accelerators, settings
-from .cli import FlagTask
 from .errors import ConfigurationError
 
 VALUE = None  # the default of a flag that takes a value (none given: the option keeps its layers' value)
@@ -74,26 +70,6 @@ def option_flag(key: str) -> Flag:
 
 def option_flags(*keys: str) -> tuple[Flag, ...]:
     return tuple(option_flag(key) for key in keys)
-
-
-def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
-    """An invoke task of ``body(c, **given)`` that takes exactly ``flags``: its parameters (in
-    this order), help, extra spellings and repeatable flags come from their declarations."""
-    def decorate(body: Callable[..., Any]) -> Any:
-        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
-            inspect.Parameter(f.param, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                              default=inspect.Parameter.empty if f.positional and f.param not in optional_positional
-                              else f.default)
-            for f in flags]
-        body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        made = task(klass=FlagTask, help={f.param: f.help for f in flags},
-                    names={f.param: list(f.aliases) for f in flags if f.aliases},
-                    iterable=[f.param for f in flags if f.repeatable],
-                    positional=[f.param for f in flags if f.positional],
-                    optional_positional=optional_positional)(body)
-        made.flags = flags  # the declarations, for the reference (torchbake.reference)
-        return made
-    return decorate
 
 
 def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, Any]:

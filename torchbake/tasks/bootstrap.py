@@ -5,9 +5,9 @@ from __future__ import annotations
 from invoke import Collection
 
 from .. import platforms, validation
-from ..cli import check_folders, docker_client, reports_errors, resolve_config
+from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 from ..lazy import LazyModule
-from ..options import BOOTSTRAP_OS_FLAGS, flag_task, overrides
+from ..options import BOOTSTRAP_OS_FLAGS, overrides
 
 base_os = LazyModule("torchbake.base_os")  # imported when the task runs (see tasks/build.py)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from ..cli import check_folders, docker_client, reports_errors, resolve_config
+from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 from ..lazy import LazyModule
-from ..options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, flag_task, overrides
+from ..options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
 
 # The work behind a task is imported when the task runs: invoke imports every task module to
 # parse any command line, and a command that fails on its flags should not pay for all of them.

@@ -7,11 +7,11 @@ import sys
 from invoke import Collection, Exit
 
 from .. import output
-from ..cli import docker_client, reports_errors, resolve_config
+from ..cli import docker_client, flag_task, reports_errors, resolve_config
 from ..command import format_command
 from ..errors import ConfigurationError
 from ..lazy import LazyModule
-from ..options import CONTAINERS_FLAGS, RUN_CONTAINER_FLAGS, STOP_CONTAINER_FLAGS, flag_task, overrides
+from ..options import CONTAINERS_FLAGS, RUN_CONTAINER_FLAGS, STOP_CONTAINER_FLAGS, overrides
 
 running = LazyModule("torchbake.containers")  # imported when a task runs (see tasks/build.py)
 

@@ -8,11 +8,11 @@ import json
 from invoke import Collection
 
 from .. import output, writable
-from ..cli import docker_client, reports_errors, resolve_config
+from ..cli import docker_client, flag_task, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
 from ..files import write_atomically
 from ..lazy import LazyModule
-from ..options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, flag_task, overrides
+from ..options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, overrides
 
 attestations = LazyModule("torchbake.attestations")  # the SBOM libraries: imported when a task runs
 image_diff = LazyModule("torchbake.image_diff")

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING
 from invoke import Collection
 
 from .. import output, validation
-from ..cli import check_folders, docker_client, reports_errors, resolve_config
+from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 from ..engine import DockerClient
 from ..errors import ConfigurationError
 from ..lazy import LazyModule
-from ..options import GC_FLAGS, flag_task, overrides
+from ..options import GC_FLAGS, overrides
 from ..output import human_size
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from invoke import Collection
 from rich.text import Text
 
 from .. import output, redaction, validation
-from ..cli import docker_client, reports_errors, resolve_config
+from ..cli import docker_client, flag_task, reports_errors, resolve_config
 from ..errors import ConfigurationError, ImageNotFoundError
 from ..lazy import LazyModule
 from ..manifest import describe, find_manifest
@@ -20,7 +20,6 @@ from ..options import (
     VERIFY_CHECKS,
     VERIFY_FLAGS,
     VERIFY_GPUS,
-    flag_task,
     overrides,
 )
 from ..verify import Expectations, verify_image

@@ -10,7 +10,7 @@ from invoke import Collection, Exit
 from rich.text import Text
 
 from .. import output, platforms
-from ..cli import check_folders, current_project, docker_client, reports_errors
+from ..cli import check_folders, current_project, docker_client, flag_task, reports_errors
 from ..data import CONFIG_DIR
 from ..errors import ConfigurationError, FatalError, MissingValuesError
 from ..lazy import LazyModule
@@ -26,7 +26,7 @@ from ..matrix import (
     select,
     shard,
 )
-from ..options import BUILD_ALL_FLAGS, flag_task, overrides
+from ..options import BUILD_ALL_FLAGS, overrides
 from ..output import human_size
 from ..status import Status
 from ..writable import check_output_file
