@@ -10,9 +10,9 @@ from pathlib import Path
 
 from . import attestations, platform_builds, registry
 from .docker_cli import compression_options
-from .downloads import DownloadPolicy
 from .engine import DockerClient
 from .errors import FatalError, RegistryError
+from .network import DownloadPolicy
 from .platforms import Platform
 from .status import Status
 from .variants import Plan

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import output, platforms
-from .downloads import DownloadPolicy
 from .errors import RegistryError
 from .lazy import LazyModule
+from .network import DownloadPolicy
 
 if TYPE_CHECKING:
     import docker

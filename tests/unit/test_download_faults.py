@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import flaky_server, make_test_ca
-from torchbake.downloads import DownloadCache, DownloadPolicy, require_pinned, trust_bundle
+from torchbake.downloads import DownloadCache, require_pinned, trust_bundle
 from torchbake.errors import ConfigurationError, DiskSpaceError, DownloadError
+from torchbake.network import DownloadPolicy
 from torchbake.output import human_size
 
 PAYLOAD = bytes(range(256)) * 8192  # 2 MiB

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from torchbake import config, registry, validation
-from torchbake.downloads import DownloadPolicy
 from torchbake.engine import DockerClient
 from torchbake.errors import EngineError, RegistryError
 from torchbake.matrix import expand, load_matrix
+from torchbake.network import DownloadPolicy
 from torchbake.publishing import build_cache
 from torchbake.variants.release import plan as plan_release
 

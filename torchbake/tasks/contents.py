@@ -16,7 +16,7 @@ from ..options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, overrides
 
 attestations = LazyModule("torchbake.attestations")  # the SBOM libraries: imported when a task runs
 image_diff = LazyModule("torchbake.image_diff")
-downloads = LazyModule("torchbake.downloads")
+network = LazyModule("torchbake.network")
 
 FORMATS = ("spdx", "cyclonedx")
 
@@ -41,7 +41,7 @@ def _document(given: dict, flags, kind: str) -> str:
             return found
     host, repository, tag = registry.split_reference(image)
     if host:
-        remote = registry.for_host(host, client.engine_info(), downloads.DownloadPolicy.from_settings(settings.downloads))
+        remote = registry.for_host(host, client.engine_info(), network.DownloadPolicy.from_settings(settings.downloads))
         if info is None and remote.inspect(repository, tag) is None:  # the registry answered: no such image
             raise ConfigurationError(f"Image {image!r} does not exist on this engine, nor in registry {host} (it has"
                                      f" no {repository}:{tag}). `docker images` lists the local images.")
@@ -112,7 +112,7 @@ def diff(c, **given):
     settings = resolve_config(given["config"], overrides(DIFF_FLAGS, given)).settings()
     client = docker_client(settings, for_build=False)
     client.check_engine()
-    policy = downloads.DownloadPolicy.from_settings(settings.downloads)
+    policy = network.DownloadPolicy.from_settings(settings.downloads)
     old, new = (image_diff.inventory_of(client, given[side], settings.paths.log_dir, policy) for side in ("old", "new"))
     found = image_diff.compare(given["old"], old, given["new"], new)
     if given["format"] == "json":

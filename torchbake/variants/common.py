@@ -19,11 +19,12 @@ from ..accelerators import Accelerator, Toolkit
 from ..build_time import created_time
 from ..context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
 from ..data import DOCKER_DIR
-from ..downloads import DownloadCache, DownloadPolicy, require_pinned
+from ..downloads import DownloadCache, require_pinned
 from ..engine import content_id
 from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
 from ..files import SecretSource, read_back_object, write_atomically
 from ..inventory import INPUTS_LABEL
+from ..network import DownloadPolicy
 from ..options import flag_setting
 from ..settings import (
     BuildOptions,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from .. import context, registry, sources
 from ..context import Staging
-from ..downloads import DownloadPolicy
 from ..engine import content_id
 from ..errors import ConfigurationError, RegistryError
 from ..files import SecretSource
+from ..network import DownloadPolicy
 from ..settings import Settings
 from ..validation import project_name
 from .common import (
