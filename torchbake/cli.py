@@ -94,13 +94,28 @@ def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callab
 def _complete_context(parser: ParseMachine, original=ParseMachine.complete_context) -> None:
     """invoke's positional arguments are all required; one a FlagTask marks optional
     (``optional_positional=[...]``, e.g. run-container's IMAGE) is "" when left out."""
+    helping = bool(parser.initial and "--help" in parser.initial.flags and parser.initial.flags["--help"].value)
     for argument in (parser.context.positional_args if parser.context else []):
-        if getattr(argument, "optional_positional", False) and argument.value is None:
-            argument.set_value("")
+        if (helping or getattr(argument, "optional_positional", False)) and argument.value is None:
+            argument.set_value("")  # --help asked: the task is not run, its IMAGE is not needed
     original(parser)
 
 
 ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
+
+
+def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> None:
+    """``invoke TASK --help`` is the task's help, also for a task that takes IMAGE: invoke would
+    read --help as the IMAGE it still waits for (``docker image inspect --help`` failed)."""
+    flag = parser.initial.flags.get(token) if parser.initial else None
+    if (flag is not None and flag.name == "help" and parser.context is not None and parser.context.name
+            and not parser.waiting_for_flag_value and token not in parser.context.flags):
+        flag.value = parser.context.name
+        return
+    original(parser, token)
+
+
+ParseMachine.handle = _handle  # type: ignore[method-assign]
 
 TYPE_WORDS = {int: "a whole number", float: "a number"}
 

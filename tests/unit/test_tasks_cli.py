@@ -148,3 +148,15 @@ def test_a_docker_context_that_does_not_exist_is_named():
     assert result.returncode == 4, result.stdout + result.stderr
     assert "Docker context 'no-such-context' (DOCKER_CONTEXT or the current context) does not exist" in result.stderr
     assert "buildx" not in result.stderr
+
+
+@pytest.mark.parametrize("task", ["verify", "diff", "show-build", "sbom", "provenance", "stop-container",
+                                  "run-container", "build"])
+def test_task_help_after_the_task_is_its_help_even_where_it_takes_image(task):
+    """`invoke verify --help` printed "`docker image inspect --help` failed": invoke read --help as
+    the IMAGE it still waited for. It is the task's help, and nothing runs."""
+    shown = run_invoke(task, "--help")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert shown.stdout.startswith(f"Usage: inv[oke] [--core-opts] {task} ") and "docker" not in shown.stderr
+    still = run_invoke("verify")  # without --help, IMAGE is still required
+    assert still.returncode == 2 and "did not receive required positional arguments: 'image'" in still.stderr
