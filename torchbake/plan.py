@@ -16,7 +16,7 @@ def describe_plan(plan, docker_argv: list[str], docker_env: dict[str, str]) -> s
             *getattr(plan, "toolkits", {}).items(), *(("ENV", f"{k}={v}") for k, v in plan.dockerfile_env.items())]
     lines = [f"Plan for {plan.image} ({plan.variant}, profile {plan.profile})", ""]
     if plan.platform:
-        lines += [f"Platform: {platforms.how_built(plan.platform, plan.build_options.builder, from_wheels=plan.variant == 'release')}", ""]
+        lines += [f"Platform: {platforms.how_built(plan.platform, plan.build_options.builder, from_wheels=plan.wheels_unpacked_natively)}", ""]
     lines += ["Inputs:"]
     lines += [f"  {label:<15} {value}" for label, value in rows]
     lines += ["", "Context:" + (f" {plan.build_dir}" if plan.build_dir else " a temporary folder, removed after the build")]

@@ -130,9 +130,9 @@ class MatrixRun:
         self.locks_dir = locks_dir  # where a cell's NAME:TAG is locked while it builds and pushes (None: not at all)
         self.results: dict[str, CellResult] = {}
         joined = families(cells)
-        for index, cell in enumerate(cells):  # an image's platforms, then the image's join
+        for cell in cells:  # an image's platforms, then the image's join
             self.results[cell.id] = CellResult(id=cell.id, image=cell.image)
-            if cell.family in joined and not any(later.family == cell.family for later in cells[index + 1:]):
+            if joined.get(cell.family, [None])[-1] is cell:
                 self.results[cell.family] = CellResult(id=cell.family, image=cell.joined)
         self.started = datetime.now()
         self.interrupted = False  # set by SIGINT/SIGTERM: a cell stopped by it is "interrupted", not "failed"

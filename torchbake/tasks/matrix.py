@@ -182,9 +182,9 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             action, why = ("build", "--force") if force else runner.predict(cell, plans[cell.id], client)
             if cell.platform and action == "build":  # where its steps run: natively or emulated
                 why += "\n" + platforms.how_built(cell.platform, plans[cell.id].build_options.builder,
-                                                  from_wheels=cell.variant == "release")
+                                                  from_wheels=plans[cell.id].wheels_unpacked_natively)
         table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
-        if cell.family in joined and cell.family not in [later.family for later in cells[index:]]:
+        if joined.get(cell.family, [None])[-1] is cell:  # an image's last platform: then its join
             members = [other.platform for other in joined[cell.family]]
             table.add_row(*(Text(v) for v in ("", cell.family, cell.joined, "join",
                                               f"one tag for {', '.join(members)}: the index of their images")))

@@ -74,6 +74,9 @@ class PlanCommon:
     from_flag: ClassVar[str] = "--base-img"  # the flag that names the FROM image
     # torch and the extension are built, so their versions are labelled after the build
     versions_known_after_build: ClassVar[bool] = False
+    # its wheels are unpacked on the build platform: another platform's image emulates only the
+    # OS steps and verify (what plans say of it: torchbake.platforms.how_built)
+    wheels_unpacked_natively: ClassVar[bool] = False
 
     slim: ClassVar[bool] = False  # also build the slim runtime image (dev builds that ask for it)
     # The Dockerfile's steps in order, each with the input-hash parts (builder.input_parts; a

@@ -48,6 +48,7 @@ VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.v
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(PlanCommon):
     variant = NAME
+    wheels_unpacked_natively = True
     INPUT_STEPS = (("Python environment", ("python.*",)),
                    ("torch", ("wheels.torch", "wheels.platforms", "wheels.index_url", "wheels.extra_index_urls",
                               "wheels.find_links")),
