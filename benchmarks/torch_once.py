@@ -50,11 +50,11 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]
 
 def layers(image: str) -> list[tuple[str, int]]:
     """(diff id, bytes) per layer, oldest first, as the engine says (its image history matched to
-    the layers, torchbake.inventory.layers_of): never read from the engine's files, which the
+    the layers, torchbake.supply_chain.inventory.layers_of): never read from the engine's files, which the
     containerd image store lays out differently from the graph drivers'."""
     import docker as docker_sdk
 
-    from torchbake.inventory import layers_of
+    from torchbake.supply_chain.inventory import layers_of
 
     class Engine:
         api = docker_sdk.from_env(timeout=300).api

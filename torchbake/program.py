@@ -9,8 +9,8 @@ import sys
 
 from invoke import Program
 
-from . import output
-from .tasks import ns
+from torchbake.core import output
+from torchbake.tasks import ns
 
 
 def main() -> None:

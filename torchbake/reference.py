@@ -1,6 +1,6 @@
 """The reference pages of the documentation, rendered from the code's own declarations, so that
-they cannot drift from it: every option (``torchbake.settings``), every task and flag (the invoke
-collection), every exit code (``torchbake.errors``) and every bundled accelerator
+they cannot drift from it: every option (``torchbake.configuration.settings``), every task and flag (the invoke
+collection), every exit code (``torchbake.core.errors``) and every bundled accelerator
 (``configs/accelerators.toml``). ``docs/hooks.py`` puts them into the site when it is built.
 """
 
@@ -10,10 +10,11 @@ import inspect as python_inspect
 import json
 from collections.abc import Iterator
 
-from . import accelerators, errors, settings
-from .options import Flag
+from torchbake.configuration import accelerators, settings
+from torchbake.configuration.options import Flag
+from torchbake.core import errors
 
-# A task that a signal stopped (torchbake.cli): not an error class, the shell's convention.
+# A task that a signal stopped (torchbake.tasks.cli): not an error class, the shell's convention.
 SIGNAL_CODES = {130: "Interrupted (SIGINT, Ctrl-C): what the task had started was stopped and cleaned up.",
                 143: "Terminated (SIGTERM): as for 130."}
 
@@ -74,7 +75,7 @@ def options_markdown() -> str:
 
 def task_flags() -> Iterator[tuple[object, tuple[Flag, ...]]]:
     """Each task of the collection with the flags it takes (as ``flag_task`` declared them)."""
-    from .tasks import ns
+    from torchbake.tasks import ns
 
     for name in sorted(ns.tasks):
         task = ns.tasks[name]
@@ -83,7 +84,7 @@ def task_flags() -> Iterator[tuple[object, tuple[Flag, ...]]]:
 
 def tasks_markdown() -> str:
     """Every task: what it does (its docstring) and each flag with its help."""
-    from .tasks import ns
+    from torchbake.tasks import ns
 
     lines: list[str] = []
     for name in sorted(ns.tasks):

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
-from torchbake.reproducible import layer_tar
+from torchbake.building.reproducible import layer_tar
 
 DOCKER = "/usr/bin/docker"  # the engine's own client (scripts/ensure-engine.sh): `docker build` is buildx
 

@@ -276,7 +276,7 @@ def files(tmp_path_factory, base_image):
     subprocess.run(["umount", str(read_only)], check=False)
 
 
-# The names torchbake gives when a command names none ([naming] in torchbake/settings.py, configs/musa.toml) and
+# The names torchbake gives when a command names none ([naming] in torchbake/configuration/settings.py, configs/musa.toml) and
 # the OS images the catalogue's Pythons would be built FROM (3.11, 3.10, 3.8, 3.12; others are named
 # in the cases' arguments).
 DEFAULT_NAMES = ("torchbake/pytorch-cpu", "torchbake/torch-musa", "debian:bookworm", "ubuntu:22.04", "ubuntu:20.04",

@@ -34,7 +34,7 @@ def other_python_config(dev_config, tmp_path_factory):
 
 def test_build_base_makes_its_debian_release_on_demand(other_python_config, tb_env, run_id):
     """One release beside the default bookworm (a second one, bullseye's Python 3.9, cost the suite
-    three minutes and proved nothing more: the releases are data, torchbake.os_releases)."""
+    three minutes and proved nothing more: the releases are data, torchbake.configuration.os_releases)."""
     suite, python = "trixie", "3.13"
     config, extra = other_python_config
     os_image = f"debian:{suite}"

@@ -82,7 +82,7 @@ def uv_tool_installed(wheel, tmp_path_factory) -> Path:
 
 
 def test_the_wheel_holds_the_whole_package_and_its_files(installed, tmp_path):
-    probe = ("import torchbake, torchbake.variants, torchbake.data as d; print(torchbake.__file__);"
+    probe = ("import torchbake, torchbake.variants, torchbake.core.data as d; print(torchbake.__file__);"
              " print(sorted(torchbake.variants.VARIANTS)); print(d.ROOT); print(sorted(p.name for p in d.COMMON_DIR.iterdir()))")
     found = run([installed / "python", "-c", probe], cwd=tmp_path)
     assert found.returncode == 0, found.stderr

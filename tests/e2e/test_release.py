@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from torchbake.output import human_size
+from torchbake.core.output import human_size
 
 from .helpers import (
     assert_sbom_lists_what_pip_freeze_lists,

@@ -1,14 +1,15 @@
-"""Accelerators as data (torchbake.accelerators): the bundled declarations, a team's own in its
+"""Accelerators as data (torchbake.configuration.accelerators): the bundled declarations, a team's own in its
 config file, every mistake in one named with the file and the key, and the device access a
-declaration gives (torchbake.devices)."""
+declaration gives (torchbake.checks.devices)."""
 
 from __future__ import annotations
 
 import pytest
 
-from torchbake import accelerators, config
-from torchbake.devices import HostDevices, device_access
-from torchbake.errors import ConfigurationError, ContainerError
+from torchbake.checks.devices import HostDevices, device_access
+from torchbake.configuration import accelerators
+from torchbake.core.errors import ConfigurationError, ContainerError
+from torchbake.planning import config
 
 OWN = """
 [accelerators.xpu]

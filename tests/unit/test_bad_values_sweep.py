@@ -1,6 +1,6 @@
 """Every option, its environment variable and every flag given a value of the wrong kind: a clear
-error naming it, exit 2, before any work. Generated from the declarations (torchbake.settings,
-torchbake.options), not a hand list: an option or flag added later is swept too."""
+error naming it, exit 2, before any work. Generated from the declarations (torchbake.configuration.settings,
+torchbake.configuration.options), not a hand list: an option or flag added later is swept too."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import pytest
 
 import tasks
 from tests.conftest import ROOT
-from torchbake import config, settings
-from torchbake.errors import ConfigurationError
+from torchbake.configuration import settings
+from torchbake.core.errors import ConfigurationError
+from torchbake.planning import config
 
 
 def _wrong_values(default: object) -> list[object]:
@@ -112,7 +113,7 @@ def test_every_flag_refuses_a_value_of_the_wrong_kind_with_exit_2_naming_it(task
 
 def _option_of(task: str, flag: str) -> str:
     """The configuration key a task's flag sets (the flag itself when the task reads it)."""
-    from torchbake import options
+    from torchbake.configuration import options
 
     every = [f for name in dir(options) if name.endswith("_FLAGS") for f in getattr(options, name)]
     return next((f.key for f in every if f.spelling == flag and f.key), flag)
@@ -128,7 +129,7 @@ def test_a_flag_given_no_value_is_refused_naming_it():
 
 @pytest.mark.parametrize("value", ["253402300800", "99999999999999999999999", "-1", "1e9", "١٢٣"])
 def test_source_date_epoch_out_of_range_is_a_clear_error(value):
-    from torchbake.build_time import source_date_epoch
+    from torchbake.core.build_time import source_date_epoch
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SOURCE_DATE_EPOCH", value)

@@ -7,8 +7,8 @@ import os
 import time
 from pathlib import Path
 
-from torchbake import cleanup
-from torchbake.engine import content_id
+from torchbake.adapters.engine import content_id
+from torchbake.housekeeping import cleanup
 
 DAY = 86400.0
 
@@ -148,7 +148,7 @@ def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_pat
 
 
 def test_mark_used_keeps_the_modification_time(tmp_path):
-    from torchbake.files import mark_used
+    from torchbake.core.files import mark_used
     path = tmp_path / "w.whl"
     path.write_text("x")
     age(path, 40)
@@ -168,7 +168,7 @@ def test_a_candidate_tag_an_interrupted_build_left_goes(tmp_path):
 def test_a_cut_short_wheel_is_dropped_with_a_warning(tmp_path, capsys):
     import zipfile
 
-    from torchbake.wheelhouse import drop_broken_wheels
+    from torchbake.inputs.wheelhouse import drop_broken_wheels
     good = tmp_path / "good-1-py3-none-any.whl"
     with zipfile.ZipFile(good, "w") as zf:
         zf.writestr("good/__init__.py", "")
@@ -180,7 +180,7 @@ def test_a_cut_short_wheel_is_dropped_with_a_warning(tmp_path, capsys):
 
 
 def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewritten(tmp_path, capsys):
-    from torchbake.input_hash import read_record, record_built
+    from torchbake.building.input_hash import read_record, record_built
     state = tmp_path / "built-images.json"
     state.write_text('{"abc": ["sha256:1"')
     assert read_record(state) == {}
@@ -191,7 +191,7 @@ def test_a_truncated_record_of_built_images_is_ignored_with_a_warning_and_rewrit
 
 
 def test_gc_forgets_recorded_ids_the_engine_no_longer_has(tmp_path):
-    from torchbake.input_hash import forget_missing
+    from torchbake.building.input_hash import forget_missing
     state = tmp_path / "built-images.json"
     state.write_text(json.dumps({"h1": ["sha256:gone", "sha256:here"], "h2": ["sha256:gone2"]}))
     forget_missing(state, {"sha256:here", "sha256:other"})
@@ -266,12 +266,12 @@ def test_the_engines_whole_build_cache_is_pruned_only_when_asked_for_by_name():
 def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path):
     """gc (another process, another cache folder) never takes the candidate of a build that is
     still verifying or promoting it: the build holds its candidate's lock while it lives."""
-    from torchbake import candidates
+    from torchbake.building import candidates
 
     live = candidates.new_candidate("t/live:1")
     assert live.startswith("t/live:torchbake-candidate-") and candidates.is_live(live)
     engine = FakeEngine([{**image("sha256:l", [live], 5), "Labels": {"torchbake.version": "0.1.0"}}])
-    probe = ("import sys; from torchbake import candidates; print(candidates.is_live(sys.argv[1]))")
+    probe = ("import sys; from torchbake.building import candidates; print(candidates.is_live(sys.argv[1]))")
     import subprocess
     import sys
 

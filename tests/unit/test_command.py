@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from torchbake import command, output
-from torchbake.command import format_command
-from torchbake.errors import BuildError, CommandError
+from torchbake.adapters import command
+from torchbake.adapters.command import format_command
+from torchbake.core import output
+from torchbake.core.errors import BuildError, CommandError
 
 
 def run(args, *, stream=None, **options):

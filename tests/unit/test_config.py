@@ -8,8 +8,9 @@ import tomllib
 import pytest
 
 from tests.conftest import run_invoke
-from torchbake import accelerators, config, settings
-from torchbake.errors import ConfigurationError
+from torchbake.configuration import accelerators, settings
+from torchbake.core.errors import ConfigurationError
+from torchbake.planning import config
 
 
 def write(tmp_path, name, text):

@@ -7,9 +7,11 @@ import dataclasses
 
 import pytest
 
-from torchbake import validation
-from torchbake.config import resolve
-from torchbake.containers import (
+from torchbake.checks.devices import DeviceAccess, HostDevices, device_access
+from torchbake.configuration import validation
+from torchbake.core.errors import ConfigurationError, ContainerError
+from torchbake.planning.config import resolve
+from torchbake.running.containers import (
     Mount,
     RunRequest,
     default_name,
@@ -18,8 +20,6 @@ from torchbake.containers import (
     plan_session,
     shm_bytes,
 )
-from torchbake.devices import DeviceAccess, HostDevices, device_access
-from torchbake.errors import ConfigurationError, ContainerError
 
 IMAGE = "torchbake/pytorch-cpu:2.13.0-py3.11"
 IMAGE_ID = "sha256:" + "a" * 64

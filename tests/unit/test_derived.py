@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from torchbake import config, derived, os_releases
-from torchbake.errors import ConfigurationError
+from torchbake.configuration import derived, os_releases
+from torchbake.core.errors import ConfigurationError
+from torchbake.planning import config
 
 
 def resolved(variant=None, files=(), **overrides):

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from torchbake import accelerators, reference, settings
+from torchbake import reference
+from torchbake.configuration import accelerators, settings
 from torchbake.tasks import ns
 
 
@@ -96,6 +97,8 @@ def test_the_docs_script_builds_the_site_offline_as_the_readme_says(tmp_path):
 
 def test_the_layout_names_every_module():
     layout = (ROOT / "docs" / "development.md").read_text()
-    missing = [path.name for path in (ROOT / "torchbake").glob("*.py")
-               if path.name != "__init__.py" and f"`torchbake/{path.name}`" not in layout]
+    modules = [path.relative_to(ROOT).as_posix() for path in (ROOT / "torchbake").rglob("*.py")]
+    packages = [path.relative_to(ROOT).parent.as_posix() for path in (ROOT / "torchbake").glob("*/__init__.py")]
+    missing = ([name for name in modules if not name.endswith("/__init__.py") and f"`{name}`" not in layout]
+               + [name for name in packages if f"**`{name}/`**" not in layout])
     assert not missing, f"docs/development.md's Layout lacks {missing}"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import flaky_server, make_test_ca
-from torchbake.downloads import DownloadCache, require_pinned, trust_bundle
-from torchbake.errors import ConfigurationError, DiskSpaceError, DownloadError
-from torchbake.network import DownloadPolicy
-from torchbake.output import human_size
+from torchbake.configuration.network import DownloadPolicy
+from torchbake.core.errors import ConfigurationError, DiskSpaceError, DownloadError
+from torchbake.core.output import human_size
+from torchbake.inputs.downloads import DownloadCache, require_pinned, trust_bundle
 
 PAYLOAD = bytes(range(256)) * 8192  # 2 MiB
 DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
@@ -157,7 +157,8 @@ def test_a_wheelhouse_that_fills_its_disk_is_named_and_keeps_no_wheel_cut_short(
     """pip downloading torch (~190 MB) into a 32 MiB tmpfs wheelhouse."""
     import os
 
-    from torchbake import config, wheelhouse
+    from torchbake.inputs import wheelhouse
+    from torchbake.planning import config
 
     settings = config.resolve([], dict(os.environ), {}, variant="release").settings()
     small = tmp_path / "small"

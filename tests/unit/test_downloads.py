@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.support import http_server
-from torchbake.downloads import DownloadCache, expected_digest, split_fragment
-from torchbake.errors import DownloadError
+from torchbake.core.errors import DownloadError
+from torchbake.inputs.downloads import DownloadCache, expected_digest, split_fragment
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_local_files_are_hashed_in_place(tmp_path):
 
 
 def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
-    import torchbake.downloads as downloads
+    import torchbake.inputs.downloads as downloads
 
     wheel = tmp_path / "big.whl"
     wheel.write_bytes(b"x" * 1000)
@@ -112,7 +112,7 @@ def test_fragment_and_checksum_table():
 def test_credentials_leave_the_url_for_the_authorization_header(url, clean, user_password):
     import base64
 
-    from torchbake.redaction import redact, split_credentials
+    from torchbake.core.redaction import redact, split_credentials
     without, header = split_credentials(url)
     assert without == clean
     assert base64.b64decode(header.removeprefix("Basic ")).decode() == user_password

@@ -7,8 +7,8 @@ import docker.errors
 import pytest
 import requests
 
-from torchbake.engine import DockerClient
-from torchbake.errors import EngineError, RegistryError
+from torchbake.adapters.engine import DockerClient
+from torchbake.core.errors import EngineError, RegistryError
 
 
 class FakeAPI:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from torchbake import data
-from torchbake.docker_cli import find_client
-from torchbake.errors import EngineError
+from torchbake.adapters.docker_cli import find_client
+from torchbake.core import data
+from torchbake.core.errors import EngineError
 
 
 def fake_client(folder, body: str) -> str:
@@ -29,7 +29,7 @@ def fake_docker(folder, version: str, buildx: bool):
 
 
 def test_skips_a_client_without_buildx_and_takes_one_with_it(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.adapters.docker_cli.FALLBACK_CLIENTS", ())
     plain = fake_docker(tmp_path / "plain", "28.2.2", buildx=False)
     capable = fake_docker(tmp_path / "capable", "26.1.5+dfsg1", buildx=True)
     path = os.pathsep.join([str(tmp_path / "plain"), str(tmp_path / "capable")])
@@ -42,7 +42,7 @@ def test_skips_a_client_without_buildx_and_takes_one_with_it(tmp_path, monkeypat
 def test_the_legacy_client_of_docker_20_10_cannot_build_and_is_told_what_to_install(tmp_path, monkeypatch):
     """Docker 20.10's `docker build` with DOCKER_BUILDKIT=1 has no registry cache of every stage, no
     direct push, no attestations: refused before any work, naming what to install."""
-    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.adapters.docker_cli.FALLBACK_CLIENTS", ())
     old = fake_docker(tmp_path / "old", "20.10.24+dfsg1", buildx=False)
     with pytest.raises(EngineError) as info:
         find_client("auto", {"PATH": str(tmp_path / "old")})
@@ -53,14 +53,14 @@ def test_the_legacy_client_of_docker_20_10_cannot_build_and_is_told_what_to_inst
 
 
 def test_prefers_buildx_when_present(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.adapters.docker_cli.FALLBACK_CLIENTS", ())
     fake_docker(tmp_path / "a", "28.2.2", buildx=True)
     client = find_client("auto", {"PATH": str(tmp_path / "a")})
     assert client.build_mode == "buildx"
 
 
 def test_no_capable_client_says_what_to_install(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.adapters.docker_cli.FALLBACK_CLIENTS", ())
     new = fake_docker(tmp_path / "new", "28.2.2", buildx=False)
     with pytest.raises(EngineError) as info:
         find_client("auto", {"PATH": str(tmp_path / "new")})
@@ -79,7 +79,7 @@ def test_explicit_client_is_checked(tmp_path):
 
 
 def test_no_client_at_all(tmp_path, monkeypatch):
-    monkeypatch.setattr("torchbake.docker_cli.FALLBACK_CLIENTS", ())
+    monkeypatch.setattr("torchbake.adapters.docker_cli.FALLBACK_CLIENTS", ())
     with pytest.raises(EngineError, match="No docker client was found on PATH"):
         find_client("auto", {"PATH": str(tmp_path)})
 
@@ -87,7 +87,7 @@ def test_no_client_at_all(tmp_path, monkeypatch):
 def test_proxy_variables_reach_the_build_by_name_only():
     from pathlib import Path
 
-    from torchbake.engine import DockerClient
+    from torchbake.adapters.engine import DockerClient
 
     client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx",
                           environ={"HTTPS_PROXY": "http://user:secret@proxy:3128", "no_proxy": "localhost",
@@ -104,7 +104,7 @@ def test_an_engine_on_a_unix_socket_here_is_local_one_elsewhere_is_not(monkeypat
     counts as much as /var/run/docker.sock; ssh:// and tcp:// engines, and a socket not here, do not."""
     import socket
 
-    from torchbake.engine import engine_is_local
+    from torchbake.adapters.engine import engine_is_local
 
     path = tmp_path / "docker.sock"
     with socket.socket(socket.AF_UNIX) as server:
@@ -130,7 +130,7 @@ def test_a_builder_is_checked_before_any_work(tmp_path):
     """Missing: named, with the command that lists builders. A docker-driver builder (a context's
     engine) that is not the current context, which buildx would refuse: refused, naming the
     DOCKER_CONTEXT that makes it the run's engine; the current one, or another driver: taken."""
-    from torchbake.docker_cli import DockerCLI, check_builder
+    from torchbake.adapters.docker_cli import DockerCLI, check_builder
 
     binary = fake_builders(tmp_path, {"fleet": "remote", "here": "docker", "there": "docker"}, current="here")
 
@@ -153,7 +153,7 @@ def test_a_builder_is_checked_before_any_work(tmp_path):
 def test_the_builder_is_passed_to_buildx():
     from pathlib import Path
 
-    from torchbake.docker_cli import DockerCLI
+    from torchbake.adapters.docker_cli import DockerCLI
 
     argv, _ = DockerCLI("/usr/bin/docker", "26.1.5", "buildx", builder="fleet").build_command(
         context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="a/b:c")
@@ -166,7 +166,7 @@ def test_the_builder_is_passed_to_buildx():
     ("uncompressed", "--output=type=docker,compression=uncompressed,oci-mediatypes=true,force-compression=true"),
 ])
 def test_layers_get_the_compression_asked_for_with_oci_media_types(compression, flag):
-    from torchbake.engine import DockerClient
+    from torchbake.adapters.engine import DockerClient
 
     client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", compression=compression)
     argv, _ = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")

@@ -11,8 +11,8 @@ import tarfile
 
 import pytest
 
-from torchbake import base_os, image_archive
-from torchbake.reproducible import layer_tar
+from torchbake.building.reproducible import layer_tar
+from torchbake.inputs import base_os, image_archive
 
 SPEC = image_archive.ImageSpec(reference="debian:bookworm", epoch=1700000000, created_by="debootstrap bookworm",
                                compression="zstd", env=["PATH=/usr/bin:/bin"], cmd=["/bin/bash"],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT as PROJECT_ROOT
-from torchbake.context import render_dockerfile
+from torchbake.inputs.context import render_dockerfile
 
 TOOLS = Path(sys.executable).parent  # the linters are installed in the test environment (the test extra)
 

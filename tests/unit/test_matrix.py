@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from torchbake import matrix
-from torchbake.config import CONFIG_DIR
-from torchbake.errors import ConfigurationError
+from torchbake.core.errors import ConfigurationError
+from torchbake.fleet import matrix
+from torchbake.planning.config import CONFIG_DIR
 
 MATRIX = {
     "profiles": ["cpu", "musa"],

@@ -1,4 +1,4 @@
-"""The option table (torchbake.options): each flag declared once, and what comes from it."""
+"""The option table (torchbake.configuration.options): each flag declared once, and what comes from it."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 import tasks
 from tests.conftest import run_invoke
-from torchbake import options, settings
-from torchbake.errors import ConfigurationError
+from torchbake.configuration import options, settings
+from torchbake.core.errors import ConfigurationError
 
 TABLES = {name: value for name, value in vars(options).items() if name.endswith("_FLAGS")}
 

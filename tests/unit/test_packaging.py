@@ -1,5 +1,5 @@
 """What the wheel carries (pyproject.toml): every subpackage, and every file of the profiles,
-Dockerfile templates and in-image scripts that torchbake reads at run time (torchbake/data.py).
+Dockerfile templates and in-image scripts that torchbake reads at run time (torchbake/core/data.py).
 The installed wheel itself is tested against a real engine in tests/e2e/test_installed.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import fnmatch
 import tomllib
 
 from tests.conftest import ROOT
-from torchbake import data
+from torchbake.core import data
 
 
 def setuptools_table() -> dict:

@@ -6,10 +6,11 @@ import dataclasses
 
 import pytest
 
-from torchbake import config, input_hash
-from torchbake import settings as settings_module
-from torchbake.downloads import DownloadCache
-from torchbake.errors import ConfigurationError, MissingValuesError
+from torchbake.building import input_hash
+from torchbake.configuration import settings as settings_module
+from torchbake.core.errors import ConfigurationError, MissingValuesError
+from torchbake.inputs.downloads import DownloadCache
+from torchbake.planning import config
 from torchbake.variants.common import Preflight, check_os_python, parse_os_release
 from torchbake.variants.release import plan as plan_release
 

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from torchbake import config, image_archive, platform_builds, platforms
-from torchbake.errors import ConfigurationError
+from torchbake.building import platform_builds
+from torchbake.configuration import platforms
+from torchbake.core.errors import ConfigurationError
+from torchbake.inputs import image_archive
+from torchbake.planning import config
 
 
 @pytest.mark.parametrize("typed", ["linux/arm64", "arm64", "aarch64", "AARCH64", "linux/arm64/v8", " arm64 "])
@@ -135,7 +138,7 @@ def test_the_registry_join_writes_the_index_buildkit_writes_byte_for_byte():
     stored had this digest; a registry join of the same manifests must have the same."""
     import hashlib
 
-    from torchbake.platform_builds import index_document
+    from torchbake.building.platform_builds import index_document
     manifest = "application/vnd.oci.image.manifest.v1+json"
     entries = [(platforms.parse("arm64"), {"mediaType": manifest, "size": 2008, "digest":
                 "sha256:a59eceac3828eb428ed67d5c50d0ec68bdcc36c7e4de397b2eb5a6d36e9f4789"}),
@@ -178,7 +181,7 @@ def test_bad_platform_arch_lists_are_refused_naming_the_value(value, said):
 def test_a_multi_platform_from_image_counts_by_its_index_for_the_other_platforms_build():
     """The engine inspects a two-platform image as its own platform's: the other platform's
     build counts the index digest too, so a change to that platform's image changes its inputs."""
-    from torchbake.engine import content_id
+    from torchbake.adapters.engine import content_id
     inspected = {"Id": "sha256:" + "a" * 64, "Architecture": "amd64", "RootFS": {"Layers": ["sha256:" + "1" * 64]},
                  "Config": {"Env": ["PATH=/usr/bin"]}}
     own = content_id(inspected, "linux/amd64")

@@ -8,9 +8,11 @@ import itertools
 import pytest
 
 from tests.conftest import run_invoke
-from torchbake import config, output, project
-from torchbake.context import render_dockerfile
-from torchbake.errors import ConfigurationError
+from torchbake.configuration import project
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError
+from torchbake.inputs.context import render_dockerfile
+from torchbake.planning import config
 
 
 def write(path, text):

@@ -7,7 +7,7 @@ import json
 import multiprocessing
 import threading
 
-from torchbake.input_hash import record_built
+from torchbake.building.input_hash import record_built
 
 
 def _record_many(state, prefix: str, count: int) -> None:

@@ -7,12 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from torchbake import config, registry, validation
-from torchbake.engine import DockerClient
-from torchbake.errors import EngineError, RegistryError
-from torchbake.matrix import expand, load_matrix
-from torchbake.network import DownloadPolicy
-from torchbake.publishing import build_cache
+from torchbake.adapters import registry
+from torchbake.adapters.engine import DockerClient
+from torchbake.building.publishing import build_cache
+from torchbake.configuration import validation
+from torchbake.configuration.network import DownloadPolicy
+from torchbake.core.errors import EngineError, RegistryError
+from torchbake.fleet.matrix import expand, load_matrix
+from torchbake.planning import config
 from torchbake.variants.release import plan as plan_release
 
 
@@ -140,7 +142,7 @@ def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
 
 
 def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
-    from torchbake.files import secret_files
+    from torchbake.core.files import secret_files
     from torchbake.variants.dev import plan as plan_dev
 
     url = "http://builder:s3cret@127.0.0.1:8080/ccache|connect-timeout=500"
@@ -163,7 +165,8 @@ def test_a_bad_ccache_remote_is_rejected(bad):
 
 
 def test_an_index_of_several_platforms_is_read_as_this_hosts_image(monkeypatch):
-    from torchbake import platforms, registry
+    from torchbake.adapters import registry
+    from torchbake.configuration import platforms
     index = {"manifests": [
         {"digest": "sha256:a", "platform": {"os": "linux", "architecture": "amd64"}},
         {"digest": "sha256:b", "platform": {"os": "linux", "architecture": "arm64"}},

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchbake import config, data, wheelhouse
-from torchbake.context import render_dockerfile, unknown_optional_steps
-from torchbake.engine import DockerClient
-from torchbake.input_hash import build_args
-from torchbake.validation import project_name
+from torchbake.adapters.engine import DockerClient
+from torchbake.building.input_hash import build_args
+from torchbake.configuration.validation import project_name
+from torchbake.core import data
+from torchbake.inputs import wheelhouse
+from torchbake.inputs.context import render_dockerfile, unknown_optional_steps
+from torchbake.planning import config
 from torchbake.variants.release import plan as plan_release
 
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"

@@ -11,11 +11,12 @@ from datetime import datetime
 import pytest
 from rich.console import Console
 
-from torchbake import output, runner
-from torchbake.builder import BuildResult
-from torchbake.errors import BuildError, EngineError, RegistryError
-from torchbake.matrix import Cell
-from torchbake.status import Status
+from torchbake.building.builder import BuildResult
+from torchbake.core import output
+from torchbake.core.errors import BuildError, EngineError, RegistryError
+from torchbake.core.status import Status
+from torchbake.fleet import runner
+from torchbake.fleet.matrix import Cell
 
 
 def cell(cell_id: str, *deps: str) -> Cell:
@@ -146,8 +147,8 @@ def test_the_first_error_line_is_the_failure_not_a_missing_cache_image():
 def test_a_rebuilt_cell_says_what_changed_against_the_image_its_tag_held(monkeypatch, tmp_path):
     """From what this host recorded of both images (their inventories beside their manifests): one
     line in the summary table, the whole diff in the JSON report."""
-    from torchbake import attestations
-    from torchbake.inventory import Inventory, Layer, PythonDist
+    from torchbake.supply_chain import attestations
+    from torchbake.supply_chain.inventory import Inventory, Layer, PythonDist
 
     old_id, new_id = "sha256:" + "1" * 64, "sha256:" + "2" * 64
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from torchbake import attestations, image_diff, provenance, sbom
-from torchbake.inventory import Deb, Inventory, Layer, PythonDist
+from torchbake.supply_chain import attestations, image_diff, provenance, sbom
+from torchbake.supply_chain.inventory import Deb, Inventory, Layer, PythonDist
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
 SECRET = "s3cr3t-token-4711"

@@ -26,11 +26,11 @@ def test_the_task_collection_imports_no_task_s_work():
     probe = ("import sys, tasks; print(' '.join(sorted(m for m in sys.modules if m.startswith(('torchbake.', 'rich.',"
              " 'filelock', 'docker', 'plumbum')))))")
     loaded = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    work = ("torchbake.config", "torchbake.derived", "torchbake.builder", "torchbake.variants", "torchbake.runner", "torchbake.cleanup", "torchbake.containers",
-            "torchbake.base_os", "torchbake.wheelhouse", "torchbake.downloads", "rich.progress", "rich.table",
+    work = ("torchbake.planning.config", "torchbake.configuration.derived", "torchbake.building.builder", "torchbake.variants", "torchbake.fleet.runner", "torchbake.housekeeping.cleanup", "torchbake.running.containers",
+            "torchbake.inputs.base_os", "torchbake.inputs.wheelhouse", "torchbake.inputs.downloads", "rich.progress", "rich.table",
             "filelock", "docker", "plumbum")
     assert [m for m in loaded if m in work] == []
-    assert "torchbake.cli" in loaded and "torchbake.tasks.build" in loaded  # the probe saw the task modules
+    assert "torchbake.tasks.cli" in loaded and "torchbake.tasks.build" in loaded  # the probe saw the task modules
 
 
 @pytest.mark.parametrize("name", ["build", "build-base", "build-all", "verify", "show-config", "bootstrap-os",

@@ -7,8 +7,9 @@ import shutil
 import subprocess
 
 from tests.conftest import ROOT, run_invoke
-from torchbake import config, verify
-from torchbake.errors import ConfigurationError
+from torchbake.checks import verify
+from torchbake.core.errors import ConfigurationError
+from torchbake.planning import config
 from torchbake.variants import VARIANTS, _in_build_order
 
 
@@ -73,7 +74,7 @@ def test_a_new_variant_is_its_module_its_dockerfile_and_its_naming_tag(tmp_path)
     (tmp_path / "torchbake/variants/notebook.py").write_text(NOTEBOOK)
     dockerfile = (ROOT / "docker/ubuntu/dockerfile.release").read_text()
     (tmp_path / "docker/ubuntu/dockerfile.notebook").write_text(dockerfile + "\nRUN echo notebook\n")
-    settings_file = tmp_path / "torchbake/settings.py"
+    settings_file = tmp_path / "torchbake/configuration/settings.py"
     text = settings_file.read_text()
     anchor = "    release_tag: str = option("
     assert anchor in text

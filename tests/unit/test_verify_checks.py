@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from torchbake.verify import FAIL, PASS, SKIP, Expectations, evaluate
+from torchbake.checks.verify import FAIL, PASS, SKIP, Expectations, evaluate
 
 GOOD = {
     "python": "3.11", "python_full": "3.11.2", "torch": "2.13.0+cpu", "cuda": None, "hip": None,

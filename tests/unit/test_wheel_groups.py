@@ -9,9 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from torchbake import build_time, input_hash, wheelhouse
-from torchbake.config import resolve
-from torchbake.errors import ConfigurationError
+from torchbake.building import input_hash
+from torchbake.core import build_time
+from torchbake.core.errors import ConfigurationError
+from torchbake.inputs import wheelhouse
+from torchbake.planning.config import resolve
 from torchbake.variants.release import plan as plan_release
 
 
@@ -63,8 +65,8 @@ def test_every_build_writes_source_date_epoch_and_the_created_label_only_when_it
     ("download", b"PK", "the file it gives, 'download', is not named as a wheel"),
 ])
 def test_a_download_that_is_not_a_wheel_names_the_option_and_the_url(tmp_path, name, content, message):
-    from torchbake.errors import DownloadError
-    from torchbake.wheelhouse import check_wheel
+    from torchbake.core.errors import DownloadError
+    from torchbake.inputs.wheelhouse import check_wheel
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(DownloadError) as caught:
@@ -76,7 +78,7 @@ def test_a_download_that_is_not_a_wheel_names_the_option_and_the_url(tmp_path, n
 def test_a_real_wheel_passes_the_check(tmp_path):
     import zipfile
 
-    from torchbake.wheelhouse import check_wheel
+    from torchbake.inputs.wheelhouse import check_wheel
     path = tmp_path / "ext-1.0-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("ext-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
@@ -163,8 +165,8 @@ def test_an_index_behind_an_intercepting_proxy_answers_when_its_ca_is_trusted_as
     from types import SimpleNamespace
 
     from tests.support import flaky_server, make_test_ca
-    from torchbake import command
-    from torchbake.wheelhouse import unanswered_indexes
+    from torchbake.adapters import command
+    from torchbake.inputs.wheelhouse import unanswered_indexes
 
     ca, cert, key = make_test_ca(tmp_path / "ca")
     with socket.socket() as probe:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from .. import platforms, validation
-from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
-from ..lazy import LazyModule
-from ..options import BOOTSTRAP_OS_FLAGS, overrides
+from torchbake.configuration import platforms, validation
+from torchbake.configuration.options import BOOTSTRAP_OS_FLAGS, overrides
+from torchbake.core.lazy import LazyModule
+from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
-base_os = LazyModule("torchbake.base_os")  # imported when the task runs (see tasks/build.py)
+base_os = LazyModule("torchbake.inputs.base_os")  # imported when the task runs (see tasks/build.py)
 
 
 @flag_task(*BOOTSTRAP_OS_FLAGS)

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from invoke import Collection
 
-from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
-from ..lazy import LazyModule
-from ..options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
+from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
+from torchbake.core.lazy import LazyModule
+from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
 # The work behind a task is imported when the task runs: invoke imports every task module to
 # parse any command line, and a command that fails on its flags should not pay for all of them.
-builder = LazyModule("torchbake.builder")
+builder = LazyModule("torchbake.building.builder")
 variants = LazyModule("torchbake.variants")
-platform_builds = LazyModule("torchbake.platform_builds")
+platform_builds = LazyModule("torchbake.building.platform_builds")
 
 
 def _run(make_plan, settings, dry_run: bool, force: bool, check_reproducible: bool = False) -> None:

@@ -6,14 +6,14 @@ import sys
 
 from invoke import Collection, Exit
 
-from .. import output
-from ..cli import docker_client, flag_task, reports_errors, resolve_config
-from ..command import format_command
-from ..errors import ConfigurationError
-from ..lazy import LazyModule
-from ..options import CONTAINERS_FLAGS, RUN_CONTAINER_FLAGS, STOP_CONTAINER_FLAGS, overrides
+from torchbake.adapters.command import format_command
+from torchbake.configuration.options import CONTAINERS_FLAGS, RUN_CONTAINER_FLAGS, STOP_CONTAINER_FLAGS, overrides
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError
+from torchbake.core.lazy import LazyModule
+from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-running = LazyModule("torchbake.containers")  # imported when a task runs (see tasks/build.py)
+running = LazyModule("torchbake.running.containers")  # imported when a task runs (see tasks/build.py)
 
 @flag_task(*RUN_CONTAINER_FLAGS, optional_positional=("image",))
 @reports_errors

@@ -7,16 +7,17 @@ import json
 
 from invoke import Collection
 
-from .. import output, writable
-from ..cli import docker_client, flag_task, reports_errors, resolve_config
-from ..errors import ConfigurationError, ImageNotFoundError
-from ..files import write_atomically
-from ..lazy import LazyModule
-from ..options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, overrides
+from torchbake.configuration import writable
+from torchbake.configuration.options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, overrides
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError, ImageNotFoundError
+from torchbake.core.files import write_atomically
+from torchbake.core.lazy import LazyModule
+from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-attestations = LazyModule("torchbake.attestations")  # the SBOM libraries: imported when a task runs
-image_diff = LazyModule("torchbake.image_diff")
-network = LazyModule("torchbake.network")
+attestations = LazyModule("torchbake.supply_chain.attestations")  # the SBOM libraries: imported when a task runs
+image_diff = LazyModule("torchbake.supply_chain.image_diff")
+network = LazyModule("torchbake.configuration.network")
 
 FORMATS = ("spdx", "cyclonedx")
 
@@ -25,8 +26,9 @@ def _document(given: dict, flags, kind: str) -> str:
     """The ``kind`` document of the image ``given["image"]``: what this host wrote when it built
     it; else what its registry holds beside it (a reference with a registry host); else, for a
     local image, an SBOM read from the image now."""
-    from .. import inventory, registry, sbom
-    from ..errors import RegistryError
+    from torchbake.adapters import registry
+    from torchbake.core.errors import RegistryError
+    from torchbake.supply_chain import inventory, sbom
 
     image = given["image"]
     settings = resolve_config(given["config"], overrides(flags, given)).settings()

@@ -6,18 +6,19 @@ from typing import TYPE_CHECKING
 
 from invoke import Collection
 
-from .. import output, validation
-from ..cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
-from ..engine import DockerClient
-from ..errors import ConfigurationError
-from ..lazy import LazyModule
-from ..options import GC_FLAGS, overrides
-from ..output import human_size
+from torchbake.adapters.engine import DockerClient
+from torchbake.configuration import validation
+from torchbake.configuration.options import GC_FLAGS, overrides
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError
+from torchbake.core.lazy import LazyModule
+from torchbake.core.output import human_size
+from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
 if TYPE_CHECKING:
-    from ..settings import Settings
+    from torchbake.configuration.settings import Settings
 
-cleanup = LazyModule("torchbake.cleanup")  # imported when the task runs (see tasks/build.py)
+cleanup = LazyModule("torchbake.housekeeping.cleanup")  # imported when the task runs (see tasks/build.py)
 
 def limits_of(settings: Settings) -> cleanup.Limits:
     gc = settings.gc

@@ -9,12 +9,9 @@ from pathlib import Path
 from invoke import Collection
 from rich.text import Text
 
-from .. import output, redaction, validation
-from ..cli import docker_client, flag_task, reports_errors, resolve_config
-from ..errors import ConfigurationError, ImageNotFoundError
-from ..lazy import LazyModule
-from ..manifest import describe, find_manifest
-from ..options import (
+from torchbake.checks.verify import Expectations, verify_image
+from torchbake.configuration import validation
+from torchbake.configuration.options import (
     SHOW_BUILD_FLAGS,
     SHOW_CONFIG_FLAGS,
     VERIFY_CHECKS,
@@ -22,11 +19,15 @@ from ..options import (
     VERIFY_GPUS,
     overrides,
 )
-from ..verify import Expectations, verify_image
+from torchbake.core import output, redaction
+from torchbake.core.errors import ConfigurationError, ImageNotFoundError
+from torchbake.core.lazy import LazyModule
+from torchbake.supply_chain.manifest import describe, find_manifest
+from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-configuration = LazyModule("torchbake.config")  # read when the task runs
+configuration = LazyModule("torchbake.planning.config")  # read when the task runs
 
-builder = LazyModule("torchbake.builder")  # verify --reproducible's build: imported when it runs
+builder = LazyModule("torchbake.building.builder")  # verify --reproducible's build: imported when it runs
 variants = LazyModule("torchbake.variants")
 
 

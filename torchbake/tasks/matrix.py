@@ -9,12 +9,16 @@ from pathlib import Path
 from invoke import Collection, Exit
 from rich.text import Text
 
-from .. import output, platforms
-from ..cli import check_folders, current_project, docker_client, flag_task, reports_errors
-from ..data import CONFIG_DIR
-from ..errors import ConfigurationError, FatalError, MissingValuesError
-from ..lazy import LazyModule
-from ..matrix import (
+from torchbake.configuration import platforms
+from torchbake.configuration.options import BUILD_ALL_FLAGS, overrides
+from torchbake.configuration.writable import check_output_file
+from torchbake.core import output
+from torchbake.core.data import CONFIG_DIR
+from torchbake.core.errors import ConfigurationError, FatalError, MissingValuesError
+from torchbake.core.lazy import LazyModule
+from torchbake.core.output import human_size
+from torchbake.core.status import Status
+from torchbake.fleet.matrix import (
     Cell,
     expand,
     families,
@@ -26,16 +30,13 @@ from ..matrix import (
     select,
     shard,
 )
-from ..options import BUILD_ALL_FLAGS, overrides
-from ..output import human_size
-from ..status import Status
-from ..writable import check_output_file
-from .gc import collect
+from torchbake.tasks.cli import check_folders, current_project, docker_client, flag_task, reports_errors
+from torchbake.tasks.gc import collect
 
-configuration = LazyModule("torchbake.config")  # read when the task runs
+configuration = LazyModule("torchbake.planning.config")  # read when the task runs
 
 # imported when the task runs (see tasks/build.py)
-runner = LazyModule("torchbake.runner")
+runner = LazyModule("torchbake.fleet.runner")
 variants = LazyModule("torchbake.variants")
 
 def _cells(config_files: list[str], only, skip, platform_names, shard_text, found) -> tuple[list[Cell], list[str]]:

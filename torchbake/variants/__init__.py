@@ -6,6 +6,8 @@ Every module of this package that declares a ``NAME`` is a :class:`Variant`, and
 is the one registry of them that the tasks, the matrix, the configuration and the runner read (as
 cibuildwheel's ``platforms/__init__.py`` lists its platform modules). It is found, not written:
 a new variant is a new module here (with its Dockerfile and its ``[naming]`` tag), nothing else.
+
+May use: ``torchbake.supply_chain`` and the layers below it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import importlib
 import pkgutil
 from typing import Protocol
 
-from .common import Missing, PlanCommon, Preflight, how_to_set, missing_error, ways_to_set
+from torchbake.variants.common import Missing, PlanCommon, Preflight, how_to_set, missing_error, ways_to_set
 
 Plan = PlanCommon  # every variant's plan class is one
 
@@ -26,7 +28,7 @@ class Variant(Protocol):
     BUILD_VARIANT: str | None  # the [build] variant its settings resolve with (None: only its own task builds it)
     BUILT_FROM: str | None  # the variant whose image is this one's FROM image (a matrix builds it first)
     FROM_OPTION: str  # the option that names its FROM image
-    VERIFIES: frozenset[str]  # the verify checks its images get (torchbake.verify.CHECKS)
+    VERIFIES: frozenset[str]  # the verify checks its images get (torchbake.checks.verify.CHECKS)
 
     def plan(self, settings, *, python_given: bool = False, reuse_context: bool = False,
              no_cache: bool = False) -> Plan:

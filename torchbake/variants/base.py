@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, sources
-from ..context import Staging
-from ..settings import Settings
-from .common import (
+from torchbake.configuration.settings import Settings
+from torchbake.inputs import context, sources
+from torchbake.inputs.context import Staging
+from torchbake.variants.common import (
     PENDING,
     SUPPORTED_OS,
     Missing,
@@ -36,8 +36,8 @@ SOURCE_NAMES = ("pytorch", "vision", "audio")
 NAME = "base"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = None  # the [build] variant its settings resolve with (None: build-base reads none)
 BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "base.sys"  # the option naming its FROM image (derived when nobody sets it: torchbake.derived)
-VERIFIES = frozenset({"sources"})  # the verify checks its images get (torchbake.verify.CHECKS)
+FROM_OPTION = "base.sys"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
+VERIFIES = frozenset({"sources"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,19 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from .. import __version__, base_os, os_releases, output, platforms, wheelhouse
-from ..accelerators import Accelerator, Toolkit
-from ..build_time import created_time
-from ..context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
-from ..data import DOCKER_DIR
-from ..downloads import DownloadCache, require_pinned
-from ..engine import content_id
-from ..errors import BaseImagePending, ConfigurationError, MissingValuesError
-from ..files import SecretSource, read_back_object, write_atomically
-from ..inventory import INPUTS_LABEL
-from ..network import DownloadPolicy
-from ..options import flag_setting
-from ..settings import (
+from torchbake import __version__
+from torchbake.adapters.engine import content_id
+from torchbake.configuration import os_releases, platforms
+from torchbake.configuration.accelerators import Accelerator, Toolkit
+from torchbake.configuration.network import DownloadPolicy
+from torchbake.configuration.options import flag_setting
+from torchbake.configuration.settings import (
     BuildOptions,
     DownloadOptions,
     PathOptions,
@@ -36,6 +30,15 @@ from ..settings import (
     WheelOptions,
     env_var_name,
 )
+from torchbake.core import output
+from torchbake.core.build_time import created_time
+from torchbake.core.data import DOCKER_DIR
+from torchbake.core.errors import BaseImagePending, ConfigurationError, MissingValuesError
+from torchbake.core.files import SecretSource, read_back_object, write_atomically
+from torchbake.inputs import base_os, wheelhouse
+from torchbake.inputs.context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
+from torchbake.inputs.downloads import DownloadCache, require_pinned
+from torchbake.supply_chain.inventory import INPUTS_LABEL
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +78,7 @@ class PlanCommon:
     # torch and the extension are built, so their versions are labelled after the build
     versions_known_after_build: ClassVar[bool] = False
     # its wheels are unpacked on the build platform: another platform's image emulates only the
-    # OS steps and verify (what plans say of it: torchbake.platforms.how_built)
+    # OS steps and verify (what plans say of it: torchbake.configuration.platforms.how_built)
     wheels_unpacked_natively: ClassVar[bool] = False
 
     slim: ClassVar[bool] = False  # also build the slim runtime image (dev builds that ask for it)
@@ -218,7 +221,7 @@ def raise_missing(missing: list[Missing]) -> None:
 
 
 def accelerator_of(settings: Settings) -> Accelerator:
-    """The accelerator ``[accelerator] profile`` names (declared: torchbake.accelerators)."""
+    """The accelerator ``[accelerator] profile`` names (declared: torchbake.configuration.accelerators)."""
     return settings.accelerators[settings.accelerator.profile]
 
 

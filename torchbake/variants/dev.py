@@ -7,15 +7,16 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, registry, sources
-from ..context import Staging
-from ..engine import content_id
-from ..errors import ConfigurationError, RegistryError
-from ..files import SecretSource
-from ..network import DownloadPolicy
-from ..settings import Settings
-from ..validation import project_name
-from .common import (
+from torchbake.adapters import registry
+from torchbake.adapters.engine import content_id
+from torchbake.configuration.network import DownloadPolicy
+from torchbake.configuration.settings import Settings
+from torchbake.configuration.validation import project_name
+from torchbake.core.errors import ConfigurationError, RegistryError
+from torchbake.core.files import SecretSource
+from torchbake.inputs import context, sources
+from torchbake.inputs.context import Staging
+from torchbake.variants.common import (
     Missing,
     PlanCommon,
     Preflight,
@@ -36,8 +37,8 @@ from .common import (
 NAME = "dev"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = "dev"  # the [build] variant its settings resolve with (None: build-base reads none)
 BUILT_FROM: str | None = "base"  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.derived)
-VERIFIES = frozenset({"torch", "from source"})  # the verify checks its images get (torchbake.verify.CHECKS)
+FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
+VERIFIES = frozenset({"torch", "from source"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import context, wheelhouse
-from ..context import Staging
-from ..errors import DownloadError
-from ..settings import Settings
-from ..validation import is_location, project_name
-from .common import (
+from torchbake.configuration.settings import Settings
+from torchbake.configuration.validation import is_location, project_name
+from torchbake.core.errors import DownloadError
+from torchbake.inputs import context, wheelhouse
+from torchbake.inputs.context import Staging
+from torchbake.variants.common import (
     PENDING,
     Missing,
     PlanCommon,
@@ -41,8 +41,8 @@ from .common import (
 NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolve with (None: build-base reads none)
 BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.derived)
-VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.verify.CHECKS)
+FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
+VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,0 +1,397 @@
+"""The Docker engine, through the docker SDK's Engine API client: every engine call but a
+BuildKit build or a terminal session (those are the CLI's, :mod:`torchbake.adapters.docker_cli`).
+
+The engine is found as the CLI finds it: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY`` /
+``DOCKER_CERT_PATH``, ssh), else the docker context (``DOCKER_CONTEXT``, or the current one),
+else the default socket. Failures are the SDK's typed exceptions, turned into torchbake errors
+by :func:`engine_errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from torchbake.adapters import command
+from torchbake.adapters.docker_cli import DockerCLI
+from torchbake.core import data
+from torchbake.core.errors import BuildError, EngineError, RegistryError
+from torchbake.core.lazy import LazyModule
+
+if TYPE_CHECKING:
+    import docker
+    import requests
+else:  # the SDK is imported at the first engine call, not when the tasks are listed
+    docker = LazyModule("docker", "docker.context", "docker.errors", "docker.utils.socket")
+    requests = LazyModule("requests")
+
+ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
+_RAISE = object()  # DockerClient.call: a missing object is an error
+_LISTING_ATTEMPTS = 5  # DockerClient.images: listings asked while images are removed beside them
+
+
+def marked_json(output: str, mark: str) -> Any:
+    """The JSON a probe container printed on the line starting with ``mark`` (its other output
+    is the image's own), or None when it printed none."""
+    line = next((line for line in output.splitlines() if line.startswith(mark)), None)
+    return None if line is None else json.loads(line[len(mark):])
+
+
+@dataclass(frozen=True)
+class DockerClient(DockerCLI):
+    """The CLI torchbake builds with, and the engine it talks to."""
+
+    timeout: float = ENGINE_TIMEOUT  # seconds any engine call but a build may take ([build] engine_timeout)
+
+    # -- engine calls: the Engine API through the docker SDK ---------------------------------
+    @property
+    def api(self) -> docker.APIClient:
+        """The SDK's client for this engine: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY``
+        / ``DOCKER_CERT_PATH``, ssh) when set, else the docker context (``DOCKER_CONTEXT``, or
+        the current one), as the CLI finds it; made once per client."""
+        key = (self.timeout, tuple(sorted((k, v) for k, v in self.environ.items() if k.startswith("DOCKER_"))))
+        if key not in _API_CLIENTS:
+            with engine_errors("version", self.timeout):  # what connecting asks: a command that exists
+                _API_CLIENTS[key] = _sdk_client(self.environ, self.timeout).api
+        return _API_CLIENTS[key]
+
+    def call(self, what: str, method: str, *args: Any, missing: Any = _RAISE, limit: float = 0, **kwargs: Any) -> Any:
+        """``self.api.<method>(*args, **kwargs)``, failures as torchbake errors naming ``docker
+        <what>``, bounded by ``limit`` seconds (0: the engine timeout); ``missing`` is returned
+        when the engine has no such object (else that is an error too)."""
+        with engine_errors(what, limit or self.timeout):
+            try:
+                return getattr(self.api, method)(*args, **kwargs)
+            except docker.errors.NotFound:
+                if missing is _RAISE:
+                    raise
+                return missing
+
+    def images(self, *, all: bool = False) -> list[dict]:  # noqa: A002 - the Engine API's name
+        """The engine's image list. The containerd image store reads each image's content while it
+        lists, so an image another client removes meanwhile makes the whole listing fail as "not
+        found"; such a listing is asked again, a few times, and a lasting failure is raised."""
+        for _attempt in range(_LISTING_ATTEMPTS - 1):
+            try:
+                return self.call("images", "images", all=all)
+            except EngineError as exc:
+                if not isinstance(exc.__cause__, docker.errors.NotFound):
+                    raise
+        return self.call("images", "images", all=all)
+
+    def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
+        """A BuildKit build (see :meth:`DockerCLI.build`); one that failed because the engine
+        stopped answering says so, within the engine timeout."""
+        try:
+            super().build(argv, env, log_file)
+        except BuildError as exc:
+            try:
+                self.check_engine()
+            except EngineError:
+                raise EngineError(
+                    f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
+                    f" ({data.engine_hint()}) and run the same command again; the steps"
+                    " that finished come from the layer cache.") from exc
+            raise
+
+    def check_engine(self) -> str:
+        """The engine's version; a clear error if none answers."""
+        return str(self.call("version", "version").get("Version", ""))
+
+    def inspect_image(self, reference: str) -> dict[str, Any] | None:
+        return self.call(f"image inspect {reference}", "inspect_image", reference, missing=None)
+
+    def history(self, reference: str) -> list[dict[str, Any]]:
+        """The image's steps, newest first (``docker history``: CreatedBy, Size of each)."""
+        return self.call(f"image history {reference}", "history", reference, missing=None) or []
+
+    def engine_version(self) -> str:
+        """The engine's version (``docker version``'s server part)."""
+        return str(self.call("version", "version").get("Version", ""))
+
+    def inspect_container(self, name: str) -> dict[str, Any] | None:
+        return self.call(f"container inspect {name}", "inspect_container", name, missing=None)
+
+    def engine_info(self) -> dict[str, Any]:
+        """``docker info`` as the Engine API gives it (NCPU, MemTotal, Runtimes, ...)."""
+        return self.call("info", "info")
+
+    def tag(self, source: str, target: str) -> None:
+        self.call(f"tag {source} {target}", "tag", source, *docker.utils.parse_repository_tag(target))
+
+    def remove_image(self, reference: str, *, force: bool = True) -> bool:
+        """Remove the image (or the tag); False when there was none. Without ``force`` the engine
+        refuses an image a container or a child image uses."""
+        return self.call(f"image rm {reference}", "remove_image", reference, force=force, missing=False) is not False
+
+    def pull(self, reference: str) -> str:
+        """Pull ``reference``; "" when it is here now, else what the registry said."""
+        with engine_errors(f"pull {reference}", self.timeout):
+            try:
+                for event in self.api.pull(reference, stream=True, decode=True):
+                    if event.get("error"):
+                        return str(event["error"])
+            except docker.errors.APIError as exc:
+                return str(exc.explanation or exc)
+        return ""
+
+    def load_image(self, archive: Path) -> None:
+        """``docker load -i ARCHIVE``: the images an image archive holds, under its names."""
+        with engine_errors(f"load {archive.name}", max(self.timeout, 600)), archive.open("rb") as data:
+            self.api.load_image(data)
+
+    def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
+                    network: str | None = "none", timeout: float = 600,
+                    device_options: Mapping[str, Any] | None = None) -> command.CommandResult:
+        """Run a throwaway container and collect its output (the container is always removed);
+        ``device_options``: its device access (``DeviceAccess.host_config``)."""
+        name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
+        shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
+        host_config = {"network_mode": network, **{k: v for k, v in (device_options or {}).items() if v}}
+        created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
+                                        name=name, labels={"torchbake.probe": "true"}, host_config=host_config)
+        try:
+            with engine_errors(f"run {image}", timeout):
+                try:
+                    self.api.start(created)
+                except docker.errors.APIError as exc:  # e.g. the entrypoint is not in the image
+                    return command.CommandResult(shown, 127, str(exc.explanation or exc))
+                code = int(self.api.wait(created, timeout=timeout).get("StatusCode", 1))
+                output = self.api.logs(created, stdout=True, stderr=True).decode(errors="replace")
+            return command.CommandResult(shown, code, output)
+        finally:  # interrupted or timed out too: the probe container never outlives this call
+            self._discard(created)
+
+    def create_container(self, image: str, *, host_config: Mapping[str, Any], **options: Any) -> str:
+        """Create a container (the SDK's ``create_container`` and ``create_host_config`` options)."""
+        with engine_errors(f"create {options.get('name') or image}", self.timeout):
+            return self.api.create_container(image, host_config=self.api.create_host_config(**host_config),
+                                             **options)["Id"]
+
+    def run_streams(self, container: str, *, stdin: bool) -> int:
+        """Attach to a created container, start it and relay the standard streams until it ends;
+        its exit status. It is removed afterwards, whatever happens (``docker run --rm``)."""
+        try:
+            with engine_errors(f"start {container[:12]}", self.timeout):
+                params = {"stdin": int(stdin), "stdout": 1, "stderr": 1, "stream": 1}
+                attached = self.api.attach_socket(container, params=params)
+                self.api.start(container)
+            _relay(attached, stdin)
+            with engine_errors(f"wait {container[:12]}", self.timeout):
+                return int(self.api.wait(container, timeout=None).get("StatusCode", 1))
+        finally:
+            self._discard(container)
+
+    def _discard(self, container: str) -> None:
+        """Remove a container torchbake made for one run, quietly (it may be gone already)."""
+        with contextlib.suppress(docker.errors.DockerException, requests.exceptions.RequestException):
+            self.api.remove_container(container, force=True)
+
+    def exec_streams(self, container: str, argv: Sequence[str], *, env: Mapping[str, str], workdir: str,
+                     stdin: bool) -> int:
+        """Run ``argv`` in a running container, relaying the standard streams; its exit status."""
+        with engine_errors(f"exec {container}", self.timeout):
+            exec_id = self.api.exec_create(container, list(argv), stdin=stdin, environment=dict(env) or None,
+                                           workdir=workdir or None)["Id"]
+            _relay(self.api.exec_start(exec_id, socket=True), stdin)
+            for _ in range(100):  # the stream ends a moment before the engine records the exit
+                result = self.api.exec_inspect(exec_id)
+                if not result.get("Running"):
+                    break
+                time.sleep(0.05)
+        return int(result.get("ExitCode") or 0)
+
+    def is_folder(self, container: str, path: str) -> bool:
+        """Whether ``path`` is a folder in the running ``container`` (``test -d``)."""
+        with engine_errors(f"exec {container}", self.timeout):
+            exec_id = self.api.exec_create(container, ["test", "-d", path])["Id"]
+            self.api.exec_start(exec_id)
+            return self.api.exec_inspect(exec_id).get("ExitCode") == 0
+
+    def containers(self, label: str) -> list[dict[str, Any]]:
+        """Every container (running or not) that has ``label`` (``key=value``)."""
+        return self.call("ps", "containers", all=True, filters={"label": label})
+
+    def containers_of(self, image_id: str) -> list[dict[str, Any]]:
+        """Every container (running or not) of the image or of an image built FROM it."""
+        return self.call("ps", "containers", all=True, filters={"ancestor": image_id})
+
+    def stop_container(self, name: str, timeout: int) -> None:
+        self.call(f"stop {name}", "stop", name, timeout=timeout, limit=timeout + self.timeout)
+
+    def remove_container(self, name: str, *, force: bool = False) -> None:
+        self.call(f"rm {name}", "remove_container", name, force=force)
+
+    def start_container(self, name: str) -> None:
+        self.call(f"start {name}", "start", name)
+
+    def push(self, reference: str, log_file: Path | None = None,
+             progress: Callable[[int, int], None] | None = None) -> str:
+        """Push ``reference`` with the user's docker credentials; every event goes to the log, and
+        ``progress(bytes sent, bytes to send)`` hears of each layer's progress. Returns the
+        registry digest."""
+        digest, sent, totals = "", {}, {}
+        with engine_errors(f"push {reference}", 3600), contextlib.ExitStack() as stack:
+            log = stack.enter_context(log_file.open("a")) if log_file else None
+            try:
+                events = self.api.push(reference, stream=True, decode=True)
+            except docker.errors.APIError as exc:  # the engine answered: the registry refused or is gone
+                raise RegistryError(f"Pushing {reference} failed: {exc.explanation or exc}") from None
+            for event in events:
+                if log is not None:
+                    log.write(json.dumps(event) + "\n")
+                if event.get("error"):  # the engine answers; the registry stopped answering or refused
+                    raise RegistryError(f"Pushing {reference} failed: {event['error']}")
+                detail, layer = event.get("progressDetail") or {}, event.get("id", "")
+                if detail.get("total"):
+                    sent[layer], totals[layer] = int(detail.get("current", 0)), int(detail["total"])
+                elif event.get("status") in ("Pushed", "Layer already exists", "Mounted from") and layer in totals:
+                    sent[layer] = totals[layer]
+                if progress is not None and totals:
+                    progress(sum(sent.values()), sum(totals.values()))
+                digest = (event.get("aux") or {}).get("Digest", digest)
+        return digest
+
+
+# What a FROM image gives the images built on it besides its layers.
+INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", "ExposedPorts", "Volumes", "Shell",
+                    "StopSignal", "OnBuild", "Healthcheck")
+
+
+def content_id(info: Mapping[str, Any], platform: str = "") -> str:
+    """An image's identity by content, the same on every engine and in a registry: its layers'
+    diff ids and the config its children inherit, from ``docker image inspect`` or the config
+    blob. An image id is not: it is the config's digest on one image store and the manifest's
+    on the containerd store, and the config holds engine-local facts (its build's history).
+
+    ``platform``: the image is a FROM image of that platform's build. An engine inspects a
+    multi-platform image as its own platform's, so where the inspected architecture is another,
+    the image's id (on the containerd store the index's digest, which names every platform's
+    manifest) counts too: a change to any platform's image changes it."""
+    config = info.get("Config") or {}
+    material = {"layers": list((info.get("RootFS") or {}).get("Layers") or []),
+                "config": {key: config.get(key) or None for key in INHERITED_CONFIG}}
+    if platform and platform.split("/")[1] != info.get("Architecture", platform.split("/")[1]):
+        material["image"] = info.get("Id", "")
+    return "sha256:" + hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _relay(attached: Any, stdin: bool) -> None:
+    """Copy this process's standard input into an attached container stream (then close its
+    writing half, so the command sees end of file), and the container's stdout and stderr frames
+    to ours, until the container closes the stream."""
+    raw = getattr(attached, "_sock", attached)
+    raw.settimeout(None)  # a command may be quiet for as long as it likes
+
+    def feed() -> None:
+        with contextlib.suppress(OSError):
+            while data := os.read(sys.stdin.fileno(), 65536):
+                raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+
+    if stdin:
+        threading.Thread(target=feed, daemon=True).start()
+    targets = {1: sys.stdout, 2: sys.stderr}
+    for stream, chunk in docker.utils.socket.frames_iter(attached, tty=False):
+        target = targets.get(stream, sys.stdout)
+        target.flush()
+        target.buffer.write(chunk)
+        target.buffer.flush()
+
+
+_API_CLIENTS: dict[tuple, docker.APIClient] = {}
+
+
+def _sdk_client(environ: Mapping[str, str], timeout: float) -> docker.DockerClient:
+    """The engine the CLI would talk to: DOCKER_HOST first, else the docker context
+    (DOCKER_CONTEXT, else the config's current one), else the default socket."""
+    if environ.get("DOCKER_HOST"):
+        return docker.DockerClient(timeout=int(timeout), version="auto",
+                                   **docker.utils.kwargs_from_env(environment=dict(environ)))
+    name = environ.get("DOCKER_CONTEXT") or _current_context(environ)
+    if name in ("", "default"):
+        return docker.DockerClient(base_url=f"unix://{LOCAL_SOCKET}", timeout=int(timeout), version="auto")
+    context = docker.context.ContextAPI.get_context(name)
+    if context is not None and context.Host:  # the SDK finds contexts only beside an existing config.json
+        return docker.DockerClient(base_url=context.Host, tls=context.TLSConfig or False, timeout=int(timeout),
+                                   version="auto")
+    return docker.DockerClient(base_url=_context_host(name, environ), timeout=int(timeout), version="auto")
+
+
+def _config_dir(environ: Mapping[str, str]) -> Path:
+    return Path(environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
+
+
+def _context_host(name: str, environ: Mapping[str, str]) -> str:
+    """The engine address a docker context names, read from the CLI's context store."""
+    meta = _config_dir(environ) / "contexts" / "meta" / hashlib.sha256(name.encode()).hexdigest() / "meta.json"
+    try:
+        return json.loads(meta.read_text())["Endpoints"]["docker"]["Host"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise EngineError(f"Docker context {name!r} (DOCKER_CONTEXT or the current context) does not exist in"
+                          f" {_config_dir(environ)}; `docker context ls` lists those that do.") from None
+
+
+def where_engine(environ: Mapping[str, str]) -> str:
+    """The engine's address, or the docker context that names it, as the CLI would choose."""
+    if environ.get("DOCKER_HOST"):
+        return environ["DOCKER_HOST"]
+    context = environ.get("DOCKER_CONTEXT") or _current_context(environ)
+    return f"docker context {context!r}" if context not in ("", "default") else f"unix://{LOCAL_SOCKET}"
+
+
+@contextlib.contextmanager
+def engine_errors(what: str, timeout: float):
+    """The SDK's typed failures as torchbake errors: a timeout, no engine, or the engine's refusal."""
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        if isinstance(exc, docker.errors.APIError):
+            raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
+        if (isinstance(exc, requests.exceptions.Timeout) or isinstance(exc.__context__, requests.exceptions.Timeout)
+                or "timed out" in str(exc)):  # the SDK wraps the version check's timeout in a DockerException
+            raise EngineError(f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
+                              f" {timeout:g} s ([build] engine_timeout). Check that dockerd is running there and is"
+                              f" not stuck ({data.engine_hint()}), or point DOCKER_HOST /"
+                              " DOCKER_CONTEXT at an engine that answers.") from exc
+        raise EngineError(
+            f"No Docker engine answers at {where_engine(os.environ)}: {exc}\n"
+            f"Start one: {data.engine_hint()}; or set DOCKER_HOST to an engine that answers."
+        ) from exc
+
+
+LOCAL_SOCKET = "/var/run/docker.sock"
+
+
+def check_answers(environ: Mapping[str, str], timeout: float) -> None:
+    """Raise the engine's own error (no answer at its address within ``timeout``, a docker
+    context that does not exist) when the engine the CLI would use does not answer."""
+    with engine_errors("version", timeout):
+        _sdk_client(environ, timeout).api.version()
+
+
+def _current_context(environ: Mapping[str, str]) -> str:
+    try:
+        return json.loads((_config_dir(environ) / "config.json").read_text()).get("currentContext", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
+def engine_is_local() -> bool:
+    """Whether the engine runs on this machine (so its /dev and data root are here): it answers on a
+    unix socket that exists here (the default one, a rootless engine's, a second engine's); an
+    ssh:// or tcp:// engine is elsewhere."""
+    where = where_engine(os.environ)
+    return where.startswith("unix://") and os.path.exists(where.removeprefix("unix://"))
+

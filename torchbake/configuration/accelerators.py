@@ -1,0 +1,175 @@
+"""Accelerators as data (the model: cibuildwheel's platform list, here in TOML).
+
+Each accelerator is one ``[accelerators.NAME]`` table: the bundled ones in
+``configs/accelerators.toml``, a team's own in any --config file (the file's comments say what
+each key means). It declares the vendor toolkits a build installs (the option that gives each
+one's URL, its flag, its install script, whether a build needs it, what of it the slim runtime
+image keeps) and what a container of it gets from the host (``devices``). Nothing in Python
+names an accelerator; ``[accelerator] profile`` picks one by name.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchbake.configuration import validation
+from torchbake.core.data import ACCELERATORS_FILE
+from torchbake.core.errors import ConfigurationError
+
+SECTION = "accelerators"
+BUILT_IN_CHECKS = ("nvidia", "rocm")  # device checks torchbake has in code (torchbake.checks.devices)
+KEY = re.compile(r"^[a-z][a-z0-9_]*$")
+DEVICE_PATH = re.compile(r"^/dev/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\*?$")  # what the host is searched for: /dev only
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """A vendor tarball: ``[toolkits] KEY`` gives its URL or path."""
+
+    key: str
+    help: str = ""
+    aliases: tuple[str, ...] = ()
+    install: str = "install.sh"
+    required: bool = False
+    runtime_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Devices:
+    """What a container of the accelerator gets from the engine's host, and what the host must have."""
+
+    check: str = ""  # one of BUILT_IN_CHECKS, or "" (this table's data)
+    devices: tuple[str, ...] = ()
+    any_of: tuple[str, ...] = ()
+    or_runtime: str = ""
+    needs: str = ""
+    install: str = ""
+    privileged: bool = False
+    groups: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    name: str
+    description: str
+    toolkits: tuple[Toolkit, ...] = ()
+    devices: Devices = Devices()
+    source: str = ""  # the file that declared it
+    # a torchbake flag → the name its legacy script gave it (shown by that name; bundled ones only)
+    flag_names: Mapping[str, str] = field(default_factory=dict)
+
+    def toolkit(self, key: str) -> Toolkit | None:
+        return next((t for t in self.toolkits if t.key == key), None)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigurationError(f"{where} must be a list of strings, not {value!r}.")
+    return tuple(value)
+
+
+def _table(value: Any, where: str, known: Iterable[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"{where} must be a table, not {value!r}.")
+    unknown = sorted(set(value) - set(known))
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown key {unknown[0]!r}; expected {', '.join(known)}.")
+    return value
+
+
+def _fields(cls: type, table: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """``table``'s values for the dataclass ``cls``, each of its field's type."""
+    found: dict[str, Any] = {}
+    for name, value in table.items():
+        default = getattr(cls(key="") if cls is Toolkit else cls(), name)
+        spot = f"{where}.{name}"
+        if isinstance(default, tuple):
+            found[name] = _strings(value, spot)
+        elif isinstance(default, bool):
+            if not isinstance(value, bool):
+                raise ConfigurationError(f"{spot} must be true or false, not {value!r}.")
+            found[name] = value
+        elif isinstance(default, str):
+            if not isinstance(value, str):
+                raise ConfigurationError(f"{spot} must be a string, not {value!r}.")
+            found[name] = value
+        else:  # env
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise ConfigurationError(f"{spot} must be a table of strings, not {value!r}.")
+            try:
+                validation.env_names(value)
+                validation.plain_text(value)
+            except ValueError as exc:
+                raise ConfigurationError(f"{spot}: {exc}.") from None
+            found[name] = dict(value)
+    return found
+
+
+def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
+    """The accelerators of one file's ``[accelerators]`` table; a clear error naming the file and
+    the key for anything that is not what the bundled file's comments describe."""
+    found = {}
+    for name, table in _table(tables, f"{source}: [{SECTION}]", tables).items():
+        where = f"{source}: [{SECTION}.{name}]"
+        if not KEY.match(name):
+            raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
+        table = _table(table, where, ("description", "toolkits", "devices", "flag_names"))
+        toolkits = []
+        if not isinstance(table.get("toolkits", []), list):
+            raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
+                                     " per toolkit.")
+        for index, entry in enumerate(table.get("toolkits", [])):
+            spot = f"{where} toolkits[{index}]"
+            entry = _table(entry, spot, [f.name for f in Toolkit.__dataclass_fields__.values()])
+            if not isinstance(entry.get("key"), str) or not KEY.match(entry["key"]):
+                raise ConfigurationError(f"{spot}: key must name the option [toolkits] KEY (lower-case letters,"
+                                         " digits and _).")
+            toolkits.append(Toolkit(**_fields(Toolkit, entry, spot)))
+        devices = Devices(**_fields(Devices, _table(table.get("devices", {}), f"{where} devices",
+                                                    list(Devices.__dataclass_fields__)), f"{where} devices"))
+        for path in (*devices.devices, *devices.any_of):
+            if not DEVICE_PATH.match(path) or {".", ".."} & set(path.split("/")):
+                raise ConfigurationError(f"{where} devices: {path!r} is not a device node: expected a path under /dev/"
+                                         " (any_of may end in a * pattern, e.g. /dev/dri/renderD*).")
+        if devices.check and devices.check not in BUILT_IN_CHECKS:
+            raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of"
+                                     f" {', '.join(BUILT_IN_CHECKS)}, or no check and the devices as data.")
+        description = table.get("description", "")
+        if not isinstance(description, str):
+            raise ConfigurationError(f"{where} description must be a string.")
+        flag_names = table.get("flag_names", {})
+        if not isinstance(flag_names, dict) or not all(isinstance(v, str) and KEY.match(v) for v in flag_names.values()):
+            raise ConfigurationError(f"{where} flag_names must be a table of flag = \"legacy_name\" (lower-case"
+                                     " letters, digits and _).")
+        found[name] = Accelerator(name, description, tuple(toolkits), devices, source, dict(flag_names))
+    return found
+
+
+@functools.cache
+def bundled() -> dict[str, Accelerator]:
+    """The accelerators of configs/accelerators.toml."""
+    with ACCELERATORS_FILE.open("rb") as handle:
+        return parse(tomllib.load(handle).get(SECTION, {}), str(ACCELERATORS_FILE))
+
+
+def declared(tables: Iterable[tuple[Mapping[str, Any], str]]) -> dict[str, Accelerator]:
+    """The bundled accelerators with those of ``tables`` (each file's [accelerators] table and
+    the file's name), a later declaration of a name replacing an earlier one; a toolkit key two
+    accelerators both declare must mean the same option, so it is refused."""
+    found = dict(bundled())
+    for table, source in tables:
+        found.update(parse(table, source))
+    owners: dict[str, str] = {}
+    for accelerator in found.values():
+        for toolkit in accelerator.toolkits:
+            if owners.setdefault(toolkit.key, accelerator.name) != accelerator.name:
+                raise ConfigurationError(
+                    f"{accelerator.source}: accelerator {accelerator.name!r} declares the toolkit"
+                    f" {toolkit.key!r}, which {owners[toolkit.key]!r} declares too; give it another key.")
+    return found

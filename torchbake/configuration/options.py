@@ -1,0 +1,274 @@
+"""Every command-line flag of every task (the model: pip's ``cli/cmdoptions.py``).
+
+A flag that sets a configuration option is declared with the option (``torchbake.configuration.settings``:
+its name, legacy spellings, help, what a switch sets and the one build variant it has an effect
+on); :func:`option_flags` makes its :class:`Flag`. The flags that set no option (``--config``,
+``--dry-run``, ``--force`` …) are declared here. A task lists the flags it takes
+(``torchbake.tasks.cli.flag_task``); its parameters, ``invoke --help`` text, extra spellings and repeatable flags
+come from that list, its configuration overrides from :func:`overrides`, and the error for a flag
+without effect on the variant being built from :func:`check_effect`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torchbake.configuration import accelerators, settings
+from torchbake.core.errors import ConfigurationError
+
+VALUE = None  # the default of a flag that takes a value (none given: the option keeps its layers' value)
+SWITCH = False  # the default of a flag that takes none
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One flag: ``--param-with-dashes`` (and ``aliases``), its help, and what it sets."""
+
+    param: str  # the task's parameter
+    help: str
+    key: str = ""  # the configuration option it sets ("": the task reads the value itself)
+    aliases: tuple[str, ...] = ()  # the legacy scripts' spellings: short flags, underscores
+    default: Any = VALUE  # VALUE, SWITCH, or a value that also fixes the type (jobs=1)
+    sets: Any = None  # what a SWITCH with a key sets when given (True, False, "release")
+    repeatable: bool = False
+    only: str = ""  # the one build variant it has an effect on ("dev" or "release")
+    why: str = ""  # why it has none on the other (the error says it)
+    positional: bool = False  # IMAGE, NAME: given without its flag
+
+    @property
+    def spelling(self) -> str:
+        """How the user types it: ``--param-with-dashes``."""
+        return f"--{self.param.replace('_', '-')}"
+
+
+@functools.cache
+def _legacy_names() -> dict[str, str]:
+    """A flag's name → the name the bundled accelerators' legacy scripts gave it (``flag_names``):
+    the flag is shown by that name, and its own stays a spelling of it."""
+    return {flag: legacy for accelerator in accelerators.bundled().values()
+            for flag, legacy in accelerator.flag_names.items()}
+
+
+def option_flag(key: str) -> Flag:
+    """The flag declared with the option ``key`` (``torchbake.configuration.settings``)."""
+    declared = settings.declaration(key)
+    if not declared.flag:
+        raise ValueError(f"internal: option {key} declares no flag")
+    param, aliases = declared.flag, declared.aliases
+    if legacy := _legacy_names().get(param):
+        param, aliases = legacy, (legacy, *aliases, param.replace("_", "-"))
+    section, name = key.split(".", 1)
+    help_text = f"{declared.flag_help or declared.help}. [{section}] {name}"
+    return Flag(param, help_text, key=key, aliases=aliases, default=SWITCH if declared.switch else VALUE,
+                sets=declared.sets, only=declared.only, why=declared.why,
+                repeatable=isinstance(declared.default, list))  # a list option's flag: given once per value
+
+
+def option_flags(*keys: str) -> tuple[Flag, ...]:
+    return tuple(option_flag(key) for key in keys)
+
+
+def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The configuration options the given flags set (the command line's layer); a flag left out
+    sets nothing."""
+    found: dict[str, Any] = {}
+    for flag in flags:
+        value = given.get(flag.param)
+        if not flag.key or value is None or value is False or value == []:
+            continue
+        found[flag.key] = flag.sets if flag.default is SWITCH and flag.sets is not None else value
+    return found
+
+
+def check_effect(flags: tuple[Flag, ...], variant: str, given: Mapping[str, Any]) -> None:
+    """A flag given that has no effect on a ``variant`` build is an error naming it and why."""
+    for flag in flags:
+        if flag.only and flag.only != variant and given.get(flag.param):
+            other = "a dev image (leave out --release)" if variant == "release" else "a release image (add --release)"
+            raise ConfigurationError(f"{flag.spelling} has no effect on a {variant} image: {flag.why}."
+                                     f" Leave it out, or build {other}.")
+
+
+def flag_setting(key: str) -> str:
+    """The flag of ``invoke build`` (or else ``build-base``) that sets the option ``key``, for
+    messages that tell the user what to pass ("" when no flag sets it)."""
+    return next((flag.spelling for flag in (*BUILD_FLAGS, *BUILD_BASE_FLAGS)
+                 if flag.key == key and flag.default is VALUE), "")
+
+
+# --- flags many tasks take -------------------------------------------------------------------
+
+# One flag per vendor toolkit the bundled accelerators declare (configs/accelerators.toml: its help
+# and legacy spellings there); a team's own accelerator sets its toolkits in its config file.
+TOOLKIT_URLS = tuple(Flag(toolkit.key, toolkit.help or f"URL or path of the {toolkit.key} toolkit tarball",
+                           key=f"{settings.TOOLKITS_SECTION}.{toolkit.key}", aliases=toolkit.aliases)
+                      for accelerator in accelerators.bundled().values() for toolkit in accelerator.toolkits)
+
+CONFIG = Flag("config", "TOML config file layered over torchbake's defaults (`invoke show-config --format toml` shows"
+                        " every option); repeatable, later files win", repeatable=True)
+DRY_RUN = Flag("dry_run", "Print what would be done (the plan, the exact commands) and touch nothing", aliases=("dry_run",),
+               default=SWITCH)
+NO_CACHE = Flag("no_cache", "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
+                default=SWITCH)
+FORCE = Flag("force", "Build even when the image under NAME:TAG already has these inputs (the same input hash);"
+                      " without it such a build prints 'unchanged' and does nothing", default=SWITCH)
+NO_PREPARE = Flag("no_prepare", "Reuse the context already prepared in --build-dir (build.sh --no_prepare)",
+                  aliases=("no_prepare",), default=SWITCH)
+CHECK_REPRODUCIBLE = Flag("check_reproducible", "Then build the same context again without any cache and compare: the"
+                                                " same image digest, or exit 6 naming the files that differ (implies"
+                                                " --force)", default=SWITCH)
+(DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, REGISTRY, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
+ REQUIRE_INDEX) = option_flags(
+    "build.docker", "build.builder", "bootstrap.auto", "downloads.require_hashes", "downloads.ca_bundle",
+    "registry.url", "registry.require", "registry.check", "wheels.require_index")
+ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGISTRY, REQUIRE_REGISTRY,
+          NO_REGISTRY_CHECK, REQUIRE_INDEX)  # how a build runs, what it may fetch, where it publishes: build and build-base
+
+# --- build ------------------------------------------------------------------------------------
+
+BUILD_FLAGS = (
+    *option_flags("image.name", "image.tag", "image.base", "image.docker_file", "python.version", "image.platforms"),
+    *TOOLKIT_URLS,
+    *option_flags("wheels.torch", "wheels.extension", "build.variant", "sources.extension_tag",
+                  "dev.git_credential_file", "sources.keep_git", "dev.slim", "build.dir"),
+    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), option_flag("build.verify_gpus"), NO_CACHE, *ENGINE,
+    CHECK_REPRODUCIBLE,
+)
+
+# --- build-base -------------------------------------------------------------------------------
+
+BUILD_BASE_FLAGS = (
+    *option_flags("image.name", "image.tag", "base.sys", "python.version", "sources.pytorch_tag", "sources.vision_tag",
+                  "sources.audio_tag", "sources.root", "sources.keep_git", "build.dir", "image.platforms"),
+    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE,
+)
+
+# --- build-all --------------------------------------------------------------------------------
+
+BUILD_ALL_FLAGS = (
+    Flag("config", "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell"
+                   " (e.g. vendor URLs); repeatable", repeatable=True),
+    Flag("only", "Build only cells whose id matches this glob (e.g. 'cuda-*-py310'); repeatable; their dependencies"
+                 " come along", repeatable=True),
+    Flag("skip", "Leave out cells whose id matches this glob; repeatable", repeatable=True),
+    Flag("jobs", "Cells built at once (independent cells only), default 1", default=1),
+    Flag("keep_going", "After a failure, still build the cells that do not depend on it (the default)", default=SWITCH),
+    Flag("fail_fast", "Stop at the first failed cell", default=SWITCH),
+    Flag("push", "Push each verified image to its registry and record its digest", default=SWITCH),
+    Flag("force", "Build every cell even if its image already has the same input hash", default=SWITCH),
+    Flag("no_cache", "With --force: build every step again, ignoring the engine's layer cache (build_all.sh's way)",
+         default=SWITCH),
+    Flag("report", "Write a JSON report to this file"),
+    Flag("junit", "Write a JUnit XML report to this file"),
+    Flag("plan", "Print the ordered plan (build, skip, re-tag, which inputs changed and from which step, and why) and"
+                 " touch nothing", default=SWITCH),
+    Flag("shard", "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together"),
+    Flag("platform", "Build only the cells of this platform (one of [matrix] platforms, e.g. linux/arm64; repeatable):"
+                     " a native runner's share of the nightly", repeatable=True),
+    Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
+                      " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
+    Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
+    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX,
+)
+
+# --- run-container, containers, stop-container ------------------------------------------------
+
+RUN_CONTAINER_FLAGS = (
+    Flag("image", "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile); default the"
+                  " image of this host's most recent successful build", positional=True),
+    *option_flags("run.name", "run.shm_size", "run.privileged", "run.gpu_check", "run.platform"),
+    Flag("env", "KEY=VALUE for the container and this shell; repeatable, adds to [run] env", repeatable=True),
+    Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
+         repeatable=True),
+    option_flag("run.workdir"),
+    (lambda flag: dataclasses.replace(flag, help=" | ".join(f"{a.name} ({a.description})" for a in
+                                                             accelerators.bundled().values())
+                                      + f", or an accelerator of your --config: {flag.help}"))(
+        option_flag("run.device_profile")),
+    Flag("rm", "Run a throwaway container, removed when the shell or command ends", default=SWITCH),
+    Flag("command", "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's"),
+    Flag("replace", "Remove a container of this name that torchbake created (other image or settings) and create it"
+                    " again", default=SWITCH),
+    DRY_RUN, CONFIG, DOCKER,
+)
+CONTAINERS_FLAGS = (DOCKER, CONFIG)
+STOP_CONTAINER_FLAGS = (
+    Flag("name", "Container to stop (one torchbake created; `invoke containers` lists them)", positional=True),
+    Flag("rm", "Also remove it", default=SWITCH),
+    Flag("time", "Seconds to wait for it to stop before it is killed (default 10)", default=10),
+    DOCKER, CONFIG,
+)
+
+# --- gc ---------------------------------------------------------------------------------------
+
+GC_FLAGS = (
+    Flag("dry_run", "List exactly what would be removed, and why; remove nothing", default=SWITCH),
+    *option_flags("gc.keep", "gc.older_than", "gc.max_cache", "gc.max_build_cache", "gc.engine_build_cache"),
+    DOCKER, CONFIG,
+)
+
+# --- verify, show-build, show-config ----------------------------------------------------------
+
+VERIFY_CHECKS = (  # what verify expects of the image; not with --reproducible
+    Flag("python", "Expected Python X.Y (default: the image's torchbake.python label)"),
+    Flag("torch_version", "Expected torch version (default: the torchbake.torch-version label)"),
+    Flag("extension_module", "Extension module that must import (default: the torchbake.extension-module label)"),
+    Flag("cuda_arch_list", "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list"
+                           " label)"),
+)
+VERIFY_FLAGS = (
+    Flag("image", "Image to verify, NAME:TAG or id", positional=True),
+    *VERIFY_CHECKS,
+    Flag("reproducible", "Instead: build the image again without any cache from the configuration this host recorded"
+                         " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
+                         " over that configuration (e.g. credentials, which records keep masked)", default=SWITCH),
+    VERIFY_GPUS := Flag("gpus", "Also run the GPU checks: on every GPU of this host, with the image's device"
+                                " profile's access, a matmul and a convolution, and a judgement of torch's kernels"
+                                " for it (native, compatible, PTX only, none); without GPUs, the table says they were"
+                                " not run and why", default=SWITCH),
+    DOCKER, CONFIG,
+)
+SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)
+SHOW_CONFIG_FLAGS = (
+    CONFIG,
+    Flag("variant", "Show the values derived for this kind of build: base (build-base), dev or release (build"
+                    " --release); default [build] variant"),
+    Flag("format", "table (default: each value and where it came from) or toml (a file --config reads back to the same"
+                   " settings)", default="table"),
+)
+
+# --- sbom, provenance, diff -------------------------------------------------------------------
+
+OUTPUT = Flag("output", "Write it to this file (atomically) instead of printing it")
+SBOM_FLAGS = (
+    Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold, whose SBOM"
+                  " is read from the registry", positional=True),
+    Flag("format", "spdx (SPDX 2.3 JSON) or cyclonedx (CycloneDX 1.6 JSON)", default="spdx"),
+    OUTPUT, DOCKER, CONFIG,
+)
+PROVENANCE_FLAGS = (
+    Flag("image", "Image, NAME:TAG or id (built on this host); or a registry reference whose provenance is read from"
+                  " the registry", positional=True),
+    OUTPUT, DOCKER, CONFIG,
+)
+DIFF_FLAGS = (
+    Flag("old", "The image compared against: NAME:TAG, id, or a registry reference", positional=True),
+    Flag("new", "The image compared: NAME:TAG, id, or a registry reference", positional=True),
+    Flag("format", "table (default) or json (the whole diff)", default="table"),
+    DOCKER, CONFIG,
+)
+
+# --- bootstrap-os -----------------------------------------------------------------------------
+
+BOOTSTRAP_OS_FLAGS = (
+    Flag("suite", "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)", default="bookworm"),
+    Flag("name", "Image to create (default torchbake/debian:<suite>)"),
+    *option_flags("bootstrap.mirror", "bootstrap.variant", "bootstrap.include", "image.platforms"),
+    Flag("force", "Make the image again even if it exists", default=SWITCH),
+    DOCKER, CONFIG,
+    Flag("dry_run", "Print the commands and touch nothing", default=SWITCH),
+)

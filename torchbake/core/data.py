@@ -1,0 +1,38 @@
+"""Where torchbake's own files are: the profiles (``configs/``), the Dockerfile templates
+(``docker/<os>/``) and the in-image scripts (``docker/common/``).
+
+An installed wheel carries them inside the package (``torchbake/_data/``, ``pyproject.toml``
+maps them there); a checkout (or its editable install) has them beside the package.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # torchbake/, this module being torchbake/core/data.py
+_INSTALLED = PACKAGE_DIR / "_data"
+ROOT = _INSTALLED if _INSTALLED.is_dir() else PACKAGE_DIR.parent
+CONFIG_DIR = ROOT / "configs"
+DOCKER_DIR = ROOT / "docker"  # Dockerfile templates (docker/<os>/) and in-image scripts (docker/common/)
+COMMON_DIR = DOCKER_DIR / "common"
+COMMON_SUFFIXES = (".sh", ".py")  # what docker/common/ ships: shell and Python scripts
+ACCELERATORS_FILE = CONFIG_DIR / "accelerators.toml"
+# A checkout has scripts/ensure-engine.sh, which installs and starts an engine; an installed wheel does not.
+ENGINE_SCRIPT = PACKAGE_DIR.parent / "scripts" / "ensure-engine.sh"
+
+
+def engine_hint() -> str:
+    """How to get an engine, where this torchbake runs: the checkout's script, else the service."""
+    if ENGINE_SCRIPT.is_file():
+        return f"on Debian as root, `bash {ENGINE_SCRIPT}` installs docker.io and starts dockerd"
+    return "start the docker service (`sudo systemctl start docker`)"
+
+
+def common_files() -> list[Path]:
+    """The in-image scripts a build context carries, hashes and lists: the shell and Python files
+    directly in ``docker/common/``. Never whatever else is there at run time: pip and pipx compile
+    the ``.py`` files of an installed wheel into ``__pycache__/`` beside them, an editor leaves
+    backups, a checkout may hold anything."""
+    return sorted(path for path in COMMON_DIR.iterdir()
+                  if path.suffix in COMMON_SUFFIXES and not path.name.startswith(".") and path.is_file()
+                  and not path.is_symlink())

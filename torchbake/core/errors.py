@@ -1,0 +1,90 @@
+"""The one place torchbake's failures are defined.
+
+Every failure the user can cause or fix is a ``FatalError`` subclass with its own exit code.
+Library code raises them; only the CLI layer (``torchbake.tasks.cli.reports_errors``) catches them, prints
+the message (never a traceback) and exits with the code.
+"""
+
+from __future__ import annotations
+
+
+class FatalError(Exception):
+    """A failure that ends the current task. The message says what to do next."""
+
+    exit_code = 1
+
+
+class ConfigurationError(FatalError):
+    """A bad option: unknown key, wrong type, invalid value, missing required value."""
+
+    exit_code = 2
+
+
+class MissingValuesError(ConfigurationError):
+    """Values a build needs that nobody set; ``missing`` lists every one as (key, why)."""
+
+    def __init__(self, message: str, *, missing: list[tuple[str, str]]):
+        super().__init__(message)
+        self.missing = missing
+
+
+class ImageNotFoundError(ConfigurationError):
+    """An image the user named (verify, show-build, run-container …) is not on the engine: one
+    class, one exit code, one message, whichever task met it."""
+
+    def __init__(self, reference: str):
+        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do;"
+                         " `invoke build` makes one.")
+
+
+class BaseImagePending(ConfigurationError):
+    """A plan looked at a FROM image that a build would pull or make first (nothing was made)."""
+
+
+class DownloadError(FatalError):
+    """An input could not be fetched or did not match its recorded digest."""
+
+    exit_code = 3
+
+
+class EngineError(FatalError):
+    """No usable Docker client or engine (missing binary, no BuildKit, engine not answering)."""
+
+    exit_code = 4
+
+
+class BuildError(FatalError):
+    """``docker build`` (or another engine step) ran and failed."""
+
+    exit_code = 5
+
+
+class VerificationError(FatalError):
+    """The image was built but one or more verification checks failed."""
+
+    exit_code = 6
+
+
+class CommandError(FatalError):
+    """A host command (pip, debootstrap, ...) ran and failed."""
+
+    exit_code = 7
+
+
+class ContainerError(FatalError):
+    """A container cannot be created or reused as asked (name taken by another image, the host
+    lacks the device profile's support, a paused or broken container)."""
+
+    exit_code = 8
+
+
+class DiskSpaceError(FatalError):
+    """The build would not fit on the disk (checked before any download)."""
+
+    exit_code = 9
+
+
+class RegistryError(FatalError):
+    """A registry could not be asked or refused (credentials, unreachable, an unexpected answer)."""
+
+    exit_code = 10

@@ -1,0 +1,156 @@
+"""The one output channel. Everything torchbake prints goes through the current
+:class:`Channel` (:func:`channel`): its notes, tables and progress bars, the ``+ command`` echo
+and the commands' output. Its console has markup off, so text from outside (engine and command
+output, error messages, paths, image names, user values) is always printed as it is;
+``[/bin/sh -c …]`` is never read as a style. Styles are given explicitly, with :func:`styled`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
+import threading
+from typing import IO, TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.text import Text
+
+from torchbake.core.redaction import redact
+
+# The command the user typed: hints in messages ("`invoke gc`") name it. The installed `torchbake`
+# command sets it (torchbake.program); `invoke` in a repository with a tasks.py is the default.
+PROGRAM = "invoke"
+
+
+def as_typed(text: str) -> str:
+    """``text`` with its command hints (`` `invoke … ` ``) naming the command that runs."""
+    return text if PROGRAM == "invoke" else text.replace("`invoke ", f"`{PROGRAM} ")
+
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
+
+class _Redacting:
+    """A text stream that masks secrets in everything written to it (what rich renders included)."""
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(redact(as_typed(text)))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
+    """A console for terminal output; in CI logs (not a terminal) tables get 160 columns."""
+    stream = file or (sys.stderr if stderr else sys.stdout)
+    width = None if file is None and stream.isatty() else 160
+    return Console(file=_Redacting(stream), markup=False, highlight=False, soft_wrap=True, width=width)
+
+
+class Channel:
+    """Where a task, or one matrix cell, prints. Every write is whole lines under one lock that
+    all channels share, so cells built side by side never mix inside a line. A cell built beside
+    others gets a channel into its log with ``commands=False``: the commands' echo and output are
+    in that log already, written by the command layer."""
+
+    _lock = threading.RLock()
+
+    def __init__(self, console: Console, *, commands: bool = True):
+        self.console, self.commands = console, commands
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.console.is_terminal
+
+    def say(self, *parts: str | tuple[str, str]) -> None:
+        """A note: plain text, or styled parts as :func:`styled` takes them."""
+        self.show(styled(*parts))
+
+    def show(self, renderable: Any) -> None:
+        """A table or other rich renderable."""
+        with self._lock:
+            self.console.print(renderable)
+
+    def command_line(self, text: str) -> None:
+        """A ``+ command`` echo or a line of a command's output, as it is."""
+        if self.commands:
+            with self._lock:
+                self.console.file.write(text if text.endswith("\n") else text + "\n")  # a redacting stream
+                self.console.file.flush()
+
+    def progress(self, *, transient: bool = False) -> Progress:
+        """A transfer progress bar on this channel, drawn only on a terminal."""
+        return transfer_progress(enabled=self.is_terminal, console=self.console, transient=transient)
+
+
+_current: contextvars.ContextVar[Channel | None] = contextvars.ContextVar("channel", default=None)
+
+
+def channel() -> Channel:
+    """The current channel (standard output unless a task or a matrix cell chose another)."""
+    return _current.get() or Channel(console())
+
+
+@contextlib.contextmanager
+def channel_to(target: Channel):
+    """Print through ``target`` inside the block (in this thread or task)."""
+    token = _current.set(target)
+    try:
+        yield target
+    finally:
+        _current.reset(token)
+
+
+def result(text: str) -> None:
+    """The task's result on standard output, as it is (a TOML file, a CI matrix, commands)."""
+    with Channel._lock:
+        sys.stdout.write(redact(as_typed(text)))
+        sys.stdout.flush()
+
+
+def document(text: str) -> None:
+    """A document on standard output byte for byte as written to a file (an SBOM, a statement):
+    only a secret is ever changed in it."""
+    with Channel._lock:
+        sys.stdout.write(redact(text))
+        sys.stdout.flush()
+
+
+def transfer_progress(*, enabled: bool, console: Console | None = None, transient: bool = False) -> Progress:
+    """The bar of every transfer (downloads, pushes): what moves (never read as markup), bytes,
+    speed and time left; drawn only when ``enabled`` (a terminal)."""
+    # imported here: rich's progress module adds about 18 ms to every start, and most tasks draw no bar
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    return Progress(TextColumn("{task.description}", markup=False, style="bold"), BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), TimeRemainingColumn(), console=console, disable=not enabled,
+                    transient=transient)
+
+
+def table(*, title: str) -> Table:
+    """A table for :meth:`Channel.show` (rich's table module is imported when one is made: most
+    tasks print none)."""
+    from rich.table import Table
+
+    return Table(title=title)
+
+
+def human_size(count: int) -> str:
+    """Bytes for people: 1.1 GB, 312.0 MB, 12 B (decimal units, as docker prints sizes)."""
+    for unit, factor in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= factor:
+            return f"{count / factor:.1f} {unit}" if unit != "GB" else f"{count / factor:.2f} GB"
+    return f"{count} B"
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
+    ever parsed for markup."""
+    return Text.assemble(*parts)

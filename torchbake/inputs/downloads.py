@@ -1,0 +1,386 @@
+"""Fetching inputs given by URL or path into a content-checked cache.
+
+A URL is downloaded once into ``<cache>/downloads/<key>/<file name>``: to a temporary name
+first, renamed into place only after its sha256 was computed (and matched the expected one,
+when known), so the cache never holds a partial or wrong file. A cached file whose size or
+mtime changed since its digest was recorded is fetched again, not used. Local paths and
+``file://`` URLs are hashed where they are, never copied into the cache.
+
+Connection failures, timeouts, 5xx answers and bodies cut short are retried with exponential
+backoff (bounded in count and total time by :class:`DownloadPolicy`), resuming with a Range
+request where the server allows it and starting over where it does not; 4xx answers are final.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import http.client
+import os
+import shutil
+import ssl
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from torchbake.configuration.network import DownloadPolicy
+from torchbake.configuration.validation import is_url, local_name
+from torchbake.core import output, redaction
+from torchbake.core.errors import ConfigurationError, DiskSpaceError, DownloadError
+from torchbake.core.files import mark_used, read_back, write_atomically
+from torchbake.core.output import human_size, transfer_progress
+
+CHUNK = 1024 * 1024
+RETRYABLE_STATUS = {408, 425, 429}  # besides every 5xx
+
+
+def system_ca_file() -> Path | None:
+    """This host's CA bundle (what TLS trusts without --ca-bundle)."""
+    paths = ssl.get_default_verify_paths()
+    for candidate in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def trust_bundle(ca_bundle: str, cache_root: Path) -> Path | None:
+    """The bundle tools are pointed at: the host's CAs plus the user's (pip's --cert and git's
+    sslCAInfo replace the default list, so the user's alone would break every other host).
+    Written once per content into ``<cache>/trust/``; None without --ca-bundle."""
+    if not ca_bundle:
+        return None
+    user = Path(ca_bundle).expanduser().read_bytes()
+    system = system_ca_file()
+    content = (system.read_bytes() if system else b"").rstrip(b"\n") + b"\n" + user
+    target = cache_root / "trust" / f"ca-bundle-{hashlib.sha256(content).hexdigest()[:16]}.pem"
+    if not target.is_file():
+        write_atomically(target, content)
+    return target
+
+
+def trust_environment(ca_bundle: str, cache_root: Path) -> dict[str, str]:
+    """Variables that make pip, git, curl and Python on the host trust the bundle."""
+    bundle = trust_bundle(ca_bundle, cache_root)
+    if bundle is None:
+        return {}
+    return {name: str(bundle) for name in ("PIP_CERT", "GIT_SSL_CAINFO", "SSL_CERT_FILE", "CURL_CA_BUNDLE",
+                                            "REQUESTS_CA_BUNDLE")}
+
+
+class _Retryable(Exception):
+    """A failure worth another try; ``status`` describes it for the final message."""
+
+    def __init__(self, status: str):
+        super().__init__(status)
+        self.status = status
+
+
+class _DiskFull(Exception):
+    """The cache's disk filled while a download was written (never retried)."""
+
+    def __init__(self, needed: int | None, written: int):
+        super().__init__("no space left on the device")
+        self.needed, self.written = needed, written
+
+
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def require_pinned(locations: Mapping[str, str], checksums: Mapping[str, str]) -> None:
+    """With ``require_hashes``: every URL input needs a sha256 (fragment or [checksums])."""
+    unpinned = [f"  {key}: {location}" for key, location in locations.items()
+                if location and is_url(split_fragment(location)[0]) and not split_fragment(location)[0].startswith("file://")
+                and not expected_digest(location, checksums)]
+    if unpinned:
+        raise ConfigurationError(
+            "--require-hashes (downloads.require_hashes): these URLs have no sha256:\n" + "\n".join(unpinned)
+            + "\nAppend #sha256=<hex> to each URL or add it to [checksums] (sha256sum FILE prints it)."
+        )
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """An input available on this host."""
+
+    location: str  # as the user gave it (without the #sha256 fragment)
+    path: Path
+    sha256: str
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+def split_fragment(location: str) -> tuple[str, str]:
+    """``URL#sha256=HEX`` → (URL, HEX); no fragment → (location, "")."""
+    base, _, fragment = location.partition("#")
+    return base, fragment[len("sha256="):] if fragment.startswith("sha256=") else ""
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """An exclusive lock on ``path`` (created if missing) shared by every torchbake process and
+    thread on this host, e.g. two builds filling the same cache."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(path):  # a lock per thread too: two workers of one build-all exclude each other
+        yield
+
+
+def _stamp(path: Path) -> str:
+    info = path.stat()
+    return f"{info.st_size} {info.st_mtime_ns}"
+
+
+def write_record(path: Path, record: Path, digest: str) -> None:
+    """Remember ``path``'s digest with its size and mtime (written atomically)."""
+    write_atomically(record, f"{digest} {_stamp(path)}\n")
+
+
+def recorded_digest(path: Path, record: Path) -> str:
+    """The digest recorded for ``path`` if the file is unchanged since (same size and mtime);
+    "" otherwise. Unchanged gigabytes are never read again."""
+    text = read_back(record)
+    digest, _, stamp = (text or "").strip().partition(" ")
+    try:
+        return digest if text and len(digest) == 64 and stamp == _stamp(path) else ""
+    except OSError:
+        return ""  # a damaged record reads as none: the file is hashed (or fetched) again
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
+    base, fragment = split_fragment(location)
+    return fragment or checksums.get(base, "") or checksums.get(local_name(base), "")
+
+
+class DownloadCache:
+    def __init__(self, root: Path, checksums: Mapping[str, str], *, show_progress: bool = True,
+                 policy: DownloadPolicy = DownloadPolicy(), read_only: bool = False):  # noqa: B008 - frozen
+        self.root = root
+        self.checksums = checksums
+        self.show_progress = show_progress
+        self.policy = policy
+        self.read_only = read_only  # a plan looks, and remembers nothing
+
+    @classmethod
+    def for_settings(cls, settings, *, read_only: bool = False) -> DownloadCache:
+        """The cache of ``settings.paths.cache_dir`` with its checksums and [downloads] policy."""
+        return cls(settings.paths.cache_dir, settings.checksums,
+                   policy=DownloadPolicy.from_settings(settings.downloads), read_only=read_only)
+
+    def fetch(self, location: str, *, key: str = "") -> Artifact:
+        """Make ``location`` available locally; ``key`` names the option it came from (for errors)."""
+        base, _ = split_fragment(location)
+        expected = expected_digest(location, self.checksums)
+        what = f" ({key})" if key else ""
+        if base.startswith("file://"):
+            base_path = Path(urllib.parse.unquote(urllib.parse.urlparse(base).path))
+            return self._local(base, base_path, expected, what)
+        if not is_url(base):
+            return self._local(base, Path(base).expanduser(), expected, what)
+        return self._remote(base, expected, what)
+
+    def cached_path(self, url: str) -> Path | None:
+        """The cached, verified file of ``url``, or None if it is not in the cache."""
+        target = self._folder_of(url) / local_name(url)
+        record = target.with_name(target.name + ".sha256")
+        return target if target.is_file() and recorded_digest(target, record) else None
+
+    def _folder_of(self, url: str) -> Path:
+        """Where a URL's file is cached: keyed by the URL less its credentials, secret query
+        parameters and expiry (redaction.cache_key_url), so a re-signed URL finds the same file."""
+        return self.root / "downloads" / hashlib.sha256(redaction.cache_key_url(url).encode()).hexdigest()[:16]
+
+    def local_digest(self, path: Path) -> str:
+        """sha256 of a local file, remembered (by path, size and mtime) in the cache."""
+        record = self.root / "digests" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".sha256")
+        digest = recorded_digest(path, record)
+        if not digest:
+            digest = file_sha256(path)
+            if not self.read_only:
+                record.parent.mkdir(parents=True, exist_ok=True)
+                write_record(path, record, digest)
+        return digest
+
+    def known_digest(self, location: str) -> str:
+        """The digest of an input without fetching it: from the URL fragment or [checksums], a
+        verified cache entry, or a local file; "" when only a download would tell."""
+        base, _ = split_fragment(location)
+        expected = expected_digest(location, self.checksums)
+        if expected:
+            return expected
+        if base.startswith("file://"):
+            path = Path(urllib.parse.unquote(urllib.parse.urlparse(base).path))
+            return self.local_digest(path) if path.is_file() else ""
+        if not is_url(base):
+            path = Path(base).expanduser()
+            return self.local_digest(path) if path.is_file() else ""
+        cached = self.cached_path(base)
+        return recorded_digest(cached, cached.with_name(cached.name + ".sha256")) if cached else ""
+
+    def _local(self, location: str, path: Path, expected: str, what: str) -> Artifact:
+        if not path.is_file():
+            raise DownloadError(f"Input {location}{what} is not a file on this host.")
+        digest = self.local_digest(path)
+        _check(location, digest, expected, what)
+        return Artifact(location=location, path=path.resolve(), sha256=digest)
+
+    def _remote(self, location: str, expected: str, what: str) -> Artifact:
+        # Credentials in the URL go as the request's authorization, never into the host, the
+        # cache's key, a message or a record: every name of the download is the URL without them.
+        url, authorization = redaction.split_credentials(location)
+        folder = self._folder_of(url)
+        with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
+            artifact = self._remote_locked(url, folder, expected, what, authorization)
+            mark_used(artifact.path)  # `invoke gc` keeps what builds use
+            return artifact
+
+    def _remote_locked(self, url: str, folder: Path, expected: str, what: str, authorization: str) -> Artifact:
+        target = folder / local_name(url)
+        record = target.with_name(target.name + ".sha256")
+        if target.is_file() and record.is_file():
+            digest = recorded_digest(target, record)
+            if digest and (not expected or digest == expected):
+                return Artifact(location=url, path=target, sha256=digest)
+            output.channel().say(f"Cached {target} changed since it was verified (or its digest differs); fetching it again.")
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
+        tmp = Path(tmp_name)
+        try:
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    self._download(url, out, what, authorization)
+            except (_DiskFull, OSError) as exc:
+                if isinstance(exc, OSError) and exc.errno not in DISK_FULL:
+                    raise
+                needed = getattr(exc, "needed", None)
+                needs = f"needs {human_size(needed)}" if needed else "needs more than is free"
+                raise DiskSpaceError(
+                    f"The disk of the download cache {folder} is full: {url}{what} {needs}"
+                    f" ({human_size(shutil.disk_usage(folder).free)} free there); nothing partial was kept."
+                    " Free space there (`invoke gc` removes cache entries no build used lately) or set"
+                    " paths.cache_dir to a bigger disk, then run the command again.") from None
+            digest = file_sha256(tmp)
+            _check(url, digest, expected, what)
+            os.replace(tmp, target)
+            write_record(target, record, digest)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return Artifact(location=url, path=target, sha256=digest)
+
+    def _download(self, url: str, out, what: str, authorization: str = "") -> None:
+        """Fetch ``url`` into ``out`` with retries (``authorization``: the header's value, or "")."""
+        policy = self.policy
+        context = policy.ssl_context() if url.startswith("https://") else None
+        started, tries, wait = time.monotonic(), 0, policy.retry_backoff
+        with transfer_progress(enabled=self.show_progress, console=output.channel().console) as progress:
+            task = progress.add_task(local_name(url), total=None)
+            while True:
+                tries += 1
+                try:
+                    self._attempt(url, out, context, progress, task, what, authorization)
+                    return
+                except _Retryable as failure:
+                    elapsed = time.monotonic() - started
+                    if tries > policy.retries or elapsed + wait > policy.retry_max_time:
+                        raise DownloadError(
+                            f"Downloading {url}{what} failed after {tries} {'try' if tries == 1 else 'tries'}"
+                            f" in {elapsed:.0f} s; the last: {failure.status}. Check the URL and the server,"
+                            " or raise downloads.retries / downloads.retry_max_time."
+                        ) from None
+                    output.channel().say(f"Download of {url} failed ({failure.status}); try {tries + 1} of"
+                                         f" {policy.retries + 1} in {wait:g} s.")
+                    time.sleep(wait)
+                    wait = min(wait * 2, 30.0)
+
+    def _attempt(self, url: str, out, context, progress, task, what: str, authorization: str = "") -> None:
+        """One connection: resume from what ``out`` holds if the server allows a Range, else
+        start over. Raises ``_Retryable`` for transient failures, ``DownloadError`` for final ones."""
+        have = out.tell()
+        headers = {"User-Agent": "torchbake"}
+        if have:
+            headers["Range"] = f"bytes={have}-"
+        request = urllib.request.Request(url, headers=headers)
+        if authorization:  # not sent on to another host a redirect names (an object store's signed URL)
+            request.add_unredirected_header("Authorization", authorization)
+        try:
+            response = urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
+        except urllib.error.HTTPError as exc:
+            exc.close()  # the error carries the open response
+            if exc.code >= 500 or exc.code in RETRYABLE_STATUS:
+                raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
+            if exc.code == 416 and have:  # our partial file is not a prefix any more
+                out.seek(0)
+                out.truncate()
+                raise _Retryable("HTTP 416 for the resumed range (starting over)") from None
+            hint = ""
+            if exc.code in (401, 403):
+                hint = (" The server refused the credentials in the URL (https://USER:TOKEN@host/…); check them."
+                        if authorization else " It needs credentials: give them in the URL, https://USER:TOKEN@host/….")
+            raise DownloadError(
+                f"Downloading {url}{what} failed: HTTP {exc.code} {exc.reason} (not retried: a 4xx answer is final).{hint}"
+            ) from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc  # urllib wraps what it met
+            if isinstance(reason, ssl.SSLCertVerificationError):
+                raise DownloadError(
+                    f"Downloading {url}{what} failed: the server's certificate is not trusted"
+                    f" ({reason.verify_message}). Behind an intercepting proxy, pass its CA with --ca-bundle"
+                    " FILE (downloads.ca_bundle)."
+                ) from None
+            raise _Retryable(f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__) from None
+        with response:
+            if have and response.status != 206:  # no resume: start over
+                out.seek(0)
+                out.truncate()
+                have = 0
+            length = int(response.headers.get("Content-Length") or 0) or None
+            total = have + length if length is not None else None
+            progress.update(task, total=total, completed=have)
+            received = have
+            try:
+                for chunk in iter(lambda: response.read(CHUNK), b""):
+                    out.write(chunk)
+                    received += len(chunk)
+                    progress.update(task, completed=received)
+                out.flush()
+            except OSError as exc:
+                if exc.errno in DISK_FULL:
+                    raise _DiskFull(total, received) from None
+                raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
+            except http.client.HTTPException as exc:
+                raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
+            if total is not None and received != total:
+                raise _Retryable(f"the body ended after {received} of {total} bytes")
+
+
+def _check(location: str, digest: str, expected: str, what: str) -> None:
+    if expected and digest != expected:
+        raise DownloadError(
+            f"sha256 mismatch for {location}{what}:\n  expected {expected}\n  got      {digest}\n"
+            "The file was not cached. Fix the digest in [checksums] / the #sha256= fragment, or the URL."
+        )
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link ``source`` to ``target`` (same file system), else copy it."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)

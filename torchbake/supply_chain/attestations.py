@@ -1,0 +1,222 @@
+"""An image's SBOMs and provenance: beside its build manifest on the host, and in the registry
+beside the pushed image as OCI 1.1 artifacts whose ``subject`` is the image's manifest.
+
+The image itself is never changed by them (its digest stays what the build made). In the
+registry they are found through the referrers API (``GET /v2/<name>/referrers/<digest>``) or,
+where the registry lacks it (Debian's docker-registry 2.8), through the referrers tag schema: an
+index under the tag ``sha256-<hex>`` of the subject, listing them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from torchbake.core.errors import RegistryError
+from torchbake.core.files import write_atomically
+from torchbake.supply_chain import provenance, sbom
+
+KINDS = (sbom.SPDX, sbom.CYCLONEDX, "provenance")
+MEDIA_TYPES = {**sbom.MEDIA_TYPES, "provenance": provenance.MEDIA_TYPE}
+INVENTORY = "inventory"  # what torchbake read in the image (packages, layers): kept on the host, for diffs
+SUFFIXES = {**sbom.SUFFIXES, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json"}
+MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
+INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
+EMPTY = {"mediaType": "application/vnd.oci.empty.v1+json",
+         "digest": "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", "size": 2, "data": "e30="}
+KIND_ANNOTATION = "dev.torchbake.attestation"
+
+
+def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
+         inputs: list[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str], recipe: Mapping[str, str],
+         started: float, invocation: str) -> dict[str, str]:
+    """Kind → text of the SBOMs (:mod:`torchbake.supply_chain.sbom`) and the provenance of the image a build
+    made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
+    they are read now, in a container without network)."""
+    import torchbake
+    from torchbake.supply_chain.inventory import source_trees, take
+
+    taken = take(client, tag, found)
+    documents = sbom.documents(taken, inputs)
+    versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
+                "docker-engine": client.engine_version()}
+    documents["provenance"] = provenance.to_text(provenance.statement(
+        image=image, image_id=taken.image_id, variant=variant, configuration=configuration, inputs=inputs,
+        files=files, base=base, sources=source_trees(taken.labels), recipe=recipe, builder=versions,
+        started=_iso(started), finished=_iso(time.time()), invocation=invocation))
+    documents[INVENTORY] = json.dumps(taken.to_json(), indent=1, sort_keys=True) + "\n"
+    return documents
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def paths_beside(manifest: Path) -> dict[str, Path]:
+    """Kind → the file beside the build manifest ``X.manifest.json`` (``X.spdx.json`` …)."""
+    stem = manifest.name.removesuffix(".manifest.json")
+    return {kind: manifest.with_name(stem + suffix) for kind, suffix in SUFFIXES.items()}
+
+
+def write_beside(manifest: Path, documents: Mapping[str, str]) -> dict[str, str]:
+    """Write each document beside the manifest (atomically); kind → path."""
+    targets = paths_beside(manifest)
+    return {kind: str(write_atomically(targets[kind], text)) for kind, text in documents.items()}
+
+
+def recorded(log_dir: Path, image_id: str, image: str = "") -> dict[str, str]:
+    """Kind → text of the documents this host wrote when it built ``image_id`` (the build
+    manifest names them; ``image``: which image of the build, NAME:TAG or NAME:TAG-slim); {} when
+    it has none."""
+    from torchbake.supply_chain.manifest import find_manifest
+
+    found = find_manifest(log_dir, image_id)
+    if found is None:
+        return {}
+    written = (found[1].get("attestations") or {})
+    paths = written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
+    documents = {}
+    for kind, path in paths.items():
+        try:
+            documents[kind] = Path(path).read_text()
+        except OSError:
+            continue
+    return documents
+
+
+def _sha(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The pushed image's manifest (or index): what the artifacts refer to."""
+
+    media_type: str
+    digest: str
+    size: int
+
+
+def subject_of(client, repository: str, reference: str) -> Subject:
+    """The manifest ``reference`` (a tag or digest) names in the registry, as a descriptor."""
+    text, response = client.get_manifest_and_response(reference)
+    data = text.encode()
+    media_type = json.loads(text).get("mediaType") or response.headers.get("Content-Type", MANIFEST_TYPE)
+    return Subject(media_type, response.headers.get("Docker-Content-Digest") or _sha(data), len(data))
+
+
+def artifact_manifest(kind: str, document: bytes, subject: Subject, created: str) -> bytes:
+    """The OCI 1.1 image manifest of one attestation: the empty config, the document as its one
+    layer, the image as its subject."""
+    return json.dumps({
+        "schemaVersion": 2, "mediaType": MANIFEST_TYPE, "artifactType": MEDIA_TYPES[kind], "config": EMPTY,
+        "layers": [{"mediaType": MEDIA_TYPES[kind], "digest": _sha(document), "size": len(document),
+                    "annotations": {"org.opencontainers.image.title": f"image{SUFFIXES[kind]}"}}],
+        "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
+        "annotations": {"org.opencontainers.image.created": created, KIND_ANNOTATION: kind},
+    }, sort_keys=True, separators=(",", ":")).encode()
+
+
+def attach(registry, repository: str, reference: str, documents: Mapping[str, str], created: str) -> dict[str, str]:
+    """Push each document as an artifact referring to ``repository:reference`` and list them
+    under the subject's referrers (the API where the registry has it, else the tag schema).
+    Kind → the artifact's manifest digest. The image's manifest is not touched."""
+
+    def push() -> dict[str, str]:
+        client = registry._client(repository)
+        subject = subject_of(client, repository, reference)
+        client.push_blob(data=b"{}", digest=EMPTY["digest"])
+        descriptors, pushed, response = [], {}, None
+        for kind in KINDS:
+            if kind not in documents:
+                continue
+            document = documents[kind].encode()
+            client.push_blob(data=document, digest=_sha(document))
+            manifest = artifact_manifest(kind, document, subject, created)
+            digest = _sha(manifest)
+            response = client._request("put", "manifests/" + digest, data=manifest,
+                                       headers={"Content-Type": MANIFEST_TYPE})
+            pushed[kind] = digest
+            descriptors.append({"mediaType": MANIFEST_TYPE, "digest": digest, "size": len(manifest),
+                                "artifactType": MEDIA_TYPES[kind], "annotations": {KIND_ANNOTATION: kind,
+                                "org.opencontainers.image.created": created}})
+        if response is not None and not response.headers.get("OCI-Subject"):  # no referrers API: the tag schema
+            _update_tag_index(client, subject.digest, descriptors)
+        return pushed
+
+    return registry._ask(f"attach SBOM and provenance to {repository}@{reference}", push)
+
+
+def referrers_tag(digest: str) -> str:
+    """The tag of the referrers tag schema for ``digest`` (``sha256-<hex>``)."""
+    return digest.replace(":", "-")
+
+
+def _update_tag_index(client, subject_digest: str, descriptors: list[dict[str, Any]]) -> None:
+    """Add ``descriptors`` to the index under the subject's referrers tag (made if missing),
+    replacing older ones of the same kinds."""
+    import requests
+
+    tag = referrers_tag(subject_digest)
+    try:
+        text, _ = client.get_manifest_and_response(tag)
+        index = json.loads(text)
+    except requests.exceptions.HTTPError as exc:
+        if exc.response is None or exc.response.status_code != 404:
+            raise
+        index = {"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": []}
+    kinds = {d["annotations"][KIND_ANNOTATION] for d in descriptors}
+    kept = [m for m in index.get("manifests", []) if (m.get("annotations") or {}).get(KIND_ANNOTATION) not in kinds]
+    index["manifests"] = kept + descriptors
+    client._request("put", "manifests/" + tag, data=json.dumps(index, sort_keys=True).encode(),
+                    headers={"Content-Type": INDEX_TYPE})
+
+
+def referrers(registry, repository: str, reference: str) -> list[dict[str, Any]]:
+    """The descriptors of what refers to ``repository:reference`` (the referrers API, else the
+    tag schema); [] when nothing does."""
+    import requests
+
+    def look() -> list[dict[str, Any]]:
+        client = registry._client(repository)
+        subject = subject_of(client, repository, reference)
+        try:
+            response = client._request("get", "referrers/" + subject.digest, headers={"Accept": INDEX_TYPE})
+            if response.headers.get("Content-Type", "").startswith(INDEX_TYPE):
+                return json.loads(response.content).get("manifests", [])
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is None or exc.response.status_code not in (404, 405):
+                raise
+        try:
+            text, _ = client.get_manifest_and_response(referrers_tag(subject.digest))
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 404:
+                return []
+            raise
+        return json.loads(text).get("manifests", [])
+
+    return registry._ask(f"list what refers to {repository}:{reference}", look)
+
+
+def fetch(registry, repository: str, reference: str, kind: str) -> str | None:
+    """The document of ``kind`` attached to ``repository:reference`` in the registry, or None."""
+    wanted = [d for d in referrers(registry, repository, reference) if d.get("artifactType") == MEDIA_TYPES[kind]]
+    if not wanted:
+        return None
+
+    def pull() -> str:
+        client = registry._client(repository)
+        manifest = json.loads(client.get_manifest_and_response(wanted[-1]["digest"])[0])
+        layer = manifest["layers"][0]
+        data = b"".join(client.pull_blob(layer["digest"]))
+        if _sha(data) != layer["digest"]:
+            raise RegistryError(f"The {kind} document of {repository}:{reference} does not match its digest.")
+        return data.decode()
+
+    return registry._ask(f"read the {kind} of {repository}:{reference}", pull)

@@ -1,0 +1,267 @@
+"""What is inside an image, read from the image itself: every Debian package (``/var/lib/dpkg/status``)
+and every Python distribution of every environment, and its layers with their sizes.
+
+The packages are read by a small script in a throwaway container with ``--network none``
+(:func:`script`; the verify probe runs the same script, so a verified build reads them in the
+container it verifies with); the layers come from the engine's image record and history.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchbake.adapters.engine import DockerClient, marked_json
+from torchbake.core.errors import ConfigurationError, EngineError
+
+MARK = "TORCHBAKE-INVENTORY "
+INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
+
+DPKG_STATUS = "/var/lib/dpkg/status"
+
+
+def parse_dpkg_status(text):
+    """The installed packages of a dpkg status file (name, version, architecture, source package
+    and its version). Plain Python 3.8: the in-image script holds this function's own text."""
+    debs = []
+    for block in text.split("\n\n"):
+        fields = {}
+        for line in block.splitlines():
+            if line[:1] not in (" ", "\t") and ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if fields.get("Package") and fields.get("Status", "").endswith(" installed"):
+            source = fields.get("Source", "").split(" ")
+            debs.append({"name": fields["Package"], "version": fields.get("Version", ""),
+                         "architecture": fields.get("Architecture", ""),
+                         "source": source[0] or fields["Package"],
+                         "source_version": source[1].strip("()") if len(source) > 1 else fields.get("Version", "")})
+    return debs
+
+
+# Standard library only, for any Python >= 3.8 in the image. The environments are the running
+# interpreter's own site-packages and every site-packages or dist-packages folder where Debian,
+# venvs under /opt, python-build-standalone and pip --user put them.
+_INVENTORY = r'''
+
+def torchbake_inventory():
+    import glob, os, sys
+    from importlib import metadata
+
+    try:
+        with open("/var/lib/dpkg/status", encoding="utf-8", errors="replace") as fh:
+            debs = parse_dpkg_status(fh.read())
+    except OSError:
+        debs = []
+    patterns = ["/opt/*/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
+                "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
+                "/root/.local/lib/python3*/site-packages", "/home/*/.local/lib/python3*/site-packages"]
+    folders = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    for pattern in patterns:
+        folders += sorted(glob.glob(pattern))
+    seen, pythons = set(), []
+    for folder in folders:
+        real = os.path.realpath(folder)
+        if real in seen or not os.path.isdir(real):
+            continue
+        seen.add(real)
+        environment = real.split("/lib/python")[0] if "/lib/python" in real else real
+        for dist in metadata.distributions(path=[real]):
+            meta = dist.metadata
+            name = meta["Name"]
+            if not name:
+                continue
+            licence = meta.get("License-Expression") or ""
+            text = (meta.get("License") or "").strip()
+            classifiers = [c.split(" :: ")[-1] for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
+            pythons.append({"name": name, "version": dist.version, "environment": environment, "folder": real,
+                            "license_expression": licence, "license": text if len(text) <= 200 and "\n" not in text
+                            else "", "license_classifiers": classifiers})
+    os_release = {}
+    try:
+        with open("/etc/os-release", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.strip().partition("=")
+                if key in ("ID", "VERSION_ID", "VERSION_CODENAME", "PRETTY_NAME"):
+                    os_release[key] = value.strip('"')
+    except OSError:
+        pass
+    pythons.sort(key=lambda p: (p["environment"], p["name"].lower(), p["version"]))
+    return {"debs": sorted(debs, key=lambda d: (d["name"], d["architecture"])), "pythons": pythons,
+            "python": sys.executable, "os": os_release}
+'''
+
+
+
+@functools.cache
+def script() -> str:
+    """The in-image script that defines ``torchbake_inventory()`` (its dpkg parser the host's
+    own, by its text): read when a probe runs, not when torchbake's modules are imported."""
+    return inspect.getsource(parse_dpkg_status) + _INVENTORY
+
+
+def probe() -> str:
+    """:func:`script`, printing its result after :data:`MARK`."""
+    return script() + f"\nimport json\nprint({MARK!r} + json.dumps(torchbake_inventory()))\n"
+
+
+@dataclass(frozen=True)
+class Deb:
+    name: str
+    version: str
+    architecture: str
+    source: str
+    source_version: str
+
+
+@dataclass(frozen=True)
+class PythonDist:
+    name: str
+    version: str
+    environment: str  # the prefix: /opt/venv, /usr, /opt/python
+    folder: str = ""
+    license_expression: str = ""
+    license: str = ""  # a short License field (long ones are the licence's text)
+    license_classifiers: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The project name as package indexes compare it (PEP 503)."""
+        from packaging.utils import canonicalize_name
+
+        return str(canonicalize_name(self.name))
+
+
+@dataclass(frozen=True)
+class Layer:
+    diff_id: str  # sha256 of the uncompressed layer
+    size: int  # bytes, as the engine reports them (-1: not known)
+    created_by: str = ""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    debs: tuple[Deb, ...] = ()
+    pythons: tuple[PythonDist, ...] = ()
+    os_release: Mapping[str, str] = field(default_factory=dict)  # /etc/os-release: ID, VERSION_CODENAME …
+    main_python: str = ""  # the interpreter `python` is in the image (its environment is the image's own)
+    layers: tuple[Layer, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    image_id: str = ""
+
+    @classmethod
+    def from_probe(cls, found: Mapping[str, Any], **more: Any) -> Inventory:
+        return cls(debs=tuple(Deb(**d) for d in found.get("debs", [])),
+                   pythons=tuple(PythonDist(**{**p, "license_classifiers": tuple(p.get("license_classifiers", ()))})
+                                 for p in found.get("pythons", [])),
+                   main_python=found.get("python", ""), os_release=found.get("os", {}), **more)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"image_id": self.image_id, "main_python": self.main_python, "os": dict(self.os_release),
+                "debs": [vars(d) for d in self.debs],
+                "pythons": [{**vars(p), "license_classifiers": list(p.license_classifiers)} for p in self.pythons],
+                "layers": [vars(layer) for layer in self.layers], "labels": dict(self.labels)}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, Any]) -> Inventory:
+        return cls.from_probe({"debs": document.get("debs", []), "pythons": document.get("pythons", []),
+                               "python": document.get("main_python", ""), "os": document.get("os", {})},
+                              layers=tuple(Layer(**layer) for layer in document.get("layers", [])),
+                              labels=document.get("labels", {}), image_id=document.get("image_id", ""))
+
+    @property
+    def main_environment(self) -> str:
+        """The prefix of the image's own Python environment (/opt/venv)."""
+        return self.main_python.rsplit("/bin/", 1)[0] if "/bin/" in self.main_python else ""
+
+
+# Dockerfile instructions that change only the image's configuration: no layer of their own.
+CONFIG_ONLY = ("ENV", "ARG", "CMD", "LABEL", "WORKDIR", "USER", "EXPOSE", "ENTRYPOINT", "VOLUME", "STOPSIGNAL",
+               "HEALTHCHECK", "SHELL", "ONBUILD", "MAINTAINER")
+
+
+def layers_of(client: DockerClient, image: str, info: Mapping[str, Any]) -> tuple[Layer, ...]:
+    """The image's layers, oldest first, with the size of each where the engine's history says it
+    (its steps that made a layer, matched in order; -1 where they cannot be matched)."""
+    diff_ids = list((info.get("RootFS") or {}).get("Layers") or [])
+    steps = [entry for entry in reversed(client.history(image))
+             if not str(entry.get("CreatedBy", "")).split("#(nop)")[-1].strip().startswith(CONFIG_ONLY)]
+    if len(steps) != len(diff_ids):
+        return tuple(Layer(diff_id, -1) for diff_id in diff_ids)
+    return tuple(Layer(diff_id, int(step.get("Size", 0)), str(step.get("CreatedBy", ""))[:200])
+                 for diff_id, step in zip(diff_ids, steps, strict=True))
+
+
+def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = None) -> Inventory:
+    """The inventory of ``image`` (``found``: what the verify probe already read in it)."""
+    info = client.inspect_image(image)
+    if info is None:
+        raise EngineError(f"The engine has no image {image} to list the contents of.")
+    if found is None:
+        result = client.run_capture(image, ["-c", probe()], entrypoint="python")
+        found = marked_json(result.output, MARK)
+        if found is None and "executable file not found" in result.output:  # no Python: its Debian packages only
+            status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
+            if status.returncode == 0:
+                found = {"debs": parse_dpkg_status(status.output), "pythons": []}
+            else:
+                raise ConfigurationError(
+                    f"{image} has neither `python` on its PATH nor Debian's package database ({DPKG_STATUS}):"
+                    " torchbake lists the packages of images that have one of them (every image it builds has"
+                    " both). Name an image `invoke build` made, or one with Python or dpkg.")
+        if found is None:
+            raise EngineError(f"Could not list the packages of {image}: `python` in the image did not answer"
+                              f" (exit {result.returncode}). Its last output:\n{result.output.strip()[-1500:]}")
+    return Inventory.from_probe(found, layers=layers_of(client, image, info),
+                                labels=(info.get("Config") or {}).get("Labels") or {}, image_id=info["Id"])
+
+
+def installed(inventory: Inventory, environment: str = "") -> dict[str, str]:
+    """Project (canonical name) → version in ``environment`` (default the image's own)."""
+    wanted = environment or inventory.main_environment
+    return {p.key: p.version for p in inventory.pythons if p.environment == wanted}
+
+
+def source_trees(labels: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """Tree → {repo, commit, tag} of the source trees an image records (``torchbake.source.*``
+    labels; the vendor extension's ``torchbake.extension-*``)."""
+    trees: dict[str, dict[str, str]] = {}
+    for key, value in labels.items():
+        if key.startswith("torchbake.source.") and key.count(".") == 3:
+            _, _, tree, what = key.split(".")
+            trees.setdefault(tree, {})[what] = value
+    if labels.get("torchbake.extension-repo"):
+        trees["extension"] = {"repo": labels["torchbake.extension-repo"],
+                              "commit": labels.get("torchbake.extension-commit", ""),
+                              "tag": labels.get("torchbake.extension-ref", "")}
+    return trees
+
+
+def recorded_files(labels: Mapping[str, str]) -> dict[str, str]:
+    """File name → sha256 of every input file the image was built from (wheels, toolkit and Python
+    tarballs: its ``torchbake.inputs`` label); {} when it records none, or a label not torchbake's."""
+    try:
+        inputs = json.loads(labels.get(INPUTS_LABEL) or "{}")
+    except ValueError:
+        return {}
+    return {str(name): str(digest) for name, digest in inputs.items()} if isinstance(inputs, dict) else {}
+
+
+def wheel_digests(labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
+    """(project, version) → sha256 of each wheel the image was built from."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    found = {}
+    for file_name, digest in recorded_files(labels).items():
+        if not str(file_name).endswith(".whl"):
+            continue
+        try:
+            name, version, _build, _tags = parse_wheel_filename(file_name)
+        except InvalidWheelFilename:
+            continue
+        found[(str(name), str(version))] = digest
+    return found

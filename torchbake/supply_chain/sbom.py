@@ -1,0 +1,310 @@
+"""An image's software bill of materials, in SPDX 2.3 JSON and CycloneDX 1.6 JSON.
+
+Made offline from what the image holds (:mod:`torchbake.supply_chain.inventory`: Debian packages, Python
+distributions of every environment) and what torchbake recorded of its build (the image's labels:
+the sha256 of every wheel and toolkit file, source trees at their commits, the base image and how
+it was made; and, where the build manifest is on this host, the URL each input came from). Both
+documents are made by the formats' own maintained libraries (``spdx-tools``,
+``cyclonedx-python-lib``); the SPDX one is validated by spdx-tools before it is written.
+
+Every package is first described once as a :class:`Component`; the two formats are two views of
+the same list.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from torchbake.core.errors import FatalError
+from torchbake.core.redaction import redact
+from torchbake.supply_chain.inventory import Inventory, recorded_files, source_trees, wheel_digests
+
+SPDX, CYCLONEDX = "spdx", "cyclonedx"
+FORMATS = (SPDX, CYCLONEDX)
+MEDIA_TYPES = {SPDX: "application/spdx+json", CYCLONEDX: "application/vnd.cyclonedx+json"}
+SUFFIXES = {SPDX: ".spdx.json", CYCLONEDX: ".cdx.json"}
+NAMESPACE = uuid.UUID("6f1d2a0e-5b7c-4f38-9a43-0c1f0e7b7a11")  # torchbake's: document ids from image ids
+
+
+class SbomError(FatalError):
+    """A document the format's own validator refuses (a bug of torchbake's: it says so)."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Component:
+    """One package of the image, as both formats describe it."""
+
+    ref: str  # unique within the document
+    kind: str  # image, base-image, deb, python, toolkit, source
+    name: str
+    version: str
+    purl: str = ""
+    sha256: str = ""
+    download: str = ""  # where it came from (a URL, never with credentials)
+    licence: str = ""  # a valid SPDX expression, or ""
+    licence_text: str = ""  # what the package says of its licence, as it says it
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+def purl(kind: str, namespace: str, name: str, version: str, **qualifiers: str) -> str:
+    from packageurl import PackageURL
+
+    return PackageURL(type=kind, namespace=namespace or None, name=name, version=version or None,
+                      qualifiers={k: v for k, v in qualifiers.items() if v} or None).to_string()
+
+
+def _spdx_expression(text: str) -> str:
+    """``text`` when it is a valid SPDX licence expression of known licences, else ""."""
+    from license_expression import get_spdx_licensing
+
+    if not text or len(text) > 200:
+        return ""
+    licensing = get_spdx_licensing()
+    try:
+        parsed = licensing.parse(text, validate=True, strict=True)
+    except Exception:  # noqa: BLE001 - free text, not an expression
+        return ""
+    return str(parsed) if parsed is not None and not licensing.unknown_license_keys(parsed) else ""
+
+
+def _distro(labels: Mapping[str, str], os_release: Mapping[str, str]) -> tuple[str, str]:
+    """(purl namespace, distro qualifier) of the image's Debian packages: debian or ubuntu."""
+    vendor = (os_release.get("ID") or "debian").lower()
+    codename = os_release.get("VERSION_CODENAME") or labels.get("torchbake.bootstrap.suite", "")
+    return vendor, f"{vendor}-{codename}" if codename else ""
+
+
+def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = ()) -> list[Component]:
+    """Every package of the image: the image itself first, then its base image, Debian packages,
+    Python distributions, toolkits and source trees. ``inputs``: the build manifest's entries
+    (option, location, sha256) where this host has it."""
+    labels = inventory.labels
+    name = labels.get("org.opencontainers.image.title", "") or "image"
+    tag = labels.get("org.opencontainers.image.version", "")
+    found = [Component("image", "image", name, tag, purl=purl("oci", "", name.rsplit("/", 1)[-1],
+                                                                 f"sha256:{_hex(inventory.image_id)}",
+                                                                 repository_url=name, tag=tag),
+                       sha256=_hex(inventory.image_id),
+                       properties={"torchbake:variant": labels.get("torchbake.variant", ""),
+                                   "torchbake:profile": labels.get("torchbake.profile", ""),
+                                   "torchbake:input-hash": labels.get("torchbake.input-hash", ""),
+                                   "torchbake:version": labels.get("torchbake.version", "")})]
+    base = labels.get("org.opencontainers.image.base.name", "")
+    if base:
+        bootstrap = {f"torchbake:bootstrap-{key.rsplit('.', 1)[1]}": value for key, value in labels.items()
+                     if key.startswith("torchbake.bootstrap.")}
+        base_id = _hex(labels.get("org.opencontainers.image.base.digest", ""))
+        found.append(Component("base-image", "base-image", base.rsplit(":", 1)[0], base.rsplit(":", 1)[-1],
+                               purl=purl("oci", "", base.rsplit(":", 1)[0].rsplit("/", 1)[-1],
+                                         f"sha256:{base_id}" if base_id else "", repository_url=base.rsplit(":", 1)[0]),
+                               sha256=base_id, properties=bootstrap))
+    vendor, distro = _distro(labels, inventory.os_release)
+    for deb in inventory.debs:
+        found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
+                               purl=purl("deb", vendor, deb.name, deb.version, arch=deb.architecture, distro=distro,
+                                         upstream=deb.source if deb.source != deb.name else ""),
+                               properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"}))
+    wheels = wheel_digests(labels)
+    for dist in inventory.pythons:
+        sha = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
+        declared = dist.license_expression or dist.license
+        found.append(Component(
+            f"python:{dist.environment}:{dist.key}", "python", dist.name, dist.version,
+            purl=purl("pypi", "", dist.key, dist.version), sha256=sha, licence=_spdx_expression(declared),
+            licence_text="; ".join(filter(None, [declared, *dist.license_classifiers])),
+            properties={"torchbake:environment": dist.environment}))
+    found += _toolkits(labels, inputs)
+    found += _sources(labels)
+    return _unique_refs(found)
+
+
+def _unique_refs(parts: list[Component]) -> list[Component]:
+    """Each reference once: a second copy of a distribution in one environment (two dist-info
+    folders of a half-done upgrade) is listed as the image holds it, under a reference of its own."""
+    import dataclasses
+
+    seen: dict[str, int] = {}
+    unique = []
+    for part in parts:
+        count = seen[part.ref] = seen.get(part.ref, 0) + 1
+        unique.append(part if count == 1 else dataclasses.replace(part, ref=f"{part.ref}#{count}"))
+    return unique
+
+
+def _hex(digest: str) -> str:
+    return digest.split(":", 1)[-1] if digest else ""
+
+
+def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]]) -> list[Component]:
+    """Every input file that is not a wheel: toolkit tarballs, a Python tarball (its URL where the
+    manifest on this host names it)."""
+    from torchbake.configuration.validation import local_name
+    from torchbake.inputs.downloads import split_fragment
+
+    locations = {local_name(str(entry.get("location", ""))):
+                 (str(entry.get("option", "")), redact(split_fragment(str(entry.get("location", "")))[0]))
+                 for entry in inputs}
+    found = []
+    for file_name, sha in sorted(recorded_files(labels).items()):
+        if str(file_name).endswith(".whl"):
+            continue
+        option, location = locations.get(file_name, ("", ""))
+        found.append(Component(f"file:{file_name}", "toolkit", file_name, "", sha256=sha,
+                               purl=purl("generic", "", file_name, "", checksum=f"sha256:{sha}",
+                                         download_url=location if "://" in location else ""),
+                               download=location if "://" in location else "",
+                               properties={"torchbake:option": option} if option else {}))
+    return found
+
+
+def _sources(labels: Mapping[str, str]) -> list[Component]:
+    """Source trees (dev and base images): repository and commit."""
+    found = []
+    for tree, facts in sorted(source_trees(labels).items()):
+        repo, commit = redact(facts.get("repo", "")), facts.get("commit", "")
+        github = re.match(r"https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$", repo)
+        ref = (purl("github", github[1], github[2], commit) if github
+               else purl("generic", "", tree, commit, vcs_url=f"git+{repo}@{commit}" if repo else ""))
+        found.append(Component(f"source:{tree}", "source", tree, commit, purl=ref, download=repo,
+                               properties={"torchbake:git-tag": facts.get("tag", "")} if facts.get("tag") else {}))
+    return found
+
+
+def created_time(labels: Mapping[str, str]) -> datetime:
+    """The image's creation time (its label; SOURCE_DATE_EPOCH's when the build had one)."""
+    text = labels.get("org.opencontainers.image.created", "")
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC).replace(microsecond=0)
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
+
+
+def spdx_document(inventory: Inventory, parts: list[Component], tool_version: str) -> str:
+    """SPDX 2.3 JSON, validated by spdx-tools."""
+    import io
+
+    from license_expression import get_spdx_licensing
+    from spdx_tools.spdx.model import (
+        Actor,
+        ActorType,
+        Checksum,
+        ChecksumAlgorithm,
+        CreationInfo,
+        Document,
+        ExternalPackageRef,
+        ExternalPackageRefCategory,
+        Package,
+        PackagePurpose,
+        Relationship,
+        RelationshipType,
+        SpdxNoAssertion,
+    )
+    from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+    from spdx_tools.spdx.validation.uri_validators import validate_download_location
+    from spdx_tools.spdx.writer.json.json_writer import write_document_to_stream
+
+    purposes = {"image": PackagePurpose.CONTAINER, "base-image": PackagePurpose.CONTAINER,
+                "deb": PackagePurpose.LIBRARY, "python": PackagePurpose.LIBRARY, "toolkit": PackagePurpose.ARCHIVE,
+                "source": PackagePurpose.SOURCE}
+    licensing = get_spdx_licensing()
+    ids: dict[str, str] = {}
+    packages = []
+    for part in parts:
+        spdx_id = "SPDXRef-" + re.sub(r"[^A-Za-z0-9.-]+", "-", f"{part.kind}-{part.name}-{part.version}")[:150]
+        while spdx_id in ids.values():
+            spdx_id += "-1"
+        ids[part.ref] = spdx_id
+        comment = "; ".join(f"{k}={v}" for k, v in part.properties.items() if v) or None
+        location = f"git+{part.download}@{part.version}" if part.kind == "source" and part.download else part.download
+        # SPDX's own check refuses some real URLs (a host given by address and port): said in words then
+        usable = bool(location) and not validate_download_location(location)
+        packages.append(Package(
+            spdx_id=spdx_id, name=part.name, download_location=location if usable else SpdxNoAssertion(),
+            source_info=f"from {location}" if location and not usable else None,
+            version=part.version or None, files_analyzed=False,
+            checksums=[Checksum(ChecksumAlgorithm.SHA256, part.sha256)] if part.sha256 else [],
+            license_declared=licensing.parse(part.licence) if part.licence else SpdxNoAssertion(),
+            license_concluded=SpdxNoAssertion(), copyright_text=SpdxNoAssertion(),
+            license_comment=part.licence_text or None, comment=comment,
+            external_references=[ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", part.purl)]
+            if part.purl else [],
+            primary_package_purpose=purposes[part.kind]))
+    image = ids["image"]
+    relationships = [Relationship("SPDXRef-DOCUMENT", RelationshipType.DESCRIBES, image)]
+    for part in parts[1:]:
+        kind = RelationshipType.DESCENDANT_OF if part.kind == "base-image" else RelationshipType.CONTAINS
+        relationships.append(Relationship(image, kind, ids[part.ref]))
+    name = f"{parts[0].name}:{parts[0].version}"
+    info = CreationInfo(
+        spdx_version="SPDX-2.3", spdx_id="SPDXRef-DOCUMENT", name=name,
+        document_namespace=f"urn:uuid:{uuid.uuid5(NAMESPACE, 'spdx ' + inventory.image_id)}",
+        creators=[Actor(ActorType.TOOL, f"torchbake-{tool_version}")], created=created_time(inventory.labels))
+    document = Document(info, packages=packages, relationships=relationships)
+    problems = validate_full_spdx_document(document)
+    if problems:
+        raise SbomError("torchbake made an SPDX document that spdx-tools refuses (a bug of torchbake's; please report"
+                        " it): " + "; ".join(p.validation_message for p in problems[:5]))
+    stream = io.StringIO()
+    write_document_to_stream(document, stream, validate=False)
+    return json.dumps(json.loads(stream.getvalue()), indent=2, sort_keys=True) + "\n"
+
+
+def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_version: str) -> str:
+    """CycloneDX 1.6 JSON, made by cyclonedx-python-lib's model and serializer (its JSON-schema
+    validator costs a second and a half of imports a build: the tests run it on every kind of
+    image torchbake builds)."""
+    from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component as CdxComponent
+    from cyclonedx.model.component import ComponentType
+    from cyclonedx.model.contact import OrganizationalEntity
+    from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
+    from cyclonedx.model.tool import ToolRepository
+    from cyclonedx.output.json import JsonV1Dot6
+    from packageurl import PackageURL
+
+    kinds = {"image": ComponentType.CONTAINER, "base-image": ComponentType.CONTAINER, "deb": ComponentType.LIBRARY,
+             "python": ComponentType.LIBRARY, "toolkit": ComponentType.FILE, "source": ComponentType.LIBRARY}
+
+    def make(part: Component) -> CdxComponent:
+        licences = ([LicenseExpression(part.licence)] if part.licence
+                    else [DisjunctiveLicense(name=part.licence_text[:200])] if part.licence_text else [])
+        references = [ExternalReference(type=ExternalReferenceType.DISTRIBUTION if part.kind != "source"
+                                        else ExternalReferenceType.VCS, url=XsUri(part.download))] if part.download else []
+        return CdxComponent(
+            name=part.name, version=part.version or None, type=kinds[part.kind], bom_ref=part.ref,
+            purl=PackageURL.from_string(part.purl) if part.purl else None,
+            hashes=[HashType(alg=HashAlgorithm.SHA_256, content=part.sha256)] if part.sha256 else [],
+            licenses=licences, external_references=references,
+            properties=[Property(name=k, value=v) for k, v in part.properties.items() if v])
+
+    bom = Bom(serial_number=uuid.uuid5(NAMESPACE, "cyclonedx " + inventory.image_id))
+    bom.metadata.timestamp = created_time(inventory.labels)
+    bom.metadata.component = root = make(parts[0])
+    bom.metadata.tools = ToolRepository(components=[CdxComponent(
+        name="torchbake", version=tool_version, type=ComponentType.APPLICATION,
+        supplier=OrganizationalEntity(name="torchbake"))])
+    for part in parts[1:]:
+        made = make(part)
+        bom.components.add(made)
+        bom.register_dependency(root, [made])
+    return json.dumps(json.loads(JsonV1Dot6(bom).output_as_string()), indent=2, sort_keys=True) + "\n"
+
+
+def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "") -> dict[str, str]:
+    """Format → the document's text, for both formats."""
+    if not tool_version:
+        import torchbake
+
+        tool_version = torchbake.__version__
+    parts = components(inventory, inputs)
+    return {SPDX: spdx_document(inventory, parts, tool_version),
+            CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}

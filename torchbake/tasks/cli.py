@@ -1,0 +1,248 @@
+"""Shared pieces of the invoke task layer: legacy flag spellings, error reporting, settings.
+
+Task modules only parse flags and call into the package; this module is the one place where
+``os.environ`` is read and where ``FatalError`` becomes an exit status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from invoke import Exit, Task, task
+from invoke.exceptions import ParseError
+from invoke.parser import Argument, Parser
+from invoke.parser.parser import ParseMachine
+
+from torchbake.adapters.docker_cli import check_builder, find_client
+from torchbake.adapters.engine import DockerClient, check_answers
+from torchbake.configuration import writable
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError, EngineError, FatalError
+from torchbake.core.lazy import LazyModule
+from torchbake.core.redaction import redact
+
+if TYPE_CHECKING:
+    from torchbake.configuration.options import Flag
+    from torchbake.configuration.project import Project
+    from torchbake.configuration.settings import Settings
+
+config = LazyModule("torchbake.planning.config")  # read when a task runs, not when tasks are listed
+project = LazyModule("torchbake.configuration.project")
+
+
+class FlagTask(Task):
+    """A task whose flags may carry extra spellings: ``names={"python": ["v", "python_version"]}``.
+
+    The legacy scripts' short flags (``-n``, ``-b``, ``-v`` …) and underscore spellings
+    (``--python_version``) keep working. Automatic short flags are off, so every short flag is
+    one that was chosen on purpose.
+    """
+
+    def __init__(self, *args: Any, names: Mapping[str, Iterable[str]] | None = None,
+                 optional_positional: Iterable[str] = (), **kwargs: Any):
+        self.extra_names = {k: list(v) for k, v in (names or {}).items()}
+        self.optional_positional = set(optional_positional)
+        kwargs.setdefault("auto_shortflags", False)
+        super().__init__(*args, **kwargs)
+
+    def get_arguments(self, *args: Any, **kwargs: Any) -> list[Argument]:
+        helps = dict(self.help)  # invoke pops each help text it hands out: asked again, it would have none
+        try:
+            arguments = super().get_arguments(*args, **kwargs)
+        finally:
+            self.help = helps
+        for argument in arguments:
+            argument.optional_positional = argument.name in self.optional_positional  # type: ignore[attr-defined]
+        return arguments
+
+    def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
+        opts = super().arg_opts(name, default, taken_names)
+        main = opts["names"][0]
+        # invoke already maps an underscore spelling of the main name to it (--base_img → --base-img).
+        extra = [n for n in self.extra_names.get(name, []) if n.replace("_", "-") != main]
+        opts["names"] = list(opts["names"]) + extra
+        return opts
+
+
+def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Any]:
+    """An invoke task of ``body(c, **given)`` that takes exactly ``flags``: its parameters (in
+    this order), help, extra spellings and repeatable flags come from their declarations."""
+    def decorate(body: Callable[..., Any]) -> Any:
+        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
+            inspect.Parameter(f.param, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=inspect.Parameter.empty if f.positional and f.param not in optional_positional
+                              else f.default)
+            for f in flags]
+        body.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        made = task(klass=FlagTask, help={f.param: f.help for f in flags},
+                    names={f.param: list(f.aliases) for f in flags if f.aliases},
+                    iterable=[f.param for f in flags if f.repeatable],
+                    positional=[f.param for f in flags if f.positional],
+                    optional_positional=optional_positional)(body)
+        made.flags = flags  # the declarations, for the reference (torchbake.reference)
+        return made
+    return decorate
+
+
+def _complete_context(parser: ParseMachine, original=ParseMachine.complete_context) -> None:
+    """invoke's positional arguments are all required; one a FlagTask marks optional
+    (``optional_positional=[...]``, e.g. run-container's IMAGE) is "" when left out."""
+    helping = bool(parser.initial and "--help" in parser.initial.flags and parser.initial.flags["--help"].value)
+    for argument in (parser.context.positional_args if parser.context else []):
+        if (helping or getattr(argument, "optional_positional", False)) and argument.value is None:
+            argument.set_value("")  # --help asked: the task is not run, its IMAGE is not needed
+    original(parser)
+
+
+ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
+
+
+def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> None:
+    """``invoke TASK --help`` is the task's help, also for a task that takes IMAGE: invoke would
+    read --help as the IMAGE it still waits for (``docker image inspect --help`` failed)."""
+    flag = parser.initial.flags.get(token) if parser.initial else None
+    if (flag is not None and flag.name == "help" and parser.context is not None and parser.context.name
+            and not parser.waiting_for_flag_value and token not in parser.context.flags):
+        flag.value = parser.context.name
+        return
+    original(parser, token)
+
+
+ParseMachine.handle = _handle  # type: ignore[method-assign]
+
+TYPE_WORDS = {int: "a whole number", float: "a number"}
+
+
+def _set_value(argument: Argument, value: Any, cast: bool = True, original=Argument.set_value) -> None:
+    """A flag's value of the wrong type (``--jobs x``) is a parse error naming the flag, the value
+    and what is accepted, never a ValueError traceback."""
+    try:
+        original(argument, value, cast)
+    except (ValueError, TypeError):
+        flag = ("-" if len(argument.name) == 1 else "--") + argument.name.replace("_", "-")
+        raise ParseError(f"{flag} {value!r}: expected {TYPE_WORDS.get(argument.kind, argument.kind.__name__)}.") from None
+
+
+def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> Any:
+    """invoke's parse errors (an unknown flag, a value of the wrong type, a missing IMAGE) are bad
+    input like any other: ``torchbake: error: …`` with the task's --help, exit status 2."""
+    try:
+        _refuse_missing_values(parser, argv)
+        return original(parser, argv)
+    except ParseError as exc:
+        task = exc.context.name if exc.context is not None and exc.context.name else ""
+        task = task or next((word for word in reversed(argv) if word in parser.contexts), "")  # the task being read
+        hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
+        text = str(exc) if str(exc).endswith((".", "!")) else f"{exc}."
+        raise Exit(message=redact(output.as_typed(f"torchbake: error: {text}{hint}")), code=ConfigurationError.exit_code) from None
+
+
+def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
+    """A flag that takes a value, given none (last on the line, or followed by another of the
+    task's flags: ``--config --dry-run``), is a parse error; invoke would leave it unset or take the
+    next flag as its value."""
+    context = parser.contexts.get(argv[0]) if argv else None
+    for index, word in enumerate(argv):
+        if word in parser.contexts:
+            context = parser.contexts[word]
+            continue
+        if context is None or not word.startswith("-") or "=" in word or word not in context.flags:
+            continue
+        argument = context.flags[word]
+        if not argument.takes_value or argument.optional:
+            continue
+        following = argv[index + 1] if index + 1 < len(argv) else None
+        if following is None or following in context.flags or following in context.inverse_flags:
+            raise ParseError(f"{word} needs a value", context)
+
+
+Argument.set_value = _set_value  # type: ignore[method-assign]
+Parser.parse_argv = _parse_argv  # type: ignore[method-assign]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's KeyboardInterrupt so the same clean-up runs."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn a ``FatalError`` into its message and exit code (no traceback); SIGINT and SIGTERM
+    unwind through every ``finally`` (temporary contexts, partial downloads, candidate images and
+    probe containers are removed) and exit with 130 / 143."""
+
+    @functools.wraps(body)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+        try:
+            return body(*args, **kwargs)
+        except FatalError as exc:
+            sys.stdout.flush()
+            raise Exit(message=redact(output.as_typed(f"torchbake: error: {exc}")), code=exc.exit_code) from None
+        except KeyboardInterrupt as exc:
+            name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
+            raise Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."
+                               " Images that existed before are unchanged; run the command again to go on.",
+                       code=code) from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+    return wrapper
+
+
+def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, Any],
+                   variant: str | None = None) -> config.ResolvedConfig:
+    """Every layer merged (the project of the current folder's among them), and the options
+    nobody set derived for a ``variant`` build (base, dev, release; default ``build.variant``)."""
+    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
+                          project=current_project())
+
+
+def current_project() -> Project | None:
+    """The team's project file of the current folder or one above it (torchbake.configuration.project), named on
+    standard error once per run (as pytest and ruff name their configuration file): a file found in a
+    folder above applies to everything the task does, and the user sees which."""
+    found = project.find(Path.cwd())
+    if found is not None:
+        _name_project(str(found.path))
+    return found
+
+
+@functools.cache
+def _name_project(path: str) -> None:
+    output.Channel(output.console(stderr=True)).say(f"torchbake: project file {path}")
+
+
+def check_folders(settings: Settings, *, create: bool) -> None:
+    """The cache and log folders can take torchbake's files (``create``: made and probed; else
+    only looked at, for runs that write nothing)."""
+    writable.check_folder(settings.paths.cache_dir, "paths.cache_dir", create=create)
+    writable.check_folder(settings.paths.log_dir, "paths.log_dir", create=create)
+
+
+def docker_client(settings: Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
+    """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
+    timeouts of ``[build]``."""
+    try:
+        found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
+                            timeout=min(20.0, settings.build.engine_timeout))
+    except EngineError:  # no client would do: say so only if the engine itself answers, else that it does not
+        check_answers(dict(os.environ), settings.build.engine_timeout)
+        raise
+    client = DockerClient(**{**dataclasses.asdict(found), "timeout": settings.build.engine_timeout,
+                             "stall_timeout": settings.build.stall_timeout,
+                             "builder": settings.build.builder if for_build else "",
+                             "compression": settings.build.compression})
+    if client.builder:
+        check_builder(client, timeout=min(20.0, settings.build.engine_timeout))
+    return client
