@@ -3,6 +3,7 @@ strictly, and a README that fits on a few screens and tells no history."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -53,12 +54,35 @@ def test_the_accelerators_reference_has_every_bundled_accelerator():
         assert f"## `{name}`" in text and all(f"`[toolkits] {t.key}`" in text for t in accelerator.toolkits)
 
 
-def test_the_site_builds_strictly_with_the_generated_reference(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                            str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The site as the README says to build it (strictly, offline), once for the tests that read it."""
+    where = tmp_path_factory.mktemp("docs") / "site"
+    built = subprocess.run(["bash", "scripts/docs.sh", "build", str(where)], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert built.returncode == 0, built.stdout + built.stderr
-    options = (tmp_path / "site" / "reference" / "options" / "index.html").read_text()
+    return where
+
+
+def test_the_site_builds_strictly_with_the_generated_reference(site):
+    options = (site / "reference" / "options" / "index.html").read_text()
     assert "TORCHBAKE_IMAGE_PLATFORMS" in options and "<!-- reference:" not in options
+    assert (site / "reference" / "exit-codes" / "index.html").is_file()
+
+
+def test_one_search_finds_every_option_flag_exit_code_and_accelerator(site):
+    """The site's own search index (what its search box reads) has a section per option, task,
+    exit code and accelerator, so one search lands on it."""
+    entries = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    titles = {re.sub(r"<[^>]+>", "", entry["title"]): entry for entry in entries}
+    assert not [key for key in settings.declarations() if key not in titles]
+    assert not [name for name in ns.tasks if f"invoke {name}" not in titles]
+    for name, task in ns.tasks.items():
+        text = titles[f"invoke {name}"]["text"]
+        assert all((flag.param.upper() if flag.positional else flag.spelling) in text for flag in task.flags), name
+    assert not [name for name in accelerators.bundled() if name not in titles]
+    codes = {cls.exit_code for classes in reference.exit_codes().values() for cls in classes}
+    assert not [code for code in codes if not any(title.startswith(f"{code}:") for title in titles)]
 
 
 def test_a_broken_link_fails_the_site(tmp_path):
@@ -85,11 +109,7 @@ def test_the_readme_fits_on_a_few_screens():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 250
 
 
-def test_the_docs_script_builds_the_site_offline_as_the_readme_says(tmp_path):
-    built = subprocess.run(["bash", "scripts/docs.sh", "build", str(tmp_path / "site")], cwd=ROOT, capture_output=True,
-                           text=True, timeout=120, stdin=subprocess.DEVNULL)
-    assert built.returncode == 0, built.stdout + built.stderr
-    assert (tmp_path / "site" / "reference" / "exit-codes" / "index.html").is_file()
+def test_the_docs_script_is_the_command_the_readme_names_and_refuses_what_it_does_not_know():
     assert "bash scripts/docs.sh" in (ROOT / "README.md").read_text()
     wrong = subprocess.run(["bash", "scripts/docs.sh", "publish"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "usage: bash scripts/docs.sh" in wrong.stderr
