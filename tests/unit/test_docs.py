@@ -115,6 +115,21 @@ def test_the_docs_script_is_the_command_the_readme_names_and_refuses_what_it_doe
     assert wrong.returncode == 2 and "usage: bash scripts/docs.sh" in wrong.stderr
 
 
+def test_the_docs_script_never_builds_over_a_folder_of_the_users(tmp_path, site):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("mine")
+    for target in (notes, notes / "keep.txt"):
+        refused = subprocess.run(["bash", "scripts/docs.sh", "build", str(target)], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert refused.returncode == 2 and f"{target} is not an empty folder" in refused.stderr, refused.stderr
+    assert (notes / "keep.txt").read_text() == "mine"
+    again = subprocess.run(["bash", "scripts/docs.sh", "build", str(site)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=120, stdin=subprocess.DEVNULL)  # a site built before is built again
+    assert again.returncode == 0, again.stderr
+    assert (site / "search" / "search_index.json").is_file()
+
+
 def test_the_layout_names_every_module():
     layout = (ROOT / "docs" / "development.md").read_text()
     modules = [path.relative_to(ROOT).as_posix() for path in (ROOT / "torchbake").rglob("*.py")]
