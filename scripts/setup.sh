@@ -2,7 +2,8 @@
 # Prepare a fresh machine for torchbake, idempotently:
 #   - Debian packages the real-engine work needs (debootstrap, docker-registry; tmux drives the
 #     interactive run-container test through a real terminal, openssl makes the private CA of
-#     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote),
+#     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote,
+#     Node.js runs sigstore-js, which verifies torchbake's signatures: tests/js),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
 #   - QEMU user emulation for the other platform (scripts/ensure-emulation.sh),
 #   - .venv with torchbake and its test tools installed.
@@ -15,6 +16,8 @@ if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     for pkg in debootstrap docker-registry tmux openssl skopeo; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
+    # Node.js runs the verifiers nobody here wrote (sigstore-js, tests/js/)
+    command -v npm >/dev/null || missing+=(nodejs npm)
     if [ ${#missing[@]} -gt 0 ]; then
         echo "setup: installing ${missing[*]}"
         apt-get update -qq
@@ -64,6 +67,11 @@ if [ ! -f "$wheels_stamp" ]; then
     .venv/bin/python -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$wheels" \
         -r "$wheels/.requirements.txt"
     touch "$wheels_stamp"
+fi
+# The JavaScript judges of the tests (tests/js/package-lock.json: sigstore-js), pinned.
+if [ ! -f tests/js/node_modules/.package-lock.json ] || [ tests/js/package-lock.json -nt tests/js/node_modules/.package-lock.json ]; then
+    echo "setup: installing the test verifiers of tests/js"
+    npm ci --prefix tests/js --silent --no-audit --no-fund
 fi
 if ! wait "$engine"; then
     echo "setup: no Docker engine answers (scripts/ensure-engine.sh said why, above)." >&2

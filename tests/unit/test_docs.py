@@ -40,7 +40,7 @@ def test_the_tasks_reference_has_every_task_and_flag():
 def test_the_exit_codes_reference_has_every_code_an_error_class_returns():
     text = reference.exit_codes_markdown()
     codes = {cls.exit_code for cls in reference.exit_codes().values() for cls in cls}
-    assert codes == set(range(1, 11))
+    assert codes == set(range(1, 12))
     for code in (0, *codes, 130, 143):
         assert f"| {code} |" in text, code
     page = (ROOT / "docs" / "troubleshooting.md").read_text()
@@ -105,8 +105,12 @@ def test_no_page_tells_the_history_of_the_projects_development(path):
     assert not found, f"{path}: {found[:5]}"
 
 
-def test_the_readme_fits_on_a_few_screens():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 250
+def test_the_readme_fits_on_a_few_screens_and_names_every_exit_code():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    listed = text[text.index("## Exit codes"):]
+    codes = {cls.exit_code for classes in reference.exit_codes().values() for cls in classes}
+    assert not [code for code in codes if not re.search(rf"(?<![\d/]){code} ", listed)]
 
 
 def test_the_docs_script_is_the_command_the_readme_names_and_refuses_what_it_does_not_know():

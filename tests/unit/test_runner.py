@@ -194,8 +194,8 @@ def test_an_unchanged_cell_is_pushed_with_its_own_log(monkeypatch, tmp_path):
     """A cell this engine already holds with its inputs is still pushed (--push), into a log of its own."""
     monkeypatch.setattr(runner.MatrixRun, "_quick_check", lambda self, cell: (Status.UNCHANGED, "sha256:" + "2" * 64, "h"))
     pushed = []
-    monkeypatch.setattr(runner, "publish", lambda plan, client, input_hash, log, progress: pushed.append((plan, log))
-                        or "sha256:" + "3" * 64)
+    monkeypatch.setattr(runner, "publish_showing_progress", lambda plan, client, input_hash, log, channel:
+                        pushed.append((plan, log)) or "sha256:" + "3" * 64)
 
     class Client:
         def inspect_image(self, ref):

@@ -14,9 +14,11 @@ from torchbake.adapters.engine import DockerClient
 from torchbake.building import platform_builds
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.platforms import Platform
-from torchbake.core.errors import FatalError, RegistryError
+from torchbake.configuration.settings import SignOptions
+from torchbake.core import output
+from torchbake.core.errors import ConfigurationError, FatalError, RegistryError
 from torchbake.core.status import Status
-from torchbake.supply_chain import attestations
+from torchbake.supply_chain import attestations, signing
 from torchbake.variants import Plan
 
 
@@ -109,21 +111,79 @@ def publish_index(plan: Plan, client: DockerClient, image: str, members: Sequenc
     held = remote.descriptor(repository, tag)
     if held is not None and held["digest"] == digest:
         return digest, True
-    return remote.put_manifest(repository, tag, document), False
+    digest = remote.put_manifest(repository, tag, document)
+    signer = signer_of(plan)
+    if signer is not None:  # the index's own signature; each platform's manifest has its own
+        attestations.attach(remote, repository, tag, {}, "", signer)
+    return digest, False
+
+
+def publish_showing_progress(plan: Plan, client: DockerClient, input_hash: str, log_file: Path,
+                             channel: output.Channel) -> str:
+    """:func:`publish` with a progress bar on a terminal (every event in ``log_file``)."""
+    with channel.progress(transient=True) as bar:
+        task = bar.add_task(f"push {plan.image}", total=None)
+        return publish(plan, client, input_hash, log_file,
+                       lambda done, total: bar.update(task, completed=done, total=total))
+
+
+def check_publishable(images: Sequence[str], sign: SignOptions) -> None:
+    """``--push`` of images that name no registry, or with a [sign] key that cannot sign, is
+    refused before any work (exit 2)."""
+    signer_from(sign)
+    for image in images:
+        if not registry.split_reference(image)[0]:
+            raise ConfigurationError(
+                f"--push: {image} names no registry, so there is nowhere to push it. Name one with --registry"
+                f" HOST[:PORT][/PATH] ([registry] url), or give --name HOST[:PORT]/NAME.")
+
+
+def publish_build(client: DockerClient, builds: Sequence[tuple[Platform | None, Plan]], results: Sequence,
+                  target: str, log_file: Path) -> list[tuple[str, str]]:
+    """``invoke build --push``: each platform's image pushed as :func:`publish` pushes a matrix
+    cell's (those the registry already held as they are stay), then, for several platforms, the
+    tag made the index of them in the registry. (image, registry digest) of each, the tag last."""
+    channel = output.channel()
+    pushed = []
+    for (_, plan), result in zip(builds, results, strict=True):
+        if result.status.in_registry:  # the registry's NAME:TAG (or its inputs tag) is this image already
+            pushed.append((plan.image, result.image_id))
+            continue
+        pushed.append((plan.image, publish_showing_progress(plan, client, result.input_hash,
+                                                            result.log_file or log_file, channel)))
+    if len(builds) > 1:
+        members = [(platform, plan.image) for platform, plan in builds]
+        digest, _ = publish_index(builds[0][1], client, target, members)
+        pushed.append((target, digest))
+    for image, digest in pushed:
+        channel.say(("pushed", "green"), f" {image}@{digest}")
+    return pushed
 
 
 def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:
     """The SBOMs and provenance this host wrote when it built the plan's image, attached to the
-    pushed image in its registry (OCI 1.1 referrers; the image's digest is unchanged). Kind →
-    artifact digest; {} when the image names no registry host or has no documents here."""
+    pushed image in its registry (OCI 1.1 referrers; the image's digest is unchanged), and with
+    [sign] key, the signatures of the image and of each of them. Kind → artifact digest; {} when
+    the image names no registry host, or has no documents here and nothing is signed."""
     host, repository, tag = registry.split_reference(plan.image)
     info = client.inspect_image(plan.image) or {}
     documents = attestations.recorded(plan.path_options.log_dir, info.get("Id", ""), plan.image)
-    if not host or not documents:
+    signer = signer_of(plan)
+    if not host or not (documents or signer):
         return {}
     remote = registry.for_host(host, client.engine_info(), DownloadPolicy.from_settings(plan.download_options))
     created = ((info.get("Config") or {}).get("Labels") or {}).get("org.opencontainers.image.created", "")
-    return attestations.attach(remote, repository, tag, documents, created)
+    return attestations.attach(remote, repository, tag, documents, created, signer)
+
+
+def signer_of(plan: Plan) -> signing.Signer | None:
+    """The key that signs what the plan's push publishes ([sign] key), None when unset."""
+    return signer_from(plan.sign_options)
+
+
+def signer_from(options: SignOptions) -> signing.Signer | None:
+    """[sign] key, read (a key that cannot sign is exit 2), or None when unset."""
+    return signing.Signer(options.key, options.password_file or None) if options.key else None
 
 
 def build_cache(plan: Plan, *, publish: bool = False, image: str = "") -> tuple[list[str], list[str]]:

@@ -122,11 +122,13 @@ CHECK_REPRODUCIBLE = Flag("check_reproducible", "Then build the same context aga
                                                 " same image digest, or exit 6 naming the files that differ (implies"
                                                 " --force)", default=SWITCH)
 (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, REGISTRY, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
- REQUIRE_INDEX) = option_flags(
+ REQUIRE_INDEX, SIGN_KEY) = option_flags(
     "build.docker", "build.builder", "bootstrap.auto", "downloads.require_hashes", "downloads.ca_bundle",
-    "registry.url", "registry.require", "registry.check", "wheels.require_index")
+    "registry.url", "registry.require", "registry.check", "wheels.require_index", "sign.key")
+PUSH = Flag("push", "Push each verified image to its registry (each platform's, then the index of them under the"
+                    " tag) with its SBOMs and provenance attached, and print its digest", default=SWITCH)
 ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGISTRY, REQUIRE_REGISTRY,
-          NO_REGISTRY_CHECK, REQUIRE_INDEX)  # how a build runs, what it may fetch, where it publishes: build and build-base
+          NO_REGISTRY_CHECK, REQUIRE_INDEX, PUSH, SIGN_KEY)  # how a build runs, what it may fetch, where it publishes: build and build-base
 
 # --- build ------------------------------------------------------------------------------------
 
@@ -158,7 +160,7 @@ BUILD_ALL_FLAGS = (
     Flag("jobs", "Cells built at once (independent cells only), default 1", default=1),
     Flag("keep_going", "After a failure, still build the cells that do not depend on it (the default)", default=SWITCH),
     Flag("fail_fast", "Stop at the first failed cell", default=SWITCH),
-    Flag("push", "Push each verified image to its registry and record its digest", default=SWITCH),
+    PUSH,
     Flag("force", "Build every cell even if its image already has the same input hash", default=SWITCH),
     Flag("no_cache", "With --force: build every step again, ignoring the engine's layer cache (build_all.sh's way)",
          default=SWITCH),
@@ -172,7 +174,7 @@ BUILD_ALL_FLAGS = (
     Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
-    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX,
+    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY,
 )
 
 # --- run-container, containers, stop-container ------------------------------------------------
@@ -230,6 +232,10 @@ VERIFY_FLAGS = (
                                 " profile's access, a matmul and a convolution, and a judgement of torch's kernels"
                                 " for it (native, compatible, PTX only, none); without GPUs, the table says they were"
                                 " not run and why", default=SWITCH),
+    Flag("signatures", "Instead: check in the registry that the image's manifest (each platform's and the index)"
+                       " and each of its SBOMs and provenance carry a Sigstore bundle signed by --key, about that"
+                       " manifest (exit 11 when one is missing, by another key or tampered with)", default=SWITCH),
+    Flag("key", "With --signatures: the public key (PEM) to check with; default the public half of [sign] key"),
     DOCKER, CONFIG,
 )
 SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)

@@ -450,6 +450,19 @@ def in_registry(reference: str, url: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SignOptions:
+    """Signatures of what --push publishes (torchbake.supply_chain.signing)."""
+
+    key: str = option("", validation.key_file, decides=(),  # a secret: only its public half is ever shown
+                      help="PEM private key (ECDSA P-256 or Ed25519) that signs each pushed manifest and its SBOMs and"
+                           " provenance, as Sigstore bundles beside them in the registry; '' = unsigned",
+                      flag="sign_key", path="path")
+    password_file: str = option("", validation.key_file, decides=(),  # a secret, never an argument
+                                help="File holding the password of an encrypted [sign] key (its first line)",
+                                path="path")
+
+
+@dataclass(frozen=True, kw_only=True)
 class GcOptions:
     """`invoke gc`: what torchbake may remove (its own images, its cache entries, logs), within limits."""
 
@@ -498,6 +511,7 @@ class Settings:
     downloads: DownloadOptions
     run: RunOptions
     registry: RegistryOptions
+    sign: SignOptions
     gc: GcOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)  # [checksums] "<URL or file name>" = "<sha256>"

@@ -338,6 +338,12 @@ def credential_file(value: str) -> None:
         raise ValueError("no such file; expected a git credential file (git-credential-store format)")
 
 
+def key_file(value: str) -> None:
+    """A file of a secret (a key, a password): it must exist; what it holds is read only when used."""
+    if value and not Path(value).expanduser().is_file():
+        raise ValueError(f"{_looked_at(Path(value).expanduser())}; expected a file")
+
+
 def steps_file(value: str) -> None:
     """[image] steps: a readable text file of Dockerfile lines ('' = none)."""
     if not value:

@@ -88,3 +88,10 @@ class RegistryError(FatalError):
     """A registry could not be asked or refused (credentials, unreachable, an unexpected answer)."""
 
     exit_code = 10
+
+
+class SignatureError(FatalError):
+    """A signature that does not hold: missing, made by another key, or not matching what it signs
+    (its statement about another image, an SBOM it does not describe)."""
+
+    exit_code = 11

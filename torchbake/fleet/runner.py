@@ -23,7 +23,7 @@ from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient
 from torchbake.building import platform_builds
 from torchbake.building.builder import assess, build_image, changed_since, log_path, skip_reason
-from torchbake.building.publishing import ask_registry, find_in_registry, publish, publish_index
+from torchbake.building.publishing import ask_registry, find_in_registry, publish_index, publish_showing_progress
 from torchbake.configuration import platforms
 from torchbake.configuration.project import Project
 from torchbake.configuration.settings import Settings
@@ -354,10 +354,7 @@ class MatrixRun:
 
     def _push(self, cell: Cell, input_hash: str, log: Path) -> str:
         """Push the cell's image (a progress bar on a terminal, every event in the cell's log)."""
-        with self.channel.progress(transient=True) as bar:
-            task = bar.add_task(f"push {cell.image}", total=None)
-            return publish(self.plans[cell.id], self.client, input_hash, log,
-                           lambda done, total: bar.update(task, completed=done, total=total))
+        return publish_showing_progress(self.plans[cell.id], self.client, input_hash, log, self.channel)
 
 
 def summary_table(results: Mapping[str, CellResult]) -> Table:

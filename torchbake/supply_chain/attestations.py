@@ -20,12 +20,16 @@ from typing import Any
 
 from torchbake.core.errors import RegistryError
 from torchbake.core.files import write_atomically
-from torchbake.supply_chain import provenance, sbom
+from torchbake.supply_chain import provenance, sbom, signing
 
 KINDS = (sbom.SPDX, sbom.CYCLONEDX, "provenance")
-MEDIA_TYPES = {**sbom.MEDIA_TYPES, "provenance": provenance.MEDIA_TYPE}
+SIGNATURE_PREFIX = "signature-"  # a Sigstore bundle: signature-image (the manifest's own), signature-spdx …
+SIGNATURES = tuple(SIGNATURE_PREFIX + kind for kind in ("image", *KINDS))
+MEDIA_TYPES = {**sbom.MEDIA_TYPES, "provenance": provenance.MEDIA_TYPE,
+               **dict.fromkeys(SIGNATURES, signing.BUNDLE_TYPE)}
 INVENTORY = "inventory"  # what torchbake read in the image (packages, layers): kept on the host, for diffs
-SUFFIXES = {**sbom.SUFFIXES, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json"}
+SUFFIXES = {**sbom.SUFFIXES, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json",
+            **{kind: f".{kind.removeprefix(SIGNATURE_PREFIX)}.sigstore.json" for kind in SIGNATURES}}
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
 EMPTY = {"mediaType": "application/vnd.oci.empty.v1+json",
@@ -112,31 +116,43 @@ def subject_of(client, repository: str, reference: str) -> Subject:
 
 
 def artifact_manifest(kind: str, document: bytes, subject: Subject, created: str) -> bytes:
-    """The OCI 1.1 image manifest of one attestation: the empty config, the document as its one
-    layer, the image as its subject."""
+    """The OCI 1.1 image manifest of one attestation or signature: the empty config, the document
+    as its one layer, the image as its subject."""
     return json.dumps({
         "schemaVersion": 2, "mediaType": MANIFEST_TYPE, "artifactType": MEDIA_TYPES[kind], "config": EMPTY,
         "layers": [{"mediaType": MEDIA_TYPES[kind], "digest": _sha(document), "size": len(document),
                     "annotations": {"org.opencontainers.image.title": f"image{SUFFIXES[kind]}"}}],
         "subject": {"mediaType": subject.media_type, "digest": subject.digest, "size": subject.size},
-        "annotations": {"org.opencontainers.image.created": created, KIND_ANNOTATION: kind},
+        "annotations": _annotations(kind, created),
     }, sort_keys=True, separators=(",", ":")).encode()
 
 
-def attach(registry, repository: str, reference: str, documents: Mapping[str, str], created: str) -> dict[str, str]:
-    """Push each document as an artifact referring to ``repository:reference`` and list them
-    under the subject's referrers (the API where the registry has it, else the tag schema).
-    Kind → the artifact's manifest digest. The image's manifest is not touched."""
+def _annotations(kind: str, created: str) -> dict[str, str]:
+    signed = kind.removeprefix(SIGNATURE_PREFIX)
+    return {**({"org.opencontainers.image.created": created} if created else {}), KIND_ANNOTATION: kind,
+            **({signing.PREDICATE_ANNOTATION: signing.PREDICATE_TYPES.get(signed, signing.IMAGE_PREDICATE)}
+               if kind != signed else {})}
+
+
+def attach(registry, repository: str, reference: str, documents: Mapping[str, str], created: str,
+           signer: signing.Signer | None = None) -> dict[str, str]:
+    """Push each document as an artifact referring to ``repository:reference`` and, with a
+    ``signer``, a Sigstore bundle signing the manifest and one signing each document (kinds
+    ``signature-image``, ``signature-spdx`` …); list them under the subject's referrers (the API
+    where the registry has it, else the tag schema). Kind → the artifact's manifest digest. The
+    image's manifest is not touched."""
 
     def push() -> dict[str, str]:
         client = registry._client(repository)
         subject = subject_of(client, repository, reference)
         client.push_blob(data=b"{}", digest=EMPTY["digest"])
+        artifacts = {kind: documents[kind] for kind in KINDS if kind in documents}
+        if signer is not None:
+            statements = signing.statements(f"{registry.host}/{repository}", subject.digest, artifacts)
+            artifacts.update({SIGNATURE_PREFIX + kind: signer.bundle(statement) for kind, statement in statements.items()})
         descriptors, pushed, response = [], {}, None
-        for kind in KINDS:
-            if kind not in documents:
-                continue
-            document = documents[kind].encode()
+        for kind, text in artifacts.items():
+            document = text.encode()
             client.push_blob(data=document, digest=_sha(document))
             manifest = artifact_manifest(kind, document, subject, created)
             digest = _sha(manifest)
@@ -144,13 +160,12 @@ def attach(registry, repository: str, reference: str, documents: Mapping[str, st
                                        headers={"Content-Type": MANIFEST_TYPE})
             pushed[kind] = digest
             descriptors.append({"mediaType": MANIFEST_TYPE, "digest": digest, "size": len(manifest),
-                                "artifactType": MEDIA_TYPES[kind], "annotations": {KIND_ANNOTATION: kind,
-                                "org.opencontainers.image.created": created}})
+                                "artifactType": MEDIA_TYPES[kind], "annotations": _annotations(kind, created)})
         if response is not None and not response.headers.get("OCI-Subject"):  # no referrers API: the tag schema
             _update_tag_index(client, subject.digest, descriptors)
         return pushed
 
-    return registry._ask(f"attach SBOM and provenance to {repository}@{reference}", push)
+    return registry._ask(f"attach SBOM, provenance and signatures to {repository}@{reference}", push)
 
 
 def referrers_tag(digest: str) -> str:
@@ -207,16 +222,41 @@ def referrers(registry, repository: str, reference: str) -> list[dict[str, Any]]
 def fetch(registry, repository: str, reference: str, kind: str) -> str | None:
     """The document of ``kind`` attached to ``repository:reference`` in the registry, or None."""
     wanted = [d for d in referrers(registry, repository, reference) if d.get("artifactType") == MEDIA_TYPES[kind]]
-    if not wanted:
-        return None
+    return read_artifact(registry, repository, wanted[-1]["digest"]) if wanted else None
+
+
+def read_artifact(registry, repository: str, digest: str) -> str:
+    """The document an artifact manifest (``digest``) carries as its one layer, checked against
+    the layer's digest."""
 
     def pull() -> str:
         client = registry._client(repository)
-        manifest = json.loads(client.get_manifest_and_response(wanted[-1]["digest"])[0])
+        manifest = json.loads(client.get_manifest_and_response(digest)[0])
         layer = manifest["layers"][0]
         data = b"".join(client.pull_blob(layer["digest"]))
         if _sha(data) != layer["digest"]:
-            raise RegistryError(f"The {kind} document of {repository}:{reference} does not match its digest.")
+            raise RegistryError(f"The artifact {repository}@{digest} does not match its layer's digest.")
         return data.decode()
 
-    return registry._ask(f"read the {kind} of {repository}:{reference}", pull)
+    return registry._ask(f"read {repository}@{digest}", pull)
+
+
+def manifest_of(registry, repository: str, reference: str) -> tuple[Subject, dict[str, Any]] | None:
+    """The manifest or index ``reference`` names, as a descriptor and as JSON; None when the
+    registry has none."""
+    import requests
+
+    def look() -> tuple[Subject, dict[str, Any]] | None:
+        client = registry._client(repository)
+        try:
+            text, response = client.get_manifest_and_response(reference)
+        except requests.exceptions.HTTPError as exc:
+            if exc.response is not None and exc.response.status_code == 404:
+                return None
+            raise
+        document = json.loads(text)
+        media_type = document.get("mediaType") or response.headers.get("Content-Type", MANIFEST_TYPE)
+        return Subject(media_type, response.headers.get("Docker-Content-Digest") or _sha(text.encode()),
+                       len(text.encode())), document
+
+    return registry._ask(f"read the manifest of {repository}:{reference}", look)

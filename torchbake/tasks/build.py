@@ -5,6 +5,7 @@ from __future__ import annotations
 from invoke import Collection
 
 from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
+from torchbake.core import output
 from torchbake.core.lazy import LazyModule
 from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
@@ -13,24 +14,35 @@ from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports
 builder = LazyModule("torchbake.building.builder")
 variants = LazyModule("torchbake.variants")
 platform_builds = LazyModule("torchbake.building.platform_builds")
+publishing = LazyModule("torchbake.building.publishing")
 
 
-def _run(make_plan, settings, dry_run: bool, force: bool, check_reproducible: bool = False) -> None:
-    """Each platform's image (``make_plan`` of its settings), then, for several, their one tag."""
+def _run(make_plan, settings, given) -> None:
+    """Each platform's image (``make_plan`` of its settings), then, for several, their one tag;
+    with --push, each pushed and the tag made their index in the registry."""
+    dry_run, push, check_reproducible = given["dry_run"], given["push"], given.get("check_reproducible", False)
     builds = platform_builds.plans(settings, make_plan)
+    target = settings.registry.image(settings.image.reference)
+    if push:
+        publishing.check_publishable([target, *(plan.image for _, plan in builds)], settings.sign)
     check_folders(settings, create=not dry_run)
     client = docker_client(settings)
+    results = []
     for _, plan in builds:
         if dry_run:
             builder.dry_run(plan, client, check_reproducible=check_reproducible)
         else:
-            builder.build_image(plan, client, skip_unchanged=not (force or plan.no_cache or check_reproducible),
-                                check_reproducible=check_reproducible)
+            skip = not (given["force"] or plan.no_cache or check_reproducible)
+            results.append(builder.build_image(plan, client, skip_unchanged=skip, publish=push,
+                                               check_reproducible=check_reproducible))
+    log = builder.log_path(settings.paths.log_dir, target)
     if len(builds) > 1:
-        target = settings.registry.image(settings.image.reference)
         platform_builds.join(client, target, [(platform, plan.image) for platform, plan in builds],
-                             settings.build.compression, builder.log_path(settings.paths.log_dir, target),
-                             dry_run=dry_run)
+                             settings.build.compression, log, dry_run=dry_run)
+    if push and dry_run:
+        output.channel().say(f"Then pushes {target} to its registry with its SBOMs and provenance attached.")
+    elif push:
+        publishing.publish_build(client, builds, results, target, log)
 
 
 @flag_task(*BUILD_FLAGS)
@@ -47,7 +59,7 @@ def build(c, **given):
     python_given = resolved.sources["python.version"] != "default"
     variant = variants.VARIANTS[settings.build.variant]
     _run(lambda s: variant.plan(s, python_given=python_given, reuse_context=no_prepare, no_cache=no_cache),
-         settings, given["dry_run"], given["force"], given["check_reproducible"])
+         settings, given)
 
 
 @flag_task(*BUILD_BASE_FLAGS)
@@ -59,7 +71,7 @@ def build_base(c, **given):
     OS image whose Python is 3.10); `invoke build --python 3.10` then finds it."""
     settings = resolve_config(given["config"], overrides(BUILD_BASE_FLAGS, given), variant="base").settings()
     _run(lambda s: variants.VARIANTS["base"].plan(s, reuse_context=given["no_prepare"], no_cache=given["no_cache"]),
-         settings, given["dry_run"], given["force"])
+         settings, given)
 
 
 ns = Collection(build, build_base)

@@ -11,6 +11,7 @@ from rich.text import Text
 
 from torchbake.checks.verify import Expectations, verify_image
 from torchbake.configuration import validation
+from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.options import (
     SHOW_BUILD_FLAGS,
     SHOW_CONFIG_FLAGS,
@@ -20,7 +21,7 @@ from torchbake.configuration.options import (
     overrides,
 )
 from torchbake.core import output, redaction
-from torchbake.core.errors import ConfigurationError, ImageNotFoundError
+from torchbake.core.errors import ConfigurationError, ImageNotFoundError, SignatureError
 from torchbake.core.lazy import LazyModule
 from torchbake.supply_chain.manifest import describe, find_manifest
 from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
@@ -28,6 +29,10 @@ from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolv
 configuration = LazyModule("torchbake.planning.config")  # read when the task runs
 
 builder = LazyModule("torchbake.building.builder")  # verify --reproducible's build: imported when it runs
+publishing = LazyModule("torchbake.building.publishing")  # verify --signatures: the registry, the key
+registry = LazyModule("torchbake.adapters.registry")
+signatures = LazyModule("torchbake.checks.signatures")
+signing = LazyModule("torchbake.supply_chain.signing")
 variants = LazyModule("torchbake.variants")
 
 
@@ -38,6 +43,15 @@ def verify(c, **given):
     With --reproducible: build the image again without any cache and compare."""
     image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
     python, cuda_arch_list = given["python"], given["cuda_arch_list"]
+    if given["signatures"]:
+        checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
+        if checks or given["reproducible"]:
+            raise ConfigurationError(f"{', '.join(checks or ['--reproducible'])}: not with --signatures, which reads"
+                                     " the registry only (run verify without --signatures for the other checks).")
+        _verify_signatures(image, config, cli, given["key"])
+        return
+    if given["key"]:
+        raise ConfigurationError("--key names the public key that --signatures checks with; add --signatures.")
     if given["reproducible"]:
         checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks:
@@ -59,6 +73,37 @@ def verify(c, **given):
     expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
                                      extension_module=given["extension_module"], cuda_arch_list=cuda_arch_list)
     verify_image(client, image, expected, gpus=given["gpus"], accelerator=settings.accelerators.get(expected.profile))
+
+
+def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str, object], key_file: str) -> None:
+    """verify --signatures: a row per signature of the image in its registry; exit 11 when one
+    does not hold."""
+    settings = resolve_config(config_files, cli).settings()
+    if key_file:
+        key = signing.read_public_key(key_file)
+    elif settings.sign.key:
+        key = publishing.signer_from(settings.sign).public_key
+    else:
+        raise ConfigurationError("verify --signatures needs the public key to check with: --key FILE (PEM), or"
+                                 " [sign] key (its public half).")
+    host = registry.split_reference(image)[0]
+    if not host:
+        raise ConfigurationError(f"verify --signatures reads the registry, and {image} names none: give"
+                                 " HOST[:PORT]/NAME:TAG.")
+    client = docker_client(settings, for_build=False)
+    remote = registry.for_host(host, client.engine_info(), DownloadPolicy.from_settings(settings.downloads))
+    rows = signatures.check(remote, image, key)
+    table = output.table(title=f"signatures of {image}")
+    for column in ("manifest", "what", "result"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row.manifest, row.what, Text(("ok: " if row.ok else "FAILED: ") + row.detail,
+                                                    style="green" if row.ok else "bold red"))
+    output.channel().show(table)
+    failed = [row for row in rows if not row.ok]
+    if failed:
+        raise SignatureError(f"{len(failed)} of {len(rows)} signatures of {image} do not hold: "
+                             + "; ".join(f"{row.manifest} {row.what}: {row.detail}" for row in failed))
 
 
 def _verify_reproducible(image: str, config_files: list[str], cli: dict[str, object]) -> None:

@@ -37,6 +37,7 @@ configuration = LazyModule("torchbake.planning.config")  # read when the task ru
 
 # imported when the task runs (see tasks/build.py)
 runner = LazyModule("torchbake.fleet.runner")
+publishing = LazyModule("torchbake.building.publishing")
 variants = LazyModule("torchbake.variants")
 
 def _cells(config_files: list[str], only, skip, platform_names, shard_text, found) -> tuple[list[Cell], list[str]]:
@@ -99,6 +100,8 @@ def build_all(c, **given):
     first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
     settings = (runner.cell_settings(first, shared, environ, overrides=trust, project=found) if first
                 else configuration.resolve([], environ, project=found).settings())
+    if given["push"] or join_only:  # a key that cannot sign stops the night before any work
+        publishing.signer_from(settings.sign)
     check_folders(settings, create=not plan)
     client = docker_client(settings, choice=given["docker"])
     client.check_engine()

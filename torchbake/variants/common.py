@@ -27,6 +27,7 @@ from torchbake.configuration.settings import (
     PythonOptions,
     RegistryOptions,
     Settings,
+    SignOptions,
     WheelOptions,
     env_var_name,
 )
@@ -57,6 +58,7 @@ class PlanCommon:
     build_options: BuildOptions = field(repr=False)  # network, compression, stall timeout, free space
     download_options: DownloadOptions = field(repr=False)  # retries, timeouts, the CA bundle, --require-hashes
     registry_options: RegistryOptions = field(repr=False)  # where images and their build cache go
+    sign_options: SignOptions = field(repr=False)  # the key that signs what a push publishes
     path_options: PathOptions = field(repr=False)  # the cache and log folders
     checksums: Mapping[str, str] = field(repr=False)  # [checksums]: location → sha256
     on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
@@ -323,7 +325,7 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
             "build_options": settings.build, "download_options": settings.downloads,
-            "registry_options": settings.registry, "path_options": settings.paths, "checksums": settings.checksums,
+            "registry_options": settings.registry, "sign_options": settings.sign, "path_options": settings.paths, "checksums": settings.checksums,
             "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
             "platform": chosen[0].name if len(chosen) == 1 else "",
             "base_platforms": tuple(p.name for p in chosen),

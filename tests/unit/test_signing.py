@@ -1,0 +1,174 @@
+"""Signatures: keys read (and refused) as users give them, Sigstore bundles that sigstore-js (a
+verifier nobody here wrote) accepts, and tampered or foreign ones that both it and torchbake's own
+check reject."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
+from tests.conftest import ROOT
+from torchbake.checks import signatures
+from torchbake.core.errors import ConfigurationError, SignatureError
+from torchbake.supply_chain import signing
+
+JS = ROOT / "tests" / "js"
+DIGEST = "sha256:" + "ab" * 32
+PASSWORD = "correct horse 7f3a"
+
+
+def write_key(folder, name, key, password: str | None = None):
+    encryption = (serialization.BestAvailableEncryption(password.encode()) if password
+                  else serialization.NoEncryption())
+    private = folder / f"{name}.pem"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption))
+    public = folder / f"{name}.pub"
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    return private, public
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("keys")
+    return {"ec": write_key(folder, "ec", ec.generate_private_key(ec.SECP256R1())),
+            "ed": write_key(folder, "ed", ed25519.Ed25519PrivateKey.generate()),
+            "locked": write_key(folder, "locked", ec.generate_private_key(ec.SECP256R1()), PASSWORD),
+            "rsa": write_key(folder, "rsa", rsa.generate_private_key(public_exponent=65537, key_size=2048)),
+            "p384": write_key(folder, "p384", ec.generate_private_key(ec.SECP384R1()))}
+
+
+def sigstore_js(bundle: str, public, hint: str, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "bundle.json"
+    path.write_text(bundle)
+    return subprocess.run(["node", str(JS / "verify-bundle.js"), str(path), str(public), hint],
+                          capture_output=True, text=True, timeout=60)
+
+
+def tampered(bundle: str) -> str:
+    data = json.loads(bundle)
+    payload = base64.b64decode(data["dsseEnvelope"]["payload"]).replace(b"abab", b"abac", 1)
+    data["dsseEnvelope"]["payload"] = base64.b64encode(payload).decode()
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize("kind", ["ec", "ed"])
+def test_a_bundle_verifies_with_sigstore_js_and_with_torchbake_and_says_what_it_signs(keys, kind, tmp_path):
+    private, public = keys[kind]
+    signer = signing.Signer(private)
+    bundle = signer.bundle(signing.statement("reg.example/team/x", DIGEST, signing.IMAGE_PREDICATE, {}))
+    assert json.loads(bundle)["mediaType"] == "application/vnd.dev.sigstore.bundle.v0.3+json"
+    key = signing.read_public_key(public)
+    assert key.hint == signer.public_key.hint
+    judged = sigstore_js(bundle, public, key.hint, tmp_path)
+    assert judged.returncode == 0 and "verified" in judged.stdout, judged.stdout + judged.stderr
+    statement = signing.open_bundle(bundle, key)
+    assert statement["subject"] == [{"name": "reg.example/team/x", "digest": {"sha256": "ab" * 32}}]
+    assert statement["predicateType"] == "https://sigstore.dev/cosign/sign/v1"
+    assert private.read_text() not in bundle
+
+
+def test_a_tampered_bundle_and_one_by_another_key_are_rejected_by_both(keys, tmp_path):
+    signer = signing.Signer(keys["ec"][0])
+    bundle = signer.bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {}))
+    key = signing.read_public_key(keys["ec"][1])
+    changed = tampered(bundle)
+    judged = sigstore_js(changed, keys["ec"][1], key.hint, tmp_path)
+    assert judged.returncode == 1 and "SIGNATURE_ERROR" in judged.stderr, judged.stdout + judged.stderr
+    with pytest.raises(SignatureError, match="no signature that matches"):
+        signing.open_bundle(changed, key)
+    foreign = signing.Signer(keys["ed"][0]).bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {}))
+    with pytest.raises(SignatureError, match="names another key"):
+        signing.open_bundle(foreign, key)
+    forged = json.loads(foreign)  # another key's signature under this key's name
+    forged["verificationMaterial"]["publicKey"]["hint"] = key.hint
+    judged = sigstore_js(json.dumps(forged), keys["ec"][1], key.hint, tmp_path)
+    assert judged.returncode == 1, judged.stdout
+    with pytest.raises(SignatureError, match="no signature that matches"):
+        signing.open_bundle(json.dumps(forged), key)
+    for broken in ("{}", "not json", json.dumps({**json.loads(bundle), "mediaType": "x"})):
+        with pytest.raises(SignatureError):
+            signing.open_bundle(broken, key)
+
+
+def test_an_encrypted_key_opens_with_its_password_file_only(keys, tmp_path):
+    private, _ = keys["locked"]
+    password = tmp_path / "password"
+    password.write_text(PASSWORD + "\n")
+    assert signing.Signer(private, password).public_key.hint
+    with pytest.raises(ConfigurationError, match=r"is encrypted and no password was given: set \[sign\] password_file"):
+        signing.Signer(private)
+    password.write_text("wrong\n")
+    with pytest.raises(ConfigurationError, match="is not a PEM private key this password opens") as wrong:
+        signing.Signer(private, password)
+    assert "wrong" not in str(wrong.value).replace("this password", "")
+    password.write_text("")
+    with pytest.raises(ConfigurationError, match="is empty"):
+        signing.Signer(private, password)
+    with pytest.raises(ConfigurationError, match="is not encrypted"):
+        signing.Signer(keys["ec"][0], tmp_path / "password2") if (tmp_path / "password2").write_text("x") else None
+
+
+@pytest.mark.parametrize(("kind", "says"), [("rsa", "rsa"), ("p384", "ecdsa-sha2-nistp384")])
+def test_a_key_of_another_kind_is_refused_naming_what_is_accepted(keys, kind, says):
+    with pytest.raises(ConfigurationError, match=f"is a {says}.* key; torchbake signs with ECDSA P-256 or Ed25519"):
+        signing.Signer(keys[kind][0])
+
+
+def test_keys_that_are_not_keys_are_refused_without_showing_them(tmp_path):
+    secret = tmp_path / "notes.pem"
+    secret.write_text("my secret notes\n")
+    for path in (secret, tmp_path / "missing.pem"):
+        with pytest.raises(ConfigurationError) as refused:
+            signing.Signer(path)
+        assert "my secret notes" not in str(refused.value) and str(path) in str(refused.value)
+    with pytest.raises(ConfigurationError, match="is not a PEM public key"):
+        signing.read_public_key(secret)
+
+
+def test_what_is_signed_for_a_manifest_is_its_own_statement_and_one_per_attestation():
+    spdx = {"spdxVersion": "SPDX-2.3", "packages": []}
+    provenance = {"_type": "https://in-toto.io/Statement/v1", "subject": [], "predicateType": "https://slsa.dev/provenance/v1",
+                  "predicate": {"buildDefinition": {"buildType": "t"}}}
+    found = signing.statements("reg/x", DIGEST, {"spdx": json.dumps(spdx), "provenance": json.dumps(provenance)})
+    assert list(found) == ["image", "spdx", "provenance"]
+    assert all(s["subject"][0]["digest"] == {"sha256": "ab" * 32} for s in found.values())
+    assert found["spdx"]["predicate"] == spdx and found["spdx"]["predicateType"] == "https://spdx.dev/Document"
+    assert found["provenance"]["predicate"] == provenance["predicate"]
+
+
+def test_the_image_an_sbom_describes_is_read_from_either_format():
+    spdx = {"relationships": [{"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
+                               "relatedSpdxElement": "SPDXRef-image"}],
+            "packages": [{"SPDXID": "SPDXRef-other", "checksums": [{"algorithm": "SHA256", "checksumValue": "no"}]},
+                         {"SPDXID": "SPDXRef-image", "checksums": [{"algorithm": "SHA256", "checksumValue": "cfg"}]}]}
+    cyclonedx = {"metadata": {"component": {"hashes": [{"alg": "SHA-256", "content": "cfg"}]}}}
+    assert signatures.described_image("spdx", spdx) == signatures.described_image("cyclonedx", cyclonedx) == "cfg"
+    assert signatures.described_image("spdx", {}) == ""
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("verify", "reg.example/x:1", "--key", "k.pub"), "--key names the public key that --signatures checks with"),
+    (("verify", "reg.example/x:1", "--signatures"), "verify --signatures needs the public key to check with"),
+    (("verify", "x:1", "--signatures", "--key", "{pub}"), "verify --signatures reads the registry, and x:1 names none"),
+    (("verify", "reg.example/x:1", "--signatures", "--gpus"), "--gpus: not with --signatures"),
+    (("verify", "reg.example/x:1", "--signatures", "--key", "{key}"), "is not a PEM public key"),
+    (("build", "--release", "--push"), "--push: torchbake/pytorch-cpu:2.13.0-py3.11 names no registry"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{key}"), "is not a PEM private key"),
+    (("build-base", "--push", "--sign-key", "/no/such.pem"), "sign.key = '/no/such.pem' (from command line) is invalid"),
+])
+def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path, keys):
+    from tests.conftest import run_invoke
+
+    notes = tmp_path / "notes.pem"
+    notes.write_text("my secret notes\n")
+    args = [a.format(key=notes, pub=keys["ec"][1]) for a in args]
+    result = run_invoke(*args, "--docker", "/no/such/docker", env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c")})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr and "my secret notes" not in result.stderr
+    assert not (tmp_path / "c").exists()  # nothing written: refused before any work

@@ -1,0 +1,189 @@
+"""Signatures a consumer can check with only the registry and the public key: each pushed manifest
+(a platform's image, an index) signed, and each of its attestations (SPDX, CycloneDX, provenance)
+signed as an in-toto Statement whose subject is that manifest. Each signature is a Sigstore bundle
+v0.3 holding a DSSE envelope, stored as an OCI referrer of the manifest it covers, as cosign v3
+stores them; sigstore-js (``@sigstore/verify``) verifies such a bundle offline with the public key.
+
+The cryptography is the libraries': the key read by ``cryptography``, the DSSE envelope signed and
+checked by ``securesystemslib``, the bundle written and read by the Sigstore protobuf models. The
+private key and its password stay in this process: nothing torchbake prints or writes holds them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchbake.core import redaction
+from torchbake.core.errors import ConfigurationError, SignatureError
+
+BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PAYLOAD_TYPE = "application/vnd.in-toto+json"
+IMAGE_PREDICATE = "https://sigstore.dev/cosign/sign/v1"  # the image's own signature, as cosign v3 writes it
+PREDICATE_TYPES = {"spdx": "https://spdx.dev/Document", "cyclonedx": "https://cyclonedx.org/bom",
+                   "provenance": "https://slsa.dev/provenance/v1"}
+PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
+KEY_TYPES = "ECDSA P-256 or Ed25519"
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """A public key to check signatures with, and the hint its bundles name it by."""
+
+    pem: bytes
+    hint: str  # base64 of the SHA-256 of its SubjectPublicKeyInfo, as cosign names a key
+
+
+class Signer:
+    """A private key read from a PEM file ([sign] key), its password from a file ([sign]
+    password_file) when it is encrypted."""
+
+    def __init__(self, key_file: str | Path, password_file: str | Path | None = None):
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+        from securesystemslib.signer import CryptoSigner
+
+        where = f"[sign] key {key_file}"
+        try:
+            data = Path(key_file).read_bytes()
+        except OSError as exc:
+            raise ConfigurationError(f"{where} cannot be read ({exc.strerror}). Give a PEM private key file"
+                                     f" ({KEY_TYPES}).") from None
+        password = None
+        if password_file:
+            try:
+                password = Path(password_file).read_bytes().splitlines()[0] if Path(password_file).stat().st_size else b""
+            except OSError as exc:
+                raise ConfigurationError(f"[sign] password_file {password_file} cannot be read ({exc.strerror}).") from None
+        if password_file and not password:
+            raise ConfigurationError(f"[sign] password_file {password_file} is empty; its first line is the key's password.")
+        if password:
+            redaction.register(password.decode(errors="replace"))  # printed nowhere, whatever fails later
+        try:
+            key = load_pem_private_key(data, password or None)
+        except TypeError:  # encrypted without a password, or a password for a key that has none
+            raise ConfigurationError(
+                f"{where} is encrypted and no password was given: set [sign] password_file (TORCHBAKE_SIGN_PASSWORD_FILE)"
+                if password is None else f"{where} is not encrypted: leave [sign] password_file unset.") from None
+        except ValueError:
+            raise ConfigurationError(f"{where} is not a PEM private key this password opens ({KEY_TYPES}).") from None
+        self._signer = CryptoSigner(key)
+        self.public_key = public_key_of(key.public_key())
+        scheme = self._signer.public_key.scheme
+        if scheme not in ("ecdsa-sha2-nistp256", "ed25519"):
+            raise ConfigurationError(f"{where} is a {scheme} key; torchbake signs with {KEY_TYPES} keys.")
+
+    def bundle(self, statement: Mapping[str, Any]) -> str:
+        """The Sigstore bundle v0.3 (JSON) of a DSSE envelope of ``statement``, signed."""
+        from securesystemslib.dsse import Envelope
+
+        Bundle, VerificationMaterial, PublicKeyIdentifier, BundleEnvelope, Signature = _bundle_models()
+        envelope = Envelope(json.dumps(statement, sort_keys=True, separators=(",", ":")).encode(), PAYLOAD_TYPE, {})
+        signature = envelope.sign(self._signer)
+        return Bundle(
+            media_type=BUNDLE_TYPE,
+            verification_material=VerificationMaterial(public_key=PublicKeyIdentifier(hint=self.public_key.hint)),
+            dsse_envelope=BundleEnvelope(payload=envelope.payload, payload_type=PAYLOAD_TYPE,
+                                         signatures=[Signature(sig=bytes.fromhex(signature.signature), keyid="")]),
+        ).to_json()
+
+
+def _bundle_models():
+    """The Sigstore bundle's protobuf models (sigstore-protobuf-specs), imported without the
+    deprecation warning their pydantic validators raise on pydantic >= 2.12: nothing the user
+    can act on."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from sigstore_protobuf_specs.dev.sigstore.bundle.v1 import Bundle, VerificationMaterial
+        from sigstore_protobuf_specs.dev.sigstore.common.v1 import PublicKeyIdentifier
+        from sigstore_protobuf_specs.io.intoto import Envelope, Signature
+    return Bundle, VerificationMaterial, PublicKeyIdentifier, Envelope, Signature
+
+
+def public_key_of(key) -> PublicKey:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    der = key.public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return PublicKey(key.public_bytes(Encoding.PEM, PublicFormat.SubjectPublicKeyInfo),
+                     base64.b64encode(hashlib.sha256(der).digest()).decode())
+
+
+def read_public_key(path: str | Path) -> PublicKey:
+    """The public key of a PEM file: a public key, or a private key's public half (unencrypted)."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigurationError(f"--key {path} cannot be read ({exc.strerror}).") from None
+    try:
+        return public_key_of(load_pem_public_key(data))
+    except ValueError:
+        pass
+    try:
+        return public_key_of(load_pem_private_key(data, None).public_key())
+    except (TypeError, ValueError):
+        raise ConfigurationError(f"--key {path} is not a PEM public key ({KEY_TYPES}).") from None
+
+
+def statement(name: str, digest: str, predicate_type: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
+    """An in-toto Statement v1 about the manifest ``digest`` (``sha256:…``) of ``name``."""
+    return {"_type": STATEMENT_TYPE, "subject": [{"name": name, "digest": {"sha256": digest.split(":", 1)[1]}}],
+            "predicateType": predicate_type, "predicate": dict(predicate)}
+
+
+def statements(name: str, digest: str, documents: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """What is signed for one manifest: the manifest itself ("image") and each attestation
+    (``documents``: kind → text; the provenance's own predicate, its subject made the manifest)."""
+    found = {"image": statement(name, digest, IMAGE_PREDICATE, {})}
+    for kind, text in documents.items():
+        if kind in PREDICATE_TYPES:
+            document = json.loads(text)
+            predicate = document["predicate"] if kind == "provenance" else document
+            found[kind] = statement(name, digest, PREDICATE_TYPES[kind], predicate)
+    return found
+
+
+def open_bundle(text: str, key: PublicKey) -> dict[str, Any]:
+    """The statement a bundle signs, once its signature is checked with ``key``; a bundle that is
+    not one, names another key, or whose signature does not match is a :class:`SignatureError`."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.signer import Signature, SSlibKey
+
+    try:
+        bundle = json.loads(text)
+        envelope = bundle["dsseEnvelope"]
+        payload = base64.b64decode(envelope["payload"])
+        signatures = envelope["signatures"]
+        hint = bundle["verificationMaterial"]["publicKey"]["hint"]
+    except (ValueError, KeyError, TypeError):
+        raise SignatureError("is not a Sigstore bundle with a DSSE envelope") from None
+    if bundle.get("mediaType") != BUNDLE_TYPE:
+        raise SignatureError(f"is a bundle of {bundle.get('mediaType')!r}, not {BUNDLE_TYPE}")
+    if hint != key.hint:
+        raise SignatureError(f"names another key ({hint}), not the one given ({key.hint})")
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+    public = SSlibKey.from_crypto(load_pem_public_key(key.pem), keyid=key.hint)
+    payload_type = envelope.get("payloadType", "")
+    for signature in signatures:
+        try:
+            sig = base64.b64decode(signature["sig"]).hex()
+        except (ValueError, KeyError, TypeError):
+            continue
+        dsse = Envelope(payload, payload_type, {key.hint: Signature(key.hint, sig)})
+        try:
+            dsse.verify([public], 1)
+        except VerificationError:
+            continue
+        if payload_type != PAYLOAD_TYPE:
+            raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
+        return json.loads(payload)
+    raise SignatureError("has no signature that matches what it signs with this key")
