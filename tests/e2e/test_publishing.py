@@ -1,16 +1,26 @@
-"""One image published with ``invoke build --push``: the image, its SBOMs and its provenance in a
-real local registry, read back with skopeo (a client nobody here wrote)."""
+"""One image published with ``invoke build --push``: the image, its SBOMs, its provenance and their
+signatures in a real local registry, read back with skopeo and verified with sigstore-js (clients
+nobody here wrote), and with ``invoke verify --signatures``."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
 import subprocess
+from pathlib import Path
 
-from tests.conftest import run_invoke
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from tests.conftest import ROOT, run_invoke
+from torchbake.adapters import registry as registry_module
+from torchbake.supply_chain import attestations, signing
 
 from .helpers import docker
+
+PASSWORD = "correct horse 7f3a"
 
 SKOPEO = ["skopeo", "--override-os", "linux", "inspect", "--raw", "--tls-verify=false"]
 ARTIFACTS = ["application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.in-toto+json"]
@@ -54,3 +64,96 @@ def test_push_of_an_image_that_names_no_registry_is_refused_before_any_work(tiny
     assert f"--push: torchbake-test/nowhere-{run_id}:" in result.stderr and "names no registry" in result.stderr
     assert "--registry HOST[:PORT][/PATH]" in result.stderr
     assert docker("image", "ls", "--quiet", f"torchbake-test/nowhere-{run_id}").stdout.strip() == ""
+
+
+def read_referrer(repo: str, digest: str, folder: Path) -> str:
+    """The document an artifact manifest carries, copied out with skopeo."""
+    copied = folder / digest.split(":")[1]
+    done = subprocess.run(["skopeo", "copy", "--quiet", "--src-tls-verify=false", f"docker://{repo}@{digest}",
+                           f"dir:{copied}"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(skopeo(f"docker://{repo}@{digest}"))
+    return (copied / manifest["layers"][0]["digest"].split(":")[1]).read_text()
+
+
+def sigstore_js(bundle: str, public: Path, hint: str, folder: Path) -> subprocess.CompletedProcess:
+    path = folder / f"bundle-{hashlib.sha256(bundle.encode()).hexdigest()[:12]}.json"
+    path.write_text(bundle)
+    return subprocess.run(["node", str(ROOT / "tests" / "js" / "verify-bundle.js"), str(path), str(public), hint],
+                          capture_output=True, text=True, timeout=60)
+
+
+class Tampering:
+    """Signs as the key does, then changes one byte of what was signed."""
+
+    def __init__(self, signer):
+        self.signer = signer
+
+    def bundle(self, statement) -> str:
+        data = json.loads(self.signer.bundle(statement))
+        payload = bytearray(base64.b64decode(data["dsseEnvelope"]["payload"]))
+        payload[-3] ^= 1
+        data["dsseEnvelope"]["payload"] = base64.b64encode(bytes(payload)).decode()
+        return json.dumps(data)
+
+
+def test_a_signed_push_is_proven_with_the_public_key_alone_and_a_tampered_or_foreign_one_fails(
+        registry, base_image, tiny_profile, tb_env, run_id, tmp_path):
+    key = ec.generate_private_key(ec.SECP256R1())
+    private, public, password = tmp_path / "signing.pem", tmp_path / "signing.pub", tmp_path / "password"
+    password.write_text(f"{PASSWORD}\n")
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.BestAvailableEncryption(PASSWORD.encode())))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    name = f"torchbake-test/signed-{run_id}"
+    image = f"{registry}/team/{name}:1"
+    repo = image.rsplit(":", 1)[0]
+    env = {**tb_env, "TORCHBAKE_SIGN_PASSWORD_FILE": str(password)}
+    try:
+        built = run_invoke("build", "--config", str(tiny_profile), "--base-img", base_image, "--name", name, "--tag",
+                           "1", "--registry", f"{registry}/team", "--push", "--sign-key", str(private), env=env)
+        assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+        digest = re.search(rf"pushed {re.escape(image)}@(sha256:[0-9a-f]{{64}})", built.stdout).group(1)
+        referrers = json.loads(skopeo(f"docker://{repo}:{digest.replace(':', '-')}"))["manifests"]
+        bundles = [m for m in referrers if m["artifactType"] == signing.BUNDLE_TYPE]
+        assert sorted(m["annotations"]["dev.torchbake.attestation"] for m in bundles) == [
+            "signature-cyclonedx", "signature-image", "signature-provenance", "signature-spdx"]
+        hint = signing.read_public_key(public).hint
+        texts = {m["annotations"]["dev.torchbake.attestation"]: read_referrer(repo, m["digest"], tmp_path)
+                 for m in referrers}
+        for kind in ("signature-image", "signature-spdx", "signature-cyclonedx", "signature-provenance"):
+            judged = sigstore_js(texts[kind], public, hint, tmp_path)  # a verifier nobody here wrote
+            assert judged.returncode == 0 and "verified" in judged.stdout, (kind, judged.stdout + judged.stderr)
+            statement = json.loads(base64.b64decode(json.loads(texts[kind])["dsseEnvelope"]["payload"]))
+            assert statement["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
+        spdx_statement = json.loads(base64.b64decode(json.loads(texts["signature-spdx"])["dsseEnvelope"]["payload"]))
+        assert spdx_statement["predicate"] == json.loads(texts["spdx"])  # the very SBOM beside the image
+        secrets = (PASSWORD, private.read_text().splitlines()[1])
+        for text in (built.stdout, built.stderr, *texts.values()):
+            assert not any(secret in text for secret in secrets)
+        checked = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert checked.stdout.count("ok: signed by") == 4 and "FAILED" not in checked.stdout
+
+        # Someone with registry access replaces the image's own signature with one of another key ...
+        remote = registry_module.Registry(registry, insecure=True)
+        other = tmp_path / "other.pem"
+        other.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        attestations.attach(remote, f"team/{name}", "1", {}, "", signing.Signer(other))
+        foreign = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
+        assert foreign.returncode == 11, foreign.stdout + foreign.stderr
+        assert "signature of the manifest" in foreign.stderr and "names another key" in foreign.stderr
+        # ... or with the key's own signatures of statements changed after signing
+        attestations.attach(remote, f"team/{name}", "1", {"spdx": texts["spdx"]}, "",
+                            Tampering(signing.Signer(private, password)))
+        tampered = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
+        assert tampered.returncode == 11, tampered.stdout + tampered.stderr
+        assert "no signature that matches" in tampered.stderr
+        changed = json.loads(skopeo(f"docker://{repo}:{digest.replace(':', '-')}"))["manifests"]
+        spdx_bundle = next(m for m in changed if m["annotations"]["dev.torchbake.attestation"] == "signature-spdx")
+        judged = sigstore_js(read_referrer(repo, spdx_bundle["digest"], tmp_path), public, hint, tmp_path)
+        assert judged.returncode == 1 and "SIGNATURE_ERROR" in judged.stderr, judged.stdout + judged.stderr
+    finally:
+        docker("image", "rm", "--force", image, check=False)

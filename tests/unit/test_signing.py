@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from tests.conftest import ROOT
 from torchbake.checks import signatures
 from torchbake.core.errors import ConfigurationError, SignatureError
-from torchbake.supply_chain import signing
+from torchbake.supply_chain import attestations, signing
 
 JS = ROOT / "tests" / "js"
 DIGEST = "sha256:" + "ab" * 32
@@ -172,3 +172,67 @@ def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wr
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "Traceback" not in result.stderr and "my secret notes" not in result.stderr
     assert not (tmp_path / "c").exists()  # nothing written: refused before any work
+
+
+class Registry:
+    """A registry's referrers for checks.signatures: manifest digest → [(kind, artifact type, text)]."""
+
+    def __init__(self, manifests, referrers):
+        self.manifests, self.held = manifests, referrers
+
+
+@pytest.fixture
+def fake_registry(monkeypatch):
+    def manifest_of(remote, repository, reference):
+        document = remote.manifests.get(reference)
+        return None if document is None else (attestations.Subject("m", DIGEST, 1), document)  # tag "1" → DIGEST
+
+    def referrers(remote, repository, digest):
+        return [{"digest": f"{digest}/{i}", "artifactType": artifact_type,
+                 "annotations": {attestations.KIND_ANNOTATION: kind}}
+                for i, (kind, artifact_type, _) in enumerate(remote.held.get(digest, []))]
+
+    def read_artifact(remote, repository, digest):
+        manifest, index = digest.rsplit("/", 1)
+        return remote.held[manifest][int(index)][2]
+
+    monkeypatch.setattr(attestations, "manifest_of", manifest_of)
+    monkeypatch.setattr(attestations, "referrers", referrers)
+    monkeypatch.setattr(attestations, "read_artifact", read_artifact)
+
+
+def held_for(signer, digest, spdx, *, statements=None, leave_out=()):
+    made = signing.statements("reg.example/x", digest, {"spdx": json.dumps(spdx)})
+    made.update(statements or {})
+    return [("spdx", "application/spdx+json", json.dumps(spdx)),
+            *((f"signature-{kind}", signing.BUNDLE_TYPE, signer.bundle(statement))
+              for kind, statement in made.items() if kind not in leave_out)]
+
+
+SPDX = {"relationships": [{"spdxElementId": "SPDXRef-DOCUMENT", "relationshipType": "DESCRIBES",
+                           "relatedSpdxElement": "SPDXRef-image"}],
+        "packages": [{"SPDXID": "SPDXRef-image", "checksums": [{"algorithm": "SHA256", "checksumValue": "cd" * 32}]}]}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({}, ""),
+    ({"leave_out": ("image",)}, "signature of the manifest: missing: no bundle signs it"),
+    ({"statements": {"spdx": signing.statement("x", "sha256:" + "ef" * 32, signing.PREDICATE_TYPES["spdx"], SPDX)}},
+     "is about " + "ef" * 32 + ", not this manifest"),
+    ({"statements": {"spdx": signing.statement("x", DIGEST, signing.PREDICATE_TYPES["spdx"], {**SPDX, "name": "x"})}},
+     "signs another SPDX SBOM than the one beside the image"),
+    ({"statements": {"image": signing.statement("x", DIGEST, "https://example.com/other", {})}},
+     "signs a 'https://example.com/other' predicate"),
+    ({"spdx": {**SPDX, "packages": [{"SPDXID": "SPDXRef-image",
+                                     "checksums": [{"algorithm": "SHA256", "checksumValue": "00" * 32}]}]}},
+     "signs a SPDX SBOM of another image than this manifest"),
+])
+def test_verify_signatures_holds_each_bundle_to_the_manifest_it_hangs_off(keys, fake_registry, change, says):
+    signer = signing.Signer(keys["ec"][0])
+    spdx = change.pop("spdx", SPDX)
+    manifest = {"config": {"digest": "sha256:" + "cd" * 32}, "layers": []}
+    remote = Registry({"1": manifest}, {DIGEST: held_for(signer, DIGEST, spdx, **change)})
+    found = signatures.check(remote, "reg.example/x:1", signing.read_public_key(keys["ec"][1]))
+    failed = [f"{row.what}: {row.detail}" for row in found if not row.ok]
+    assert {row.what for row in found} == {"signature of the manifest", "signature of the SPDX SBOM"}
+    assert (failed == []) if not says else (len(failed) == 1 and says in failed[0]), failed

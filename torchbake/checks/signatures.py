@@ -2,7 +2,8 @@
 prove. For the image's manifest (and, for an index, each platform's too): a signature of the
 manifest itself, and one of each attestation hanging off it, every one a Sigstore bundle that the
 key signed, whose statement's subject is that manifest, whose predicate is the attestation the
-registry holds, and whose SBOMs describe that very image (its config digest). Every bundle there
+registry holds, and whose SBOMs describe that very image (its config's or its manifest's digest,
+as the engine that built it named it). Every bundle there
 must hold: one made by another key, or tampered with, fails as a missing one does (exit 11).
 """
 
@@ -17,7 +18,7 @@ from torchbake.adapters import registry
 from torchbake.core.errors import ConfigurationError, SignatureError
 from torchbake.supply_chain import attestations, signing
 
-NAMES = {"image": "the manifest", "spdx": "SPDX SBOM", "cyclonedx": "CycloneDX SBOM", "provenance": "provenance"}
+NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "cyclonedx": "CycloneDX SBOM", "provenance": "provenance"}
 
 
 @dataclass(frozen=True)
@@ -100,8 +101,10 @@ def _check_statement(statement: Mapping[str, Any], what: str, digest: str, docum
     document = json.loads(documents[what])
     if statement.get("predicate") != (document["predicate"] if what == "provenance" else document):
         raise SignatureError(f"signs another {NAMES[what]} than the one beside the image")
-    if config and what != "provenance" and described_image(what, document) != config.split(":", 1)[1]:
-        raise SignatureError(f"signs a {NAMES[what]} of another image than {config}")
+    # an engine names an image by its config's digest (the classic store) or its manifest's (containerd's)
+    if config and what != "provenance" and described_image(what, document) not in (config.split(":", 1)[1],
+                                                                                   digest.split(":", 1)[1]):
+        raise SignatureError(f"signs a {NAMES[what]} of another image than this manifest ({digest}, config {config})")
 
 
 def described_image(kind: str, document: Mapping[str, Any]) -> str:
