@@ -450,6 +450,16 @@ def in_registry(reference: str, url: str) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SbomOptions:
+    """What an image's SBOMs say of who made it (torchbake.supply_chain.sbom)."""
+
+    supplier: str = option("", validation.party, decides=(),  # the SBOMs' words, not the image's content
+                           help="Who supplies the images, as NAME <EMAIL or URL>, e.g. 'ML Platform"
+                                " <ml-platform@example.com>': the image's supplier and the SBOMs' creator"
+                                " organisation (NTIA, CISA and BSI ask for both); '' = not stated")
+
+
+@dataclass(frozen=True, kw_only=True)
 class SignOptions:
     """Signatures of what --push publishes (torchbake.supply_chain.signing)."""
 
@@ -511,6 +521,7 @@ class Settings:
     downloads: DownloadOptions
     run: RunOptions
     registry: RegistryOptions
+    sbom: SbomOptions
     sign: SignOptions
     gc: GcOptions
     paths: PathOptions

@@ -338,6 +338,15 @@ def credential_file(value: str) -> None:
         raise ValueError("no such file; expected a git credential file (git-credential-store format)")
 
 
+PARTY = re.compile(r"^[^<>\n]*[^<>\s][^<>\n]*(<[^<>\s]+>)?$")
+
+
+def party(value: str) -> None:
+    """A supplier: NAME, or NAME <EMAIL or URL>."""
+    if value and not PARTY.match(value.strip()):
+        raise ValueError("expected NAME or NAME <EMAIL or URL>, e.g. 'ML Platform <ml-platform@example.com>'")
+
+
 def key_file(value: str) -> None:
     """A file of a secret (a key, a password): it must exist; what it holds is read only when used."""
     if value and not Path(value).expanduser().is_file():

@@ -47,7 +47,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     from torchbake.supply_chain.inventory import source_trees, take
 
     taken = take(client, tag, found)
-    documents = sbom.documents(taken, inputs)
+    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
     versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
                 "docker-engine": client.engine_version()}
     documents["provenance"] = provenance.to_text(provenance.statement(

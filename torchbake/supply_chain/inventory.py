@@ -36,11 +36,48 @@ def parse_dpkg_status(text):
                 fields[key] = value.strip()
         if fields.get("Package") and fields.get("Status", "").endswith(" installed"):
             source = fields.get("Source", "").split(" ")
+            relations = ", ".join(filter(None, (fields.get("Pre-Depends", ""), fields.get("Depends", ""))))
             debs.append({"name": fields["Package"], "version": fields.get("Version", ""),
                          "architecture": fields.get("Architecture", ""),
                          "source": source[0] or fields["Package"],
-                         "source_version": source[1].strip("()") if len(source) > 1 else fields.get("Version", "")})
+                         "source_version": source[1].strip("()") if len(source) > 1 else fields.get("Version", ""),
+                         "maintainer": fields.get("Maintainer", ""),
+                         # each dependency's first alternative, its name without version or architecture
+                         "depends": sorted({part.split("|")[0].split("(")[0].split(":")[0].strip()
+                                            for part in relations.split(",") if part.strip()})})
     return debs
+
+
+def parse_debian_copyright(text):
+    """(licence, copyright) of a Debian copyright file: a machine-readable one's (DEP-5) ``Files: *``
+    paragraph (its licence's short name, its copyright lines); otherwise ("", the file's lines that
+    state a copyright). Plain Python 3.8: the in-image script holds this function's own text."""
+    paragraphs, current, key = [], {}, ""
+    for line in text.splitlines():
+        if not line.strip():
+            if current:
+                paragraphs.append(current)
+            current, key = {}, ""
+        elif line[:1] in (" ", "\t") and key:
+            current[key] += "\n" + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            current[key] = value.strip()
+    if current:
+        paragraphs.append(current)
+    if not paragraphs or "Format" not in paragraphs[0]:
+        notices = [line.strip() for line in text.splitlines() if "copyright" in line.lower()
+                   and any(ch.isdigit() for ch in line)]
+        return "", "\n".join(notices[:10])
+    files = [p for p in paragraphs[1:] if "Files" in p]
+    chosen = [p for p in files if "*" in p["Files"].split()] or files  # Files: *, else every Files paragraph
+    licences, notices = [], []
+    for paragraph in chosen:
+        licence = paragraph.get("License", "").split("\n")[0].strip()
+        if licence and licence not in licences:
+            licences.append(licence)
+        notices += [line for line in paragraph.get("Copyright", "").splitlines() if line not in (".", "") and line not in notices]
+    return " and ".join(f"({name})" if " or " in name else name for name in licences), "\n".join(notices[:10])
 
 
 # Standard library only, for any Python >= 3.8 in the image. The environments are the running
@@ -57,6 +94,12 @@ def torchbake_inventory():
             debs = parse_dpkg_status(fh.read())
     except OSError:
         debs = []
+    for deb in debs:
+        try:
+            with open("/usr/share/doc/%s/copyright" % deb["name"], encoding="utf-8", errors="replace") as fh:
+                deb["license"], deb["copyright"] = parse_debian_copyright(fh.read(200000))
+        except OSError:
+            deb["license"], deb["copyright"] = "", ""
     patterns = ["/opt/*/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
                 "/root/.local/lib/python3*/site-packages", "/home/*/.local/lib/python3*/site-packages"]
@@ -78,15 +121,32 @@ def torchbake_inventory():
             licence = meta.get("License-Expression") or ""
             text = (meta.get("License") or "").strip()
             classifiers = [c.split(" :: ")[-1] for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
+            requires = []
+            for requirement in dist.requires or []:
+                if "extra ==" not in requirement.replace("extra==", "extra =="):
+                    requires.append(requirement.split(";")[0].split("[")[0].split("(")[0].strip().split(" ")[0]
+                                    .split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
+            notices = []
+            for file in dist.files or []:
+                if file.name.upper().startswith(("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS")):
+                    try:
+                        notices += [line.strip() for line in file.read_text().splitlines()
+                                    if line.strip().lower().startswith("copyright") and any(c.isdigit() for c in line)]
+                    except (OSError, UnicodeDecodeError):
+                        pass
             pythons.append({"name": name, "version": dist.version, "environment": environment, "folder": real,
                             "license_expression": licence, "license": text if len(text) <= 200 and "\n" not in text
-                            else "", "license_classifiers": classifiers})
+                            else "", "license_classifiers": classifiers,
+                            "author": meta.get("Author") or meta.get("Author-email") or "",
+                            "maintainer": meta.get("Maintainer") or meta.get("Maintainer-email") or "",
+                            "requires": sorted(set(r for r in requires if r)),
+                            "copyright": "\n".join(list(dict.fromkeys(notices))[:10])})
     os_release = {}
     try:
         with open("/etc/os-release", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.strip().partition("=")
-                if key in ("ID", "VERSION_ID", "VERSION_CODENAME", "PRETTY_NAME"):
+                if key in ("ID", "VERSION_ID", "VERSION_CODENAME", "PRETTY_NAME", "NAME", "HOME_URL"):
                     os_release[key] = value.strip('"')
     except OSError:
         pass
@@ -101,7 +161,7 @@ def torchbake_inventory():
 def script() -> str:
     """The in-image script that defines ``torchbake_inventory()`` (its dpkg parser the host's
     own, by its text): read when a probe runs, not when torchbake's modules are imported."""
-    return inspect.getsource(parse_dpkg_status) + _INVENTORY
+    return inspect.getsource(parse_dpkg_status) + "\n\n" + inspect.getsource(parse_debian_copyright) + _INVENTORY
 
 
 def probe() -> str:
@@ -116,6 +176,10 @@ class Deb:
     architecture: str
     source: str
     source_version: str
+    maintainer: str = ""  # "Name <email>": the package's supplier
+    depends: tuple[str, ...] = ()  # the packages it depends on (each dependency's first alternative)
+    license: str = ""  # the licence its copyright file states for its files (DEP-5 short name)
+    copyright: str = ""  # the copyright lines its copyright file states
 
 
 @dataclass(frozen=True)
@@ -127,6 +191,10 @@ class PythonDist:
     license_expression: str = ""
     license: str = ""  # a short License field (long ones are the licence's text)
     license_classifiers: tuple[str, ...] = ()
+    author: str = ""  # Author, else Author-email
+    maintainer: str = ""  # Maintainer, else Maintainer-email
+    requires: tuple[str, ...] = ()  # the projects it requires (Requires-Dist without extras)
+    copyright: str = ""  # the copyright lines of its licence files
 
     @property
     def key(self) -> str:
@@ -155,15 +223,17 @@ class Inventory:
 
     @classmethod
     def from_probe(cls, found: Mapping[str, Any], **more: Any) -> Inventory:
-        return cls(debs=tuple(Deb(**d) for d in found.get("debs", [])),
-                   pythons=tuple(PythonDist(**{**p, "license_classifiers": tuple(p.get("license_classifiers", ()))})
+        return cls(debs=tuple(Deb(**{**d, "depends": tuple(d.get("depends", ()))}) for d in found.get("debs", [])),
+                   pythons=tuple(PythonDist(**{**p, "license_classifiers": tuple(p.get("license_classifiers", ())),
+                                               "requires": tuple(p.get("requires", ()))})
                                  for p in found.get("pythons", [])),
                    main_python=found.get("python", ""), os_release=found.get("os", {}), **more)
 
     def to_json(self) -> dict[str, Any]:
         return {"image_id": self.image_id, "main_python": self.main_python, "os": dict(self.os_release),
-                "debs": [vars(d) for d in self.debs],
-                "pythons": [{**vars(p), "license_classifiers": list(p.license_classifiers)} for p in self.pythons],
+                "debs": [{**vars(d), "depends": list(d.depends)} for d in self.debs],
+                "pythons": [{**vars(p), "license_classifiers": list(p.license_classifiers), "requires": list(p.requires)}
+                            for p in self.pythons],
                 "layers": [vars(layer) for layer in self.layers], "labels": dict(self.labels)}
 
     @classmethod

@@ -49,9 +49,13 @@ class Component:
     purl: str = ""
     sha256: str = ""
     download: str = ""  # where it came from (a URL, never with credentials)
-    licence: str = ""  # a valid SPDX expression, or ""
+    licence: str = ""  # a valid SPDX expression (LicenseRef-s among its ids: see ``licence_refs``), or ""
     licence_text: str = ""  # what the package says of its licence, as it says it
     properties: Mapping[str, str] = field(default_factory=dict)
+    supplier: str = ""  # NAME or NAME <EMAIL or URL>: the Debian maintainer, the wheel's author, the image's [sbom] supplier
+    copyright: str = ""  # the copyright lines the package states
+    depends_on: tuple[str, ...] = ()  # the refs of the components it depends on (dpkg Depends, Requires-Dist)
+    licence_refs: Mapping[str, str] = field(default_factory=dict)  # LicenseRef-… → the text it stands for
 
 
 def purl(kind: str, namespace: str, name: str, version: str, **qualifiers: str) -> str:
@@ -61,20 +65,6 @@ def purl(kind: str, namespace: str, name: str, version: str, **qualifiers: str) 
                       qualifiers={k: v for k, v in qualifiers.items() if v} or None).to_string()
 
 
-def _spdx_expression(text: str) -> str:
-    """``text`` when it is a valid SPDX licence expression of known licences, else ""."""
-    from license_expression import get_spdx_licensing
-
-    if not text or len(text) > 200:
-        return ""
-    licensing = get_spdx_licensing()
-    try:
-        parsed = licensing.parse(text, validate=True, strict=True)
-    except Exception:  # noqa: BLE001 - free text, not an expression
-        return ""
-    return str(parsed) if parsed is not None and not licensing.unknown_license_keys(parsed) else ""
-
-
 def _distro(labels: Mapping[str, str], os_release: Mapping[str, str]) -> tuple[str, str]:
     """(purl namespace, distro qualifier) of the image's Debian packages: debian or ubuntu."""
     vendor = (os_release.get("ID") or "debian").lower()
@@ -82,17 +72,20 @@ def _distro(labels: Mapping[str, str], os_release: Mapping[str, str]) -> tuple[s
     return vendor, f"{vendor}-{codename}" if codename else ""
 
 
-def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = ()) -> list[Component]:
+def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), supplier: str = "") -> list[Component]:
     """Every package of the image: the image itself first, then its base image, Debian packages,
     Python distributions, toolkits and source trees. ``inputs``: the build manifest's entries
-    (option, location, sha256) where this host has it."""
+    (option, location, sha256) where this host has it; ``supplier``: the image's ([sbom] supplier)."""
+    from torchbake.supply_chain import licences
+
     labels = inventory.labels
     name = labels.get("org.opencontainers.image.title", "") or "image"
     tag = labels.get("org.opencontainers.image.version", "")
     found = [Component("image", "image", name, tag, purl=purl("oci", "", name.rsplit("/", 1)[-1],
                                                                  f"sha256:{_hex(inventory.image_id)}",
                                                                  repository_url=name, tag=tag),
-                       sha256=_hex(inventory.image_id),
+                       sha256=_hex(inventory.image_id), supplier=supplier, licence=licences.CONTENTS,
+                       licence_refs={licences.CONTENTS: licences.CONTENTS_TEXT}, copyright=licences.CONTENTS_COPYRIGHT,
                        properties={"torchbake:variant": labels.get("torchbake.variant", ""),
                                    "torchbake:profile": labels.get("torchbake.profile", ""),
                                    "torchbake:input-hash": labels.get("torchbake.input-hash", ""),
@@ -105,25 +98,52 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = ()) -
         found.append(Component("base-image", "base-image", base.rsplit(":", 1)[0], base.rsplit(":", 1)[-1],
                                purl=purl("oci", "", base.rsplit(":", 1)[0].rsplit("/", 1)[-1],
                                          f"sha256:{base_id}" if base_id else "", repository_url=base.rsplit(":", 1)[0]),
-                               sha256=base_id, properties=bootstrap))
+                               sha256=base_id, properties=bootstrap, supplier=_os_supplier(inventory.os_release),
+                               licence=licences.CONTENTS, licence_refs={licences.CONTENTS: licences.CONTENTS_TEXT},
+                               copyright=licences.CONTENTS_COPYRIGHT))
     vendor, distro = _distro(labels, inventory.os_release)
+    deb_refs = {deb.name: f"deb:{deb.name}:{deb.architecture}" for deb in inventory.debs}
     for deb in inventory.debs:
+        licence, refs = licences.from_debian(deb.license)
+        if not licence and deb.copyright:  # a copyright file that is not machine-readable: its terms are there
+            licence, refs = licences.SEE_COPYRIGHT_FILE, licences.extracted({})
         found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
                                purl=purl("deb", vendor, deb.name, deb.version, arch=deb.architecture, distro=distro,
                                          upstream=deb.source if deb.source != deb.name else ""),
-                               properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"}))
+                               properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"},
+                               supplier=deb.maintainer, licence=licence, licence_text=deb.license,
+                               licence_refs={ref: text for ref, text in refs.items() if ref in licence},
+                               copyright=deb.copyright,
+                               depends_on=tuple(deb_refs[name] for name in deb.depends if name in deb_refs)))
     wheels = wheel_digests(labels)
+    dist_refs = {(dist.environment, dist.key): f"python:{dist.environment}:{dist.key}" for dist in inventory.pythons}
     for dist in inventory.pythons:
         sha = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
         declared = dist.license_expression or dist.license
+        licence, refs = licences.from_python(dist.license_expression, dist.license, dist.license_classifiers)
+        requires = (dist_refs.get((dist.environment, _canonical(name))) for name in dist.requires)
         found.append(Component(
             f"python:{dist.environment}:{dist.key}", "python", dist.name, dist.version,
-            purl=purl("pypi", "", dist.key, dist.version), sha256=sha, licence=_spdx_expression(declared),
+            purl=purl("pypi", "", dist.key, dist.version), sha256=sha, licence=licence, licence_refs=refs,
             licence_text="; ".join(filter(None, [declared, *dist.license_classifiers])),
-            properties={"torchbake:environment": dist.environment}))
+            properties={"torchbake:environment": dist.environment}, supplier=dist.author or dist.maintainer,
+            copyright=dist.copyright, depends_on=tuple(ref for ref in requires if ref)))
     found += _toolkits(labels, inputs)
     found += _sources(labels)
     return _unique_refs(found)
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return str(canonicalize_name(name))
+
+
+def _os_supplier(os_release: Mapping[str, str]) -> str:
+    """The distribution that supplies the base image: its name and home page (/etc/os-release)."""
+    name = os_release.get("NAME", "").split(" GNU/Linux")[0] or os_release.get("ID", "").capitalize()
+    home = os_release.get("HOME_URL", "")
+    return f"{name} <{home}>" if name and home else name
 
 
 def _unique_refs(parts: list[Component]) -> list[Component]:
@@ -174,6 +194,7 @@ def _sources(labels: Mapping[str, str]) -> list[Component]:
         ref = (purl("github", github[1], github[2], commit) if github
                else purl("generic", "", tree, commit, vcs_url=f"git+{repo}@{commit}" if repo else ""))
         found.append(Component(f"source:{tree}", "source", tree, commit, purl=ref, download=repo,
+                               supplier=f"{github[1]} <https://github.com/{github[1]}>" if github else "",
                                properties={"torchbake:git-tag": facts.get("tag", "")} if facts.get("tag") else {}))
     return found
 
@@ -201,6 +222,7 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
         Document,
         ExternalPackageRef,
         ExternalPackageRefCategory,
+        ExtractedLicensingInfo,
         Package,
         PackagePurpose,
         Relationship,
@@ -231,8 +253,12 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
             source_info=f"from {location}" if location and not usable else None,
             version=part.version or None, files_analyzed=False,
             checksums=[Checksum(ChecksumAlgorithm.SHA256, part.sha256)] if part.sha256 else [],
+            supplier=(_actor(part.supplier, ActorType.ORGANIZATION if part.kind == "image" else None) if part.supplier
+                      else SpdxNoAssertion()),
+            # concluded as declared: torchbake reads what each package states and concludes nothing else
             license_declared=licensing.parse(part.licence) if part.licence else SpdxNoAssertion(),
-            license_concluded=SpdxNoAssertion(), copyright_text=SpdxNoAssertion(),
+            license_concluded=licensing.parse(part.licence) if part.licence else SpdxNoAssertion(),
+            copyright_text=part.copyright or SpdxNoAssertion(),
             license_comment=part.licence_text or None, comment=comment,
             external_references=[ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", part.purl)]
             if part.purl else [],
@@ -240,14 +266,24 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     image = ids["image"]
     relationships = [Relationship("SPDXRef-DOCUMENT", RelationshipType.DESCRIBES, image)]
     for part in parts[1:]:
-        kind = RelationshipType.DESCENDANT_OF if part.kind == "base-image" else RelationshipType.CONTAINS
-        relationships.append(Relationship(image, kind, ids[part.ref]))
+        if part.kind == "base-image":  # the image holds its base's layers, and is made from it
+            relationships.append(Relationship(image, RelationshipType.DESCENDANT_OF, ids[part.ref]))
+        relationships.append(Relationship(image, RelationshipType.CONTAINS, ids[part.ref]))
+        relationships += [Relationship(ids[part.ref], RelationshipType.DEPENDS_ON, ids[ref]) for ref in part.depends_on]
     name = f"{parts[0].name}:{parts[0].version}"
+    creators = [Actor(ActorType.TOOL, f"torchbake-{tool_version}")]
+    if parts[0].supplier:
+        creators.insert(0, _actor(parts[0].supplier, ActorType.ORGANIZATION))
     info = CreationInfo(
         spdx_version="SPDX-2.3", spdx_id="SPDXRef-DOCUMENT", name=name,
         document_namespace=f"urn:uuid:{uuid.uuid5(NAMESPACE, 'spdx ' + inventory.image_id)}",
-        creators=[Actor(ActorType.TOOL, f"torchbake-{tool_version}")], created=created_time(inventory.labels))
-    document = Document(info, packages=packages, relationships=relationships)
+        creators=creators, created=created_time(inventory.labels),
+        creator_comment="SBOM type: analyzed (read from the built image) and build (its inputs as torchbake"
+                        " recorded them). Licences are concluded as each package declares them.")
+    refs = {ref: text for part in parts for ref, text in part.licence_refs.items()}
+    extracted = [ExtractedLicensingInfo(license_id=ref, extracted_text=text, license_name=ref.removeprefix("LicenseRef-"))
+                 for ref, text in sorted(refs.items())]
+    document = Document(info, packages=packages, relationships=relationships, extracted_licensing_info=extracted)
     problems = validate_full_spdx_document(document)
     if problems:
         raise SbomError("torchbake made an SPDX document that spdx-tools refuses (a bug of torchbake's; please report"
@@ -255,6 +291,37 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     stream = io.StringIO()
     write_document_to_stream(document, stream, validate=False)
     return json.dumps(json.loads(stream.getvalue()), indent=2, sort_keys=True) + "\n"
+
+
+ORGANISATION_WORDS = ("team", "maintainers", "developers", "project", "group", "community", "foundation", "inc",
+                      "ltd", "llc", "corporation", "authors", "contributors", "organization", "debian", "ubuntu")
+
+
+def _actor(party: str, kind=None):
+    """An SPDX actor of ``NAME <EMAIL or URL>``: an organisation when its name says it is one (or
+    ``kind`` says so), else a person."""
+    from spdx_tools.spdx.model import Actor, ActorType
+
+    name, _, rest = party.partition("<")
+    contact = rest.rstrip("> ").strip()
+    if kind is None:
+        words = re.findall(r"[a-z]+", name.lower())
+        kind = ActorType.ORGANIZATION if set(words) & set(ORGANISATION_WORDS) else ActorType.PERSON
+    email = contact if "@" in contact and "://" not in contact else None
+    return Actor(kind, name.strip().strip('"') or contact, email)
+
+
+def _organisation(party: str):
+    """A CycloneDX organisational entity of ``NAME <EMAIL or URL>``."""
+    from cyclonedx.model import XsUri
+    from cyclonedx.model.contact import OrganizationalContact, OrganizationalEntity
+
+    name, _, rest = party.partition("<")
+    contact = rest.rstrip("> ").strip()
+    if "://" in contact:
+        return OrganizationalEntity(name=name.strip().strip('"') or contact, urls=[XsUri(contact)])
+    return OrganizationalEntity(name=name.strip().strip('"') or contact,
+                                contacts=[OrganizationalContact(email=contact)] if "@" in contact else None)
 
 
 def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_version: str) -> str:
@@ -281,6 +348,7 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
                                         else ExternalReferenceType.VCS, url=XsUri(part.download))] if part.download else []
         return CdxComponent(
             name=part.name, version=part.version or None, type=kinds[part.kind], bom_ref=part.ref,
+            supplier=_organisation(part.supplier) if part.supplier else None, copyright=part.copyright or None,
             purl=PackageURL.from_string(part.purl) if part.purl else None,
             hashes=[HashType(alg=HashAlgorithm.SHA_256, content=part.sha256)] if part.sha256 else [],
             licenses=licences, external_references=references,
@@ -289,22 +357,29 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     bom = Bom(serial_number=uuid.uuid5(NAMESPACE, "cyclonedx " + inventory.image_id))
     bom.metadata.timestamp = created_time(inventory.labels)
     bom.metadata.component = root = make(parts[0])
+    if parts[0].supplier:
+        bom.metadata.supplier = _organisation(parts[0].supplier)
     bom.metadata.tools = ToolRepository(components=[CdxComponent(
         name="torchbake", version=tool_version, type=ComponentType.APPLICATION,
         supplier=OrganizationalEntity(name="torchbake"))])
+    made = {parts[0].ref: root}
     for part in parts[1:]:
-        made = make(part)
-        bom.components.add(made)
-        bom.register_dependency(root, [made])
+        made[part.ref] = make(part)
+        bom.components.add(made[part.ref])
+    bom.register_dependency(root, [made[part.ref] for part in parts[1:]])
+    for part in parts[1:]:
+        if part.depends_on:
+            bom.register_dependency(made[part.ref], [made[ref] for ref in part.depends_on])
     return json.dumps(json.loads(JsonV1Dot6(bom).output_as_string()), indent=2, sort_keys=True) + "\n"
 
 
-def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "") -> dict[str, str]:
-    """Format → the document's text, for both formats."""
+def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",
+              supplier: str = "") -> dict[str, str]:
+    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier)."""
     if not tool_version:
         import torchbake
 
         tool_version = torchbake.__version__
-    parts = components(inventory, inputs)
+    parts = components(inventory, inputs, supplier)
     return {SPDX: spdx_document(inventory, parts, tool_version),
             CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}

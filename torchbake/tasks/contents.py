@@ -66,7 +66,7 @@ def _document(given: dict, flags, kind: str) -> str:
             " provenance is written when torchbake builds an image, and read from the registry for one it pushed."
             " Build it here, or give its registry reference.")
     output.channel().say(f"{image}: no SBOM recorded on this host; reading its packages from the image.")
-    return sbom.documents(inventory.take(client, image))[kind]
+    return sbom.documents(inventory.take(client, image), supplier=settings.sbom.supplier)[kind]
 
 
 def _print_or_write(given: dict, flags, kind: str) -> None:
