@@ -62,6 +62,7 @@ def tb_env(cache_dir) -> dict[str, str]:
     return {"TORCHBAKE_PATHS_CACHE_DIR": str(cache_dir)}
 
 
+SUPPLIER = "ML Platform <ml-platform@example.com>"  # [sbom] supplier of the real CPU image: its SBOMs' supplier
 SHARED_BASE = "torchbake-test/debian:bookworm"  # the tests' bootstrapped base, kept between runs
 
 
@@ -112,7 +113,7 @@ def cpu_image(run_id, base_image, tb_env):
     """The real CPU release image: torch 2.13.0 from its wheel, built with the cpu profile."""
     name = f"torchbake-test/pytorch-cpu:{run_id}"
     result = run_invoke("build", "--config", "configs/cpu.toml", "--name", "torchbake-test/pytorch-cpu",
-                        "--tag", run_id, "--base-img", base_image, env=tb_env)
+                        "--tag", run_id, "--base-img", base_image, env={**tb_env, "TORCHBAKE_SBOM_SUPPLIER": SUPPLIER})
     yield name, result
     docker("image", "rm", "--force", name, check=False)
 

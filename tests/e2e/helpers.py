@@ -9,6 +9,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 import zipfile
 from contextlib import contextmanager
@@ -18,6 +19,10 @@ from tests.support import http_server  # noqa: F401 - re-exported for the e2e te
 from torchbake.building.reproducible import layer_tar
 
 DOCKER = "/usr/bin/docker"  # the engine's own client (scripts/ensure-engine.sh): `docker build` is buildx
+
+
+# The SBOM standards' checker nobody here wrote (ntia-conformance-checker, the test extra): NTIA, CISA FSCT3-min, BSI
+NTIA_CHECKER = str(Path(sys.executable).with_name("ntia-checker"))
 
 
 def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
@@ -362,8 +367,8 @@ def assert_sbom_lists_what_pip_freeze_lists(image: str, cyclonedx: dict) -> None
     assert {name: listed[name] for name, version in pins.items() if version} == {k: v for k, v in pins.items() if v}
 
 
-def dpkg_installed(image: str) -> dict[str, str]:
-    """Package → version of every Debian package installed in ``image``, read from its
+def dpkg_status(image: str) -> dict[str, dict[str, str]]:
+    """Package → its fields, of every Debian package installed in ``image``, read from its
     /var/lib/dpkg/status (copied out of a created container: nothing runs)."""
     container = docker("create", image).stdout.strip()
     try:
@@ -377,5 +382,10 @@ def dpkg_installed(image: str) -> dict[str, str]:
     for block in text.split("\n\n"):
         fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line and not line.startswith(" "))
         if fields.get("Status") == "install ok installed":
-            found[fields["Package"]] = fields["Version"]
+            found[fields["Package"]] = fields
     return found
+
+
+def dpkg_installed(image: str) -> dict[str, str]:
+    """Package → version of every Debian package installed in ``image``."""
+    return {name: fields["Version"] for name, fields in dpkg_status(image).items()}

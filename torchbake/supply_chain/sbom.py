@@ -128,9 +128,17 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
             licence_text="; ".join(filter(None, [declared, *dist.license_classifiers])),
             properties={"torchbake:environment": dist.environment}, supplier=dist.author or dist.maintainer,
             copyright=dist.copyright, depends_on=tuple(ref for ref in requires if ref)))
-    found += _toolkits(labels, inputs)
+    found += _toolkits(labels, inputs, supplier)
     found += _sources(labels)
     return _unique_refs(found)
+
+
+def _host_of(url: str) -> str:
+    """``HOST <scheme://HOST>`` of a URL: who serves a file or repository is its supplier; "" for none."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return f"{parts.hostname} <{parts.scheme}://{parts.hostname}>" if parts.scheme and parts.hostname else ""
 
 
 def _canonical(name: str) -> str:
@@ -163,9 +171,10 @@ def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1] if digest else ""
 
 
-def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]]) -> list[Component]:
+def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]], supplier: str = "") -> list[Component]:
     """Every input file that is not a wheel: toolkit tarballs, a Python tarball (its URL where the
-    manifest on this host names it)."""
+    manifest on this host names it; its supplier the URL's host, else the image's: the team that
+    gave the file)."""
     from torchbake.configuration.validation import local_name
     from torchbake.inputs.downloads import split_fragment
 
@@ -181,6 +190,7 @@ def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]]) ->
                                purl=purl("generic", "", file_name, "", checksum=f"sha256:{sha}",
                                          download_url=location if "://" in location else ""),
                                download=location if "://" in location else "",
+                               supplier=_host_of(location) or supplier,
                                properties={"torchbake:option": option} if option else {}))
     return found
 
@@ -194,7 +204,7 @@ def _sources(labels: Mapping[str, str]) -> list[Component]:
         ref = (purl("github", github[1], github[2], commit) if github
                else purl("generic", "", tree, commit, vcs_url=f"git+{repo}@{commit}" if repo else ""))
         found.append(Component(f"source:{tree}", "source", tree, commit, purl=ref, download=repo,
-                               supplier=f"{github[1]} <https://github.com/{github[1]}>" if github else "",
+                               supplier=f"{github[1]} <https://github.com/{github[1]}>" if github else _host_of(repo),
                                properties={"torchbake:git-tag": facts.get("tag", "")} if facts.get("tag") else {}))
     return found
 
