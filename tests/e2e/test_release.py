@@ -101,6 +101,19 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     assert dependencies["base image"]["digest"]["sha256"] == labels(name)["org.opencontainers.image.base.digest"][7:]
     assert set(document["predicate"]["runDetails"]["builder"]["version"]) == {"torchbake", "docker-client",
                                                                                "docker-engine"}
+    # exact: every package URL parses (packageurl-python), every Debian package the build put on top of
+    # the base is a dependency, and the parameters are the options that decide a release image only
+    from packageurl import PackageURL
+
+    uris = [d["uri"] for d in dependencies.values() if d.get("uri", "").startswith("pkg:")]
+    assert uris and all(PackageURL.from_string(uri).to_string() == uri for uri in uris)
+    base = labels(name)["org.opencontainers.image.base.name"]
+    above = set(dpkg_installed(name).items()) - set(dpkg_installed(base).items())
+    listed = {(d["name"].removeprefix("deb "), PackageURL.from_string(d["uri"]).version) for d in dependencies.values()
+              if d["name"].startswith("deb ")}
+    assert above and listed == above, (above ^ listed)
+    parameters = document["predicate"]["buildDefinition"]["externalParameters"]
+    assert not [key for key in parameters if key.startswith(("dev.", "sources.", "base."))], parameters
 
 
 def test_verify_task_passes_on_the_image(cpu_image):
@@ -309,7 +322,12 @@ def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env,
     record = next(r for r in found if r.get("image_id") == image_id)
     assert record["status"] == "built" and record["torchbake_version"] == labels(name)["torchbake.version"]
     assert record["image"] == name and record["variant"] == "release" and record["profile"] == "cpu"
-    assert record["base_image"]["id"] == labels(name)["org.opencontainers.image.base.digest"]
+    assert record["base_image"]["content_id"] == labels(name)["torchbake.base.content-id"]
+    # the FROM image by the digest a registry resolves: this engine's containerd store names it so
+    base_digests = json.loads(docker("image", "inspect", "--format", "{{json .RepoDigests}}",
+                                     record["base_image"]["reference"]).stdout)
+    assert f"{record['base_image']['reference'].rsplit(':', 1)[0]}@{record['base_image']['digest']}" in base_digests
+    assert record["base_image"]["digest"] == labels(name)["org.opencontainers.image.base.digest"]
     assert record["input_hash"] == labels(name)["torchbake.input-hash"]
     assert record["inputs"] == [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}]
     assert any(f.startswith("torch-2.13.0") for f in record["files"])  # the wheel pip resolved, with its digest

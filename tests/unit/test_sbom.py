@@ -111,14 +111,17 @@ def statement() -> dict:
     return provenance.statement(
         image="torchbake/pytorch-cpu:2.13.0-py3.11", image_id="sha256:" + "a" * 64, variant="release",
         configuration={"wheels.torch": "torch==2.13.0", "dev.ccache_remote": f"redis://:{SECRET}@cache:6379",
-                       "dev.git_credential_file": "/home/ci/.git-credentials",
+                       "dev.git_credential_file": "/home/ci/.git-credentials", "sources.pytorch_tag": "v2.6.0",
+                       "base.requirements": ["numpy"], "build.verify": True,
                        "wheels.index_url": f"https://user:{SECRET}@pypi.example/simple", "wheels.extra": ["numpy"]},
         inputs=INPUTS + [{"option": "wheels.torch", "location": "torch==2.13.0", "sha256": ""}],
         files={"torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl": TORCH_SHA, "musa_toolkits-3.1.tar.gz": "c" * 64},
-        base={"reference": "debian:bookworm", "id": "sha256:" + "b" * 64},
+        base={"reference": "debian:bookworm", "content_id": "sha256:" + "9" * 64, "digest": "sha256:" + "b" * 64},
         sources={"pytorch": {"repo": f"https://x:{SECRET}@github.com/pytorch/pytorch.git", "commit": "d" * 40}},
         recipe={"Dockerfile": "f" * 64}, builder={"torchbake": "0.1.0", "docker-client": "26.1.5"},
-        started="2026-11-25T08:00:00Z", finished="2026-11-25T08:01:00Z", invocation="build-1")
+        started="2026-11-25T08:00:00Z", finished="2026-11-25T08:01:00Z", invocation="build-1",
+        debs_added=[{"name": "libgomp1", "version": "12.2.0-14", "architecture": "amd64",
+                     "purl": "pkg:deb/debian/libgomp1@12.2.0-14?arch=amd64&distro=debian-bookworm"}])
 
 
 def test_provenance_is_an_in_toto_statement_naming_every_input_with_its_digest():
@@ -130,12 +133,22 @@ def test_provenance_is_an_in_toto_statement_naming_every_input_with_its_digest()
     dependencies = {d["name"]: d for d in definition["resolvedDependencies"]}
     assert dependencies["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]["digest"] == {"sha256": TORCH_SHA}
     assert dependencies["musa_toolkits-3.1.tar.gz"]["uri"] == "https://ci:***@files.example/musa_toolkits-3.1.tar.gz"
-    assert dependencies["base image"] == {"name": "base image", "uri": "docker-image:debian:bookworm",
-                                          "digest": {"sha256": "b" * 64}}
+    assert dependencies["base image"] == {"name": "base image", "digest": {"sha256": "b" * 64},
+                                          "uri": f"pkg:oci/debian@sha256:{'b' * 64}?repository_url=debian&tag=bookworm"}
     assert dependencies["source pytorch"]["digest"] == {"gitCommit": "d" * 40}
-    assert definition["externalParameters"]["wheels.torch"] == "torch==2.13.0"
-    assert "dev.ccache_remote" not in definition["externalParameters"]  # a secret option: left out
-    assert "dev.git_credential_file" not in definition["externalParameters"]
+    assert dependencies["wheels.torch"]["uri"] == "pkg:pypi/torch@2.13.0"  # the requirement, as a package URL
+    assert dependencies["Dockerfile"]["uri"] == "pkg:pypi/torchbake@0.1.0#docker/ubuntu"
+    assert dependencies["deb libgomp1"]["uri"].startswith("pkg:deb/debian/libgomp1@12.2.0-14")
+    wheel = dependencies["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"]
+    assert wheel["annotations"]["index"] == "https://user:***@pypi.example/simple"
+    # exactly the options that decide a release image: no dev, source or base-image option, no verify switch
+    assert definition["externalParameters"] == {"wheels.torch": "torch==2.13.0", "wheels.extra": ["numpy"],
+                                                "wheels.index_url": "https://user:***@pypi.example/simple"}
+    from packageurl import PackageURL
+
+    for dependency in definition["resolvedDependencies"]:  # every uri that is a package URL parses as one
+        if dependency.get("uri", "").startswith("pkg:"):
+            assert PackageURL.from_string(dependency["uri"]).to_string() == dependency["uri"]
     run = document["predicate"]["runDetails"]
     assert run["metadata"] == {"invocationId": "build-1", "startedOn": "2026-11-25T08:00:00Z",
                                "finishedOn": "2026-11-25T08:01:00Z"}

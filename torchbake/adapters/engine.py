@@ -269,6 +269,20 @@ INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", 
                     "StopSignal", "OnBuild", "Healthcheck")
 
 
+def manifest_digest(info: Mapping[str, Any], reference: str) -> str:
+    """The digest of the manifest (or index) ``reference`` names, as a registry knows it: the
+    image's ``RepoDigests`` entry for the reference's repository (an image pulled or pushed; on
+    the containerd image store every image, whose id is that digest); "" when the engine knows
+    none (an image made here on the classic store and never pushed, whose id is its config's
+    digest)."""
+    repository = docker.utils.parse_repository_tag(reference.split("@", 1)[0])[0]
+    for entry in info.get("RepoDigests") or []:
+        name, _, digest = entry.partition("@")
+        if name == repository and digest.startswith("sha256:"):
+            return digest
+    return ""
+
+
 def content_id(info: Mapping[str, Any], platform: str = "") -> str:
     """An image's identity by content, the same on every engine and in a registry: its layers'
     diff ids and the config its children inherit, from ``docker image inspect`` or the config

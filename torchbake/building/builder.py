@@ -327,7 +327,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     if digest:
         note_first_built(plan.path_options.cache_dir, digest)
     record.facts.update({
-        "input_hash": digest, "base_image": {"reference": plan.base_image, "id": facts.base_id},
+        "input_hash": digest, "base_image": {"reference": plan.base_image, "content_id": facts.base_id,
+                                             "digest": facts.base_digest, "image_id": facts.base_image_id},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
         "inputs": [{"option": option, "location": location, "sha256": cache.known_digest(location)}
                    for option, location in plan.given_inputs().items()],

@@ -63,11 +63,16 @@ def last_used(path: Path) -> float:
 
 # -- images -------------------------------------------------------------------------------------
 
+# what a child image says of its FROM image: by content (torchbake.base.content-id; older images in the
+# OCI label), by the manifest digest a registry knows, by the engine's id in the oldest
+BASE_LABELS = ("torchbake.base.content-id", "org.opencontainers.image.base.digest")
+
+
 def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Removal]:
     """torchbake's images that may go: candidate tags an interrupted build left, and images a newer
     build of the same NAME:TAG replaced (beyond the newest ``keep`` of each NAME:TAG, kept for a
     rollback). Never the current image of a tag, an image a container uses, or an image a kept
-    image starts FROM (its ``org.opencontainers.image.base.digest``)."""
+    image starts FROM (its ``torchbake.base.content-id`` or ``org.opencontainers.image.base.digest``)."""
     ours = built_image_ids(cache_dir)
     first_built = read_record(cache_dir / FIRST_BUILT)
     containers = client.call("ps", "containers", all=True)
@@ -82,7 +87,7 @@ def image_removals(client: DockerClient, cache_dir: Path, keep: int) -> list[Rem
                     and not is_live(tag)):  # a build still verifying or promoting it holds it
                 found.append(Removal("image", tag, 0, "a candidate tag an interrupted build left", tag))
     kept = [i for i in listed if _tags(i) or i["Id"] in used or i["Id"] not in ours]
-    starts_from = {(i.get("Labels") or {}).get("org.opencontainers.image.base.digest", "") for i in kept}
+    starts_from = {(i.get("Labels") or {}).get(label, "") for i in kept for label in BASE_LABELS}
     replaced: dict[str, list[dict]] = {}
     for image in listed:
         # a child labels its base by content (engine.content_id); older children by image id

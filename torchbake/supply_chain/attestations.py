@@ -44,16 +44,23 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
     they are read now, in a container without network)."""
     import torchbake
-    from torchbake.supply_chain.inventory import source_trees, take
+    from torchbake.supply_chain.inventory import debs_of, source_trees, take
 
     taken = take(client, tag, found)
     documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
+    base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
+    vendor, distro = sbom.distro_of(taken)
+    added = None if base_debs is None else [
+        {"name": deb.name, "version": deb.version, "architecture": deb.architecture,
+         "purl": sbom.deb_purl(deb, vendor, distro)}
+        for deb in taken.debs if (deb.name, deb.version, deb.architecture) not in
+        {(b.name, b.version, b.architecture) for b in base_debs}]
     versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
                 "docker-engine": client.engine_version()}
     documents["provenance"] = provenance.to_text(provenance.statement(
         image=image, image_id=taken.image_id, variant=variant, configuration=configuration, inputs=inputs,
         files=files, base=base, sources=source_trees(taken.labels), recipe=recipe, builder=versions,
-        started=_iso(started), finished=_iso(time.time()), invocation=invocation))
+        started=_iso(started), finished=_iso(time.time()), invocation=invocation, debs_added=added))
     documents[INVENTORY] = json.dumps(taken.to_json(), indent=1, sort_keys=True) + "\n"
     return documents
 

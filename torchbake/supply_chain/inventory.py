@@ -290,6 +290,18 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
                                 labels=(info.get("Config") or {}).get("Labels") or {}, image_id=info["Id"])
 
 
+def debs_of(client: DockerClient, image: str) -> tuple[Deb, ...] | None:
+    """The Debian packages of ``image`` (its dpkg status read in a throwaway container without
+    network); None when they cannot be read."""
+    try:
+        status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
+    except EngineError:
+        return None
+    if status.returncode != 0:
+        return None
+    return tuple(Deb(**{**d, "depends": tuple(d["depends"])}) for d in parse_dpkg_status(status.output))
+
+
 def installed(inventory: Inventory, environment: str = "") -> dict[str, str]:
     """Project (canonical name) → version in ``environment`` (default the image's own)."""
     wanted = environment or inventory.main_environment

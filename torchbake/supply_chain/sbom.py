@@ -108,8 +108,7 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
         if not licence and deb.copyright:  # a copyright file that is not machine-readable: its terms are there
             licence, refs = licences.SEE_COPYRIGHT_FILE, licences.extracted({})
         found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
-                               purl=purl("deb", vendor, deb.name, deb.version, arch=deb.architecture, distro=distro,
-                                         upstream=deb.source if deb.source != deb.name else ""),
+                               purl=deb_purl(deb, vendor, distro),
                                properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"},
                                supplier=deb.maintainer, licence=licence, licence_text=deb.license,
                                licence_refs={ref: text for ref, text in refs.items() if ref in licence},
@@ -139,6 +138,17 @@ def _host_of(url: str) -> str:
 
     parts = urlsplit(url)
     return f"{parts.hostname} <{parts.scheme}://{parts.hostname}>" if parts.scheme and parts.hostname else ""
+
+
+def deb_purl(deb, vendor: str, distro: str) -> str:
+    """The package URL of a Debian package (``vendor``, ``distro``: :func:`distro_of`'s)."""
+    return purl("deb", vendor, deb.name, deb.version, arch=deb.architecture, distro=distro,
+                upstream=deb.source if deb.source != deb.name else "")
+
+
+def distro_of(inventory: Inventory) -> tuple[str, str]:
+    """(purl namespace, distro qualifier) of the image's Debian packages."""
+    return _distro(inventory.labels, inventory.os_release)
 
 
 def _canonical(name: str) -> str:

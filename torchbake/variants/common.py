@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from torchbake import __version__
-from torchbake.adapters.engine import content_id
+from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration import os_releases, platforms
 from torchbake.configuration.accelerators import Accelerator, Toolkit
 from torchbake.configuration.network import DownloadPolicy
@@ -118,7 +118,10 @@ class PlanCommon:
             "org.opencontainers.image.version": self.image.rsplit(":", 1)[1],
             "org.opencontainers.image.created": created_time(),  # SOURCE_DATE_EPOCH's, when given
             "org.opencontainers.image.base.name": self.base_image,
-            "org.opencontainers.image.base.digest": facts.base_id if facts else "<base image id>",
+            # the FROM image's manifest digest, which a registry resolves (left out where none is known)
+            **({"org.opencontainers.image.base.digest": facts.base_digest if facts else "<base image digest>"}
+               if facts is None or facts.base_digest else {}),
+            "torchbake.base.content-id": facts.base_id if facts else "<base image id>",
             "torchbake.version": __version__,
             "torchbake.variant": self.variant,
             "torchbake.profile": self.profile,
@@ -361,8 +364,10 @@ def check_common(settings: Settings, reuse_context: bool) -> list[Missing]:
 class Preflight:
     """What the engine and the remotes said before any slow work."""
 
-    base_id: str
+    base_id: str  # the FROM image by content (engine.content_id): what decides the input hash
     base_labels: dict[str, str] = field(default_factory=dict)
+    base_digest: str = ""  # its manifest's (or index's) digest where a registry or the image store knows it
+    base_image_id: str = ""  # the engine's id of it: the manifest's digest (containerd store) or the config's
     python_version: str = ""
     extension_commit: str = ""
     max_jobs: int = 1
@@ -417,6 +422,7 @@ def os_preflight(plan, client, *, writes: bool, source_commits: dict[str, str] |
             f" (docker/ubuntu/) support {', '.join(supported)}."
         )
     check_os_python(plan, os_release)
-    return Preflight(base_id=content_id(base, plan.platform),
+    return Preflight(base_id=content_id(base, plan.platform), base_digest=manifest_digest(base, plan.base_image),
+                     base_image_id=base.get("Id", ""),
                      base_labels=dict((base.get("Config") or {}).get("Labels") or {}),
                      python_version=plan.python_version, source_commits=source_commits or {})

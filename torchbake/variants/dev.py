@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchbake.adapters import registry
-from torchbake.adapters.engine import content_id
+from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import project_name
@@ -165,7 +165,8 @@ class DevPlan(PlanCommon):
             info = client.engine_info()
             max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
         vision = self.vision_tree()
-        return Preflight(base_id=content_id(base, self.platform), base_labels=labels, python_version=python,
+        return Preflight(base_id=content_id(base, self.platform), base_digest=manifest_digest(base, self.base_image),
+                         base_image_id=base.get("Id", ""), base_labels=labels, python_version=python,
                          extension_commit=commit,
                          max_jobs=max_jobs, source_commits={"vision": vision.commit} if vision else {})
 
