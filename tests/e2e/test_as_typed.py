@@ -5,6 +5,7 @@ bootstrap that fails half-way: test_bootstrap.py.)"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -93,6 +94,12 @@ def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_
         assert f"{remote} (--base-img) is not on this engine; trying `docker pull {remote}`" in output
         assert "debootstrap" not in output
         assert image_exists(remote) and f"Built {name}" in output
+        # the image names its FROM image by the manifest digest the registry resolves (skopeo: nobody here wrote it)
+        raw = subprocess.run(["skopeo", "--override-os", "linux", "inspect", "--raw", "--tls-verify=false",
+                              f"docker://{remote}"], capture_output=True, timeout=120, check=True).stdout
+        label = docker("image", "inspect", "--format", '{{index .Config.Labels "org.opencontainers.image.base.digest"}}',
+                       name).stdout.strip()
+        assert label == "sha256:" + hashlib.sha256(raw).hexdigest()
     finally:
         docker("image", "rm", "--force", name, remote, check=False)
 
