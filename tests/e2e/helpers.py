@@ -342,10 +342,12 @@ def sboms(image: str, env: dict, folder: Path) -> dict[str, dict]:
 
 
 def python_packages(cyclonedx: dict, environment: str) -> dict[str, str]:
-    """Project (canonical name) → version of the SBOM's Python packages of ``environment``."""
+    """Project (canonical name) → version of the SBOM's Python packages installed in ``environment``
+    (not those a package vendors inside itself, which pip does not list)."""
     return {re.sub(r"[-_.]+", "-", c["name"]).lower(): c["version"] for c in cyclonedx["components"]
             if c.get("purl", "").startswith("pkg:pypi/")
-            and {"name": "torchbake:environment", "value": environment} in c.get("properties", [])}
+            and {"name": "torchbake:environment", "value": environment} in c.get("properties", [])
+            and not any(p["name"] == "torchbake:vendored-by" for p in c.get("properties", []))}
 
 
 def assert_sbom_lists_what_pip_freeze_lists(image: str, cyclonedx: dict) -> None:

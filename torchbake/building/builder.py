@@ -348,7 +348,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
         record.facts.update({
-            "input_hash": digest, "files": prepared.inputs,
+            "input_hash": digest, "files": prepared.inputs, "tools": prepared.tools,
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
         })
         # always a candidate tag of its own: two builds of one NAME:TAG at once never export to one name (the
@@ -544,7 +544,7 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
     documents = attestations.make(
         client, tag, image, found=found, variant=plan.variant, configuration=plan.configuration,
         inputs=record.facts.get("inputs", []), files=record.facts.get("files", {}),
-        base=record.facts.get("base_image", {}), recipe=recipe, started=record.started,
+        base=record.facts.get("base_image", {}), recipe=recipe, started=record.started, tools=record.facts.get("tools", {}),
         invocation=record.path.name.removesuffix(".manifest.json"))
     suffix = image.removeprefix(plan.image)  # "" or "-slim"
     where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))

@@ -31,7 +31,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from torchbake.configuration import platforms
@@ -74,6 +74,7 @@ class PreparedContext:
     common_sha256: str
     temporary: bool
     files: tuple[str, ...] = ()  # every file torchbake wrote, relative to the folder (the marker aside)
+    tools: dict[str, dict[str, str]] = field(default_factory=dict)  # uv → what its wheel says of it (SBOM supplier, licence)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -232,6 +233,7 @@ class Staging:
             shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
         self.inputs: dict[str, str] = {}
+        self.tools: dict[str, dict[str, str]] = {}  # a program taken out of its wheel → the wheel's metadata
         self.steps: set[str] = set()  # the template's optional steps with something to do
 
     def toolkits(self, artifacts: dict[str, Artifact], scripts: Mapping[str, str]) -> None:
@@ -306,6 +308,7 @@ class Staging:
             for wheel in found:
                 self.inputs[str(wheel.path.relative_to(folder))] = file_sha256(wheel.path)
                 wheelhouse.extract_script(wheel.path, "uv", target / "uv")  # once here, not in every step
+                self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
                 wheel.path.unlink()
 
     def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:
@@ -339,7 +342,7 @@ class Staging:
         fields.setdefault("extension", "")
         fields.setdefault("sources", {})
         prepared = PreparedContext(
-            path=self.folder, inputs=dict(sorted(self.inputs.items())),
+            path=self.folder, inputs=dict(sorted(self.inputs.items())), tools=self.tools,
             dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
             common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary, **fields,
         )

@@ -332,6 +332,19 @@ def dependency_closure(wheels: Sequence[Wheel], roots: Iterable[str], python_ver
     return found
 
 
+def wheel_metadata(wheel: Path) -> dict[str, str]:
+    """What a wheel's METADATA says of who made it and under which licence (name, version,
+    author, maintainer, licence expression or text)."""
+    from email.parser import HeaderParser
+
+    with zipfile.ZipFile(wheel) as archive:
+        member = next((m for m in archive.namelist() if m.endswith(".dist-info/METADATA") and m.count("/") == 1), None)
+        meta = HeaderParser().parsestr(archive.read(member).decode("utf-8", "replace")) if member else {}
+    return {key: str(meta.get(field) or "") for key, field in (
+        ("name", "Name"), ("version", "Version"), ("author", "Author"), ("author_email", "Author-email"),
+        ("maintainer", "Maintainer"), ("license_expression", "License-Expression"), ("license", "License"))}
+
+
 def extract_script(wheel: Path, name: str, target: Path) -> None:
     """The wheel's ``<dist>.data/scripts/<name>`` (e.g. uv's binary) as ``target``, executable."""
     with zipfile.ZipFile(wheel) as archive:

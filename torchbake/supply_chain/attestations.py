@@ -39,7 +39,7 @@ KIND_ANNOTATION = "dev.torchbake.attestation"
 
 def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
          inputs: list[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str], recipe: Mapping[str, str],
-         started: float, invocation: str) -> dict[str, str]:
+         started: float, invocation: str, tools: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str]:
     """Kind → text of the SBOMs (:mod:`torchbake.supply_chain.sbom`) and the provenance of the image a build
     made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
     they are read now, in a container without network)."""
@@ -47,7 +47,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     from torchbake.supply_chain.inventory import debs_of, source_trees, take
 
     taken = take(client, tag, found)
-    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
+    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")), tools=tools)
     base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
     added = None if base_debs is None else [

@@ -89,7 +89,8 @@ def _pythons(inventory: Inventory) -> dict[str, str]:
     """Project → version; a distribution outside the image's own environment is named with its
     environment (``/usr: pip``)."""
     main = inventory.main_environment
-    return {p.key if p.environment == main else f"{p.environment}: {p.key}": p.version for p in inventory.pythons}
+    return {(p.key if p.environment == main else f"{p.environment}: {p.key}")
+            + (f" (in {p.vendored_by})" if p.vendored_by else ""): p.version for p in inventory.pythons}
 
 
 def _inputs(inventory: Inventory) -> dict[str, str]:

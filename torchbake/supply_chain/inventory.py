@@ -85,6 +85,86 @@ def parse_debian_copyright(text):
 # venvs under /opt, python-build-standalone and pip --user put them.
 _INVENTORY = r'''
 
+def _distributions(place, real, environment, vendored_by):
+    from importlib import metadata
+
+    found = []
+    for dist in metadata.distributions(path=[place]):
+        meta = dist.metadata
+        name = meta["Name"]
+        if not name:
+            continue
+        licence = meta.get("License-Expression") or ""
+        text = (meta.get("License") or "").strip()
+        classifiers = [c.split(" :: ")[-1] for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
+        requires = []
+        for requirement in dist.requires or []:
+            if "extra ==" not in requirement.replace("extra==", "extra =="):
+                requires.append(requirement.split(";")[0].split("[")[0].split("(")[0].strip().split(" ")[0]
+                                .split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
+        notices = []
+        for file in dist.files or []:
+            if file.name.upper().startswith(("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS")):
+                try:
+                    notices += [line.strip() for line in file.read_text().splitlines()
+                                if line.strip().lower().startswith("copyright") and any(c.isdigit() for c in line)]
+                except (OSError, UnicodeDecodeError):
+                    pass
+        found.append({"name": name, "version": dist.version, "environment": environment, "folder": real,
+                        "license_expression": licence, "license": text if len(text) <= 200 and "\n" not in text
+                        else "", "license_classifiers": classifiers,
+                        "author": meta.get("Author") or meta.get("Author-email") or "",
+                        "maintainer": meta.get("Maintainer") or meta.get("Maintainer-email") or "",
+                        "requires": sorted(set(r for r in requires if r)),
+                        "copyright": "\n".join(list(dict.fromkeys(notices))[:10]), "vendored_by": vendored_by})
+    return found
+
+
+def _elf_section(path, wanted):
+    """The bytes of section ``wanted`` of a 64-bit ELF file, or None (not ELF, no such section)."""
+    import struct
+
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+            return None
+        endian = "<" if head[5] == 1 else ">"
+        table_offset = struct.unpack_from(endian + "Q", head, 0x28)[0]
+        entry_size, count, names_index = struct.unpack_from(endian + "HHH", head, 0x3A)
+        fh.seek(table_offset)
+        table = fh.read(entry_size * count)
+        if len(table) < entry_size * count or names_index >= count:
+            return None
+        sections = [struct.unpack_from(endian + "I4xQQQQ", table, i * entry_size) for i in range(count)]
+        fh.seek(sections[names_index][3])
+        names = fh.read(sections[names_index][4])
+        for name, _flags, _address, offset, size in sections:
+            if names[name:names.find(b"\0", name)] == wanted:
+                fh.seek(offset)
+                return fh.read(size)
+    return None
+
+
+def _auditable_binaries(folders):
+    """The executables of each environment's bin/ that carry the Rust crates they were built from
+    (cargo-auditable's .dep-v0 section, zlib-compressed JSON): path → its packages."""
+    import glob, json, os, zlib
+
+    found = []
+    for folder in folders:
+        for path in sorted(glob.glob(os.path.join(folder, "bin", "*"))):
+            if not os.path.isfile(path) or os.path.islink(path) or not os.access(path, os.X_OK):
+                continue
+            try:
+                data = _elf_section(path, b".dep-v0")
+                packages = json.loads(zlib.decompress(data))["packages"] if data else None
+            except (OSError, ValueError, KeyError, zlib.error):
+                continue
+            if packages:
+                found.append({"path": path, "packages": packages})
+    return found
+
+
 def torchbake_inventory():
     import glob, os, sys
     from importlib import metadata
@@ -113,34 +193,10 @@ def torchbake_inventory():
             continue
         seen.add(real)
         environment = real.split("/lib/python")[0] if "/lib/python" in real else real
-        for dist in metadata.distributions(path=[real]):
-            meta = dist.metadata
-            name = meta["Name"]
-            if not name:
-                continue
-            licence = meta.get("License-Expression") or ""
-            text = (meta.get("License") or "").strip()
-            classifiers = [c.split(" :: ")[-1] for c in (meta.get_all("Classifier") or []) if c.startswith("License ::")]
-            requires = []
-            for requirement in dist.requires or []:
-                if "extra ==" not in requirement.replace("extra==", "extra =="):
-                    requires.append(requirement.split(";")[0].split("[")[0].split("(")[0].strip().split(" ")[0]
-                                    .split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
-            notices = []
-            for file in dist.files or []:
-                if file.name.upper().startswith(("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS")):
-                    try:
-                        notices += [line.strip() for line in file.read_text().splitlines()
-                                    if line.strip().lower().startswith("copyright") and any(c.isdigit() for c in line)]
-                    except (OSError, UnicodeDecodeError):
-                        pass
-            pythons.append({"name": name, "version": dist.version, "environment": environment, "folder": real,
-                            "license_expression": licence, "license": text if len(text) <= 200 and "\n" not in text
-                            else "", "license_classifiers": classifiers,
-                            "author": meta.get("Author") or meta.get("Author-email") or "",
-                            "maintainer": meta.get("Maintainer") or meta.get("Maintainer-email") or "",
-                            "requires": sorted(set(r for r in requires if r)),
-                            "copyright": "\n".join(list(dict.fromkeys(notices))[:10])})
+        # and the distributions a package vendors with their metadata (setuptools/_vendor/*.dist-info)
+        places = [(real, "")] + [(v, v.rsplit("/", 2)[-2]) for v in sorted(glob.glob(os.path.join(real, "*", "_vendor")))]
+        for place, vendored_by in places:
+            pythons += _distributions(place, real, environment, vendored_by)
     os_release = {}
     try:
         with open("/etc/os-release", encoding="utf-8", errors="replace") as fh:
@@ -151,8 +207,9 @@ def torchbake_inventory():
     except OSError:
         pass
     pythons.sort(key=lambda p: (p["environment"], p["name"].lower(), p["version"]))
+    environments = sorted(set(p["environment"] for p in pythons))
     return {"debs": sorted(debs, key=lambda d: (d["name"], d["architecture"])), "pythons": pythons,
-            "python": sys.executable, "os": os_release}
+            "python": sys.executable, "os": os_release, "binaries": _auditable_binaries(environments)}
 '''
 
 
@@ -195,6 +252,7 @@ class PythonDist:
     maintainer: str = ""  # Maintainer, else Maintainer-email
     requires: tuple[str, ...] = ()  # the projects it requires (Requires-Dist without extras)
     copyright: str = ""  # the copyright lines of its licence files
+    vendored_by: str = ""  # the package that carries it inside itself (setuptools/_vendor), "" for one installed
 
     @property
     def key(self) -> str:
@@ -202,6 +260,16 @@ class PythonDist:
         from packaging.utils import canonicalize_name
 
         return str(canonicalize_name(self.name))
+
+
+@dataclass(frozen=True)
+class Binary:
+    """An executable that carries the Rust crates it was built from (cargo-auditable): each crate's
+    name, version, source ("crates.io", "local", "git" …), kind and the indexes it depends on; the
+    one marked root is the binary's own."""
+
+    path: str
+    packages: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,6 +288,7 @@ class Inventory:
     layers: tuple[Layer, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
     image_id: str = ""
+    binaries: tuple[Binary, ...] = ()
 
     @classmethod
     def from_probe(cls, found: Mapping[str, Any], **more: Any) -> Inventory:
@@ -227,19 +296,23 @@ class Inventory:
                    pythons=tuple(PythonDist(**{**p, "license_classifiers": tuple(p.get("license_classifiers", ())),
                                                "requires": tuple(p.get("requires", ()))})
                                  for p in found.get("pythons", [])),
-                   main_python=found.get("python", ""), os_release=found.get("os", {}), **more)
+                   main_python=found.get("python", ""), os_release=found.get("os", {}),
+                   binaries=tuple(Binary(b["path"], tuple(b.get("packages", ()))) for b in found.get("binaries", [])),
+                   **more)
 
     def to_json(self) -> dict[str, Any]:
         return {"image_id": self.image_id, "main_python": self.main_python, "os": dict(self.os_release),
                 "debs": [{**vars(d), "depends": list(d.depends)} for d in self.debs],
                 "pythons": [{**vars(p), "license_classifiers": list(p.license_classifiers), "requires": list(p.requires)}
                             for p in self.pythons],
-                "layers": [vars(layer) for layer in self.layers], "labels": dict(self.labels)}
+                "layers": [vars(layer) for layer in self.layers], "labels": dict(self.labels),
+                "binaries": [{"path": b.path, "packages": list(b.packages)} for b in self.binaries]}
 
     @classmethod
     def from_json(cls, document: Mapping[str, Any]) -> Inventory:
         return cls.from_probe({"debs": document.get("debs", []), "pythons": document.get("pythons", []),
-                               "python": document.get("main_python", ""), "os": document.get("os", {})},
+                               "python": document.get("main_python", ""), "os": document.get("os", {}),
+                               "binaries": document.get("binaries", [])},
                               layers=tuple(Layer(**layer) for layer in document.get("layers", [])),
                               labels=document.get("labels", {}), image_id=document.get("image_id", ""))
 
@@ -305,7 +378,7 @@ def debs_of(client: DockerClient, image: str) -> tuple[Deb, ...] | None:
 def installed(inventory: Inventory, environment: str = "") -> dict[str, str]:
     """Project (canonical name) → version in ``environment`` (default the image's own)."""
     wanted = environment or inventory.main_environment
-    return {p.key: p.version for p in inventory.pythons if p.environment == wanted}
+    return {p.key: p.version for p in inventory.pythons if p.environment == wanted and not p.vendored_by}
 
 
 def source_trees(labels: Mapping[str, str]) -> dict[str, dict[str, str]]:

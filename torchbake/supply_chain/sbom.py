@@ -72,7 +72,8 @@ def _distro(labels: Mapping[str, str], os_release: Mapping[str, str]) -> tuple[s
     return vendor, f"{vendor}-{codename}" if codename else ""
 
 
-def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), supplier: str = "") -> list[Component]:
+def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), supplier: str = "",
+               tools: Mapping[str, Mapping[str, str]] | None = None) -> list[Component]:
     """Every package of the image: the image itself first, then its base image, Debian packages,
     Python distributions, toolkits and source trees. ``inputs``: the build manifest's entries
     (option, location, sha256) where this host has it; ``supplier``: the image's ([sbom] supplier)."""
@@ -107,26 +108,32 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
         licence, refs = licences.from_debian(deb.license)
         if not licence and deb.copyright:  # a copyright file that is not machine-readable: its terms are there
             licence, refs = licences.SEE_COPYRIGHT_FILE, licences.extracted({})
+        unstated = "" if licence or deb.copyright else f"no copyright file states it (/usr/share/doc/{deb.name}/copyright)"
         found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
                                purl=deb_purl(deb, vendor, distro),
                                properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"},
-                               supplier=deb.maintainer, licence=licence, licence_text=deb.license,
+                               supplier=deb.maintainer, licence=licence, licence_text=deb.license or unstated,
                                licence_refs={ref: text for ref, text in refs.items() if ref in licence},
                                copyright=deb.copyright,
                                depends_on=tuple(deb_refs[name] for name in deb.depends if name in deb_refs)))
     wheels = wheel_digests(labels)
-    dist_refs = {(dist.environment, dist.key): f"python:{dist.environment}:{dist.key}" for dist in inventory.pythons}
+    dist_refs = {(dist.environment, dist.key): f"python:{dist.environment}:{dist.key}" for dist in inventory.pythons
+                 if not dist.vendored_by}
     for dist in inventory.pythons:
         sha = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
         declared = dist.license_expression or dist.license
         licence, refs = licences.from_python(dist.license_expression, dist.license, dist.license_classifiers)
         requires = (dist_refs.get((dist.environment, _canonical(name))) for name in dist.requires)
+        where = f"{dist.environment}:{dist.vendored_by}/_vendor" if dist.vendored_by else dist.environment
+        unstated = [why for why, missing in ((NO_LICENCE, not licence), (NO_COPYRIGHT, not dist.copyright)) if missing]
         found.append(Component(
-            f"python:{dist.environment}:{dist.key}", "python", dist.name, dist.version,
+            f"python:{where}:{dist.key}", "python", dist.name, dist.version,
             purl=purl("pypi", "", dist.key, dist.version), sha256=sha, licence=licence, licence_refs=refs,
-            licence_text="; ".join(filter(None, [declared, *dist.license_classifiers])),
-            properties={"torchbake:environment": dist.environment}, supplier=dist.author or dist.maintainer,
+            licence_text="; ".join(filter(None, [declared, *dist.license_classifiers, *unstated])),
+            properties={"torchbake:environment": dist.environment, "torchbake:vendored-by": dist.vendored_by},
+            supplier=dist.author or dist.maintainer,
             copyright=dist.copyright, depends_on=tuple(ref for ref in requires if ref)))
+    found += _binaries(inventory, {(dist.environment, dist.key): dist for dist in inventory.pythons}, tools or {})
     found += _toolkits(labels, inputs, supplier)
     found += _sources(labels)
     return _unique_refs(found)
@@ -179,6 +186,58 @@ def _unique_refs(parts: list[Component]) -> list[Component]:
 
 def _hex(digest: str) -> str:
     return digest.split(":", 1)[-1] if digest else ""
+
+
+# why an entry has no licence or copyright: said in the entry (SPDX licenseComments, CycloneDX properties)
+NO_LICENCE = "the distribution's metadata states no licence"
+NO_COPYRIGHT = "its licence files state no copyright line"
+CRATE_LICENCE = ("cargo-auditable, whose data the binary carries, records no licence or copyright of a crate:"
+                 " the crate's own page on its registry states them")
+
+
+def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any],
+              tools: Mapping[str, Mapping[str, str]]) -> list[Component]:
+    """Each executable built with cargo-auditable and the Rust crates it holds (those it runs
+    with; build-time crates are not in it), with the dependencies its data records. The binary's
+    own crates are supplied by whoever made its wheel (the Python distribution in the image, or the
+    wheel the build took it from: ``tools``), a registry's crates by that registry."""
+    from torchbake.supply_chain.inventory import PythonDist
+
+    found = []
+    for binary in inventory.binaries:
+        packages = list(binary.packages)
+        root = next((i for i, p in enumerate(packages) if p.get("root")), None)
+        if root is None:
+            continue
+        environment = binary.path.rsplit("/bin/", 1)[0]
+        name = _canonical(str(packages[root]["name"]))
+        tool = tools.get(name) or {}
+        owner = dists.get((environment, name)) or (PythonDist(
+            name, tool.get("version", ""), environment, license_expression=tool.get("license_expression", ""),
+            license=tool.get("license", ""), author=tool.get("author") or tool.get("author_email", ""),
+            maintainer=tool.get("maintainer", "")) if tool else None)
+        owner_supplier = (owner.author or owner.maintainer) if owner else ""
+        refs = {i: f"binary:{binary.path}" if i == root else f"crate:{binary.path}:{p['name']}@{p['version']}"
+                for i, p in enumerate(packages) if p.get("kind", "runtime") == "runtime"}
+        for index, package in enumerate(packages):
+            if index not in refs:
+                continue
+            registry = package.get("source") == "crates.io"
+            found.append(Component(
+                refs[index], "binary" if index == root else "crate", str(package["name"]), str(package["version"]),
+                purl=purl("cargo", "", str(package["name"]), str(package["version"])),
+                supplier="crates.io <https://crates.io>" if registry else owner_supplier,
+                licence=(owner_licence(owner) if not registry and owner else ""), licence_text=CRATE_LICENCE,
+                copyright=owner.copyright if owner and not registry else "",
+                properties={"torchbake:path": binary.path, "torchbake:crate-source": str(package.get("source", ""))},
+                depends_on=tuple(refs[i] for i in package.get("dependencies", []) if i in refs)))
+    return found
+
+
+def owner_licence(owner) -> str:
+    from torchbake.supply_chain import licences
+
+    return licences.from_python(owner.license_expression, owner.license, owner.license_classifiers)[0]
 
 
 def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]], supplier: str = "") -> list[Component]:
@@ -255,7 +314,7 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
 
     purposes = {"image": PackagePurpose.CONTAINER, "base-image": PackagePurpose.CONTAINER,
                 "deb": PackagePurpose.LIBRARY, "python": PackagePurpose.LIBRARY, "toolkit": PackagePurpose.ARCHIVE,
-                "source": PackagePurpose.SOURCE}
+                "source": PackagePurpose.SOURCE, "binary": PackagePurpose.APPLICATION, "crate": PackagePurpose.LIBRARY}
     licensing = get_spdx_licensing()
     ids: dict[str, str] = {}
     packages = []
@@ -359,7 +418,8 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     from packageurl import PackageURL
 
     kinds = {"image": ComponentType.CONTAINER, "base-image": ComponentType.CONTAINER, "deb": ComponentType.LIBRARY,
-             "python": ComponentType.LIBRARY, "toolkit": ComponentType.FILE, "source": ComponentType.LIBRARY}
+             "python": ComponentType.LIBRARY, "toolkit": ComponentType.FILE, "source": ComponentType.LIBRARY,
+             "binary": ComponentType.APPLICATION, "crate": ComponentType.LIBRARY}
 
     def make(part: Component) -> CdxComponent:
         licences = ([LicenseExpression(part.licence)] if part.licence
@@ -394,12 +454,13 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
 
 
 def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",
-              supplier: str = "") -> dict[str, str]:
-    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier)."""
+              supplier: str = "", tools: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str]:
+    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier;
+    ``tools``: program → what the wheel it was taken from says of it, as the build recorded)."""
     if not tool_version:
         import torchbake
 
         tool_version = torchbake.__version__
-    parts = components(inventory, inputs, supplier)
+    parts = components(inventory, inputs, supplier, tools or {})
     return {SPDX: spdx_document(inventory, parts, tool_version),
             CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}
