@@ -149,6 +149,7 @@ def dev_config(repos, tmp_path_factory):
         '[base]\nrequirements = ["torch==2.13.0", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
         '[image]\nrender_gid = 109\n'
         '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
+        f'[sbom]\nsupplier = "{SUPPLIER}"\n'
         '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
         f'extensions = ["git+{url}/apex.git@24.04.01"]\n'
         '[build]\nnetwork = "host"\n'

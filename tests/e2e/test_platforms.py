@@ -13,6 +13,8 @@ from pathlib import Path
 
 import filelock
 import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.conftest import run_invoke
 from tests.support import serve_registry
@@ -129,8 +131,13 @@ def pushed_nightly(multi_base, numpy_profile, two_platform_image, run_id, tb_env
                           f'platforms = ["linux/arm64", "amd64"]\nregistry = "{host}/team"\n'
                           f'name = "{{registry}}torchbake-test/nightly-mp"\ntag = "{{variant}}-py{{py}}-{run_id}"\n'
                           f'[matrix.options.release]\n"image.base" = "{multi_base}"\n')
+        key = ed25519.Ed25519PrivateKey.generate()  # the night's pushes signed with it
+        (folder / "signing.pem").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                                serialization.NoEncryption()))
+        (folder / "signing.pub").write_bytes(key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
         result = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(folder / "first.json"),
-                            env=tb_env)
+                            "--sign-key", str(folder / "signing.pem"), env=tb_env)
         assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
         yield host, matrix, json.loads((folder / "first.json").read_text()), result
     for ref in listing("images", "--format", "{{.Repository}}:{{.Tag}}").split():
@@ -143,8 +150,9 @@ def _skopeo(*reference: str) -> str:
                           check=True, capture_output=True, text=True).stdout
 
 
-def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attestations(pushed_nightly, run_id, tmp_path):
-    host, _, report, result = pushed_nightly
+def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attestations(pushed_nightly, run_id, tmp_path,
+                                                                                     tb_env):
+    host, matrix, report, result = pushed_nightly
     cells = {cell["id"]: cell for cell in report["cells"]}
     assert list(cells) == ["tiny-release-py311-amd64", "tiny-release-py311-arm64", "tiny-release-py311"]
     assert {cells[c]["status"] for c in list(cells)[:2]} <= {"built", "unchanged", "retagged"}
@@ -164,7 +172,8 @@ def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attesta
         manifest = cells[f"tiny-release-py311-{arch}"]["digest"]
         referrers = json.loads(_skopeo(f"docker://{repo}:{manifest.replace(':', '-')}"))  # the referrers tag schema
         assert sorted(m["artifactType"] for m in referrers["manifests"]) == [
-            "application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.in-toto+json"]
+            "application/spdx+json", "application/vnd.cyclonedx+json", *["application/vnd.dev.sigstore.bundle.v0.3+json"] * 4,
+            "application/vnd.in-toto+json"]
         provenance = next(m for m in referrers["manifests"] if m["artifactType"] == "application/vnd.in-toto+json")
         artifact = json.loads(_skopeo(f"docker://{repo}@{provenance['digest']}"))
         assert artifact["subject"]["digest"] == manifest
@@ -176,6 +185,13 @@ def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attesta
         assert numpy_wheels and all(wheel.endswith(f"_{machine}.whl") for wheel in numpy_wheels), numpy_wheels
         assert other not in " ".join(numpy_wheels)
     assert "tiny-release-py311-arm64" in result.stdout.split("build-all")[-1]  # the summary table
+    # the index and each platform's manifest and attestations, signed: proven with the public key alone
+    checked = run_invoke("verify", tag, "--signatures", "--key", str(matrix.parent / "signing.pub"), env=tb_env)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    # one row for the index's own signature, four for each platform's (its manifest, SPDX, CycloneDX, provenance)
+    assert checked.stdout.count("ok: signed by") == 9 and "FAILED" not in checked.stdout, checked.stdout
+    assert re.findall(r"^│ (index|linux/amd64|linux/arm64) ", checked.stdout, re.M) == [
+        "index", *["linux/amd64"] * 4, *["linux/arm64"] * 4], checked.stdout
 
 
 def test_a_second_night_finds_every_platform_unchanged_and_the_same_tag(pushed_nightly, tb_env, tmp_path):

@@ -161,6 +161,8 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
     (("build", "--release", "--push"), "--push: torchbake/pytorch-cpu:2.13.0-py3.11 names no registry"),
     (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{key}"), "is not a PEM private key"),
     (("build-base", "--push", "--sign-key", "/no/such.pem"), "sign.key = '/no/such.pem' (from command line) is invalid"),
+    (("build", "--release", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
+    (("build-all", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
 ])
 def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path, keys):
     from tests.conftest import run_invoke

@@ -6,6 +6,7 @@ from invoke import Collection
 
 from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
 from torchbake.core import output
+from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
 from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
@@ -21,6 +22,9 @@ def _run(make_plan, settings, given) -> None:
     """Each platform's image (``make_plan`` of its settings), then, for several, their one tag;
     with --push, each pushed and the tag made their index in the registry."""
     dry_run, push, check_reproducible = given["dry_run"], given["push"], given.get("check_reproducible", False)
+    if given["sign_key"] and not push:
+        raise ConfigurationError("--sign-key signs what --push publishes, and nothing is pushed: add --push (a key"
+                                 " set in [sign] key of a config file stays unused by builds that do not push).")
     builds = platform_builds.plans(settings, make_plan)
     target = settings.registry.image(settings.image.reference)
     if push:

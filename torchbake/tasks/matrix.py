@@ -69,6 +69,8 @@ def build_all(c, **given):
     _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
                  emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force,
                  join_only=join_only)
+    if given["sign_key"] and not (given["push"] or join_only or plan or emit_matrix):
+        raise ConfigurationError("--sign-key signs what --push publishes, and nothing is pushed: add --push.")
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     found = current_project()
     cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], given["platform"],
