@@ -34,7 +34,7 @@ from torchbake.configuration.settings import (
 from torchbake.core import output
 from torchbake.core.build_time import created_time
 from torchbake.core.data import DOCKER_DIR
-from torchbake.core.errors import BaseImagePending, ConfigurationError, MissingValuesError
+from torchbake.core.errors import BaseImagePending, ConfigurationError, EngineError, MissingValuesError
 from torchbake.core.files import SecretSource, read_back_object, write_atomically
 from torchbake.inputs import base_os, wheelhouse
 from torchbake.inputs.context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
@@ -387,7 +387,13 @@ def os_release_of(client, image: str, image_id: str, cache_dir: Path, *,
         if remembered is not None and all(isinstance(v, str) for v in remembered.values()):
             return remembered
         output.channel().say(f"{record} is damaged; reading {image}'s /etc/os-release again.")
-    result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
+    for _ in range(3):  # a container that printed nothing, where a file is: asked again, never taken as none
+        result = client.run_capture(image, ["/etc/os-release"], entrypoint="cat", timeout=120)
+        if result.returncode != 0 or result.output.strip():
+            break
+    if result.returncode != 0 and "No such file" not in result.output:
+        raise EngineError(f"Could not read {image}'s /etc/os-release (exit {result.returncode}):"
+                          f" {result.output.strip()[-1000:] or 'no output'}")
     values = parse_os_release(result.output) if result.returncode == 0 else {}
     if values and remember:
         write_atomically(record, json.dumps(values))
