@@ -58,7 +58,7 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     write(work / "pytorch", {
         "setup.py": (
             "from setuptools import Extension, setup\n"
-            "setup(name='fixture-pytorch', version='2.0.0', packages=['fixture_pytorch'],\n"
+            "setup(name='fixture-pytorch', version='2.0.0', author='Fixture Authors <fixtures@example.com>', packages=['fixture_pytorch'],\n"
             "      ext_modules=[Extension('fixture_pytorch._core', ['csrc/core.c'], include_dirs=['third_party/sub/include'])])\n"),
         "fixture_pytorch/__init__.py": "from ._core import answer\n",
         "csrc/core.c": (
@@ -77,14 +77,14 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
 
     for name, tag in (("vision", "v0.15.2"), ("audio", "v2.0.1")):
         write(work / name, {
-            "setup.py": f"from setuptools import setup\nsetup(name='fixture-{name}', version='0.1', packages=['fixture_{name}'])\n",
+            "setup.py": f"from setuptools import setup\nsetup(name='fixture-{name}', version='0.1', author='Fixture Authors <fixtures@example.com>', packages=['fixture_{name}'])\n",
             f"fixture_{name}/__init__.py": "import torch\n",
         })
         commits[name] = _publish(work / name, srv / f"{name}.git", tag)
 
     write(work / "apex", {
         "setup.py": "from setuptools import setup\nimport torch  # needs the installed torch: --no-build-isolation\n"
-                    "setup(name='fixture-apex', version='24.4.1', packages=['fixture_apex'])\n",
+                    "setup(name='fixture-apex', version='24.4.1', author='Fixture Authors <fixtures@example.com>', packages=['fixture_apex'])\n",
         "fixture_apex/__init__.py": "import torch\n",
     })
     commits["apex"] = _publish(work / "apex", srv / "apex.git", "24.04.01")
@@ -93,7 +93,7 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
         "setup.py": (
             "from setuptools import Extension, setup\n"
             "import torch  # built against the installed torch: --no-build-isolation\n"
-            "setup(name='torchbake-fixture-ext', version='1.5.1', packages=['torchbake_fixture_ext'],\n"
+            "setup(name='torchbake-fixture-ext', version='1.5.1', author='Fixture Authors <fixtures@example.com>', packages=['torchbake_fixture_ext'],\n"
             "      ext_modules=[Extension('torchbake_fixture_ext._C', ['csrc/c.c'])])\n"),
         "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
         "csrc/c.c": (
@@ -115,7 +115,7 @@ def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
         "setup.py": (
             "from setuptools import setup\n"
             "from torch.utils.cpp_extension import BuildExtension, CppExtension\n"
-            "setup(name='torchbake-fixture-ext', version='1.5.1', packages=['torchbake_fixture_ext'],\n"
+            "setup(name='torchbake-fixture-ext', version='1.5.1', author='Fixture Authors <fixtures@example.com>', packages=['torchbake_fixture_ext'],\n"
             "      ext_modules=[CppExtension('torchbake_fixture_ext._C', ['csrc/a.cpp', 'csrc/b.cpp'])],\n"
             "      cmdclass={'build_ext': BuildExtension.with_options(use_ninja=False)})\n"),
         "torchbake_fixture_ext/__init__.py": (

@@ -133,7 +133,7 @@ class Registry:
         client = self._client(repository)
 
         def look() -> dict | None:
-            got = _manifest(client, tag)
+            got = read_manifest(client, tag)
             if got is None:
                 return None
             body, digest = got
@@ -164,7 +164,7 @@ class Registry:
         client = self._client(repository)
 
         def look() -> dict | None:
-            got = _manifest(client, reference)
+            got = read_manifest(client, reference)
             if got is None:
                 return None
             body, digest = got
@@ -196,7 +196,7 @@ class Registry:
         return self._ask(f"tag {repository}:{source} as {target}", copy)
 
 
-def _manifest(client: dxf.DXF, reference: str) -> tuple[bytes, str] | None:
+def read_manifest(client: dxf.DXF, reference: str) -> tuple[bytes, str] | None:
     """The manifest ``reference`` names, as the registry serves it, and its digest; None when the
     registry has no such manifest."""
     try:

@@ -54,6 +54,7 @@ from torchbake.inputs.downloads import DownloadCache, file_sha256, trust_bundle,
 from torchbake.planning.config import to_toml
 from torchbake.planning.plan import describe_plan
 from torchbake.supply_chain import attestations
+from torchbake.supply_chain.inventory import TOOLS_LABEL
 from torchbake.supply_chain.manifest import BuildRecord
 from torchbake.variants import Plan, Preflight
 from torchbake.variants.dev import DevPlan
@@ -100,6 +101,8 @@ def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
+    if prepared is not None and prepared.tools:  # images built FROM this one inherit it with the program
+        labels[TOOLS_LABEL] = json.dumps(prepared.tools, sort_keys=True, separators=(",", ":"))
     if facts is not None and digest:
         parts = input_parts(plan, facts, plan.download_cache(read_only=True))
         labels[INPUT_PARTS_LABEL] = json.dumps(parts, sort_keys=True, separators=(",", ":"))
@@ -348,7 +351,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
         record.facts.update({
-            "input_hash": digest, "files": prepared.inputs, "tools": prepared.tools,
+            "input_hash": digest, "files": prepared.inputs,
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],
         })
         # always a candidate tag of its own: two builds of one NAME:TAG at once never export to one name (the
@@ -544,7 +547,7 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
     documents = attestations.make(
         client, tag, image, found=found, variant=plan.variant, configuration=plan.configuration,
         inputs=record.facts.get("inputs", []), files=record.facts.get("files", {}),
-        base=record.facts.get("base_image", {}), recipe=recipe, started=record.started, tools=record.facts.get("tools", {}),
+        base=record.facts.get("base_image", {}), recipe=recipe, started=record.started,
         invocation=record.path.name.removesuffix(".manifest.json"))
     suffix = image.removeprefix(plan.image)  # "" or "-slim"
     where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))

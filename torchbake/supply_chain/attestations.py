@@ -39,7 +39,7 @@ KIND_ANNOTATION = "dev.torchbake.attestation"
 
 def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
          inputs: list[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str], recipe: Mapping[str, str],
-         started: float, invocation: str, tools: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str]:
+         started: float, invocation: str) -> dict[str, str]:
     """Kind → text of the SBOMs (:mod:`torchbake.supply_chain.sbom`) and the provenance of the image a build
     made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
     they are read now, in a container without network)."""
@@ -47,7 +47,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     from torchbake.supply_chain.inventory import debs_of, source_trees, take
 
     taken = take(client, tag, found)
-    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")), tools=tools)
+    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
     base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
     added = None if base_debs is None else [
@@ -251,19 +251,14 @@ def read_artifact(registry, repository: str, digest: str) -> str:
 def manifest_of(registry, repository: str, reference: str) -> tuple[Subject, dict[str, Any]] | None:
     """The manifest or index ``reference`` names, as a descriptor and as JSON; None when the
     registry has none."""
-    import requests
+    from torchbake.adapters.registry import read_manifest
 
     def look() -> tuple[Subject, dict[str, Any]] | None:
-        client = registry._client(repository)
-        try:
-            text, response = client.get_manifest_and_response(reference)
-        except requests.exceptions.HTTPError as exc:
-            if exc.response is not None and exc.response.status_code == 404:
-                return None
-            raise
-        document = json.loads(text)
-        media_type = document.get("mediaType") or response.headers.get("Content-Type", MANIFEST_TYPE)
-        return Subject(media_type, response.headers.get("Docker-Content-Digest") or _sha(text.encode()),
-                       len(text.encode())), document
+        found = read_manifest(registry._client(repository), reference)
+        if found is None:
+            return None
+        data, digest = found
+        document = json.loads(data)
+        return Subject(document.get("mediaType") or MANIFEST_TYPE, digest, len(data)), document
 
     return registry._ask(f"read the manifest of {repository}:{reference}", look)

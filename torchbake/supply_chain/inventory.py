@@ -20,6 +20,7 @@ from torchbake.core.errors import ConfigurationError, EngineError
 
 MARK = "TORCHBAKE-INVENTORY "
 INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
+TOOLS_LABEL = "torchbake.tools"  # a program taken out of its wheel (uv) → what the wheel says of it (for the SBOM)
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 

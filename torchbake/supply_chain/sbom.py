@@ -67,8 +67,7 @@ def _distro(labels: Mapping[str, str], os_release: Mapping[str, str]) -> tuple[s
     return vendor, f"{vendor}-{codename}" if codename else ""
 
 
-def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), supplier: str = "",
-               tools: Mapping[str, Mapping[str, str]] | None = None) -> list[Component]:
+def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), supplier: str = "") -> list[Component]:
     """Every package of the image: the image itself first, then its base image, Debian packages,
     Python distributions, toolkits and source trees. ``inputs``: the build manifest's entries
     (option, location, sha256) where this host has it; ``supplier``: the image's ([sbom] supplier)."""
@@ -128,7 +127,7 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
             properties={"torchbake:environment": dist.environment, "torchbake:vendored-by": dist.vendored_by},
             supplier=dist.author or dist.maintainer,
             copyright=dist.copyright, depends_on=tuple(ref for ref in requires if ref)))
-    found += _binaries(inventory, {(dist.environment, dist.key): dist for dist in inventory.pythons}, tools or {})
+    found += _binaries(inventory, {(dist.environment, dist.key): dist for dist in inventory.pythons})
     found += _toolkits(labels, inputs, supplier)
     found += _sources(labels)
     return _unique_refs(found)
@@ -190,14 +189,18 @@ CRATE_LICENCE = ("cargo-auditable, whose data the binary carries, records no lic
                  " the crate's own page on its registry states them")
 
 
-def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any],
-              tools: Mapping[str, Mapping[str, str]]) -> list[Component]:
+def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> list[Component]:
     """Each executable built with cargo-auditable and the Rust crates it holds (those it runs
     with; build-time crates are not in it), with the dependencies its data records. The binary's
     own crates are supplied by whoever made its wheel (the Python distribution in the image, or the
-    wheel the build took it from: ``tools``), a registry's crates by that registry."""
-    from torchbake.supply_chain.inventory import PythonDist
+    wheel the build took it from: the image's ``torchbake.tools`` label), a registry's crates by
+    that registry."""
+    from torchbake.supply_chain.inventory import TOOLS_LABEL, PythonDist
 
+    try:
+        tools = json.loads(inventory.labels.get(TOOLS_LABEL) or "{}")
+    except ValueError:
+        tools = {}
     found = []
     for binary in inventory.binaries:
         packages = list(binary.packages)
@@ -445,13 +448,12 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
 
 
 def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",
-              supplier: str = "", tools: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, str]:
-    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier;
-    ``tools``: program → what the wheel it was taken from says of it, as the build recorded)."""
+              supplier: str = "") -> dict[str, str]:
+    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier)."""
     if not tool_version:
         import torchbake
 
         tool_version = torchbake.__version__
-    parts = components(inventory, inputs, supplier, tools or {})
+    parts = components(inventory, inputs, supplier)
     return {SPDX: spdx_document(inventory, parts, tool_version),
             CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}
