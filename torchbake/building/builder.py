@@ -103,6 +103,8 @@ def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight 
               **plan.labels(prepared, facts)}
     if prepared is not None and prepared.tools:  # images built FROM this one inherit it with the program
         labels[TOOLS_LABEL] = json.dumps(prepared.tools, sort_keys=True, separators=(",", ":"))
+    elif facts is not None and facts.base_labels.get(TOOLS_LABEL):  # the FROM image's, for a stage not FROM it (slim)
+        labels[TOOLS_LABEL] = facts.base_labels[TOOLS_LABEL]
     if facts is not None and digest:
         parts = input_parts(plan, facts, plan.download_cache(read_only=True))
         labels[INPUT_PARTS_LABEL] = json.dumps(parts, sort_keys=True, separators=(",", ":"))
@@ -530,7 +532,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
         cache_from=list(dict.fromkeys(slim_from + dev_from)), cache_to=cache_to,
     )
     client.build(argv, env, log_file)
-    _label_built_versions(client, tag, log_file)
+    record.facts["slim_image_id"] = _label_built_versions(client, tag, log_file)  # `invoke sbom` finds its documents by it
     found = _verify_candidate(plan, image, client, tag, record) if plan.verify else None
     record.phase("slim")
     _attest(plan, client, tag, image, record, found, recipe)

@@ -81,9 +81,10 @@ def _manifests(log_dir: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
 
 
 def find_manifest(log_dir: Path, image_id: str) -> tuple[Path, dict[str, Any]] | None:
-    """The newest manifest in ``log_dir`` of the build that made ``image_id``."""
-    return next(((path, document) for path, document in _manifests(log_dir)
-                 if image_id and image_id in (document.get("image_id"), document.get("candidate_id"))), None)
+    """The newest manifest in ``log_dir`` of the build that made ``image_id`` (a dev build's slim
+    image too)."""
+    return next(((path, document) for path, document in _manifests(log_dir) if image_id and image_id in (
+        document.get("image_id"), document.get("candidate_id"), document.get("slim_image_id"))), None)
 
 
 def recent_builds(log_dir: Path) -> list[dict[str, Any]]:
