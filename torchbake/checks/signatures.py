@@ -88,7 +88,8 @@ def _check_manifest(remote, repository: str, name: str, label: str, digest: str,
 
 def _check_statement(statement: Mapping[str, Any], what: str, digest: str, documents: Mapping[str, str],
                      config: str | None) -> None:
-    subjects = [s.get("digest", {}).get("sha256") for s in statement.get("subject") or []]
+    subjects = [(s.get("digest") or {}).get("sha256") if isinstance(s, dict) and isinstance(s.get("digest") or {}, dict)
+                else None for s in (statement.get("subject") or [] if isinstance(statement.get("subject"), list) else [None])]
     if subjects != [digest.split(":", 1)[1]]:
         raise SignatureError(f"is about {', '.join(map(str, subjects)) or 'nothing'}, not this manifest ({digest})")
     wanted = signing.PREDICATE_TYPES.get(what, signing.IMAGE_PREDICATE)

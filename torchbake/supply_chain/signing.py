@@ -185,5 +185,11 @@ def open_bundle(text: str, key: PublicKey) -> dict[str, Any]:
             continue
         if payload_type != PAYLOAD_TYPE:
             raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
-        return json.loads(payload)
+        try:
+            statement = json.loads(payload)
+        except ValueError:
+            raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
+        if not isinstance(statement, dict):
+            raise SignatureError("signs something that is not an in-toto statement")
+        return statement
     raise SignatureError("has no signature that matches what it signs with this key")
