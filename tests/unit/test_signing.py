@@ -238,3 +238,18 @@ def test_verify_signatures_holds_each_bundle_to_the_manifest_it_hangs_off(keys, 
     failed = [f"{row.what}: {row.detail}" for row in found if not row.ok]
     assert {row.what for row in found} == {"signature of the manifest", "signature of the SPDX SBOM"}
     assert (failed == []) if not says else (len(failed) == 1 and says in failed[0]), failed
+
+
+def test_a_signed_payload_that_is_no_statement_does_not_hold(keys):
+    """A bundle the key really signed, whose payload is not an in-toto statement, is refused as such."""
+    signer = signing.Signer(keys["ec"][0])
+    bundle = json.loads(signer.bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {})))
+    from securesystemslib.dsse import Envelope
+
+    for payload in (b"not json", b"[1, 2]"):
+        envelope = Envelope(payload, signing.PAYLOAD_TYPE, {})
+        signature = envelope.sign(signer._signer)
+        bundle["dsseEnvelope"] = {"payload": base64.b64encode(payload).decode(), "payloadType": signing.PAYLOAD_TYPE,
+                                  "signatures": [{"sig": base64.b64encode(bytes.fromhex(signature.signature)).decode()}]}
+        with pytest.raises(SignatureError, match="not an in-toto statement"):
+            signing.open_bundle(json.dumps(bundle), signing.read_public_key(keys["ec"][1]))
