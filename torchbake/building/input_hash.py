@@ -70,6 +70,12 @@ def option_material(plan: Plan, cache: DownloadCache, *, files: bool = True) -> 
     return found
 
 
+# What torchbake records in an image beside what it builds (its labels: the base's manifest digest,
+# torchbake.tools …): a new version makes every image again, so that no image a torchbake that
+# recorded less made is taken as unchanged. 2: torchbake.base.content-id, torchbake.tools.
+RECORDS = 2
+
+
 def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:
     """What the input hash is made of; None when an input's digest is known only after
     downloading it. A context the user keeps (``--no-prepare``) is hashed as it is on disk: what
@@ -77,13 +83,14 @@ def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[s
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
         load_prepared(folder)  # not a prepared context: the error, before anything is looked up
-        return {"variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
+        return {"records": RECORDS, "variant": plan.variant, "build_args": build_args(plan, facts), "base_image_id": facts.base_id,
                 "context": tree_sha256(folder, skip={MARKER}), "target": plan.target,
                 "options": option_material(plan, cache, files=False)}
     options = option_material(plan, cache)
     if options is None:
         return None
     return {
+        "records": RECORDS,
         "variant": plan.variant,
         "build_args": build_args(plan, facts),
         "base_image_id": facts.base_id,
