@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchbake.adapters import registry
-from torchbake.core.errors import ConfigurationError, SignatureError
+from torchbake.core.errors import SignatureError
 from torchbake.supply_chain import attestations, signing
 
 NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "cyclonedx": "CycloneDX SBOM", "provenance": "provenance"}
@@ -32,10 +32,7 @@ class Row:
 def check(remote: registry.Registry, image: str, key: signing.PublicKey) -> list[Row]:
     """A row per bundle and per signature that should be there, for ``image`` and, when it is an
     index, each of its platforms' manifests."""
-    host, repository, tag = registry.split_reference(image)
-    if not host:
-        raise ConfigurationError(f"verify --signatures reads the registry, and {image} names none: give"
-                                 " HOST[:PORT]/NAME:TAG.")
+    host, repository, tag = registry.split_reference(image)  # ``remote`` is the registry it names
     top = attestations.manifest_of(remote, repository, tag)
     if top is None:
         raise SignatureError(f"{image} is not in the registry {host}: there is nothing signed to check.")

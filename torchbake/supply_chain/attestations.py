@@ -50,11 +50,11 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
     base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
+    in_base = {(b.name, b.version, b.architecture) for b in base_debs or ()}
     added = None if base_debs is None else [
         {"name": deb.name, "version": deb.version, "architecture": deb.architecture,
          "purl": sbom.deb_purl(deb, vendor, distro)}
-        for deb in taken.debs if (deb.name, deb.version, deb.architecture) not in
-        {(b.name, b.version, b.architecture) for b in base_debs}]
+        for deb in taken.debs if (deb.name, deb.version, deb.architecture) not in in_base]
     versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
                 "docker-engine": client.engine_version()}
     documents["provenance"] = provenance.to_text(provenance.statement(

@@ -239,6 +239,11 @@ class Deb:
     license: str = ""  # the licence its copyright file states for its files (DEP-5 short name)
     copyright: str = ""  # the copyright lines its copyright file states
 
+    @classmethod
+    def from_json(cls, found: Mapping[str, Any]) -> Deb:
+        """A package as the in-image script (or a recorded inventory) gives it."""
+        return cls(**{**found, "depends": tuple(found.get("depends", ()))})
+
 
 @dataclass(frozen=True)
 class PythonDist:
@@ -293,7 +298,7 @@ class Inventory:
 
     @classmethod
     def from_probe(cls, found: Mapping[str, Any], **more: Any) -> Inventory:
-        return cls(debs=tuple(Deb(**{**d, "depends": tuple(d.get("depends", ()))}) for d in found.get("debs", [])),
+        return cls(debs=tuple(Deb.from_json(d) for d in found.get("debs", [])),
                    pythons=tuple(PythonDist(**{**p, "license_classifiers": tuple(p.get("license_classifiers", ())),
                                                "requires": tuple(p.get("requires", ()))})
                                  for p in found.get("pythons", [])),
@@ -373,7 +378,7 @@ def debs_of(client: DockerClient, image: str) -> tuple[Deb, ...] | None:
         return None
     if status.returncode != 0:
         return None
-    return tuple(Deb(**{**d, "depends": tuple(d["depends"])}) for d in parse_dpkg_status(status.output))
+    return tuple(Deb.from_json(d) for d in parse_dpkg_status(status.output))
 
 
 def installed(inventory: Inventory, environment: str = "") -> dict[str, str]:
