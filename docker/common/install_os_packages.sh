@@ -39,7 +39,23 @@ if [ ${#missing[@]} -gt 0 ]; then
     # No translated descriptions (nobody reads them in a build), and no fsync per unpacked file: a
     # step that fails is thrown away whole, so dpkg's crash safety buys nothing here.
     apt-get "${APT_TRUST[@]}" -o Acquire::Languages=none update
+    # What apt fetched, recorded before the cache is emptied (/etc/torchbake/debs.tsv: file, URL,
+    # sha256, sha512): the SBOMs and the provenance name each .deb installed on top of the base.
+    uris=$(apt-get "${APT_TRUST[@]}" --print-uris -qq install -y --no-install-recommends "${missing[@]}")
     apt-get "${APT_TRUST[@]}" -o DPkg::Options::=--force-unsafe-io install -y --no-install-recommends "${missing[@]}"
+    mkdir -p /etc/torchbake
+    while read -r url file _size hash; do
+        [ -n "$file" ] || continue
+        deb=/var/cache/apt/archives/$file
+        if [ -f "$deb" ]; then
+            sums=$(sha256sum "$deb" | cut -d' ' -f1)$'\t'$(sha512sum "$deb" | cut -d' ' -f1)
+        else  # an apt configured to delete what it fetched (docker-clean): the digest its index states
+            sums=$([[ $hash == SHA256:* ]] && echo "${hash#SHA256:}")$'\t'
+        fi
+        url=${url//\'/}
+        url=$(sed -E 's#^([a-z+]+://)[^/@]*@#\1#' <<< "$url")  # never a mirror's credentials in the image
+        printf '%s\t%s\t%s\n' "$file" "$url" "$sums" >> /etc/torchbake/debs.tsv
+    done <<< "$uris"
     apt-get clean
 else
     echo "torchbake: the base image has every OS package this image needs (${packages[*]})"

@@ -54,7 +54,7 @@ from torchbake.inputs.downloads import DownloadCache, file_sha256, trust_bundle,
 from torchbake.planning.config import to_toml
 from torchbake.planning.plan import describe_plan
 from torchbake.supply_chain import attestations
-from torchbake.supply_chain.inventory import TOOLS_LABEL
+from torchbake.supply_chain.inventory import SHA512_LABEL, TOOLS_LABEL
 from torchbake.supply_chain.manifest import BuildRecord
 from torchbake.variants import Plan, Preflight
 from torchbake.variants.dev import DevPlan
@@ -101,6 +101,8 @@ def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
 def image_labels(plan: Plan, prepared: PreparedContext | None, facts: Preflight | None, digest: str) -> dict[str, str]:
     labels = {**plan.common_labels(facts, digest, prepared.inputs if prepared else None),
               **plan.labels(prepared, facts)}
+    if prepared is not None:  # always: a FROM image's would otherwise stand for this one's files
+        labels[SHA512_LABEL] = json.dumps(prepared.sha512, sort_keys=True, separators=(",", ":"))
     if prepared is not None and prepared.tools:  # images built FROM this one inherit it with the program
         labels[TOOLS_LABEL] = json.dumps(prepared.tools, sort_keys=True, separators=(",", ":"))
     elif facts is not None and facts.base_labels.get(TOOLS_LABEL):  # the FROM image's, for a stage not FROM it (slim)

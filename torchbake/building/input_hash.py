@@ -72,8 +72,9 @@ def option_material(plan: Plan, cache: DownloadCache, *, files: bool = True) -> 
 
 # What torchbake records in an image beside what it builds (its labels: the base's manifest digest,
 # torchbake.tools …): a new version makes every image again, so that no image a torchbake that
-# recorded less made is taken as unchanged. 2: torchbake.base.content-id, torchbake.tools.
-RECORDS = 2
+# recorded less made is taken as unchanged. 2: torchbake.base.content-id, torchbake.tools;
+# 3: torchbake.inputs.sha512, /etc/torchbake/debs.tsv.
+RECORDS = 3
 
 
 def _hash_material(plan: Plan, facts: Preflight, cache: DownloadCache) -> dict[str, object] | None:

@@ -39,7 +39,7 @@ from torchbake.core.data import common_files
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.files import hold_lock, release_lock
 from torchbake.inputs import wheelhouse
-from torchbake.inputs.downloads import Artifact, file_sha256, link_or_copy
+from torchbake.inputs.downloads import Artifact, file_digests, file_sha256, link_or_copy
 from torchbake.inputs.sources import SourceTree, link_tree
 
 MARKER = ".torchbake-context.json"
@@ -75,6 +75,7 @@ class PreparedContext:
     temporary: bool
     files: tuple[str, ...] = ()  # every file torchbake wrote, relative to the folder (the marker aside)
     tools: dict[str, dict[str, str]] = field(default_factory=dict)  # uv → what its wheel says of it (SBOM supplier, licence)
+    sha512: dict[str, str] = field(default_factory=dict)  # file name → sha512 of the same files (BSI TR-03183-2 asks it)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -233,8 +234,13 @@ class Staging:
             shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir(parents=True, exist_ok=True)
         self.inputs: dict[str, str] = {}
+        self.sha512: dict[str, str] = {}
         self.tools: dict[str, dict[str, str]] = {}  # a program taken out of its wheel → the wheel's metadata
         self.steps: set[str] = set()  # the template's optional steps with something to do
+
+    def record(self, name: str, path: Path) -> None:
+        """An input file of the image, by name: its sha256 and sha512, read once."""
+        self.inputs[name], self.sha512[name] = file_digests(path, "sha256", "sha512")
 
     def toolkits(self, artifacts: dict[str, Artifact], scripts: Mapping[str, str]) -> None:
         toolkit_dir = self.path / "toolkits"
@@ -244,7 +250,7 @@ class Staging:
             name = f"{index:02d}-{artifact.name}"
             link_or_copy(artifact.path, toolkit_dir / name)
             lines.append(f"{key}\t{name}\t{scripts[key]}\n")
-            self.inputs[artifact.name] = artifact.sha256
+            self.record(artifact.name, artifact.path)
         (toolkit_dir / "toolkits.txt").write_text("".join(lines))
         if lines:
             self.steps.add("toolkits")
@@ -255,7 +261,7 @@ class Staging:
         (python_dir / ".keep").write_text("")
         if artifact is not None:
             link_or_copy(artifact.path, python_dir / artifact.name)
-            self.inputs[artifact.name] = artifact.sha256
+            self.record(artifact.name, artifact.path)
 
     def wheels(self, requirements: list[str], python_version: str, options, cache_root: Path,
                log_file: Path | None) -> dict[str, str]:
@@ -268,7 +274,7 @@ class Staging:
         resolved = wheelhouse.resolve(requirements, cache_root / "wheelhouse" / f"cp{python_version.replace('.', '')}",
                                       python_version, options, link_into=house, log_file=log_file)
         for wheel in resolved:
-            self.inputs[wheel.path.name] = file_sha256(wheel.path)
+            self.record(wheel.path.name, wheel.path)
         return {w.name: w.version for w in resolved}
 
     def wheel_groups(self, groups: dict[str, set[str]]) -> None:
@@ -306,7 +312,7 @@ class Staging:
             found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, wheel_options,
                                        link_into=target, log_file=log_file)
             for wheel in found:
-                self.inputs[str(wheel.path.relative_to(folder))] = file_sha256(wheel.path)
+                self.record(str(wheel.path.relative_to(folder)), wheel.path)
                 wheelhouse.extract_script(wheel.path, "uv", target / "uv")  # once here, not in every step
                 self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
                 wheel.path.unlink()
@@ -342,7 +348,8 @@ class Staging:
         fields.setdefault("extension", "")
         fields.setdefault("sources", {})
         prepared = PreparedContext(
-            path=self.folder, inputs=dict(sorted(self.inputs.items())), tools=self.tools,
+            path=self.folder, inputs=dict(sorted(self.inputs.items())), sha512=dict(sorted(self.sha512.items())),
+            tools=self.tools,
             dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
             common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary, **fields,
         )

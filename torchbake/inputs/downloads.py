@@ -156,11 +156,17 @@ def recorded_digest(path: Path, record: Path) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+    return file_digests(path)[0]
+
+
+def file_digests(path: Path, *algorithms: str) -> tuple[str, ...]:
+    """The hex digests of a file, read once: sha256 unless ``algorithms`` name others."""
+    digests = [hashlib.new(name) for name in algorithms or ("sha256",)]
     with path.open("rb") as fh:
         for chunk in iter(lambda: fh.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+            for digest in digests:
+                digest.update(chunk)
+    return tuple(digest.hexdigest() for digest in digests)
 
 
 def expected_digest(location: str, checksums: Mapping[str, str]) -> str:

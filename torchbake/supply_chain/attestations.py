@@ -53,7 +53,8 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     in_base = {(b.name, b.version, b.architecture) for b in base_debs or ()}
     added = None if base_debs is None else [
         {"name": deb.name, "version": deb.version, "architecture": deb.architecture,
-         "purl": sbom.deb_purl(deb, vendor, distro)}
+         "purl": sbom.deb_purl(deb, vendor, distro), "url": deb.url,
+         "digest": {alg: value for alg, value in (("sha256", deb.sha256), ("sha512", deb.sha512)) if value}}
         for deb in taken.debs if (deb.name, deb.version, deb.architecture) not in in_base]
     versions = {"torchbake": torchbake.__version__, "docker-client": client.version,
                 "docker-engine": client.engine_version()}

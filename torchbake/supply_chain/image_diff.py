@@ -15,10 +15,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torchbake.core.output import human_size
-from torchbake.supply_chain.inventory import INPUTS_LABEL, Deb, Inventory, Layer, PythonDist, recorded_files
+from torchbake.supply_chain.inventory import (
+    INPUTS_LABEL,
+    SHA512_LABEL,
+    Deb,
+    Inventory,
+    Layer,
+    PythonDist,
+    recorded_files,
+)
 
 # Labels that differ between any two builds and say nothing of the content.
 NOISE_LABELS = ("org.opencontainers.image.created", "torchbake.input-hash", "torchbake.input-parts", INPUTS_LABEL,
+                SHA512_LABEL,
                 "org.opencontainers.image.version")
 
 

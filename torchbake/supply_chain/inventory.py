@@ -17,9 +17,11 @@ from typing import Any
 
 from torchbake.adapters.engine import DockerClient, marked_json
 from torchbake.core.errors import ConfigurationError, EngineError
+from torchbake.core.redaction import redact
 
 MARK = "TORCHBAKE-INVENTORY "
 INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
+SHA512_LABEL = "torchbake.inputs.sha512"  # input file name → sha512 (building.builder writes it)
 TOOLS_LABEL = "torchbake.tools"  # a program taken out of its wheel (uv) → what the wheel says of it (for the SBOM)
 
 DPKG_STATUS = "/var/lib/dpkg/status"
@@ -86,6 +88,16 @@ def parse_debian_copyright(text):
 # venvs under /opt, python-build-standalone and pip --user put them.
 _INVENTORY = r'''
 
+def _party(name, email, home):
+    """NAME <EMAIL> of a wheel's Author/Author-email (or Maintainer…) fields, NAME <HOME PAGE> where
+    it gives no address; "" for none."""
+    name, email = (name or "").strip(), (email or "").strip()
+    if "<" in email or not (name or email):  # Author-email: "Name <address>, Other <address>" already
+        return email
+    contact = email.split(",")[0].strip() or home
+    return "%s <%s>" % (name, contact) if name and contact else name or contact
+
+
 def _distributions(place, real, environment, vendored_by):
     from importlib import metadata
 
@@ -103,6 +115,8 @@ def _distributions(place, real, environment, vendored_by):
             if "extra ==" not in requirement.replace("extra==", "extra =="):
                 requires.append(requirement.split(";")[0].split("[")[0].split("(")[0].strip().split(" ")[0]
                                 .split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0])
+        urls = [u.split(",", 1)[-1].strip() for u in (meta.get_all("Project-URL") or [])]
+        home = next((u for u in [meta.get("Home-page") or ""] + urls if u.startswith(("https://", "http://"))), "")
         notices = []
         for file in dist.files or []:
             if file.name.upper().startswith(("LICENSE", "LICENCE", "COPYING", "NOTICE", "AUTHORS")):
@@ -114,8 +128,8 @@ def _distributions(place, real, environment, vendored_by):
         found.append({"name": name, "version": dist.version, "environment": environment, "folder": real,
                         "license_expression": licence, "license": text if len(text) <= 200 and "\n" not in text
                         else "", "license_classifiers": classifiers,
-                        "author": meta.get("Author") or meta.get("Author-email") or "",
-                        "maintainer": meta.get("Maintainer") or meta.get("Maintainer-email") or "",
+                        "author": _party(meta.get("Author"), meta.get("Author-email"), home),
+                        "maintainer": _party(meta.get("Maintainer"), meta.get("Maintainer-email"), home),
                         "requires": sorted(set(r for r in requires if r)),
                         "copyright": "\n".join(list(dict.fromkeys(notices))[:10]), "vendored_by": vendored_by})
     return found
@@ -181,6 +195,21 @@ def torchbake_inventory():
                 deb["license"], deb["copyright"] = parse_debian_copyright(fh.read(200000))
         except OSError:
             deb["license"], deb["copyright"] = "", ""
+    # the .deb files apt fetched in torchbake's builds (install_os_packages.sh): file, URL, sha256, sha512
+    from urllib.parse import unquote
+    fetched = {}
+    try:
+        with open("/etc/torchbake/debs.tsv", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                fields = (line.rstrip("\n").split("\t") + ["", "", "", ""])[:4]
+                parts = unquote(fields[0])[:-len(".deb")].split("_")  # NAME_[EPOCH:]VERSION_ARCH.deb
+                if len(parts) == 3 and fields[0].endswith(".deb"):
+                    key = (parts[0], parts[1].split(":", 1)[-1], parts[2])
+                    fetched[key] = dict(zip(("file", "url", "sha256", "sha512"), fields))
+    except OSError:
+        pass
+    for deb in debs:
+        deb.update(fetched.get((deb["name"], deb["version"].split(":", 1)[-1], deb["architecture"]), {}))
     patterns = ["/opt/*/lib/python3*/site-packages", "/usr/lib/python3/dist-packages", "/usr/lib/python3*/site-packages",
                 "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
                 "/root/.local/lib/python3*/site-packages", "/home/*/.local/lib/python3*/site-packages"]
@@ -238,11 +267,16 @@ class Deb:
     depends: tuple[str, ...] = ()  # the packages it depends on (each dependency's first alternative)
     license: str = ""  # the licence its copyright file states for its files (DEP-5 short name)
     copyright: str = ""  # the copyright lines its copyright file states
+    # the .deb a torchbake build fetched for it (/etc/torchbake/debs.tsv); "" for the base's own
+    file: str = ""
+    url: str = ""
+    sha256: str = ""
+    sha512: str = ""
 
     @classmethod
     def from_json(cls, found: Mapping[str, Any]) -> Deb:
         """A package as the in-image script (or a recorded inventory) gives it."""
-        return cls(**{**found, "depends": tuple(found.get("depends", ()))})
+        return cls(**{**found, "depends": tuple(found.get("depends", ())), "url": redact(found.get("url", ""))})
 
 
 @dataclass(frozen=True)
@@ -254,8 +288,8 @@ class PythonDist:
     license_expression: str = ""
     license: str = ""  # a short License field (long ones are the licence's text)
     license_classifiers: tuple[str, ...] = ()
-    author: str = ""  # Author, else Author-email
-    maintainer: str = ""  # Maintainer, else Maintainer-email
+    author: str = ""  # NAME <EMAIL or HOME PAGE> of Author and Author-email
+    maintainer: str = ""  # the same of Maintainer and Maintainer-email
     requires: tuple[str, ...] = ()  # the projects it requires (Requires-Dist without extras)
     copyright: str = ""  # the copyright lines of its licence files
     vendored_by: str = ""  # the package that carries it inside itself (setuptools/_vendor), "" for one installed
@@ -402,27 +436,28 @@ def source_trees(labels: Mapping[str, str]) -> dict[str, dict[str, str]]:
     return trees
 
 
-def recorded_files(labels: Mapping[str, str]) -> dict[str, str]:
+def recorded_files(labels: Mapping[str, str], label: str = INPUTS_LABEL) -> dict[str, str]:
     """File name → sha256 of every input file the image was built from (wheels, toolkit and Python
-    tarballs: its ``torchbake.inputs`` label); {} when it records none, or a label not torchbake's."""
+    tarballs: its ``torchbake.inputs`` label; their sha512 with ``label=SHA512_LABEL``); {} when it
+    records none, or a label not torchbake's."""
     try:
-        inputs = json.loads(labels.get(INPUTS_LABEL) or "{}")
+        inputs = json.loads(labels.get(label) or "{}")
     except ValueError:
         return {}
     return {str(name): str(digest) for name, digest in inputs.items()} if isinstance(inputs, dict) else {}
 
 
-def wheel_digests(labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
-    """(project, version) → sha256 of each wheel the image was built from."""
+def wheel_files(labels: Mapping[str, str]) -> dict[tuple[str, str], str]:
+    """(project, version) → the file name of each wheel the image was built from."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
     found = {}
-    for file_name, digest in recorded_files(labels).items():
+    for file_name in recorded_files(labels):
         if not str(file_name).endswith(".whl"):
             continue
         try:
-            name, version, _build, _tags = parse_wheel_filename(file_name)
+            name, version, _build, _tags = parse_wheel_filename(file_name.rsplit("/", 1)[-1])
         except InvalidWheelFilename:
             continue
-        found[(str(name), str(version))] = digest
+        found[(str(name), str(version))] = file_name
     return found

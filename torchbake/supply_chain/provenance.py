@@ -45,7 +45,8 @@ def statement(*, image: str, image_id: str, variant: str, configuration: Mapping
     ``base``: reference, digest (its manifest's, "" when unknown) and image id of the FROM image;
     ``sources``: tree → repo, commit (tag); ``recipe``: Dockerfile and scripts → sha256;
     ``builder``: tool → version; ``debs_added``: the Debian packages the build installed on top of
-    the base (name, version, architecture, purl; None: they could not be told)."""
+    the base (name, version, architecture, purl, url and digest of the .deb apt fetched; None: they
+    could not be told)."""
     decides = image_options(variant)
     parameters = {key: redact_all(value) for key, value in sorted(configuration.items())
                   if (key in decides or key.startswith(f"{TOOLKITS_SECTION}.")) and key not in SECRET_OPTIONS
@@ -84,7 +85,12 @@ def statement(*, image: str, image_id: str, variant: str, configuration: Mapping
                                  "digest": {"gitCommit": commit}})
     for deb in debs_added or ():
         dependencies.append({"name": f"deb {deb['name']}", "uri": deb["purl"],
-                             "annotations": {"installedBy": "apt-get, in the build, on top of the base image"}})
+                             **({"digest": dict(deb["digest"])} if deb.get("digest") else {}),
+                             **({"downloadLocation": redact(deb["url"])} if deb.get("url") else {}),
+                             "annotations": {"installedBy": "apt-get, in the build, on top of the base image",
+                                             **({} if deb.get("digest") else
+                                                {"digest": "not recorded: apt fetched nothing for it in this build"
+                                                           " (the base image, or an earlier build, had the file)"})}})
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": image, "digest": _digest(image_id)}],

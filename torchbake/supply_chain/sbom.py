@@ -22,9 +22,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import unquote
 
 from torchbake.core.redaction import redact
-from torchbake.supply_chain.inventory import Inventory, recorded_files, source_trees, wheel_digests
+from torchbake.supply_chain.inventory import SHA512_LABEL, Inventory, recorded_files, source_trees, wheel_files
 
 SPDX, CYCLONEDX = "spdx", "cyclonedx"
 FORMATS = (SPDX, CYCLONEDX)
@@ -51,6 +52,8 @@ class Component:
     copyright: str = ""  # the copyright lines the package states
     depends_on: tuple[str, ...] = ()  # the refs of the components it depends on (dpkg Depends, Requires-Dist)
     licence_refs: Mapping[str, str] = field(default_factory=dict)  # LicenseRef-… → the text it stands for
+    file_name: str = ""  # the file it was installed from (a wheel, a .deb, a tarball), where known
+    sha512: str = ""  # that file's sha512 (``sha256`` is its sha256)
 
 
 def purl(kind: str, namespace: str, name: str, version: str, **qualifiers: str) -> str:
@@ -104,17 +107,18 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
             licence, refs = licences.SEE_COPYRIGHT_FILE, licences.extracted({})
         unstated = "" if licence or deb.copyright else f"no copyright file states it (/usr/share/doc/{deb.name}/copyright)"
         found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
-                               purl=deb_purl(deb, vendor, distro),
+                               purl=deb_purl(deb, vendor, distro), file_name=unquote(deb.file), download=deb.url,
+                               sha256=deb.sha256, sha512=deb.sha512,
                                properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"},
                                supplier=deb.maintainer, licence=licence, licence_text=deb.license or unstated,
                                licence_refs={ref: text for ref, text in refs.items() if ref in licence},
                                copyright=deb.copyright,
                                depends_on=tuple(deb_refs[name] for name in deb.depends if name in deb_refs)))
-    wheels = wheel_digests(labels)
+    wheels, sha256s, sha512s = wheel_files(labels), recorded_files(labels), recorded_files(labels, SHA512_LABEL)
     dist_refs = {(dist.environment, dist.key): f"python:{dist.environment}:{dist.key}" for dist in inventory.pythons
                  if not dist.vendored_by}
     for dist in inventory.pythons:
-        sha = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
+        wheel = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
         declared = dist.license_expression or dist.license
         licence, refs = licences.from_python(dist.license_expression, dist.license, dist.license_classifiers)
         requires = (dist_refs.get((dist.environment, _canonical(name))) for name in dist.requires)
@@ -122,7 +126,8 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
         unstated = [why for why, missing in ((NO_LICENCE, not licence), (NO_COPYRIGHT, not dist.copyright)) if missing]
         found.append(Component(
             f"python:{where}:{dist.key}", "python", dist.name, dist.version,
-            purl=purl("pypi", "", dist.key, dist.version), sha256=sha, licence=licence, licence_refs=refs,
+            purl=purl("pypi", "", dist.key, dist.version), licence=licence, licence_refs=refs,
+            file_name=wheel.rsplit("/", 1)[-1], sha256=sha256s.get(wheel, ""), sha512=sha512s.get(wheel, ""),
             licence_text="; ".join(filter(None, [declared, *dist.license_classifiers, *unstated])),
             properties={"torchbake:environment": dist.environment, "torchbake:vendored-by": dist.vendored_by},
             supplier=dist.author or dist.maintainer,
@@ -249,11 +254,13 @@ def _toolkits(labels: Mapping[str, str], inputs: Sequence[Mapping[str, Any]], su
                  (str(entry.get("option", "")), redact(split_fragment(str(entry.get("location", "")))[0]))
                  for entry in inputs}
     found = []
+    sha512s = recorded_files(labels, SHA512_LABEL)
     for file_name, sha in sorted(recorded_files(labels).items()):
         if str(file_name).endswith(".whl"):
             continue
         option, location = locations.get(file_name, ("", ""))
         found.append(Component(f"file:{file_name}", "toolkit", file_name, "", sha256=sha,
+                               file_name=file_name, sha512=sha512s.get(file_name, ""),
                                purl=purl("generic", "", file_name, "", checksum=f"sha256:{sha}",
                                          download_url=location if "://" in location else ""),
                                download=location if "://" in location else "",
