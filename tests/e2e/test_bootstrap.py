@@ -49,7 +49,7 @@ def test_build_base_makes_its_debian_release_on_demand(other_python_config, tb_e
             assert f"Making {os_image} with debootstrap ({suite})" in output
             # progress: debootstrap's own lines, under the one time the image holds
             packages = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]).resolve() / "bootstrap" / "debs" / suite
-            assert (f"+ SOURCE_DATE_EPOCH=0 /usr/sbin/debootstrap --variant=minbase --cache-dir={packages} {suite}"
+            assert (f"+ SOURCE_DATE_EPOCH=0 /usr/sbin/debootstrap --variant=minbase --cache-dir={packages} --keep-debootstrap-dir {suite}"
                     in output)
             assert "I: Base system installed successfully." in output
             made = json.loads(docker("image", "inspect", os_image).stdout)[0]["Config"]["Labels"]

@@ -18,7 +18,8 @@ from torchbake.adapters import registry
 from torchbake.core.errors import SignatureError
 from torchbake.supply_chain import attestations, signing
 
-NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "cyclonedx": "CycloneDX SBOM", "provenance": "provenance"}
+NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "spdx3": "SPDX 3 SBOM", "cyclonedx": "CycloneDX SBOM",
+         "provenance": "provenance"}
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,11 @@ def described_image(kind: str, document: Mapping[str, Any]) -> str:
     if kind == "cyclonedx":
         component = (document.get("metadata") or {}).get("component") or {}
         return next((h.get("content", "") for h in component.get("hashes") or [] if h.get("alg") == "SHA-256"), "")
+    if kind == "spdx3":  # the root of its Sbom element: the image's package, its sha256
+        graph = {e.get("spdxId"): e for e in document.get("@graph") or [] if isinstance(e, dict)}
+        roots = [r for e in graph.values() if e.get("type") == "software_Sbom" for r in e.get("rootElement") or []]
+        return next((h.get("hashValue", "") for r in roots for h in (graph.get(r) or {}).get("verifiedUsing") or []
+                     if h.get("algorithm") == "sha256"), "")
     described = {r.get("relatedSpdxElement") for r in document.get("relationships") or []
                  if r.get("spdxElementId") == "SPDXRef-DOCUMENT" and r.get("relationshipType") == "DESCRIBES"}
     return next((c.get("checksumValue", "") for p in document.get("packages") or [] if p.get("SPDXID") in described

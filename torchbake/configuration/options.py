@@ -253,7 +253,8 @@ OUTPUT = Flag("output", "Write it to this file (atomically) instead of printing 
 SBOM_FLAGS = (
     Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold, whose SBOM"
                   " is read from the registry", positional=True),
-    Flag("format", "spdx (SPDX 2.3 JSON) or cyclonedx (CycloneDX 1.6 JSON)", default="spdx"),
+    Flag("format", "spdx (SPDX 2.3 JSON), spdx3 (SPDX 3.0.1 JSON-LD) or cyclonedx (CycloneDX 1.6 JSON)",
+         default="spdx"),
     OUTPUT, DOCKER, CONFIG,
 )
 PROVENANCE_FLAGS = (

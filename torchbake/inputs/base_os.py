@@ -19,6 +19,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient
@@ -29,7 +30,7 @@ from torchbake.core.build_time import created_time, source_date_epoch
 from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.redaction import redact
 from torchbake.inputs import image_archive
-from torchbake.inputs.downloads import file_lock
+from torchbake.inputs.downloads import file_digests, file_lock
 
 SCRIPTS_DIR = Path("/usr/share/debootstrap/scripts")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -129,7 +130,7 @@ def bootstrap_command(spec: OsImageSpec, rootfs: str = "<rootfs>", packages: str
     programs run under QEMU (debootstrap's second stage)."""
     return (["debootstrap", f"--variant={spec.variant}", *([f"--arch={platform.arch}"] if platform else []),
              *([f"--include={','.join(spec.include)}"] if spec.include else []),
-             f"--cache-dir={packages}", spec.suite, rootfs]
+             f"--cache-dir={packages}", "--keep-debootstrap-dir", spec.suite, rootfs]
             + ([spec.mirror] if spec.mirror else []))
 
 
@@ -253,9 +254,34 @@ REMOVED = ("var/cache/ldconfig/aux-cache", "var/cache/apt/pkgcache.bin", "var/ca
            "var/lib/dbus/machine-id", "var/log/apt/eipp.log.xz")
 
 
+DEBS_RECORD = "etc/torchbake/debs.tsv"  # in an image: file, URL, sha256, sha512 of each .deb installed (common/install_os_packages.sh)
+
+
+def _record_debs(rootfs: Path) -> None:
+    """Each .deb debootstrap installed, with the URL it came from (never its credentials) and its
+    digests, in the image's record of them: the SBOMs name the base's packages by file and SHA-512."""
+    urls = {}
+    deburis = rootfs / "debootstrap" / "deburis"  # "PACKAGE VERSION URL" lines
+    for line in deburis.read_text().splitlines() if deburis.is_file() else ():
+        package, version, url = (line.split(" ", 2) + ["", ""])[:3]
+        urls[(package, version)] = re.sub(r"^([a-z+]+://)[^/@]*@", r"\1", url)
+    lines = []
+    for deb in sorted((rootfs / "var/cache/apt/archives").glob("*.deb")):
+        package, version, _arch = (unquote(deb.name[:-len(".deb")]).split("_") + ["", ""])[:3]
+        sha256, sha512 = file_digests(deb, "sha256", "sha512")
+        lines.append(f"{deb.name}\t{urls.get((package, version), '')}\t{sha256}\t{sha512}\n")
+    if lines:
+        record = rootfs / DEBS_RECORD
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text("".join(lines))
+
+
 def _trim(rootfs: Path, epoch: int) -> None:
-    """Drop what no image needs (downloaded .debs, apt lists) and what would make two bootstraps
-    of the same mirror differ: logs, caches, host files, and the day of each password change."""
+    """Drop what no image needs (downloaded .debs, apt lists, debootstrap's own folder) and what
+    would make two bootstraps of the same mirror differ: logs, caches, host files, and the day of
+    each password change. What was installed from which .deb is kept (:func:`_record_debs`)."""
+    _record_debs(rootfs)
+    shutil.rmtree(rootfs / "debootstrap", ignore_errors=True)
     for folder in (rootfs / "var/cache/apt/archives", rootfs / "var/lib/apt/lists"):
         for path in folder.glob("*"):
             if path.is_file() and path.name != "lock":

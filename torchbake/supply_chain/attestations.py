@@ -22,7 +22,7 @@ from torchbake.core.errors import RegistryError
 from torchbake.core.files import write_atomically
 from torchbake.supply_chain import provenance, sbom, signing
 
-KINDS = (sbom.SPDX, sbom.CYCLONEDX, "provenance")
+KINDS = (*sbom.FORMATS, "provenance")
 SIGNATURE_PREFIX = "signature-"  # a Sigstore bundle: signature-image (the manifest's own), signature-spdx …
 SIGNATURES = tuple(SIGNATURE_PREFIX + kind for kind in ("image", *KINDS))
 MEDIA_TYPES = {**sbom.MEDIA_TYPES, "provenance": provenance.MEDIA_TYPE,
@@ -229,7 +229,8 @@ def referrers(registry, repository: str, reference: str) -> list[dict[str, Any]]
 
 def fetch(registry, repository: str, reference: str, kind: str) -> str | None:
     """The document of ``kind`` attached to ``repository:reference`` in the registry, or None."""
-    wanted = [d for d in referrers(registry, repository, reference) if d.get("artifactType") == MEDIA_TYPES[kind]]
+    wanted = [d for d in referrers(registry, repository, reference) if d.get("artifactType") == MEDIA_TYPES[kind]
+              and (d.get("annotations") or {}).get(KIND_ANNOTATION, kind) == kind]  # SPDX 2.3 and 3 share a type
     return read_artifact(registry, repository, wanted[-1]["digest"]) if wanted else None
 
 

@@ -5,6 +5,7 @@ id), and to a ``LicenseRef-`` of its own, with the text it stands for, where it 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 
@@ -32,16 +33,18 @@ CONTENTS_TEXT = ("The image adds no licence of its own: it holds packages, each 
 CONTENTS_COPYRIGHT = "The copyright holders of the packages it holds, as each package's own entry in this SBOM states."
 
 
-def _licensing():
+@functools.cache
+def spdx_licensing():  # built once: license-expression builds SPDX's whole licence index a call (50 ms)
     from license_expression import get_spdx_licensing
 
     return get_spdx_licensing()
 
 
+@functools.cache
 def _spdx_id(name: str) -> str:
     """The SPDX id a single licence name stands for, or "" when it names none."""
     mapped = DEBIAN_NAMES.get(name.lower(), name)
-    licensing = _licensing()
+    licensing = spdx_licensing()
     try:
         parsed = licensing.parse(mapped, validate=True, strict=True)
     except Exception:  # noqa: BLE001 - not a licence id
@@ -93,7 +96,7 @@ def from_python(expression: str, text: str, classifiers: tuple[str, ...] = ()) -
         if candidate and _spdx_id(candidate):
             return _spdx_id(candidate), {}
         if candidate and len(candidate) <= 200:
-            licensing = _licensing()
+            licensing = spdx_licensing()
             try:
                 parsed = licensing.parse(candidate, validate=True, strict=True)
                 if parsed is not None and not licensing.unknown_license_keys(parsed):

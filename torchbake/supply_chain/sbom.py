@@ -1,4 +1,4 @@
-"""An image's software bill of materials, in SPDX 2.3 JSON and CycloneDX 1.6 JSON.
+"""An image's software bill of materials, in SPDX 2.3 JSON, SPDX 3.0.1 JSON-LD and CycloneDX 1.6 JSON.
 
 Made offline from what the image holds (:mod:`torchbake.supply_chain.inventory`: Debian packages, Python
 distributions of every environment) and what torchbake recorded of its build (the image's labels:
@@ -9,8 +9,8 @@ documents are made by the formats' own maintained libraries (``spdx-tools``,
 builds, with the standards' checker and syft beside them): spdx-tools' takes quadratic time in the
 relationships of an image's 700 packages, seconds a build.
 
-Every package is first described once as a :class:`Component`; the two formats are two views of
-the same list.
+Every package is first described once as a :class:`Component`; the formats are views of the same
+list (SPDX 3's in :mod:`torchbake.supply_chain.spdx3`).
 """
 
 from __future__ import annotations
@@ -25,12 +25,14 @@ from typing import Any
 from urllib.parse import unquote
 
 from torchbake.core.redaction import redact
+from torchbake.supply_chain import licences, parties, spdx3
 from torchbake.supply_chain.inventory import SHA512_LABEL, Inventory, recorded_files, source_trees, wheel_files
 
-SPDX, CYCLONEDX = "spdx", "cyclonedx"
-FORMATS = (SPDX, CYCLONEDX)
-MEDIA_TYPES = {SPDX: "application/spdx+json", CYCLONEDX: "application/vnd.cyclonedx+json"}
-SUFFIXES = {SPDX: ".spdx.json", CYCLONEDX: ".cdx.json"}
+SPDX, SPDX3, CYCLONEDX = "spdx", "spdx3", "cyclonedx"
+FORMATS = (SPDX, SPDX3, CYCLONEDX)
+# SPDX's one media type for both versions (what the document says of itself tells them apart)
+MEDIA_TYPES = {SPDX: "application/spdx+json", SPDX3: "application/spdx+json", CYCLONEDX: "application/vnd.cyclonedx+json"}
+SUFFIXES = {SPDX: ".spdx.json", SPDX3: ".spdx3.json", CYCLONEDX: ".cdx.json"}
 NAMESPACE = uuid.UUID("6f1d2a0e-5b7c-4f38-9a43-0c1f0e7b7a11")  # torchbake's: document ids from image ids
 
 
@@ -74,8 +76,6 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
     """Every package of the image: the image itself first, then its base image, Debian packages,
     Python distributions, toolkits and source trees. ``inputs``: the build manifest's entries
     (option, location, sha256) where this host has it; ``supplier``: the image's ([sbom] supplier)."""
-    from torchbake.supply_chain import licences
-
     labels = inventory.labels
     name = labels.get("org.opencontainers.image.title", "") or "image"
     tag = labels.get("org.opencontainers.image.version", "")
@@ -206,6 +206,8 @@ def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> lis
         tools = json.loads(inventory.labels.get(TOOLS_LABEL) or "{}")
     except ValueError:
         tools = {}
+    labels = inventory.labels
+    wheels, sha256s, sha512s = wheel_files(labels), recorded_files(labels), recorded_files(labels, SHA512_LABEL)
     found = []
     for binary in inventory.binaries:
         packages = list(binary.packages)
@@ -220,6 +222,9 @@ def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> lis
             license=tool.get("license", ""), author=tool.get("author") or tool.get("author_email", ""),
             maintainer=tool.get("maintainer", "")) if tool else None)
         owner_supplier = (owner.author or owner.maintainer) if owner else ""
+        file = wheels.get((name, owner.version if owner else ""), "")  # the wheel the build took it out of
+        wheel = {"file_name": file.rsplit("/", 1)[-1], "sha256": sha256s.get(file, ""),
+                 "sha512": sha512s.get(file, "")} if file else {}
         refs = {i: f"binary:{binary.path}" if i == root else f"crate:{binary.path}:{p['name']}@{p['version']}"
                 for i, p in enumerate(packages) if p.get("kind", "runtime") == "runtime"}
         for index, package in enumerate(packages):
@@ -233,13 +238,12 @@ def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> lis
                 licence=(owner_licence(owner) if not registry and owner else ""), licence_text=CRATE_LICENCE,
                 copyright=owner.copyright if owner and not registry else "",
                 properties={"torchbake:path": binary.path, "torchbake:crate-source": str(package.get("source", ""))},
-                depends_on=tuple(refs[i] for i in package.get("dependencies", []) if i in refs)))
+                depends_on=tuple(refs[i] for i in package.get("dependencies", []) if i in refs),
+                **(wheel if index == root else {})))
     return found
 
 
 def owner_licence(owner) -> str:
-    from torchbake.supply_chain import licences
-
     return licences.from_python(owner.license_expression, owner.license, owner.license_classifiers)[0]
 
 
@@ -296,7 +300,6 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     """SPDX 2.3 JSON (the tests validate it with spdx-tools)."""
     import io
 
-    from license_expression import get_spdx_licensing
     from spdx_tools.spdx.model import (
         Actor,
         ActorType,
@@ -319,7 +322,7 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     purposes = {"image": PackagePurpose.CONTAINER, "base-image": PackagePurpose.CONTAINER,
                 "deb": PackagePurpose.LIBRARY, "python": PackagePurpose.LIBRARY, "toolkit": PackagePurpose.ARCHIVE,
                 "source": PackagePurpose.SOURCE, "binary": PackagePurpose.APPLICATION, "crate": PackagePurpose.LIBRARY}
-    licensing = get_spdx_licensing()
+    licensing = licences.spdx_licensing()
     ids: dict[str, str] = {}
     packages = []
     for part in parts:
@@ -372,22 +375,16 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     return json.dumps(json.loads(stream.getvalue()), indent=2, sort_keys=True) + "\n"
 
 
-ORGANISATION_WORDS = ("team", "maintainers", "developers", "project", "group", "community", "foundation", "inc",
-                      "ltd", "llc", "corporation", "authors", "contributors", "organization", "debian", "ubuntu")
-
-
 def _actor(party: str, kind=None):
     """An SPDX actor of ``NAME <EMAIL or URL>``: an organisation when its name says it is one (or
     ``kind`` says so), else a person."""
     from spdx_tools.spdx.model import Actor, ActorType
 
-    name, _, rest = party.partition("<")
-    contact = rest.rstrip("> ").strip()
+    name, contact = parties.split(party)
     if kind is None:
-        words = re.findall(r"[a-z]+", name.lower())
-        kind = ActorType.ORGANIZATION if set(words) & set(ORGANISATION_WORDS) else ActorType.PERSON
+        kind = ActorType.ORGANIZATION if parties.is_organisation(name) else ActorType.PERSON
     email = contact if "@" in contact and "://" not in contact else None
-    return Actor(kind, name.strip().strip('"') or contact, email)
+    return Actor(kind, name or contact, email)
 
 
 def _organisation(party: str):
@@ -395,11 +392,10 @@ def _organisation(party: str):
     from cyclonedx.model import XsUri
     from cyclonedx.model.contact import OrganizationalContact, OrganizationalEntity
 
-    name, _, rest = party.partition("<")
-    contact = rest.rstrip("> ").strip()
+    name, contact = parties.split(party)
     if "://" in contact:
-        return OrganizationalEntity(name=name.strip().strip('"') or contact, urls=[XsUri(contact)])
-    return OrganizationalEntity(name=name.strip().strip('"') or contact,
+        return OrganizationalEntity(name=name or contact, urls=[XsUri(contact)])
+    return OrganizationalEntity(name=name or contact,
                                 contacts=[OrganizationalContact(email=contact)] if "@" in contact else None)
 
 
@@ -456,11 +452,13 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
 
 def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",
               supplier: str = "") -> dict[str, str]:
-    """Format → the document's text, for both formats (``supplier``: the image's, [sbom] supplier)."""
+    """Format → the document's text, for every format (``supplier``: the image's, [sbom] supplier)."""
+
     if not tool_version:
         import torchbake
 
         tool_version = torchbake.__version__
     parts = components(inventory, inputs, supplier)
-    return {SPDX: spdx_document(inventory, parts, tool_version),
+    return {SPDX: spdx_document(inventory, parts, tool_version), SPDX3: spdx3.document(
+        parts, tool_version, created_time(inventory.labels), f"urn:uuid:{uuid.uuid5(NAMESPACE, 'spdx3 ' + inventory.image_id)}"),
             CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}

@@ -19,7 +19,7 @@ attestations = LazyModule("torchbake.supply_chain.attestations")  # the SBOM lib
 image_diff = LazyModule("torchbake.supply_chain.image_diff")
 network = LazyModule("torchbake.configuration.network")
 
-FORMATS = ("spdx", "cyclonedx")
+FORMATS = ("spdx", "spdx3", "cyclonedx")
 
 
 def _document(given: dict, flags, kind: str) -> str:
@@ -83,12 +83,12 @@ def _print_or_write(given: dict, flags, kind: str) -> None:
 @flag_task(*SBOM_FLAGS)
 @reports_errors
 def sbom(c, **given):
-    """Print (or write) the image's SBOM, as SPDX 2.3 or CycloneDX 1.6 JSON.
+    """Print (or write) the image's SBOM, as SPDX 2.3 JSON, SPDX 3.0.1 JSON-LD or CycloneDX 1.6 JSON.
 
     Every Debian package, every Python distribution of every environment (with its wheel's
     sha256), toolkits, source trees and the base image."""
     if given["format"] not in FORMATS:
-        raise ConfigurationError(f"--format {given['format']!r}: expected spdx or cyclonedx.")
+        raise ConfigurationError(f"--format {given['format']!r}: expected {', '.join(FORMATS)}.")
     _print_or_write(given, SBOM_FLAGS, given["format"])
 
 
