@@ -78,9 +78,15 @@ def base_image(run_id, tb_env):
 
     name = f"torchbake-test/debian:bookworm-{run_id}"
 
-    def made_by_torchbake(image: str) -> bool:
-        return docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.bootstrap.suite"}}',
-                      image, check=False).stdout.strip() == "bookworm"
+    def made_by_torchbake(image: str) -> bool:  # by this torchbake: with its record of each .deb installed
+        if docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.bootstrap.suite"}}',
+                  image, check=False).stdout.strip() != "bookworm":
+            return False
+        container = docker("create", image, "true").stdout.strip()
+        try:
+            return docker("cp", f"{container}:/etc/torchbake/debs.tsv", "-", check=False).returncode == 0
+        finally:
+            docker("rm", "--force", container, check=False)
 
     # One bootstrap for the pytest-xdist workers of a run, kept for later runs on this engine
     # (a cache, as the engine's build cache is): the others wait for it and tag it.
@@ -90,7 +96,7 @@ def base_image(run_id, tb_env):
         elif made_by_torchbake(SHARED_BASE):
             docker("tag", SHARED_BASE, name)
         else:
-            result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", SHARED_BASE, env=tb_env)
+            result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", SHARED_BASE, "--force", env=tb_env)
             assert result.returncode == 0, result.stdout + result.stderr
             assert f"Created {SHARED_BASE}" in result.stdout
             docker("tag", SHARED_BASE, name)

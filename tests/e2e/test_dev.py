@@ -22,6 +22,7 @@ from .helpers import (
     copy_image,
     docker,
     engine_state,
+    judged_by_the_standards,
     labels,
     saved_contents,
     sboms,
@@ -198,10 +199,15 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
                        if {"name": "torchbake:git-tag", "value": "v2.0.0"} in c.get("properties", [])}
             assert sources == {"pytorch": repos["commits"]["pytorch"]}, sources
             # NTIA's minimum elements, as the checker nobody here wrote judges them, for a dev image too
+            # (SPDX 2.3 and 3); FSCT3-min and BSI as far as the packages state their licences
             (folder / "image.spdx.json").write_text(json.dumps(found["spdx"]))
             ntia = subprocess.run([NTIA_CHECKER, "--comply", "ntia", str(folder / "image.spdx.json")],
                                   capture_output=True, text=True, timeout=120)
             assert ntia.returncode == 0 and "Conformant: True" in ntia.stdout, (image, ntia.stdout + ntia.stderr)
+            judged = judged_by_the_standards(found["spdx3"], folder)
+            assert all(judged["ntia"].values()), (image, judged["ntia"])
+            assert judged["fsct3-min"]["SBOM generation context (SBOM type) provided?"], image
+            assert judged["bsi"]["Creator of the SBOM"] and judged["bsi"]["Component Creators"], (image, judged["bsi"])
     finally:
         docker("image", "rm", "--force", slim, check=False)
 

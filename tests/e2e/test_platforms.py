@@ -172,7 +172,8 @@ def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attesta
         manifest = cells[f"tiny-release-py311-{arch}"]["digest"]
         referrers = json.loads(_skopeo(f"docker://{repo}:{manifest.replace(':', '-')}"))  # the referrers tag schema
         assert sorted(m["artifactType"] for m in referrers["manifests"]) == [
-            "application/spdx+json", "application/vnd.cyclonedx+json", *["application/vnd.dev.sigstore.bundle.v0.3+json"] * 4,
+            *["application/spdx+json"] * 2, "application/vnd.cyclonedx+json",
+            *["application/vnd.dev.sigstore.bundle.v0.3+json"] * 5,
             "application/vnd.in-toto+json"]
         provenance = next(m for m in referrers["manifests"] if m["artifactType"] == "application/vnd.in-toto+json")
         artifact = json.loads(_skopeo(f"docker://{repo}@{provenance['digest']}"))
@@ -188,10 +189,11 @@ def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attesta
     # the index and each platform's manifest and attestations, signed: proven with the public key alone
     checked = run_invoke("verify", tag, "--signatures", "--key", str(matrix.parent / "signing.pub"), env=tb_env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    # one row for the index's own signature, four for each platform's (its manifest, SPDX, CycloneDX, provenance)
-    assert checked.stdout.count("ok: signed by") == 9 and "FAILED" not in checked.stdout, checked.stdout
+    # one row for the index's own signature, five for each platform's (its manifest, SPDX 2.3 and 3,
+    # CycloneDX, provenance)
+    assert checked.stdout.count("ok: signed by") == 11 and "FAILED" not in checked.stdout, checked.stdout
     assert re.findall(r"^│ (index|linux/amd64|linux/arm64) ", checked.stdout, re.M) == [
-        "index", *["linux/amd64"] * 4, *["linux/arm64"] * 4], checked.stdout
+        "index", *["linux/amd64"] * 5, *["linux/arm64"] * 5], checked.stdout
 
 
 def test_a_second_night_finds_every_platform_unchanged_and_the_same_tag(pushed_nightly, tb_env, tmp_path):

@@ -23,7 +23,8 @@ from .helpers import docker
 PASSWORD = "correct horse 7f3a"
 
 SKOPEO = ["skopeo", "--override-os", "linux", "inspect", "--raw", "--tls-verify=false"]
-ARTIFACTS = ["application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.in-toto+json"]
+ARTIFACTS = ["application/spdx+json", "application/spdx+json", "application/vnd.cyclonedx+json",  # SPDX 2.3 and 3
+             "application/vnd.in-toto+json"]
 
 
 def skopeo(*argv: str) -> str:
@@ -118,23 +119,25 @@ def test_a_signed_push_is_proven_with_the_public_key_alone_and_a_tampered_or_for
         referrers = json.loads(skopeo(f"docker://{repo}:{digest.replace(':', '-')}"))["manifests"]
         bundles = [m for m in referrers if m["artifactType"] == signing.BUNDLE_TYPE]
         assert sorted(m["annotations"]["dev.torchbake.attestation"] for m in bundles) == [
-            "signature-cyclonedx", "signature-image", "signature-provenance", "signature-spdx"]
+            "signature-cyclonedx", "signature-image", "signature-provenance", "signature-spdx", "signature-spdx3"]
         hint = signing.read_public_key(public).hint
         texts = {m["annotations"]["dev.torchbake.attestation"]: read_referrer(repo, m["digest"], tmp_path)
                  for m in referrers}
-        for kind in ("signature-image", "signature-spdx", "signature-cyclonedx", "signature-provenance"):
+        for kind in ("signature-image", "signature-spdx", "signature-spdx3", "signature-cyclonedx", "signature-provenance"):
             judged = sigstore_js(texts[kind], public, hint, tmp_path)  # a verifier nobody here wrote
             assert judged.returncode == 0 and "verified" in judged.stdout, (kind, judged.stdout + judged.stderr)
             statement = json.loads(base64.b64decode(json.loads(texts[kind])["dsseEnvelope"]["payload"]))
             assert statement["subject"][0]["digest"] == {"sha256": digest.split(":")[1]}
         spdx_statement = json.loads(base64.b64decode(json.loads(texts["signature-spdx"])["dsseEnvelope"]["payload"]))
         assert spdx_statement["predicate"] == json.loads(texts["spdx"])  # the very SBOM beside the image
+        spdx3 = json.loads(base64.b64decode(json.loads(texts["signature-spdx3"])["dsseEnvelope"]["payload"]))
+        assert spdx3["predicateType"] == "https://spdx.dev/Document/v3.0.1" and spdx3["predicate"] == json.loads(texts["spdx3"])
         secrets = (PASSWORD, private.read_text().splitlines()[1])
         for text in (built.stdout, built.stderr, *texts.values()):
             assert not any(secret in text for secret in secrets)
         checked = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
         assert checked.returncode == 0, checked.stdout + checked.stderr
-        assert checked.stdout.count("ok: signed by") == 4 and "FAILED" not in checked.stdout
+        assert checked.stdout.count("ok: signed by") == 5 and "FAILED" not in checked.stdout
 
         # Someone with registry access replaces the image's own signature with one of another key ...
         remote = registry_module.Registry(registry, insecure=True)

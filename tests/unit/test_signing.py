@@ -153,8 +153,14 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (("verify", "reg.example/x:1", "--key", "k.pub"), "--key names the public key that --signatures checks with"),
-    (("verify", "reg.example/x:1", "--signatures"), "verify --signatures needs the public key to check with"),
+    (("verify", "reg.example/x:1", "--key", "k.pub"), "--key says whose signatures --signatures checks"),
+    (("verify", "reg.example/x:1", "--identity", "me@example.com"), "--identity says whose signatures --signatures"),
+    (("verify", "reg.example/x:1", "--signatures"), "verify --signatures needs whose signatures to check"),
+    (("verify", "reg.example/x:1", "--signatures", "--identity", "me@example.com"), "--identity and --issuer go together"),
+    (("verify", "reg.example/x:1", "--signatures", "--identity", "me@example.com", "--issuer", "http://id.example"),
+     "--issuer 'http://id.example' is invalid: expected the OIDC issuer's https:// URL"),
+    (("verify", "reg.example/x:1", "--signatures", "--key", "{pub}", "--identity", "a", "--issuer", "https://i"),
+     "give one or the other"),
     (("verify", "x:1", "--signatures", "--key", "{pub}"), "verify --signatures reads the registry, and x:1 names none"),
     (("verify", "reg.example/x:1", "--signatures", "--gpus"), "--gpus: not with --signatures"),
     (("verify", "reg.example/x:1", "--signatures", "--key", "{key}"), "is not a PEM public key"),
@@ -163,17 +169,70 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
     (("build-base", "--push", "--sign-key", "/no/such.pem"), "sign.key = '/no/such.pem' (from command line) is invalid"),
     (("build", "--release", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
     (("build-all", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--config", "{token:garbage}"),
+     "holds no usable OIDC identity token (Identity token is malformed or missing claims)"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--config", "{token:expired}"),
+     "holds no usable OIDC identity token"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{pub}", "--config", "{token:fresh}"),
+     "[sign] key and [sign] identity_token_file are both set"),
 ])
 def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path, keys):
     from tests.conftest import run_invoke
 
     notes = tmp_path / "notes.pem"
     notes.write_text("my secret notes\n")
-    args = [a.format(key=notes, pub=keys["ec"][1]) for a in args]
+    args = [identity_token_config(tmp_path, a[7:-1]) if a.startswith("{token:") else a.format(key=notes, pub=keys["ec"][1])
+            for a in args]
     result = run_invoke(*args, "--docker", "/no/such/docker", env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c")})
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "Traceback" not in result.stderr and "my secret notes" not in result.stderr
     assert not (tmp_path / "c").exists()  # nothing written: refused before any work
+
+
+def oidc_token(expires_in: int) -> str:
+    """A JWT shaped as a CI job's id-token for Sigstore (unsigned: nothing offline checks the
+    issuer's signature; Fulcio would)."""
+    import time
+
+    def part(data: dict) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).rstrip(b"=").decode()
+
+    now = int(time.time())
+    claims = {"iss": "https://token.actions.githubusercontent.com", "aud": "sigstore", "sub": "repo:team/images",
+              "iat": now - 60, "nbf": now - 60, "exp": now + expires_in}
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def identity_token_config(folder, kind: str) -> str:
+    """A config file whose [sign] identity_token_file holds a ``kind`` token (garbage, expired, fresh)."""
+    token = folder / f"token-{kind}"
+    token.write_text({"garbage": "not-a-token\n", "expired": oidc_token(-600), "fresh": oidc_token(600)}[kind])
+    config = folder / f"sign-{kind}.toml"
+    config.write_text(f'[sign]\nidentity_token_file = "{token}"\n')
+    return str(config)
+
+
+def test_keyless_signing_without_sigstore_is_refused_before_any_build_and_the_token_is_printed_nowhere(tmp_path):
+    """sigstore-python finds no Sigstore trust root (no network here; a proxy that refuses makes
+    sure): exit 10 before anything is built; the token appears in no output."""
+    from tests.conftest import run_invoke
+
+    config = identity_token_config(tmp_path, "fresh")
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"), "HTTPS_PROXY": "http://127.0.0.1:9",
+           "https_proxy": "http://127.0.0.1:9", "HOME": str(tmp_path)}
+    result = run_invoke("build", "--release", "--push", "--registry", "reg.example/t", "--config", config,
+                        "--docker", "/no/such/docker", env=env)
+    assert result.returncode == 10, result.stdout + result.stderr
+    assert "Keyless signing needs Sigstore's public instance" in result.stderr and "nothing was built" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "c").exists()
+    token = (tmp_path / "token-fresh").read_text()
+    assert token.split(".")[1] not in result.stdout + result.stderr
+
+
+def test_a_key_signed_bundle_does_not_pass_for_a_keyless_identity(keys):
+    bundle = signing.Signer(keys["ec"][0]).bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {}))
+    with pytest.raises(SignatureError, match="is not a keyless Sigstore bundle with a certificate and a log entry"):
+        signing.Identity("me@example.com", "https://accounts.example").open(bundle)
 
 
 class Registry:

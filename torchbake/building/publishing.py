@@ -4,6 +4,7 @@ input hash beside the tag, and the registry build cache its builds read and writ
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -129,13 +130,15 @@ def publish_showing_progress(plan: Plan, client: DockerClient, input_hash: str, 
 
 def check_publishable(images: Sequence[str], sign: SignOptions) -> None:
     """``--push`` of images that name no registry, or with a [sign] key that cannot sign, is
-    refused before any work (exit 2)."""
-    signer_from(sign)
+    refused before any work (exit 2); so is keyless signing without Sigstore (exit 10)."""
+    signer = signer_from(sign)
     for image in images:
         if not registry.split_reference(image)[0]:
             raise ConfigurationError(
                 f"--push: {image} names no registry, so there is nowhere to push it. Name one with --registry"
                 f" HOST[:PORT][/PATH] ([registry] url), or give --name HOST[:PORT]/NAME.")
+    if signer is not None:
+        signer.ready()
 
 
 def publish_build(client: DockerClient, builds: Sequence[tuple[Platform | None, Plan]], results: Sequence,
@@ -181,8 +184,15 @@ def signer_of(plan: Plan) -> signing.Signer | None:
     return signer_from(plan.sign_options)
 
 
-def signer_from(options: SignOptions) -> signing.Signer | None:
-    """[sign] key, read (a key that cannot sign is exit 2), or None when unset."""
+@functools.cache
+def signer_from(options: SignOptions) -> signing.Signer | signing.KeylessSigner | None:
+    """[sign] key, read (a key that cannot sign is exit 2), or [sign] identity_token_file's keyless
+    signer (a token that is none, or expired, is exit 2); None when neither is set. Once a run."""
+    if options.key and options.identity_token_file:
+        raise ConfigurationError("[sign] key and [sign] identity_token_file are both set: sign with a key or"
+                                 " keylessly, not both (unset one).")
+    if options.identity_token_file:
+        return signing.KeylessSigner(options.identity_token_file)
     return signing.Signer(options.key, options.password_file or None) if options.key else None
 
 

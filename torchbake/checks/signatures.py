@@ -30,7 +30,7 @@ class Row:
     detail: str
 
 
-def check(remote: registry.Registry, image: str, key: signing.PublicKey) -> list[Row]:
+def check(remote: registry.Registry, image: str, key: signing.PublicKey | signing.Identity) -> list[Row]:
     """A row per bundle and per signature that should be there, for ``image`` and, when it is an
     index, each of its platforms' manifests."""
     host, repository, tag = registry.split_reference(image)  # ``remote`` is the registry it names
@@ -58,7 +58,7 @@ def _config_digest(remote, repository: str, digest: str) -> str:
 
 
 def _check_manifest(remote, repository: str, name: str, label: str, digest: str, config: str | None,
-                    key: signing.PublicKey) -> list[Row]:
+                    key: signing.PublicKey | signing.Identity) -> list[Row]:
     """The rows of one manifest: each bundle hanging off it checked, then each signature missing."""
     found = attestations.referrers(remote, repository, digest)
     kinds = [(d.get("annotations") or {}).get(attestations.KIND_ANNOTATION, "") for d in found]
@@ -70,14 +70,14 @@ def _check_manifest(remote, repository: str, name: str, label: str, digest: str,
             continue
         what = kind.removeprefix(attestations.SIGNATURE_PREFIX)
         try:
-            statement = signing.open_bundle(attestations.read_artifact(remote, repository, descriptor["digest"]), key)
+            statement = key.open(attestations.read_artifact(remote, repository, descriptor["digest"]))
             _check_statement(statement, what, digest, documents, config)
         except SignatureError as exc:
             rows.append(Row(label, f"signature of the {NAMES.get(what, what)}", False, f"the bundle {exc}"))
             continue
         signed.add(what)
         rows.append(Row(label, f"signature of the {NAMES.get(what, what)}", True,
-                        f"signed by {key.hint}; its subject is {digest}"))
+                        f"signed by {key.signer}; its subject is {digest}"))
     for what in ("image", *documents):
         if what not in signed and not any(not row.ok and row.what.endswith(NAMES[what]) for row in rows):
             rows.append(Row(label, f"signature of the {NAMES[what]}", False, "missing: no bundle signs it"))

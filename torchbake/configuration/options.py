@@ -236,6 +236,10 @@ VERIFY_FLAGS = (
                        " and each of its SBOMs and provenance carry a Sigstore bundle signed by --key, about that"
                        " manifest (exit 11 when one is missing, by another key or tampered with)", default=SWITCH),
     Flag("key", "With --signatures: the public key (PEM) to check with; default the public half of [sign] key"),
+    Flag("identity", "With --signatures, instead of --key: check keyless signatures, whose Fulcio certificate must"
+                     " name this identity (an e-mail, a CI workflow's URI), against Sigstore's public trust root"),
+    Flag("issuer", "With --identity: the OIDC issuer that must have vouched for it (e.g."
+                   " https://token.actions.githubusercontent.com)"),
     DOCKER, CONFIG,
 )
 SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)

@@ -470,6 +470,11 @@ class SignOptions:
     password_file: str = option("", validation.key_file, decides=(),  # a secret, never an argument
                                 help="File holding the password of an encrypted [sign] key (its first line)",
                                 path="path")
+    identity_token_file: str = option("", validation.key_file, decides=(),  # a secret, never an argument
+                                      help="File holding an OIDC identity token (a CI job's id-token, audience"
+                                           " 'sigstore') to sign keylessly instead of with [sign] key: Sigstore's"
+                                           " public Fulcio and Rekor, by sigstore-python (the 'keyless' extra)",
+                                      path="path")
 
 
 @dataclass(frozen=True, kw_only=True)

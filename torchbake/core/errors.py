@@ -85,7 +85,8 @@ class DiskSpaceError(FatalError):
 
 
 class RegistryError(FatalError):
-    """A registry could not be asked or refused (credentials, unreachable, an unexpected answer)."""
+    """A registry could not be asked or refused (credentials, unreachable, an unexpected answer);
+    or Sigstore's public instance, for keyless signing."""
 
     exit_code = 10
 

@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import unquote
 
 from torchbake.core.redaction import redact
 from torchbake.supply_chain import licences, parties, spdx3
@@ -107,7 +106,10 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
             licence, refs = licences.SEE_COPYRIGHT_FILE, licences.extracted({})
         unstated = "" if licence or deb.copyright else f"no copyright file states it (/usr/share/doc/{deb.name}/copyright)"
         found.append(Component(f"deb:{deb.name}:{deb.architecture}", "deb", deb.name, deb.version,
-                               purl=deb_purl(deb, vendor, distro), file_name=unquote(deb.file), download=deb.url,
+                               purl=deb_purl(deb, vendor, distro), download=deb.url,
+                               # the archive's own name for it (apt's cache adds the epoch to it)
+                               file_name=f"{deb.name}_{deb.version.split(':', 1)[-1]}_{deb.architecture}.deb"
+                               if deb.file else "",
                                sha256=deb.sha256, sha512=deb.sha512,
                                properties={"torchbake:source-package": f"{deb.source} {deb.source_version}"},
                                supplier=deb.maintainer, licence=licence, licence_text=deb.license or unstated,

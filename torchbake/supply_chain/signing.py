@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbake.core import redaction
-from torchbake.core.errors import ConfigurationError, SignatureError
+from torchbake.core.errors import ConfigurationError, RegistryError, SignatureError
 
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -40,6 +40,124 @@ class PublicKey:
 
     pem: bytes
     hint: str  # base64 of the SHA-256 of its SubjectPublicKeyInfo, as cosign names a key
+
+    @property
+    def signer(self) -> str:
+        return self.hint
+
+    def open(self, text: str) -> dict[str, Any]:
+        return open_bundle(text, self)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Whom keyless signatures must name ([sign] identity_token_file's signer): the identity in
+    the Fulcio certificate (an e-mail, a CI workflow's URI) and the OIDC issuer that vouched for it.
+    Checked by sigstore-python against Sigstore's public trust root (which it fetches: TUF)."""
+
+    identity: str
+    issuer: str
+
+    @property
+    def signer(self) -> str:
+        return f"{self.identity} ({self.issuer})"
+
+    def open(self, text: str) -> dict[str, Any]:
+        """The statement a keyless bundle signs, once sigstore-python verified it: the certificate
+        chains to Fulcio, names this identity and issuer, and the signature is in Rekor."""
+        sigstore = _sigstore()
+        from sigstore.errors import Error as SigstoreError
+        from sigstore.verify import Verifier, policy
+
+        try:
+            bundle = sigstore.models.Bundle.from_json(text)
+        except (SigstoreError, ValueError, TypeError) as exc:
+            reason = (str(exc).splitlines() or [""])[0]  # pydantic's first line; the rest is its help
+            raise SignatureError(f"is not a keyless Sigstore bundle with a certificate and a log entry ({reason})"
+                                 ) from None
+        try:
+            verifier = Verifier.production()
+        except SigstoreError as exc:
+            raise RegistryError(f"Sigstore's public trust root did not answer ({exc}); keyless signatures are checked"
+                                " against it.") from None
+        try:
+            payload_type, payload = verifier.verify_dsse(bundle, policy.Identity(identity=self.identity,
+                                                                                 issuer=self.issuer))
+        except SigstoreError as exc:
+            raise SignatureError(f"does not hold for {self.signer}: {exc}") from None
+        if payload_type != PAYLOAD_TYPE:
+            raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
+        try:
+            statement = json.loads(payload)
+        except ValueError:
+            raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
+        if not isinstance(statement, dict):
+            raise SignatureError("signs something that is not an in-toto statement")
+        return statement
+
+
+def _sigstore():
+    """sigstore-python (the ``keyless`` extra), or a clear refusal (exit 2)."""
+    try:
+        import sigstore.models
+        import sigstore.oidc
+        import sigstore.sign
+    except ImportError:
+        raise ConfigurationError("Keyless signing uses sigstore-python, which is not installed: pip install"
+                                 " 'torchbake[keyless]'.") from None
+    return sigstore
+
+
+class KeylessSigner:
+    """Keyless signing through Sigstore's public instance, by sigstore-python: the OIDC identity
+    token of [sign] identity_token_file (a CI job's, e.g. GitHub Actions' ``id-token``) buys a
+    short-lived Fulcio certificate naming that identity; each signature is logged in Rekor, and the
+    bundle carries the certificate instead of a key hint. The token is a secret: printed nowhere."""
+
+    def __init__(self, token_file: str | Path):
+        where = f"[sign] identity_token_file {token_file}"
+        try:
+            raw = Path(token_file).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+        if raw:
+            redaction.register(raw)
+        sigstore = _sigstore()
+        try:
+            self._token = sigstore.oidc.IdentityToken(raw)
+        except sigstore.oidc.IdentityError as exc:
+            raise ConfigurationError(f"{where} holds no usable OIDC identity token ({exc}): give a fresh token whose"
+                                     " audience is 'sigstore' (a CI job's id-token), or sign with [sign] key.") from None
+        self.signer = f"{self._token.identity} ({self._token.issuer})"
+        self._context = None
+
+    def ready(self) -> None:
+        """Sigstore's trust root and services found (before any build: a push that cannot be
+        signed is refused first, exit 10)."""
+        if self._context is None:
+            sigstore = _sigstore()
+            from sigstore.errors import Error as SigstoreError
+
+            try:
+                self._context = sigstore.sign.SigningContext.from_trust_config(
+                    sigstore.models.ClientTrustConfig.production())
+            except SigstoreError as exc:
+                raise RegistryError(f"Keyless signing needs Sigstore's public instance (its TUF trust root, Fulcio,"
+                                    f" Rekor), which did not answer ({exc}); nothing was built or pushed. Run where"
+                                    " it answers, or sign with a key ([sign] key).") from None
+
+    def bundle(self, statement: Mapping[str, Any]) -> str:
+        """The Sigstore bundle v0.3 (JSON) of a DSSE envelope of ``statement``, signed keylessly."""
+        self.ready()
+        from sigstore.dsse import Statement
+        from sigstore.errors import Error as SigstoreError
+
+        try:
+            with self._context.signer(self._token) as signer:
+                return signer.sign_dsse(Statement(json.dumps(statement, sort_keys=True, separators=(",", ":"))
+                                                  .encode())).to_json()
+        except SigstoreError as exc:
+            raise RegistryError(f"Sigstore refused to sign for {self.signer} ({exc}).") from None
 
 
 class Signer:
@@ -79,6 +197,10 @@ class Signer:
         scheme = self._signer.public_key.scheme
         if scheme not in ("ecdsa-sha2-nistp256", "ed25519"):
             raise ConfigurationError(f"{where} is a {scheme} key; torchbake signs with {KEY_TYPES} keys.")
+        self.signer = self.public_key.hint
+
+    def ready(self) -> None:
+        """Nothing to reach: the key signs here."""
 
     def bundle(self, statement: Mapping[str, Any]) -> str:
         """The Sigstore bundle v0.3 (JSON) of a DSSE envelope of ``statement``, signed."""

@@ -29,8 +29,8 @@ PURPOSES = {"image": "container", "base-image": "container", "deb": "library", "
 NO_FILE = {
     "image": "an OCI image: distributed as a manifest and its layers (its digest identifies it), not one file",
     "base-image": "an OCI image: distributed as a manifest and its layers (its digest identifies it), not one file",
-    "deb": "installed in a base image torchbake did not make: its .deb is not in the image and no digest of it was"
-           " recorded",
+    "deb": "installed in the base image with no record of its .deb (a base torchbake did not make, or made before"
+           " it recorded them): the file is not in the image and its digest was not kept",
     "python": "not installed from a wheel of this build (an environment's own, or vendored inside another"
               " distribution)",
     "crate": "compiled into the binary: cargo-auditable records no file or checksum of a crate",

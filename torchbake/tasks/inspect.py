@@ -48,10 +48,11 @@ def verify(c, **given):
         if checks or given["reproducible"]:
             raise ConfigurationError(f"{', '.join(checks or ['--reproducible'])}: not with --signatures, which reads"
                                      " the registry only (run verify without --signatures for the other checks).")
-        _verify_signatures(image, config, cli, given["key"])
+        _verify_signatures(image, config, cli, given["key"], given["identity"], given["issuer"])
         return
-    if given["key"]:
-        raise ConfigurationError("--key names the public key that --signatures checks with; add --signatures.")
+    for flag in ("key", "identity", "issuer"):
+        if given[flag]:
+            raise ConfigurationError(f"--{flag} says whose signatures --signatures checks; add --signatures.")
     if given["reproducible"]:
         checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks:
@@ -75,17 +76,28 @@ def verify(c, **given):
     verify_image(client, image, expected, gpus=given["gpus"], accelerator=settings.accelerators.get(expected.profile))
 
 
-def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str, object], key_file: str) -> None:
+def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str, object], key_file: str,
+                       identity: str, issuer: str) -> None:
     """verify --signatures: a row per signature of the image in its registry; exit 11 when one
     does not hold."""
     settings = resolve_config(config_files, cli).settings()
-    if key_file:
+    if (identity or issuer) and key_file:
+        raise ConfigurationError("--key checks key-signed bundles, --identity and --issuer keyless ones: give one"
+                                 " or the other.")
+    if bool(identity) != bool(issuer):
+        raise ConfigurationError("--identity and --issuer go together: a keyless signature names both (e.g."
+                                 " --issuer https://token.actions.githubusercontent.com).")
+    if issuer and not issuer.startswith("https://"):
+        raise ConfigurationError(f"--issuer {issuer!r} is invalid: expected the OIDC issuer's https:// URL.")
+    if identity:
+        key = signing.Identity(identity, issuer)
+    elif key_file:
         key = signing.read_public_key(key_file)
     elif settings.sign.key:
         key = publishing.signer_from(settings.sign).public_key
     else:
-        raise ConfigurationError("verify --signatures needs the public key to check with: --key FILE (PEM), or"
-                                 " [sign] key (its public half).")
+        raise ConfigurationError("verify --signatures needs whose signatures to check: --key FILE (PEM), [sign] key"
+                                 " (its public half), or --identity and --issuer for keyless ones.")
     host = registry.split_reference(image)[0]
     if not host:
         raise ConfigurationError(f"verify --signatures reads the registry, and {image} names none: give"

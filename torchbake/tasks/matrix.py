@@ -102,8 +102,10 @@ def build_all(c, **given):
     first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
     settings = (runner.cell_settings(first, shared, environ, overrides=trust, project=found) if first
                 else configuration.resolve([], environ, project=found).settings())
-    if given["push"] or join_only:  # a key that cannot sign stops the night before any work
-        publishing.signer_from(settings.sign)
+    if given["push"] or join_only:  # a key that cannot sign (or no Sigstore to sign keylessly) stops the night first
+        signer = publishing.signer_from(settings.sign)
+        if signer is not None:
+            signer.ready()
     check_folders(settings, create=not plan)
     client = docker_client(settings, choice=given["docker"])
     client.check_engine()
