@@ -88,6 +88,26 @@ def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
     assert found["torchbake.torch-version"] == "2.13.0+cpu"
 
 
+def test_the_dev_images_provenance_is_of_its_build_from_the_dev_base_not_of_the_relabelling(dev_image, dev_base, tb_env):
+    """The dev build's provenance describes the build FROM the dev base (its options, its sources),
+    about the final image, and not the FROM-only build that adds the built versions' labels."""
+    name, result = dev_image
+    assert result.returncode == 0
+    statement = run_invoke("provenance", name, env=tb_env)
+    assert statement.returncode == 0, statement.stderr
+    document = json.loads(statement.stdout)
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+    assert document["subject"][0]["digest"] == {"sha256": image_id.split(":")[1]}
+    definition = document["predicate"]["buildDefinition"]
+    assert definition["buildType"].endswith("/dev")
+    base = next(d for d in definition["resolvedDependencies"] if d["name"] == "base image")
+    base_id = docker("image", "inspect", "--format", "{{.Id}}", dev_base[0]).stdout.strip()
+    # the dev base (never pushed: its config's digest, said to be one), not the image before relabelling
+    assert base["digest"] == {"sha256": base_id.split(":")[1]} and "dev-base" in base["uri"], base
+    assert any(key.startswith("dev.") for key in definition["externalParameters"]), definition["externalParameters"]
+    assert any(d["name"].startswith("source ") for d in definition["resolvedDependencies"])
+
+
 def test_credentials_are_used_but_found_nowhere(dev_image, repos, tb_env, cache_dir):
     name, result = dev_image
     assert result.returncode == 0
@@ -99,8 +119,9 @@ def test_credentials_are_used_but_found_nowhere(dev_image, repos, tb_env, cache_
     assert CANARY not in docker("run", "--rm", name, "bash", "-c", "cat /home/extension/.git/config; env").stdout
     for log in (cache_dir / "logs").glob("*.log"):
         assert CANARY not in log.read_text(errors="replace"), log
-    written = [p for p in (cache_dir / "logs").glob("*.json") if p.name.endswith((".spdx.json", ".cdx.json",
-                                                                                   ".provenance.json", ".manifest.json"))]
+    written = [p for p in (cache_dir / "logs").glob("*.json") if p.name.endswith((".spdx.json", ".spdx3.json",
+                                                                                   ".cdx.json", ".provenance.json",
+                                                                                   ".manifest.json"))]
     assert any(p.name.endswith(".provenance.json") for p in written)  # the dev build's SBOMs and provenance
     for document in written:
         assert CANARY not in document.read_text(), document

@@ -146,6 +146,10 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     listed = {(d["name"].removeprefix("deb "), PackageURL.from_string(d["uri"]).version) for d in dependencies.values()
               if d["name"].startswith("deb ")}
     assert above and listed == above, (above ^ listed)
+    # each with the .deb's digests and the URL apt fetched it from, as the image recorded them
+    debs = [d for d in dependencies.values() if d["name"].startswith("deb ")]
+    assert all(set(d["digest"]) == {"sha256", "sha512"} and d["downloadLocation"].startswith("http://")
+               and d["downloadLocation"].endswith(".deb") for d in debs), debs[:3]
     parameters = document["predicate"]["buildDefinition"]["externalParameters"]
     assert not [key for key in parameters if key.startswith(("dev.", "sources.", "base."))], parameters
 

@@ -85,15 +85,20 @@ class Identity:
                                                                                  issuer=self.issuer))
         except SigstoreError as exc:
             raise SignatureError(f"does not hold for {self.signer}: {exc}") from None
-        if payload_type != PAYLOAD_TYPE:
-            raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
-        try:
-            statement = json.loads(payload)
-        except ValueError:
-            raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
-        if not isinstance(statement, dict):
-            raise SignatureError("signs something that is not an in-toto statement")
-        return statement
+        return _statement(payload_type, payload)
+
+
+def _statement(payload_type: str, payload: bytes) -> dict[str, Any]:
+    """The in-toto statement a verified envelope carries."""
+    if payload_type != PAYLOAD_TYPE:
+        raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
+    try:
+        statement = json.loads(payload)
+    except ValueError:
+        raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
+    if not isinstance(statement, dict):
+        raise SignatureError("signs something that is not an in-toto statement")
+    return statement
 
 
 def _sigstore():
@@ -306,13 +311,5 @@ def open_bundle(text: str, key: PublicKey) -> dict[str, Any]:
             dsse.verify([public], 1)
         except VerificationError:
             continue
-        if payload_type != PAYLOAD_TYPE:
-            raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
-        try:
-            statement = json.loads(payload)
-        except ValueError:
-            raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
-        if not isinstance(statement, dict):
-            raise SignatureError("signs something that is not an in-toto statement")
-        return statement
+        return _statement(payload_type, payload)
     raise SignatureError("has no signature that matches what it signs with this key")
