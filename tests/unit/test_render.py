@@ -92,15 +92,20 @@ def test_build_command_buildx_loads_into_the_engine():
     ]
 
 
+# what an x86_64 image of manylinux_2_28 runs: every older manylinux, under its old name too
+OLDER_X86_64 = [tag for minor in range(27, 4, -1) for tag in (
+    f"manylinux_2_{minor}_x86_64", *{17: ["manylinux2014_x86_64"], 12: ["manylinux2010_x86_64"],
+                                     5: ["manylinux1_x86_64"]}.get(minor, []))]
+
+
 def test_pip_download_command_targets_the_image_python():
     options = config.resolve([], {}, {"wheels.index_url": "https://mirror.invalid/simple"}).settings().wheels
     argv = wheelhouse.pip_download_command(["torch==2.13.0", "numpy"], Path("/w"), "3.11", options, python="py")
     assert argv == [
         "py", "-m", "pip", "download", "--dest", "/w", "--only-binary=:all:", "--python-version", "3.11",
         "--implementation", "cp", "--abi", "cp311", "--abi", "abi3", "--abi", "none",
-        "--platform", "manylinux_2_28_x86_64",
-        *(arg for minor in range(27, 16, -1) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")),
-        "--platform", "manylinux2014_x86_64", "--platform", "linux_x86_64", "--platform", "any",
+        "--platform", "manylinux_2_28_x86_64", *(arg for tag in OLDER_X86_64 for arg in ("--platform", tag)),
+        "--platform", "linux_x86_64", "--platform", "any",
         "--index-url", "https://mirror.invalid/simple", "torch==2.13.0", "numpy",
     ]
 
@@ -111,8 +116,7 @@ def test_build_args_of_the_cpu_profile():
         "BASE_IMAGE": "debian:bookworm", "PYTHON_VERSION": "3.11", "PYTHON_PROVIDER": "os",
         "RENDER_GID": "0", "INSTALLER": "uv", "KEEP_UV": "1", "SOURCE_DATE_EPOCH": "0",
         "WHEEL_MACHINE": "x86_64",  # the wheel stages unpack for the image's machine and tags
-        "WHEEL_PLATFORMS": " ".join(["manylinux_2_28_x86_64", *(f"manylinux_2_{m}_x86_64" for m in range(27, 16, -1)),
-                                     "manylinux2014_x86_64", "linux_x86_64"]),
+        "WHEEL_PLATFORMS": " ".join(["manylinux_2_28_x86_64", *OLDER_X86_64, "linux_x86_64"]),
     }
 
 

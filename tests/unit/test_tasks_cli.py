@@ -15,7 +15,7 @@ from tests.conftest import ROOT, run_invoke
 def test_root_collection_only_composes_the_task_modules():
     assert isinstance(tasks.ns, Collection)
     assert sorted(tasks.ns.task_names) == ["bootstrap-os", "build", "build-all", "build-base", "containers", "diff",
-                                           "gc", "provenance", "run-container", "sbom", "show-build", "show-config",
+                                           "gc", "lock", "provenance", "run-container", "sbom", "show-build", "show-config",
                                            "stop-container", "verify"]
 
 

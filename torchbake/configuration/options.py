@@ -138,7 +138,19 @@ BUILD_FLAGS = (
     *option_flags("wheels.torch", "wheels.extension", "build.variant", "sources.extension_tag",
                   "dev.git_credential_file", "sources.keep_git", "dev.slim", "build.dir"),
     NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), option_flag("build.verify_gpus"), NO_CACHE, *ENGINE,
-    CHECK_REPRODUCIBLE,
+    CHECK_REPRODUCIBLE, LOCKED := option_flag("build.locked"),
+)
+
+# --- lock -------------------------------------------------------------------------------------
+
+LOCK_FLAGS = (
+    *option_flags("image.name", "image.tag", "image.base", "python.version", "image.platforms"),
+    *TOOLKIT_URLS,
+    *option_flags("wheels.torch", "wheels.extension", "build.variant"),
+    CONFIG,
+    Flag("upgrade", "Let every locked version move to what the index offers now (without it, locking again keeps"
+                    " each version the lock holds)", default=SWITCH),
+    Flag("upgrade_package", "Let this project's locked version move (e.g. numpy); repeatable", repeatable=True),
 )
 
 # --- build-base -------------------------------------------------------------------------------
@@ -174,7 +186,7 @@ BUILD_ALL_FLAGS = (
     Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
-    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY,
+    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY, LOCKED,
 )
 
 # --- run-container, containers, stop-container ------------------------------------------------

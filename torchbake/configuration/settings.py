@@ -241,6 +241,15 @@ class BuildOptions:
                                 help="Seconds `docker build` may go without printing a line before it is stopped")
     min_free_space: str = option("2G", validation.byte_size, decides=(),
                                  help="Free space kept beyond a build's estimate (downloads, context, image layers)")
+    locks: str = option("locks", decides=(),  # the lock's wheels decide the image: they are in its input hash
+                        help="Folder of the images' lock files (`invoke lock` writes them: PEP 751"
+                             " pylock.<image>-<platform>.toml, one per image and platform), relative to the project"
+                             " file (else the current folder); a release build whose image has one there installs"
+                             " exactly its wheels", path="path")
+    locked: bool = option(False, decides=(),
+                          help="Refuse, before any download, a release build whose image has no lock or whose"
+                               " configuration (requirements, Python, platform) no longer matches its lock, naming"
+                               " what differs", flag="locked")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from torchbake.configuration import platforms
+from torchbake.core import output
 from torchbake.core.data import common_files
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.files import hold_lock, release_lock
@@ -276,6 +277,20 @@ class Staging:
         for wheel in resolved:
             self.record(wheel.path.name, wheel.path)
         return {w.name: w.version for w in resolved}
+
+    def locked_wheels(self, lock, cache) -> dict[str, str]:
+        """Into wheelhouse/: exactly the wheels of ``lock`` (:class:`torchbake.inputs.locks.Lock`),
+        each fetched by its URL into the download cache, or found there (no index asked), and
+        checked against the lock's sha256. Returns project → version."""
+        house = self.path / "wheelhouse"
+        house.mkdir(exist_ok=True)
+        for wheel in lock.wheels:
+            artifact = cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{lock.path.name}: {wheel.name}")
+            link_or_copy(artifact.path, house / wheel.file_name)
+            self.record(wheel.file_name, artifact.path)
+        output.channel().say(f"Wheels: the {len(lock.wheels)} of {lock.path}, each checked against its sha256 (no"
+                             " resolver ran)")
+        return {wheel.name: wheel.version for wheel in lock.wheels}
 
     def wheel_groups(self, groups: dict[str, set[str]]) -> None:
         """Move the resolved wheels into one wheelhouse/<group>/ folder each, with a

@@ -65,16 +65,21 @@ def pip_download_command(
 
 def compatible_platforms(platforms: Sequence[str]) -> list[str]:
     """The platform tags an image of ``platforms`` runs, as pip would accept them: a
-    manylinux_2_X platform runs every older manylinux down to manylinux2014 (glibc 2.17), which
-    pip does not work out by itself when --platform is given (uv's wheels are manylinux2014)."""
+    manylinux_2_X platform runs every older manylinux down to manylinux1 (glibc 2.5), under
+    their PEP 600 names and their old ones (manylinux2014, manylinux2010, manylinux1), which pip
+    does not work out by itself when --platform is given (uv's wheels are manylinux2014; NVIDIA's
+    CUDA libraries manylinux2010)."""
+    legacy = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
     found: list[str] = []
     for platform in platforms:
         found.append(platform)
         match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
         if match:
             arch = match.group(2)
-            found += [f"manylinux_2_{minor}_{arch}" for minor in range(int(match.group(1)) - 1, 16, -1)]
-            found.append(f"manylinux2014_{arch}")
+            for minor in range(int(match.group(1)) - 1, 4, -1):
+                found.append(f"manylinux_2_{minor}_{arch}")
+                if minor in legacy and (minor == 17 or arch in ("x86_64", "i686")):
+                    found.append(f"{legacy[minor]}_{arch}")
     return list(dict.fromkeys(found))
 
 

@@ -8,9 +8,9 @@ May use: ``torchbake.fleet``, ``torchbake.running``, ``torchbake.housekeeping`` 
 
 from invoke import Collection
 
-from torchbake.tasks import bootstrap, build, containers, contents, gc, inspect, matrix
+from torchbake.tasks import bootstrap, build, containers, contents, gc, inspect, lock, matrix
 
 ns = Collection()
-for collection in (build.ns, matrix.ns, inspect.ns, contents.ns, containers.ns, bootstrap.ns, gc.ns):
+for collection in (build.ns, lock.ns, matrix.ns, inspect.ns, contents.ns, containers.ns, bootstrap.ns, gc.ns):
     for task_ in collection.tasks.values():
         ns.add_task(task_)

@@ -4,13 +4,14 @@ image is labelled with the versions the wheels carry."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchbake.configuration import platforms
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
-from torchbake.core.errors import DownloadError
-from torchbake.inputs import context, wheelhouse
+from torchbake.core.errors import ConfigurationError, DownloadError
+from torchbake.inputs import context, locks, wheelhouse
 from torchbake.inputs.context import Staging
 from torchbake.variants.common import (
     PENDING,
@@ -69,6 +70,20 @@ class ReleasePlan(PlanCommon):
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
+    lock_path: str = ""  # where this image's lock is, or would be (`invoke lock`)
+    lock_platform: str = ""  # the platform its wheels are for
+    lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
+    lock_state: str = ""  # what the plan says of it
+
+    def lock_requirements(self) -> list[str]:
+        """What a lock of this image resolves: the configured wheels and extra requirements, as given."""
+        return [*self.wheel_sources.values(), *self.extra_requirements]
+
+    def hash_inputs(self) -> dict[str, object]:
+        """A locked image's wheels are its lock's: unchanged whatever the index publishes."""
+        if self.lock is None:
+            return {}
+        return {"lock": [(wheel.name, wheel.version, wheel.sha256) for wheel in self.lock.wheels]}
 
     @property
     def dockerfile_env(self) -> dict[str, str]:
@@ -87,18 +102,20 @@ class ReleasePlan(PlanCommon):
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: wheels resolved for the image's Python, toolkits, constraints."""
         stage = Staging(folder, temporary)
-        # Inputs given by URL: fetched (or found) and checked first.
-        wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
-                           for role, loc in self.wheel_sources.items() if is_location(loc)}
-        for role, artifact in wheel_artifacts.items():
-            wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
+        options = self.wheel_options
+        if self.lock is not None:  # exactly the lock's wheels, each checked against its digest: no resolver
+            versions = stage.locked_wheels(self.lock, cache)
+        else:
+            # Inputs given by URL: fetched (or found) and checked first.
+            wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
+                               for role, loc in self.wheel_sources.items() if is_location(loc)}
+            for role, artifact in wheel_artifacts.items():
+                wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
+            requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
+                            for r, loc in self.wheel_sources.items()] + list(self.extra_requirements)
+            versions = stage.wheels(requirements, self.python_version, options, cache.root, log_file)
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
-
-        requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
-                        for r, loc in self.wheel_sources.items()] + list(self.extra_requirements)
-        options = self.wheel_options
-        versions = stage.wheels(requirements, self.python_version, options, cache.root, log_file)
         pins: dict[str, str] = {}
         extension = ""
         for role, location in self.wheel_sources.items():
@@ -138,7 +155,8 @@ class ReleasePlan(PlanCommon):
         return os_base_text(self)
 
     def input_rows(self) -> list[tuple[str, object]]:
-        return [*python_rows(self), *self.wheel_sources.items(), *(("extra", r) for r in self.extra_requirements)]
+        return [*python_rows(self), *self.wheel_sources.items(), *(("extra", r) for r in self.extra_requirements),
+                ("closure", self.lock_state)]
 
     def context_lines(self) -> list[tuple[str, str]]:
         cp = f"cp{self.python_version.replace('.', '')}"
@@ -170,6 +188,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     template = template_of(settings, "release")
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
+    requirements = [*(loc for loc in sources.values() if loc), *wheels.extra]
+    lock_path, lock, lock_state = _lock_of(settings, requirements, reuse_context)
     return pinned(ReleasePlan(
         **common_fields(settings, reuse_context, no_cache),
         base_image=image.base,
@@ -186,7 +206,41 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        lock_path=str(lock_path), lock=lock, lock_state=lock_state, lock_platform=lock_platform(settings),
     ))
+
+
+def lock_platform(settings: Settings) -> str:
+    """The platform the image's wheels are for (its first wheel platform tag's machine)."""
+    tags = settings.wheels.platforms
+    found = next((p for p in platforms.PLATFORMS if any(t.endswith("_" + p.machine) for t in tags)), None)
+    return found.name if found else platforms.host().name
+
+
+def lock_path_of(settings: Settings) -> Path:
+    return locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, lock_platform(settings))
+
+
+def _lock_of(settings: Settings, requirements: list[str], reuse_context: bool) -> tuple[Path, locks.Lock | None, str]:
+    """The image's lock, the one its build follows (None: its closure floats), and what the plan
+    says of it; with [build] locked, no lock or one made for other requirements is refused here,
+    before anything is fetched."""
+    path = lock_path_of(settings)
+    found = locks.read(path, settings.python.version, settings.wheels.platforms)
+    differs = locks.mismatch(found, requirements, settings.python.version, lock_platform(settings)) if found else []
+    if settings.build.locked and (found is None or differs):
+        why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"
+        raise ConfigurationError(f"build.locked: {settings.image.reference} cannot be built as locked: {why}. Lock it"
+                                 " with this build's flags and --config files: `invoke lock` in place of `invoke"
+                                 " build` (review the lock's diff, commit it).")
+    if reuse_context:
+        return path, None, "as the kept context holds it (--no-prepare)"
+    if found is None:
+        return path, None, f"floats: no lock ({path}; `invoke lock` writes one)"
+    if differs:
+        return path, None, f"floats: the lock {path} was made for other {'; '.join(differs)} (`invoke lock` again)"
+    return path, found, f"locked by {path} ({len(found.wheels)} wheels, sha256 {found.sha256[:12]})"
+
 
 
 def missing_inputs(settings: Settings) -> list[Missing]:

@@ -1,0 +1,247 @@
+"""Locked closures: each image's wheels pinned in the team's repository, as PEP 751 lock files.
+
+``invoke lock`` resolves an image's requirements once for its Python and platform with uv's
+resolver (``uv pip compile --format pylock.toml``: pip's ``pip lock`` locks for the interpreter that
+runs it only) and writes ``pylock.<image>[.<platform>].toml`` into ``[build] locks`` beside the
+configuration; its ``[tool.torchbake]`` table says what it was made for (the requirements as the
+configuration gives them, the Python, the platform). uv is the program the images use, taken out
+of its pinned wheel ([python] uv). Locking again keeps every version the lock holds (uv prefers
+them); ``--upgrade`` lets them move, all or the packages named.
+
+A build whose image has a lock takes exactly its wheels: packaging's PEP 751 model selects them for
+the image's Python and platform, each is fetched by its URL into the download cache (or found
+there) and checked against the lock's sha256. No resolver runs, and no index is asked when the
+cache holds the files. The lock's digest is an input of the image (its input hash, its SBOM and
+provenance): a release upstream changes nothing until the lock changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import platform as platform_module
+import re
+import tempfile
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.utils import canonicalize_name
+
+from torchbake.adapters import command
+from torchbake.configuration import platforms
+from torchbake.configuration.settings import PythonOptions, WheelOptions
+from torchbake.core.errors import CommandError, ConfigurationError
+from torchbake.core.redaction import redact
+from torchbake.inputs import wheelhouse
+
+TOOL = "torchbake"  # its [tool.torchbake] table: what the lock was made for
+
+
+@dataclass(frozen=True)
+class LockedWheel:
+    name: str  # canonical project name
+    version: str
+    location: str  # the wheel's URL, or its absolute path
+    sha256: str
+
+    @property
+    def file_name(self) -> str:
+        return self.location.rsplit("/", 1)[-1].split("#", 1)[0]
+
+
+@dataclass(frozen=True)
+class Lock:
+    path: Path
+    made_for: Mapping[str, Any]  # requirements, python, platform
+    wheels: tuple[LockedWheel, ...]
+    sha256: str  # of the file as written
+
+    def versions(self) -> dict[str, str]:
+        return {wheel.name: wheel.version for wheel in self.wheels}
+
+
+def path_for(folder: Path, image: str, platform: str = "") -> Path:
+    """Where the lock of ``image`` (for ``platform``, where the build has several) lives:
+    ``pylock.<name>.toml``, the name PEP 751 gives a lock that is not a project's only one."""
+    slug = re.sub(r"[^a-z0-9]+", "-", image.lower()).strip("-")
+    if platform:
+        slug += "-" + re.sub(r"[^a-z0-9]+", "-", platform.lower()).strip("-")
+    return folder / f"pylock.{slug}.toml"
+
+
+def made_for(requirements: Sequence[str], python_version: str, platform: str) -> dict[str, Any]:
+    return {"requirements": list(requirements), "python": python_version, "platform": platform}
+
+
+def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
+    """The lock at ``path`` with the wheels it selects for the image's Python and platform tags;
+    None when there is none. A file that is no valid lock is exit 2, naming it."""
+    from packaging.pylock import PackageWheel, Pylock, PylockSelectError, PylockValidationError
+
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        lock = Pylock.from_dict(tomllib.loads(data.decode()))
+        environment = _environment(python_version, wheel_platforms)
+        chosen = list(lock.select(environment=environment,
+                                  tags=sorted(wheelhouse.supported_tags(python_version, wheel_platforms), key=str)))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError, PylockSelectError) as exc:
+        raise ConfigurationError(f"{path} is not a lock torchbake can use ({exc}). Make it again: invoke lock.") from None
+    wheels = []
+    for package, file in chosen:
+        hashes = getattr(file, "hashes", None) or {}
+        location = file.url or (str((path.parent / file.path).resolve()) if file.path else "")
+        if not isinstance(file, PackageWheel) or not hashes.get("sha256") or not location:
+            raise ConfigurationError(f"{path}: {package.name} is locked to something torchbake does not install (a"
+                                     " wheel with its URL or path and sha256 is what it takes). Make it again:"
+                                     " invoke lock.")
+        wheels.append(LockedWheel(str(canonicalize_name(package.name)), str(package.version), location,
+                                  hashes["sha256"]))
+    tool = (lock.tool or {}).get(TOOL, {})
+    return Lock(path, tool if isinstance(tool, dict) else {}, tuple(wheels), hashlib.sha256(data).hexdigest())
+
+
+def _environment(python_version: str, wheel_platforms: Sequence[str]) -> dict[str, str]:
+    """The marker environment of the image's interpreter (PEP 508)."""
+    machine = next((p.machine for p in platforms.PLATFORMS if any(t.endswith("_" + p.machine) for t in wheel_platforms)),
+                   platform_module.machine())
+    return {"implementation_name": "cpython", "implementation_version": f"{python_version}.0", "os_name": "posix",
+            "platform_machine": machine, "platform_release": "", "platform_system": "Linux", "platform_version": "",
+            "python_full_version": f"{python_version}.0", "platform_python_implementation": "CPython",
+            "python_version": python_version, "sys_platform": "linux"}
+
+
+def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str) -> list[str]:
+    """What the configuration asks for that the lock was not made for, in words ([] when it holds)."""
+    wanted = made_for(requirements, python_version, platform)
+    found = []
+    for key, words in (("requirements", "requirements"), ("python", "Python"), ("platform", "platform")):
+        if lock.made_for.get(key) != wanted[key]:
+            was, now = lock.made_for.get(key), wanted[key]
+            if key == "requirements" and isinstance(was, list):
+                added = [r for r in now if r not in was]
+                gone = [r for r in was if r not in now]
+                found.append(f"{words}: " + ", ".join([*(f"+{r}" for r in added), *(f"-{r}" for r in gone)]
+                                                      or ["their order"]))
+            else:
+                found.append(f"{words}: {was or 'none'} → {now or 'the engine’s own'}")
+    return found
+
+
+def uv_platform(wheel_platforms: Sequence[str]) -> str:
+    """uv's ``--python-platform`` of the image's wheel platform tags (manylinux_2_28_x86_64 →
+    x86_64-manylinux_2_28)."""
+    for tag in wheel_platforms:
+        if match := re.fullmatch(r"(manylinux_2_\d+|manylinux2014)_(\w+)", tag):
+            return f"{match[2]}-{match[1]}"
+        if match := re.fullmatch(r"linux_(\w+)", tag):
+            return f"{match[1]}-unknown-linux-gnu"
+    raise ConfigurationError(f"[wheels] platforms {', '.join(wheel_platforms)}: uv locks for manylinux or linux"
+                             " platform tags only.")
+
+
+def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, cache_root: Path,
+            log_file: Path | None) -> Path:
+    """This host's uv, taken out of the wheel [python] uv pins (resolved like the images' wheels,
+    kept in the cache)."""
+    host = platforms.host()
+    host_options = dataclasses.replace(options, platforms=tuple(platforms.wheel_tags_for(host, ())))
+    with tempfile.TemporaryDirectory(prefix="torchbake-uv-") as tmp:
+        found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, host_options,
+                                   link_into=Path(tmp), log_file=log_file)
+        program = cache_root / "tools" / f"uv-{found[0].version}-{host.machine}"
+        if not program.is_file():
+            program.parent.mkdir(parents=True, exist_ok=True)
+            partial = program.with_name(f".{program.name}.{os.getpid()}")
+            wheelhouse.extract_script(found[0].path, "uv", partial)
+            partial.replace(program)
+    return program
+
+
+def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
+         target: Path, upgrade: bool | Sequence[str], log_file: Path | None) -> str:
+    """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
+    Python and platform from the configured indexes, keeping the versions the lock there holds but
+    those ``upgrade`` lets move (True: all), with what it was made for in its ``[tool.torchbake]``
+    table. ``target`` is not written (a local wheel's path in it is relative to its folder)."""
+    import tomli_w
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".torchbake-lock-", dir=target.parent) as tmp:
+        folder = Path(tmp)
+        (folder / "requirements.in").write_text("".join(f"{requirement}\n" for requirement in requirements))
+        # beside the lock (its paths are relative to its folder), named as uv wants an output: pylock.NAME.toml
+        out = target.parent / f"pylock.{target.name.removeprefix('pylock.').removesuffix('.toml')}-new{os.getpid()}.toml"
+        if target.is_file() and upgrade is not True:
+            out.write_bytes(target.read_bytes())  # uv prefers the versions its output file already holds
+        argv: list[str | os.PathLike[str]] = [
+            uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet", "--only-binary", ":all:",
+            "--python-version", python_version, "--python-platform", uv_platform(options.platforms),
+            "--output-file", out, folder / "requirements.in"]
+        argv += _index_arguments(options)
+        if upgrade is True:
+            argv.append("--upgrade")
+        else:
+            for name in upgrade or ():
+                argv += ["--upgrade-package", name]
+        try:
+            result = command.run(argv, capture=True, log_file=log_file, check=False, echo=False,
+                                 env={"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(folder / "uv-cache")})
+            if result.returncode != 0:
+                raise CommandError(f"uv could not lock {', '.join(requirements)} for Python {python_version}"
+                                   f" ({platform or 'this engine'}):\n{redact(result.output[-3000:])}")
+            text = out.read_text()
+        finally:
+            out.unlink(missing_ok=True)
+    data = tomllib.loads(text)
+    mine = made_for(requirements, python_version, platform)
+    if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
+        data["tool"][TOOL] = mine
+        return tomli_w.dumps(data)
+    return text.rstrip() + "\n\n" + tomli_w.dumps({"tool": {TOOL: mine}})
+
+
+def _index_arguments(options: WheelOptions) -> list[str]:
+    """uv's arguments for the indexes the unlocked builds' ``pip download`` asks: [wheels]
+    index_url, extra_index_urls and find_links over pip's own configuration (its files and
+    PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints."""
+    pip = _pip_configuration()
+    argv: list[str] = []
+    index = options.index_url or next(iter(pip.get("index-url", [])), "")
+    if index:
+        argv += ["--index-url", index]
+    for url in dict.fromkeys([*pip.get("extra-index-url", []), *options.extra_index_urls]):
+        argv += ["--extra-index-url", url]
+    for link in dict.fromkeys([*pip.get("find-links", []), *options.find_links]):
+        argv += ["--find-links", link]
+    for constraint in pip.get("constraint", []):
+        argv += ["--constraint", constraint]
+    return argv
+
+
+def _pip_configuration() -> dict[str, list[str]]:
+    """Key → values of pip's configuration that decide what it resolves (index-url,
+    extra-index-url, find-links, constraint), the environment's over the files'."""
+    import sys
+
+    result = command.run([sys.executable, "-m", "pip", "config", "list"], capture=True, check=False, echo=False)
+    found: dict[str, dict[str, list[str]]] = {}
+    for line in result.output.splitlines():
+        match = re.fullmatch(r"(:env:|global|download|install)\.([a-z-]+)='(.*)'", line.strip())
+        if match and match[2] in ("index-url", "extra-index-url", "find-links", "constraint"):
+            found.setdefault(match[2], {})[match[1]] = match[3].split()
+    return {key: by_origin.get(":env:") or by_origin.get("download") or by_origin.get("global")
+            or by_origin.get("install") or [] for key, by_origin in found.items()}
+
+
+def changes(old: Lock | None, new: Lock) -> list[tuple[str, str, str]]:
+    """(project, old version, new version) of every package the new lock adds, drops or moves
+    ("" for none), as `invoke diff` words them."""
+    before, after = (old.versions() if old else {}), new.versions()
+    return [(name, before.get(name, ""), after.get(name, "")) for name in sorted({*before, *after})
+            if before.get(name) != after.get(name)]
