@@ -80,7 +80,7 @@ def made_for(requirements: Sequence[str], python_version: str, platform: str) ->
 def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
     """The lock at ``path`` with the wheels it selects for the image's Python and platform tags;
     None when there is none. A file that is no valid lock is exit 2, naming it."""
-    from packaging.pylock import PackageWheel, Pylock, PylockSelectError, PylockValidationError
+    from packaging.pylock import PackageArchive, PackageWheel, Pylock, PylockSelectError, PylockValidationError
 
     if not path.is_file():
         return None
@@ -96,7 +96,9 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
     for package, file in chosen:
         hashes = getattr(file, "hashes", None) or {}
         location = file.url or (str((path.parent / file.path).resolve()) if file.path else "")
-        if not isinstance(file, PackageWheel) or not hashes.get("sha256") or not location:
+        # a wheel from an index, or a wheel file given by its path or URL (uv locks it as an archive)
+        wheel = isinstance(file, PackageWheel) or (isinstance(file, PackageArchive) and location.endswith(".whl"))
+        if not wheel or not hashes.get("sha256") or not location:
             raise ConfigurationError(f"{path}: {package.name} is locked to something torchbake does not install (a"
                                      " wheel with its URL or path and sha256 is what it takes). Make it again:"
                                      " invoke lock.")

@@ -1,0 +1,122 @@
+"""Locked images against a real local package index (a PEP 503 tree served over HTTP) holding a
+dependency the index later publishes a newer version of: the lock keeps the image the same, a
+locked build needs no index once the files are cached, --locked refuses a configuration that
+moved, and only `invoke lock --upgrade` moves the closure, saying what changed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from pathlib import Path
+
+from tests.conftest import run_invoke
+
+from .helpers import docker, http_server, make_wheel
+
+
+def publish(root: Path, wheel: Path) -> None:
+    """``wheel`` in the index: its file under files/, its project's page listing every file."""
+    files = root / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    (files / wheel.name).write_bytes(wheel.read_bytes())
+    project = wheel.name.split("-")[0].replace("_", "-")
+    page = root / "simple" / project
+    page.mkdir(parents=True, exist_ok=True)
+    links = "".join(f'<a href="../../files/{f.name}#sha256={hashlib.sha256(f.read_bytes()).hexdigest()}">{f.name}</a>\n'
+                    for f in sorted(files.glob(f"{project.replace('-', '_')}-*.whl")))
+    (page / "index.html").write_text(f"<!DOCTYPE html><html><body>\n{links}</body></html>\n")
+
+
+def lockdep(folder: Path, version: str) -> Path:
+    return make_wheel(folder, "lockdep", version, [], {"lockdep/__init__.py": f"VERSION = {version!r}\n"})
+
+
+def image_id(name: str) -> str:
+    return docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+
+
+def installed_lockdep(name: str) -> str:
+    return docker("run", "--rm", "--entrypoint", "python", name, "-c",
+                  "import lockdep; print(lockdep.VERSION)").stdout.strip()
+
+
+def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_with_the_index_down(
+        base_image, tiny_torch, tb_env, run_id, tmp_path):
+    index, made = tmp_path / "index", tmp_path / "made"
+    made.mkdir()
+    publish(index, lockdep(made, "1.0"))
+    project = tmp_path / "team"
+    project.mkdir()
+    name = f"torchbake-test/locked-{run_id}"
+    image = f"{name}:1"
+    stack = contextlib.ExitStack()
+    url = stack.enter_context(http_server(index))
+    (project / "torchbake.toml").write_text(
+        f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["lockdep"]\n'
+        f'extra_index_urls = ["{url}/simple"]\n[build]\nvariant = "release"\n[image]\nname = "{name}"\ntag = "1"\n'
+        f'base = "{base_image}"\n')
+    try:
+        locked = run_invoke("lock", cwd=project, env=tb_env)
+        assert locked.returncode == 0, locked.stdout + locked.stderr
+        lock_file = next((project / "locks").glob("pylock.*.toml"))
+        assert "+lockdep 1.0" in locked.stdout and f"Locked {lock_file.relative_to(project)}" in locked.stdout
+        text = lock_file.read_text()
+        assert "lockdep-1.0-py3-none-any.whl" in text and '[tool.torchbake]' in text and "sha256" in text
+
+        first = run_invoke("build", cwd=project, env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+        assert "no resolver ran" in first.stdout
+        assert installed_lockdep(image) == "1.0"
+        built = image_id(image)
+
+        # the index publishes 1.1: nothing changes, and the plan says the lock holds
+        publish(index, lockdep(made, "1.1"))
+        planned = run_invoke("build", "--dry-run", cwd=project, env=tb_env)
+        assert f"closure         locked by {lock_file.relative_to(project)}" in planned.stdout, planned.stdout
+        again = run_invoke("build", cwd=project, env=tb_env)
+        assert again.returncode == 0 and "unchanged" in again.stdout, (again.stdout + again.stderr)[-3000:]
+        assert image_id(image) == built
+
+        # the index goes down: a locked build (made again, --force) takes the cached files: the same image
+        stack.close()
+        offline = run_invoke("build", "--force", cwd=project, env=tb_env)
+        assert offline.returncode == 0, (offline.stdout + offline.stderr)[-3000:]
+        assert image_id(image) == built
+        # ... while an unlocked one says which requirement it cannot resolve
+        floating = run_invoke("build", "--tag", "floating", "--force", cwd=project, env=tb_env)
+        assert floating.returncode != 0 and "lockdep" in floating.stderr, (floating.stdout + floating.stderr)[-3000:]
+
+        # --locked with a configuration changed after locking: refused before any download
+        cache = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"])
+        before = sorted(p.name for p in (cache / "downloads").rglob("*") if p.is_file())
+        moved = run_invoke("build", "--locked", "--config", str(extra_config(tmp_path)), cwd=project, env=tb_env)
+        assert moved.returncode == 2, moved.stdout + moved.stderr
+        assert "was made for other requirements: +otherdep" in moved.stderr and "invoke lock" in moved.stderr
+        assert sorted(p.name for p in (cache / "downloads").rglob("*") if p.is_file()) == before
+
+        # the index is back (1.0 and 1.1): locking again keeps 1.0; --upgrade moves it, saying so
+        url = stack.enter_context(http_server(index))
+        config = project / "torchbake.toml"
+        config.write_text(config.read_text().replace(config.read_text().split('extra_index_urls = ["')[1].split('"')[0],
+                                                     f"{url}/simple"))
+        kept = run_invoke("lock", cwd=project, env=tb_env)
+        assert kept.returncode == 0 and "lockdep" not in kept.stdout.split("Locking", 1)[1], kept.stdout + kept.stderr
+        upgraded = run_invoke("lock", "--upgrade-package", "lockdep", cwd=project, env=tb_env)
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        assert "lockdep 1.0 → 1.1" in upgraded.stdout and "1 changed" in upgraded.stdout
+        rebuilt = run_invoke("build", "--locked", cwd=project, env=tb_env)
+        assert rebuilt.returncode == 0, (rebuilt.stdout + rebuilt.stderr)[-3000:]
+        assert image_id(image) != built and installed_lockdep(image) == "1.1"
+        labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image).stdout)
+        assert any(file.startswith("lockdep-1.1-") for file in json.loads(labels["torchbake.inputs"]))
+    finally:
+        stack.close()
+        for tag in ("1", "floating"):
+            docker("image", "rm", "--force", f"{name}:{tag}", check=False)
+
+
+def extra_config(folder: Path) -> Path:
+    path = folder / "more.toml"
+    path.write_text('[wheels]\nextra = ["lockdep", "otherdep"]\n')
+    return path
