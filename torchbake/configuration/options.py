@@ -151,6 +151,10 @@ LOCK_FLAGS = (
     Flag("upgrade", "Let every locked version move to what the index offers now (without it, locking again keeps"
                     " each version the lock holds)", default=SWITCH),
     Flag("upgrade_package", "Let this project's locked version move (e.g. numpy); repeatable", repeatable=True),
+    Flag("matrix", "Lock every release cell of the build-all matrix instead (the [matrix] of the last --config file"
+                   " that has one, else the project file's, else configs/nightly.toml), each for its own Python and"
+                   " platform", default=SWITCH),
+    Flag("only", "With --matrix: only the cells whose id matches this glob; repeatable", repeatable=True),
 )
 
 # --- build-base -------------------------------------------------------------------------------

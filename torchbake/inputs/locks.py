@@ -166,11 +166,12 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 
 
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
-         target: Path, upgrade: bool | Sequence[str], log_file: Path | None) -> str:
+         target: Path, upgrade: bool | Sequence[str], keep: bool = True, log_file: Path | None) -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
-    those ``upgrade`` lets move (True: all), with what it was made for in its ``[tool.torchbake]``
-    table. ``target`` is not written (a local wheel's path in it is relative to its folder)."""
+    those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
+    with what it was made for in its ``[tool.torchbake]`` table. ``target`` is not written (a local
+    wheel's path in it is relative to its folder)."""
     import tomli_w
 
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -179,7 +180,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
         (folder / "requirements.in").write_text("".join(f"{requirement}\n" for requirement in requirements))
         # beside the lock (its paths are relative to its folder), named as uv wants an output: pylock.NAME.toml
         out = target.parent / f"pylock.{target.name.removeprefix('pylock.').removesuffix('.toml')}-new{os.getpid()}.toml"
-        if target.is_file() and upgrade is not True:
+        if keep and target.is_file() and upgrade is not True:
             out.write_bytes(target.read_bytes())  # uv prefers the versions its output file already holds
         argv: list[str | os.PathLike[str]] = [
             uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet", "--only-binary", ":all:",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from invoke import Collection
@@ -11,12 +12,14 @@ from torchbake.core import output
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.files import write_atomically
 from torchbake.core.lazy import LazyModule
-from torchbake.tasks.cli import check_folders, flag_task, reports_errors, resolve_config
+from torchbake.tasks.cli import check_folders, current_project, flag_task, reports_errors, resolve_config
 
 locks = LazyModule("torchbake.inputs.locks")
 variants = LazyModule("torchbake.variants")
 platform_builds = LazyModule("torchbake.building.platform_builds")
 image_diff = LazyModule("torchbake.supply_chain.image_diff")
+runner = LazyModule("torchbake.fleet.runner")
+configuration = LazyModule("torchbake.planning.config")
 
 
 @flag_task(*LOCK_FLAGS)
@@ -29,36 +32,81 @@ def lock(c, **given):
     the flags and --config files of the build it is for. Locking again keeps every version;
     --upgrade (or --upgrade-package NAME) lets them move; what changed is printed as `invoke diff`
     words it. Builds follow the lock; --locked refuses one that no longer matches it."""
+    if given["only"] and not given["matrix"]:
+        raise ConfigurationError("--only picks cells of the matrix: add --matrix.")
+    if given["upgrade"] and given["upgrade_package"]:
+        raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
+    upgrade = True if given["upgrade"] else list(given["upgrade_package"])
+    if given["matrix"]:
+        _lock_matrix(given, upgrade)
+        return
     resolved = resolve_config(given["config"], {**overrides(LOCK_FLAGS, given), "build.locked": False})
     settings = resolved.settings()
     if settings.build.variant != "release":
         raise ConfigurationError("invoke lock locks release images, whose wheels are resolved: add --release (or set"
                                  " [build] variant = \"release\"). A dev image builds torch and the extension from"
                                  " source at their commits.")
-    if given["upgrade"] and given["upgrade_package"]:
-        raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
     check_folders(settings, create=True)
     python_given = resolved.sources["python.version"] != "default"
     release = variants.VARIANTS["release"]
-    builds = platform_builds.plans(settings, lambda s: release.plan(s, python_given=python_given))
+    for _, plan in platform_builds.plans(settings, lambda s: release.plan(s, python_given=python_given)):
+        _lock_plan(plan, upgrade)
+
+
+def _lock_matrix(given, upgrade) -> None:
+    """Each release cell of the matrix, locked as `invoke lock` locks one image."""
+    import os
+
+    from torchbake.tasks.matrix import selected_cells
+
+    found = current_project()
+    cells, files = selected_cells(list(given["config"] or []), given["only"], [], [], None, found)
+    shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
+    trust = {**overrides(LOCK_FLAGS, given), "build.locked": False}
+    released = [cell for cell in cells if cell.variant == "release"]
+    if not released:
+        raise ConfigurationError("--matrix: no release cell is selected; dev and base images are built from source.")
+    environ = dict(os.environ)
+    check_folders(runner.cell_settings(released[0], shared, environ, overrides=trust, project=found), create=True)
+    plans = [runner.cell_plan(cell, shared, environ, overrides=trust, project=found) for cell in released]
+    for plan in plans:  # every cell planned (so checked) before any is locked
+        _lock_plan(plan, upgrade)
+
+
+def _lock_plan(plan, upgrade) -> None:
+    """The lock of one plan's image written (its versions kept but those ``upgrade`` frees), and
+    what changed printed."""
     channel = output.channel()
-    for _, plan in builds:
-        target = Path(plan.lock_path)
-        old = locks.read(target, plan.python_version, plan.wheel_options.platforms) if target.is_file() else None
-        uv = locks.host_uv(plan.python_options, plan.wheel_options, plan.python_version,
-                           Path(plan.path_options.cache_dir).expanduser(), None)
-        platform = plan.lock_platform
-        channel.say(("Locking", "bold"), f" {plan.image} for Python {plan.python_version} on {platform}")
-        text = locks.make(uv, plan.lock_requirements(), plan.python_version, platform, plan.wheel_options,
-                          target=target, upgrade=True if given["upgrade"] else list(given["upgrade_package"]),
-                          log_file=None)
-        write_atomically(target, text)
-        new = locks.read(target, plan.python_version, plan.wheel_options.platforms)
-        changed = locks.changes(old, new)
-        for name, before, after in changed:
-            channel.say("  " + image_diff.Change("python", name, before, after).text())
-        what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
-        channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}")
+    target = Path(plan.lock_path)
+    try:
+        old = locks.read(target, plan.python_version, plan.wheel_options.platforms)
+    except ConfigurationError as exc:  # made anew: nothing of it is kept
+        channel.say(("Note:", "yellow"), f" {exc}")
+        old = None
+    if old is not None and upgrade is not True:
+        from packaging.utils import canonicalize_name
+
+        unknown = [name for name in upgrade if canonicalize_name(name) not in old.versions()]
+        if unknown:
+            raise ConfigurationError(f"--upgrade-package {', '.join(unknown)}: not in {target} (it holds"
+                                     f" {', '.join(sorted(old.versions()))}).")
+    uv = locks.host_uv(plan.python_options, plan.wheel_options, plan.python_version,
+                       Path(plan.path_options.cache_dir).expanduser(), None)
+    channel.say(("Locking", "bold"), f" {plan.image} for Python {plan.python_version} on {plan.lock_platform}")
+    text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
+                      target=target, upgrade=upgrade, keep=old is not None, log_file=None)
+    checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
+    try:
+        new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)
+        checked.replace(target)
+    finally:
+        checked.unlink(missing_ok=True)
+    new = dataclasses.replace(new, path=target)
+    changed = locks.changes(old, new)
+    for name, before, after in changed:
+        channel.say("  " + image_diff.Change("python", name, before, after).text())
+    what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
+    channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}")
 
 
 ns = Collection(lock)

@@ -40,7 +40,8 @@ runner = LazyModule("torchbake.fleet.runner")
 publishing = LazyModule("torchbake.building.publishing")
 variants = LazyModule("torchbake.variants")
 
-def _cells(config_files: list[str], only, skip, platform_names, shard_text, found) -> tuple[list[Cell], list[str]]:
+def selected_cells(config_files: list[str], only, skip, platform_names, shard_text,
+                   found) -> tuple[list[Cell], list[str]]:
     """The selected cells (of the --platform platforms, in the --shard slice) of the last
     --config file's [matrix], else the project file's, else the bundled nightly matrix's; and the
     config files every cell reads."""
@@ -73,7 +74,7 @@ def build_all(c, **given):
         raise ConfigurationError("--sign-key signs what --push publishes, and nothing is pushed: add --push.")
     outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
     found = current_project()
-    cells, files = _cells(list(given["config"] or []), given["only"], given["skip"], given["platform"],
+    cells, files = selected_cells(list(given["config"] or []), given["only"], given["skip"], given["platform"],
                           None if emit_matrix or join_only else shard_text, found)
     if join_only and not families(cells):
         raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"

@@ -226,7 +226,12 @@ def _lock_of(settings: Settings, requirements: list[str], reuse_context: bool) -
     says of it; with [build] locked, no lock or one made for other requirements is refused here,
     before anything is fetched."""
     path = lock_path_of(settings)
-    found = locks.read(path, settings.python.version, settings.wheels.platforms)
+    try:
+        found = locks.read(path, settings.python.version, settings.wheels.platforms)
+    except ConfigurationError as exc:  # refused with --locked; else the closure floats, and the plan says why
+        if settings.build.locked:
+            raise
+        return path, None, f"floats: {exc}"
     differs = locks.mismatch(found, requirements, settings.python.version, lock_platform(settings)) if found else []
     if settings.build.locked and (found is None or differs):
         why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"

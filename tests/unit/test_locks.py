@@ -1,0 +1,106 @@
+"""Lock files read with packaging's PEP 751 model: the wheels a lock selects for an image's Python
+and platform, what a configuration that moved differs in, and the words a changed lock is told in."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_invoke
+from torchbake.core.errors import ConfigurationError
+from torchbake.inputs import locks
+
+AMD64, ARM64 = ("manylinux_2_28_x86_64",), ("manylinux_2_28_aarch64",)
+SHA = {"x86": "1" * 64, "arm": "2" * 64, "pure": "3" * 64}
+
+
+def lock_text(tool: str = "", extra: str = "") -> str:
+    return f'''lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.11"
+
+[[packages]]
+name = "numpy"
+version = "2.3.0"
+wheels = [
+  {{ url = "https://files.example/numpy-2.3.0-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = {{ sha256 = "{SHA['x86']}" }} }},
+  {{ url = "https://files.example/numpy-2.3.0-cp311-cp311-manylinux2014_aarch64.whl", hashes = {{ sha256 = "{SHA['arm']}" }} }},
+]
+
+[[packages]]
+name = "typing-extensions"
+version = "4.16.0"
+wheels = [{{ url = "https://files.example/typing_extensions-4.16.0-py3-none-any.whl", hashes = {{ sha256 = "{SHA['pure']}" }} }}]
+{extra}
+[tool.torchbake]
+requirements = ["numpy==2.3.0"]
+python = "3.11"
+platform = "linux/amd64"
+{tool}'''
+
+
+def write(folder: Path, text: str) -> Path:
+    path = locks.path_for(folder, "team/cpu:1", "linux/amd64")
+    path.write_text(text)
+    return path
+
+
+def test_a_lock_selects_each_projects_wheel_for_the_images_platform(tmp_path):
+    path = write(tmp_path, lock_text())
+    assert path.name == "pylock.team-cpu-1-linux-amd64.toml"
+    found = locks.read(path, "3.11", AMD64)
+    assert [(w.name, w.version, w.sha256) for w in found.wheels] == [("numpy", "2.3.0", SHA["x86"]),
+                                                                     ("typing-extensions", "4.16.0", SHA["pure"])]
+    assert locks.read(path, "3.11", ARM64).wheels[0].file_name == "numpy-2.3.0-cp311-cp311-manylinux2014_aarch64.whl"
+    assert locks.read(tmp_path / "pylock.none.toml", "3.11", AMD64) is None
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("not toml at all", "is not a lock torchbake can use"),
+    (lock_text(extra='\n[[packages]]\nname = "sdistonly"\nversion = "1.0"\nsdist = { url = "https://files.example/'
+                     'sdistonly-1.0.tar.gz", hashes = { sha256 = "' + "4" * 64 + '" } }\n'),
+     "sdistonly is locked to something torchbake does not install"),
+])
+def test_a_lock_torchbake_cannot_install_from_is_refused_naming_it(tmp_path, text, says):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigurationError, match=says) as caught:
+        locks.read(path, "3.11", AMD64)
+    assert str(path) in str(caught.value) and "invoke lock" in str(caught.value)
+
+
+def test_what_a_moved_configuration_differs_in_is_said_in_words(tmp_path):
+    lock = locks.read(write(tmp_path, lock_text()), "3.11", AMD64)
+    assert locks.mismatch(lock, ["numpy==2.3.0"], "3.11", "linux/amd64") == []
+    assert locks.mismatch(lock, ["numpy==2.3.0", "sympy"], "3.12", "linux/arm64") == [
+        "requirements: +sympy", "Python: 3.11 → 3.12", "platform: linux/amd64 → linux/arm64"]
+    assert locks.mismatch(lock, [], "3.11", "linux/amd64") == ["requirements: -numpy==2.3.0"]
+
+
+def test_a_changed_lock_is_told_as_invoke_diff_tells_a_changed_image(tmp_path):
+    old = locks.read(write(tmp_path, lock_text()), "3.11", AMD64)
+    new = locks.read(write(tmp_path, lock_text().replace("4.16.0", "4.17.1").replace("numpy-2.3.0", "numpy-2.4.0")
+                           .replace('"2.3.0"', '"2.4.0"')), "3.11", AMD64)
+    assert locks.changes(old, new) == [("numpy", "2.3.0", "2.4.0"), ("typing-extensions", "4.16.0", "4.17.1")]
+    assert locks.changes(None, old) == [("numpy", "", "2.3.0"), ("typing-extensions", "", "4.16.0")]
+
+
+@pytest.mark.parametrize(("tags", "platform"), [(AMD64, "x86_64-manylinux_2_28"), (("manylinux2014_aarch64",),
+                                                "aarch64-manylinux2014"), (("linux_x86_64",), "x86_64-unknown-linux-gnu")])
+def test_uv_locks_for_the_images_platform_tags(tags, platform):
+    assert locks.uv_platform(tags) == platform
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (("lock",), "invoke lock locks release images"),
+    (("lock", "--release", "--upgrade", "--upgrade-package", "numpy"), "--upgrade lets every version move"),
+    (("lock", "--release", "--only", "x"), "--only picks cells of the matrix: add --matrix"),
+    (("build", "--release", "--locked"), "build.locked: torchbake/pytorch-cpu:2.13.0-py3.11 cannot be built as locked:"
+                                         " it has no lock"),
+])
+def test_lock_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path):
+    result = run_invoke(*args, env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"),
+                                    "TORCHBAKE_BUILD_LOCKS": str(tmp_path / "locks")})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "c").exists() and not (tmp_path / "locks").exists()
