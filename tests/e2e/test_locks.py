@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from tests.conftest import run_invoke
@@ -120,3 +121,28 @@ def extra_config(folder: Path) -> Path:
     path = folder / "more.toml"
     path.write_text('[wheels]\nextra = ["lockdep", "otherdep"]\n')
     return path
+
+
+def test_each_platform_and_each_release_cell_gets_its_own_lock_with_its_own_wheels(tiny_torch, tb_env, tmp_path):
+    """A two-platform build locks each platform's numpy (real wheels, x86_64 and aarch64); --matrix
+    locks every release cell of a matrix, each for its Python and platform; no engine is asked."""
+    project = tmp_path / "team"
+    project.mkdir()
+    (project / "tiny.toml").write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n'
+                                       'extra = ["numpy"]\n[build]\nvariant = "release"\n')
+    (project / "torchbake.toml").write_text(
+        '[matrix]\nprofiles = ["tiny.toml"]\npythons = ["3.11"]\nvariants = ["dev", "release"]\n'
+        'name = "team/{profile}"\ntag = "{variant}-py{py}"\nplatforms = ["linux/amd64", "linux/arm64"]\n')
+    env = {**tb_env, "TORCHBAKE_BUILD_DOCKER": "/no/such/docker"}
+    both = run_invoke("lock", "--config", "tiny.toml", "--name", "team/both", "--tag", "1",
+                      "--platform", "linux/amd64,linux/arm64", cwd=project, env=env)
+    assert both.returncode == 0, both.stdout + both.stderr
+    cells = run_invoke("lock", "--matrix", cwd=project, env=env)
+    assert cells.returncode == 0, cells.stdout + cells.stderr
+    assert cells.stdout.count("Locking team/tiny:release-py311") == 2 and "dev-py311" not in cells.stdout
+    for image in ("team-both-1", "team-tiny-release-py311"):
+        for platform, machine in (("amd64", "x86_64"), ("arm64", "aarch64")):
+            lock = next((project / "locks").glob(f"pylock.{image}*-linux-{platform}.toml")).read_text()
+            numpy = re.findall(r"numpy-[^\"/]+\.whl", lock)
+            assert len(numpy) == 1 and numpy[0].endswith(f"_{machine}.whl"), (image, numpy)
+            assert f'platform = "linux/{platform}"' in lock

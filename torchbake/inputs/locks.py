@@ -214,7 +214,7 @@ def _index_arguments(options: WheelOptions) -> list[str]:
     index_url, extra_index_urls and find_links over pip's own configuration (its files and
     PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints."""
     pip = _pip_configuration()
-    argv: list[str] = []
+    argv: list[str] = ["--index-strategy", "unsafe-best-match"]  # as pip chooses: the best version of any index
     index = options.index_url or next(iter(pip.get("index-url", [])), "")
     if index:
         argv += ["--index-url", index]
