@@ -222,7 +222,7 @@ CASES = [
     ("no-bootstrap-said-first", ["build", "--release", "--python", "3.12", "--no-bootstrap"], {},
      "making it with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false)"),
     # what is inside images, where it came from, what changed
-    ("sbom-format", ["sbom", B, "--format", "xml"], {}, "--format 'xml': expected spdx or cyclonedx."),
+    ("sbom-format", ["sbom", B, "--format", "xml"], {}, "--format 'xml': expected spdx, spdx3, cyclonedx."),
     ("sbom-output-folder", ["sbom", B, "--output", "/tmp"], {}, "--output /tmp is a folder; name a file in it"),
     ("provenance-not-built-here", ["provenance", B], {}, "has no provenance on this host"),
     ("diff-no-image", ["diff", B, NO_SUCH], {}, f"Image '{NO_SUCH}' does not exist on this engine."),

@@ -99,7 +99,7 @@ def test_the_dev_images_provenance_is_of_its_build_from_the_dev_base_not_of_the_
     image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
     assert document["subject"][0]["digest"] == {"sha256": image_id.split(":")[1]}
     definition = document["predicate"]["buildDefinition"]
-    assert definition["buildType"].endswith("/dev")
+    assert definition["buildType"] == "urn:torchbake:build:dev:v1"
     base = next(d for d in definition["resolvedDependencies"] if d["name"] == "base image")
     base_id = docker("image", "inspect", "--format", "{{.Id}}", dev_base[0]).stdout.strip()
     # the dev base (never pushed: its config's digest, said to be one), not the image before relabelling

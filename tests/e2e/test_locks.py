@@ -70,6 +70,15 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert "no resolver ran" in first.stdout
         assert installed_lockdep(image) == "1.0"
         built = image_id(image)
+        # the provenance and the SBOM name the lock, by its digest
+        digest = hashlib.sha256(lock_file.read_bytes()).hexdigest()
+        statement = json.loads(run_invoke("provenance", image, cwd=project, env=tb_env).stdout)
+        assert {"name": f"lock {lock_file.name}", "digest": {"sha256": digest}}.items() <= next(
+            d for d in statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+            if d["name"].startswith("lock ")).items()
+        sbom = json.loads(run_invoke("sbom", image, "--format", "cyclonedx", cwd=project, env=tb_env).stdout)
+        assert {"name": "torchbake:lock", "value": f"{lock_file.name} sha256:{digest}"} in sbom["metadata"]["component"][
+            "properties"]
 
         # the index publishes 1.1: nothing changes, and the plan says the lock holds
         publish(index, lockdep(made, "1.1"))

@@ -44,7 +44,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
     they are read now, in a container without network)."""
     import torchbake
-    from torchbake.supply_chain.inventory import debs_of, source_trees, take
+    from torchbake.supply_chain.inventory import LOCK_LABEL, debs_of, source_trees, take
 
     taken = take(client, tag, found)
     documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
@@ -61,7 +61,8 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     documents["provenance"] = provenance.to_text(provenance.statement(
         image=image, image_id=taken.image_id, variant=variant, configuration=configuration, inputs=inputs,
         files=files, base=base, sources=source_trees(taken.labels), recipe=recipe, builder=versions,
-        started=_iso(started), finished=_iso(time.time()), invocation=invocation, debs_added=added))
+        started=_iso(started), finished=_iso(time.time()), invocation=invocation, debs_added=added,
+        lock=taken.labels.get(LOCK_LABEL, "")))
     documents[INVENTORY] = json.dumps(taken.to_json(), indent=1, sort_keys=True) + "\n"
     return documents
 

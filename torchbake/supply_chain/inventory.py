@@ -22,6 +22,7 @@ from torchbake.core.redaction import redact
 MARK = "TORCHBAKE-INVENTORY "
 INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
 SHA512_LABEL = "torchbake.inputs.sha512"  # input file name → sha512 (building.builder writes it)
+LOCK_LABEL = "torchbake.lock"  # the lock a release image was built from: "<file name> sha256:<hex>" (variants.release)
 TOOLS_LABEL = "torchbake.tools"  # a program taken out of its wheel (uv) → what the wheel says of it (for the SBOM)
 
 DPKG_STATUS = "/var/lib/dpkg/status"

@@ -39,7 +39,7 @@ def statement(*, image: str, image_id: str, variant: str, configuration: Mapping
               inputs: Sequence[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str],
               sources: Mapping[str, Mapping[str, Any]], recipe: Mapping[str, str], builder: Mapping[str, str],
               started: str, finished: str, invocation: str,
-              debs_added: Sequence[Mapping[str, str]] | None = None) -> dict[str, Any]:
+              debs_added: Sequence[Mapping[str, str]] | None = None, lock: str = "") -> dict[str, Any]:
     """The statement of one build. ``inputs``: the manifest's given inputs (option, location,
     sha256); ``files``: every file of the context by name (wheels, tarballs) and its sha256;
     ``base``: reference, digest (its manifest's, "" when unknown) and image id of the FROM image;
@@ -83,6 +83,11 @@ def statement(*, image: str, image_id: str, variant: str, configuration: Mapping
         if commit:
             dependencies.append({"name": f"source {tree}", **({"uri": f"git+{repo}@{commit}"} if repo else {}),
                                  "digest": {"gitCommit": commit}})
+    if lock:  # "<file name> sha256:<hex>": the lock file whose wheels the build installed
+        name, _, digest = lock.rpartition(" sha256:")
+        dependencies.append({"name": f"lock {name}", "digest": {"sha256": digest},
+                             "annotations": {"from": "the PEP 751 lock in [build] locks the wheels were installed"
+                                                     " from, exactly"}})
     for deb in debs_added or ():
         dependencies.append({"name": f"deb {deb['name']}", "uri": deb["purl"],
                              **({"digest": dict(deb["digest"])} if deb.get("digest") else {}),

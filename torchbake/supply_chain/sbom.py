@@ -25,7 +25,14 @@ from typing import Any
 
 from torchbake.core.redaction import redact
 from torchbake.supply_chain import licences, parties, spdx3
-from torchbake.supply_chain.inventory import SHA512_LABEL, Inventory, recorded_files, source_trees, wheel_files
+from torchbake.supply_chain.inventory import (
+    LOCK_LABEL,
+    SHA512_LABEL,
+    Inventory,
+    recorded_files,
+    source_trees,
+    wheel_files,
+)
 
 SPDX, SPDX3, CYCLONEDX = "spdx", "spdx3", "cyclonedx"
 FORMATS = (SPDX, SPDX3, CYCLONEDX)
@@ -86,7 +93,8 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
                        properties={"torchbake:variant": labels.get("torchbake.variant", ""),
                                    "torchbake:profile": labels.get("torchbake.profile", ""),
                                    "torchbake:input-hash": labels.get("torchbake.input-hash", ""),
-                                   "torchbake:version": labels.get("torchbake.version", "")})]
+                                   "torchbake:version": labels.get("torchbake.version", ""),
+                                   "torchbake:lock": labels.get(LOCK_LABEL, "")})]
     base = labels.get("org.opencontainers.image.base.name", "")
     if base:
         bootstrap = {f"torchbake:bootstrap-{key.rsplit('.', 1)[1]}": value for key, value in labels.items()

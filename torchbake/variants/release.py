@@ -13,6 +13,7 @@ from torchbake.configuration.validation import is_location, project_name
 from torchbake.core.errors import ConfigurationError, DownloadError
 from torchbake.inputs import context, locks, wheelhouse
 from torchbake.inputs.context import Staging
+from torchbake.supply_chain.inventory import LOCK_LABEL
 from torchbake.variants.common import (
     PENDING,
     Missing,
@@ -149,7 +150,10 @@ class ReleasePlan(PlanCommon):
 
     def labels(self, prepared, facts) -> dict[str, str]:
         return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
-                "torchbake.extension": prepared.extension if prepared else PENDING, **accelerator_labels(self)}
+                "torchbake.extension": prepared.extension if prepared else PENDING, **accelerator_labels(self),
+                # its lock, an input the SBOM and provenance name: by its file name (where the checkout
+                # is must not change the image) and digest
+                LOCK_LABEL: f"{Path(self.lock.path).name} sha256:{self.lock.sha256}" if self.lock else ""}
 
     def base_image_text(self) -> str:
         return os_base_text(self)
