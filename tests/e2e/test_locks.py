@@ -58,8 +58,9 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         f'extra_index_urls = ["{url}/simple"]\n[build]\nvariant = "release"\n[image]\nname = "{name}"\ntag = "1"\n'
         f'base = "{base_image}"\n')
     try:
-        locked = run_invoke("lock", cwd=project, env=tb_env)
+        locked = run_invoke("lock", "--fetch", cwd=project, env=tb_env)
         assert locked.returncode == 0, locked.stdout + locked.stderr
+        assert "Fetched 2 wheels into" in locked.stdout  # the stand-in torch and lockdep, in the download cache
         lock_file = next((project / "locks").glob("pylock.*.toml"))
         assert "+lockdep 1.0" in locked.stdout and f"Locked {lock_file.relative_to(project)}" in locked.stdout
         text = lock_file.read_text()

@@ -155,6 +155,8 @@ LOCK_FLAGS = (
                    " that has one, else the project file's, else configs/nightly.toml), each for its own Python and"
                    " platform", default=SWITCH),
     Flag("only", "With --matrix: only the cells whose id matches this glob; repeatable", repeatable=True),
+    Flag("fetch", "Also download every locked wheel into the download cache (checked against the lock), so that"
+                  " builds from it need no index: the cache a CI workflow restores", default=SWITCH),
 )
 
 # --- build-base -------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def lock(c, **given):
         raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
     upgrade = True if given["upgrade"] else list(given["upgrade_package"])
     if given["matrix"]:
-        _lock_matrix(given, upgrade)
+        _lock_matrix(given, upgrade, given["fetch"])
         return
     resolved = resolve_config(given["config"], {**overrides(LOCK_FLAGS, given), "build.locked": False})
     settings = resolved.settings()
@@ -50,10 +50,10 @@ def lock(c, **given):
     python_given = resolved.sources["python.version"] != "default"
     release = variants.VARIANTS["release"]
     for _, plan in platform_builds.plans(settings, lambda s: release.plan(s, python_given=python_given)):
-        _lock_plan(plan, upgrade)
+        _lock_plan(plan, upgrade, given["fetch"])
 
 
-def _lock_matrix(given, upgrade) -> None:
+def _lock_matrix(given, upgrade, fetch: bool) -> None:
     """Each release cell of the matrix, locked as `invoke lock` locks one image."""
     import os
 
@@ -70,12 +70,12 @@ def _lock_matrix(given, upgrade) -> None:
     check_folders(runner.cell_settings(released[0], shared, environ, overrides=trust, project=found), create=True)
     plans = [runner.cell_plan(cell, shared, environ, overrides=trust, project=found) for cell in released]
     for plan in plans:  # every cell planned (so checked) before any is locked
-        _lock_plan(plan, upgrade)
+        _lock_plan(plan, upgrade, fetch)
 
 
-def _lock_plan(plan, upgrade) -> None:
+def _lock_plan(plan, upgrade, fetch: bool) -> None:
     """The lock of one plan's image written (its versions kept but those ``upgrade`` frees), and
-    what changed printed."""
+    what changed printed; with ``fetch``, its wheels downloaded into the cache."""
     channel = output.channel()
     target = Path(plan.lock_path)
     try:
@@ -107,6 +107,11 @@ def _lock_plan(plan, upgrade) -> None:
         channel.say("  " + image_diff.Change("python", name, before, after).text())
     what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
     channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}")
+    if fetch:
+        cache = plan.download_cache()
+        for wheel in new.wheels:
+            cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{target.name}: {wheel.name}")
+        channel.say(("Fetched", "green"), f" {len(new.wheels)} wheels into {cache.root}, each checked")
 
 
 ns = Collection(lock)
