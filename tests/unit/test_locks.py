@@ -104,3 +104,13 @@ def test_lock_flags_are_refused_before_any_work_naming_what_is_wrong(args, says,
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "c").exists() and not (tmp_path / "locks").exists()
+
+
+def test_a_locks_folder_that_is_a_file_is_refused_naming_it(tmp_path):
+    notes = tmp_path / "notes"
+    notes.write_text("mine\n")
+    result = run_invoke("lock", "--release", env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"),
+                                                  "TORCHBAKE_BUILD_LOCKS": str(notes)})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"build.locks {notes} (set by [build] locks" in result.stderr and "is a file, not a folder" in result.stderr
+    assert notes.read_text() == "mine\n" and "Traceback" not in result.stderr

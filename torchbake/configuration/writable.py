@@ -21,12 +21,13 @@ settings = LazyModule("torchbake.configuration.settings")  # read for a message 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-def check_folder(path: Path, key: str, *, create: bool) -> None:
+def check_folder(path: Path, key: str, *, create: bool, example: str = "$HOME/.cache/torchbake") -> None:
     """``path`` (the folder of option ``key``, e.g. paths.cache_dir) can hold torchbake's files.
-    ``create``: make it if missing and write a probe file; otherwise only look."""
+    ``create``: make it if missing and write a probe file; otherwise only look. ``example``: a
+    folder the hint suggests."""
     section, name = key.split(".", 1)
     where = f"{key} {path} (set by [{section}] {name} in a --config file or {settings.env_var_name(key)})"
-    fix = f"Point {settings.env_var_name(key)} at a folder you can write, e.g. {settings.env_var_name(key)}=$HOME/.cache/torchbake."
+    fix = f"Point {settings.env_var_name(key)} at a folder you can write, e.g. {settings.env_var_name(key)}={example}."
     if path.exists() and not path.is_dir():
         raise ConfigurationError(f"{where} is a file, not a folder. {fix}")
     existing = nearest_existing(path)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from invoke import Collection
 
+from torchbake.configuration import writable
 from torchbake.configuration.options import LOCK_FLAGS, overrides
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError
@@ -78,6 +79,7 @@ def _lock_plan(plan, upgrade, fetch: bool) -> None:
     what changed printed; with ``fetch``, its wheels downloaded into the cache."""
     channel = output.channel()
     target = Path(plan.lock_path)
+    writable.check_folder(target.parent, "build.locks", create=True, example="./locks")
     try:
         old = locks.read(target, plan.python_version, plan.wheel_options.platforms)
     except ConfigurationError as exc:  # made anew: nothing of it is kept
