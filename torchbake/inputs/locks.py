@@ -74,7 +74,10 @@ def path_for(folder: Path, image: str, platform: str = "") -> Path:
 
 
 def made_for(requirements: Sequence[str], python_version: str, platform: str) -> dict[str, Any]:
-    return {"requirements": list(requirements), "python": python_version, "platform": platform}
+    """What a lock records it was made for: a local wheel by its file name (where the checkout is
+    must not make another lock), anything else as the configuration gives it."""
+    return {"requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
+            "platform": platform}
 
 
 def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
@@ -174,10 +177,14 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
     wheel's path in it is relative to its folder)."""
     import tomli_w
 
+    target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".torchbake-lock-", dir=target.parent) as tmp:
+    with tempfile.TemporaryDirectory(prefix=".torchbake-lock-") as tmp:
         folder = Path(tmp)
-        (folder / "requirements.in").write_text("".join(f"{requirement}\n" for requirement in requirements))
+        # beside the lock, a local wheel relative to it: uv writes its path relative, the lock holds on another checkout
+        listed = target.parent / f".requirements-{os.getpid()}.in"
+        listed.write_text("".join(f"{os.path.relpath(r, target.parent) if os.path.isabs(r) else r}\n"
+                                  for r in requirements))
         # beside the lock (its paths are relative to its folder), named as uv wants an output: pylock.NAME.toml
         out = target.parent / f"pylock.{target.name.removeprefix('pylock.').removesuffix('.toml')}-new{os.getpid()}.toml"
         if keep and target.is_file() and upgrade is not True:
@@ -185,7 +192,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
         argv: list[str | os.PathLike[str]] = [
             uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet", "--only-binary", ":all:",
             "--python-version", python_version, "--python-platform", uv_platform(options.platforms),
-            "--output-file", out, folder / "requirements.in"]
+            "--output-file", out, listed]
         argv += _index_arguments(options)
         if upgrade is True:
             argv.append("--upgrade")
@@ -193,7 +200,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             for name in upgrade or ():
                 argv += ["--upgrade-package", name]
         try:
-            result = command.run(argv, capture=True, log_file=log_file, check=False, echo=False,
+            result = command.run(argv, capture=True, log_file=log_file, check=False, echo=False, cwd=target.parent,
                                  env={"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(folder / "uv-cache")})
             if result.returncode != 0:
                 raise CommandError(f"uv could not lock {', '.join(requirements)} for Python {python_version}"
@@ -201,6 +208,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             text = out.read_text()
         finally:
             out.unlink(missing_ok=True)
+            listed.unlink(missing_ok=True)
     data = tomllib.loads(text)
     mine = made_for(requirements, python_version, platform)
     if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
