@@ -65,6 +65,7 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert "+lockdep 1.0" in locked.stdout and f"Locked {lock_file.relative_to(project)}" in locked.stdout
         text = lock_file.read_text()
         assert "lockdep-1.0-py3-none-any.whl" in text and '[tool.torchbake]' in text and "sha256" in text
+        assert f'reference = "{base_image}"' in text  # the FROM image it was locked on
 
         first = run_invoke("build", cwd=project, env=tb_env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
@@ -105,6 +106,15 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert moved.returncode == 2, moved.stdout + moved.stderr
         assert "was made for other requirements: +otherdep" in moved.stderr and "invoke lock" in moved.stderr
         assert sorted(p.name for p in (cache / "downloads").rglob("*") if p.is_file()) == before
+        # ... and so is another FROM image than the one the lock was made on (one more layer)
+        other = f"{name}:other-base"
+        container = f"torchbake-test-lockbase-{run_id}"
+        docker("run", "--name", container, base_image, "touch", "/changed")
+        docker("commit", container, other)
+        docker("rm", container)
+        moved_base = run_invoke("build", "--locked", "--base-img", other, cwd=project, env=tb_env)
+        assert moved_base.returncode == 2, moved_base.stdout + moved_base.stderr
+        assert f"its FROM image {other} is" in moved_base.stderr and f"made on {base_image}" in moved_base.stderr
 
         # the index is back (1.0 and 1.1): locking again keeps 1.0; --upgrade moves it, saying so
         url = stack.enter_context(http_server(index))
@@ -123,7 +133,7 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert any(file.startswith("lockdep-1.1-") for file in json.loads(labels["torchbake.inputs"]))
     finally:
         stack.close()
-        for tag in ("1", "floating"):
+        for tag in ("1", "floating", "other-base"):
             docker("image", "rm", "--force", f"{name}:{tag}", check=False)
 
 

@@ -244,6 +244,7 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
     facts = preflight(plan, client, writes=make_base and apply)
+    plan.check_preflight(facts)  # what the plan holds the FROM image to (a lock's base): before any download
     digest = fingerprint(plan, facts, plan.download_cache(read_only=not apply))
     state = built_images_file(plan.path_options.cache_dir)
     found = find_unchanged(client, plan.image, digest, state=state, apply=apply) if look and digest else None

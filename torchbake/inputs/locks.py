@@ -73,11 +73,13 @@ def path_for(folder: Path, image: str, platform: str = "") -> Path:
     return folder / f"pylock.{slug}.toml"
 
 
-def made_for(requirements: Sequence[str], python_version: str, platform: str) -> dict[str, Any]:
+def made_for(requirements: Sequence[str], python_version: str, platform: str,
+             base: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a lock records it was made for: a local wheel by its file name (where the checkout is
-    must not make another lock), anything else as the configuration gives it."""
+    must not make another lock), anything else as the configuration gives it; ``base``: the FROM
+    image (reference, content-id, digest) where the engine holds it."""
     return {"requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
-            "platform": platform}
+            "platform": platform, **({"base": dict(base)} if base else {})}
 
 
 def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
@@ -169,7 +171,8 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 
 
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
-         target: Path, upgrade: bool | Sequence[str], keep: bool = True, log_file: Path | None) -> str:
+         target: Path, upgrade: bool | Sequence[str], keep: bool = True, base: Mapping[str, str] | None = None,
+         log_file: Path | None) -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
     those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
@@ -210,7 +213,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             out.unlink(missing_ok=True)
             listed.unlink(missing_ok=True)
     data = tomllib.loads(text)
-    mine = made_for(requirements, python_version, platform)
+    mine = made_for(requirements, python_version, platform, base)
     if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
         data["tool"][TOOL] = mine
         return tomli_w.dumps(data)

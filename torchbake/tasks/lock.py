@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from invoke import Collection
@@ -13,7 +14,14 @@ from torchbake.core import output
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.files import write_atomically
 from torchbake.core.lazy import LazyModule
-from torchbake.tasks.cli import check_folders, current_project, flag_task, reports_errors, resolve_config
+from torchbake.tasks.cli import (
+    check_folders,
+    current_project,
+    docker_client,
+    flag_task,
+    reports_errors,
+    resolve_config,
+)
 
 locks = LazyModule("torchbake.inputs.locks")
 variants = LazyModule("torchbake.variants")
@@ -50,14 +58,13 @@ def lock(c, **given):
     check_folders(settings, create=True)
     python_given = resolved.sources["python.version"] != "default"
     release = variants.VARIANTS["release"]
+    client = _engine(settings)
     for _, plan in platform_builds.plans(settings, lambda s: release.plan(s, python_given=python_given)):
-        _lock_plan(plan, upgrade, given["fetch"])
+        _lock_plan(plan, upgrade, given["fetch"], client)
 
 
 def _lock_matrix(given, upgrade, fetch: bool) -> None:
     """Each release cell of the matrix, locked as `invoke lock` locks one image."""
-    import os
-
     from torchbake.tasks.matrix import selected_cells
 
     found = current_project()
@@ -68,13 +75,25 @@ def _lock_matrix(given, upgrade, fetch: bool) -> None:
     if not released:
         raise ConfigurationError("--matrix: no release cell is selected; dev and base images are built from source.")
     environ = dict(os.environ)
-    check_folders(runner.cell_settings(released[0], shared, environ, overrides=trust, project=found), create=True)
+    settings = runner.cell_settings(released[0], shared, environ, overrides=trust, project=found)
+    check_folders(settings, create=True)
     plans = [runner.cell_plan(cell, shared, environ, overrides=trust, project=found) for cell in released]
+    client = _engine(settings)
     for plan in plans:  # every cell planned (so checked) before any is locked
-        _lock_plan(plan, upgrade, fetch)
+        _lock_plan(plan, upgrade, fetch, client)
 
 
-def _lock_plan(plan, upgrade, fetch: bool) -> None:
+def _engine(settings):
+    """The engine's client, to read each FROM image; None where no engine answers (a lock needs none)."""
+    from torchbake.core.errors import EngineError
+
+    try:
+        return docker_client(settings, for_build=False)
+    except EngineError:
+        return None
+
+
+def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     """The lock of one plan's image written (its versions kept but those ``upgrade`` frees), and
     what changed printed; with ``fetch``, its wheels downloaded into the cache."""
     channel = output.channel()
@@ -95,8 +114,9 @@ def _lock_plan(plan, upgrade, fetch: bool) -> None:
     uv = locks.host_uv(plan.python_options, plan.wheel_options, plan.python_version,
                        Path(plan.path_options.cache_dir).expanduser(), None)
     channel.say(("Locking", "bold"), f" {plan.image} for Python {plan.python_version} on {plan.lock_platform}")
+    base = _base_identity(plan, client)
     text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
-                      target=target, upgrade=upgrade, keep=old is not None, log_file=None)
+                      target=target, upgrade=upgrade, keep=old is not None, base=base, log_file=None)
     checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
     try:
         new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)
@@ -107,13 +127,35 @@ def _lock_plan(plan, upgrade, fetch: bool) -> None:
     changed = locks.changes(old, new)
     for name, before, after in changed:
         channel.say("  " + image_diff.Change("python", name, before, after).text())
+    was = (old.made_for.get("base") or {}).get("content-id", "") if old is not None else ""
+    if base and was and was != base["content-id"]:
+        channel.say(f"  base {plan.base_image} {was[:19]} → {base['content-id'][:19]}")
     what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
-    channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}")
+    channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}"
+                + ("" if base else f"; its FROM image {plan.base_image} is not on the engine, so the lock does not"
+                   " hold the build to it (build once, then lock again)"))
     if fetch:
         cache = plan.download_cache()
         for wheel in new.wheels:
             cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{target.name}: {wheel.name}")
         channel.say(("Fetched", "green"), f" {len(new.wheels)} wheels into {cache.root}, each checked")
+
+
+def _base_identity(plan, client) -> dict[str, str]:
+    """The plan's FROM image as the engine holds it (reference, content-id, manifest digest); {}
+    when no engine answers or it lacks the image (a lock needs no engine; it then holds no base)."""
+    from torchbake.adapters.engine import content_id, manifest_digest
+    from torchbake.core.errors import EngineError
+
+    try:
+        info = client.inspect_image(plan.base_image) if client is not None else None
+    except EngineError:
+        return {}
+    if info is None:
+        return {}
+    digest = manifest_digest(info, plan.base_image)
+    return {"reference": plan.base_image, "content-id": content_id(info, plan.platform), **({"digest": digest} if digest
+                                                                                              else {})}
 
 
 ns = Collection(lock)

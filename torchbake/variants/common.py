@@ -95,6 +95,9 @@ class PlanCommon:
         """Input-hash material this variant computes beyond its options (input_hash.option_material)."""
         return {}
 
+    def check_preflight(self, facts) -> None:
+        """Refuse a FROM image this plan does not accept (its facts), before anything is fetched."""
+
     def steps_again(self, changed: list[str]) -> str:
         """Which steps a build with these input-hash parts changed runs again, in words."""
         def step_of(part: str) -> int:

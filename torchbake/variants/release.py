@@ -80,6 +80,18 @@ class ReleasePlan(PlanCommon):
         """What a lock of this image resolves: the configured wheels and extra requirements, as given."""
         return [*self.wheel_sources.values(), *self.extra_requirements]
 
+    def check_preflight(self, facts) -> None:
+        """With [build] locked, the FROM image must be the one the lock was made on (where the
+        lock records it): another base is another image, locked again on purpose."""
+        base = (self.lock.made_for.get("base") or {}) if self.lock is not None else {}
+        if not (self.build_options.locked and base.get("content-id")) or base["content-id"] == facts.base_id:
+            return
+        raise ConfigurationError(
+            f"build.locked: {self.image} cannot be built as locked: its FROM image {self.base_image} is"
+            f" {facts.base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
+            " Lock it on this base with this build's flags and --config files: `invoke lock` in place of `invoke"
+            " build` (review the lock's diff, commit it).")
+
     def hash_inputs(self) -> dict[str, object]:
         """A locked image's wheels are its lock's: unchanged whatever the index publishes."""
         if self.lock is None:
