@@ -9,6 +9,7 @@ import contextlib
 import hashlib
 import json
 import re
+import tomllib
 from pathlib import Path
 
 from tests.conftest import run_invoke
@@ -66,6 +67,8 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         text = lock_file.read_text()
         assert "lockdep-1.0-py3-none-any.whl" in text and '[tool.torchbake]' in text and "sha256" in text
         assert f'reference = "{base_image}"' in text  # the FROM image it was locked on
+        debs = tomllib.loads(text)["tool"]["torchbake"]["debs"]  # what apt installs above it, at its versions
+        assert debs and all(version for version in debs.values()), debs
 
         first = run_invoke("build", cwd=project, env=tb_env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
@@ -128,9 +131,21 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert "lockdep 1.0 → 1.1" in upgraded.stdout and "1 changed" in upgraded.stdout
         rebuilt = run_invoke("build", "--locked", cwd=project, env=tb_env)
         assert rebuilt.returncode == 0, (rebuilt.stdout + rebuilt.stderr)[-3000:]
-        assert image_id(image) != built and installed_lockdep(image) == "1.1"
+        rebuilt_id = image_id(image)
+        assert rebuilt_id != built and installed_lockdep(image) == "1.1"
         labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image).stdout)
         assert any(file.startswith("lockdep-1.1-") for file in json.loads(labels["torchbake.inputs"]))
+        # the Debian packages above the base were installed at the lock's versions
+        installed = dict(line.split() for line in docker("run", "--rm", "--entrypoint", "dpkg-query", image, "-W",
+                                                         "-f", "${Package} ${Version}\n").stdout.splitlines())
+        assert {name: installed.get(name) for name in debs} == debs
+        # a lock naming a version the mirror does not have: refused before the build, naming it
+        name_, version = next(iter(debs.items()))
+        lock_file.write_text(lock_file.read_text().replace(f'{name_} = "{version}"', f'{name_} = "{version}~gone1"'))
+        gone = run_invoke("build", "--force", cwd=project, env=tb_env)
+        assert gone.returncode == 3, (gone.stdout + gone.stderr)[-3000:]
+        assert f"the mirror does not have (now): {name_} {version}~gone1. Nothing was built." in gone.stderr
+        assert image_id(image) == rebuilt_id
     finally:
         stack.close()
         for tag in ("1", "floating", "other-base"):

@@ -153,14 +153,17 @@ class DockerClient(DockerCLI):
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
                     network: str | None = "none", timeout: float = 600,
-                    device_options: Mapping[str, Any] | None = None) -> command.CommandResult:
+                    device_options: Mapping[str, Any] | None = None,
+                    environment: Mapping[str, str] | None = None) -> command.CommandResult:
         """Run a throwaway container and collect its output (the container is always removed);
-        ``device_options``: its device access (``DeviceAccess.host_config``)."""
+        ``device_options``: its device access (``DeviceAccess.host_config``); ``environment``: its
+        variables."""
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
         shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
         host_config = {"network_mode": network, **{k: v for k, v in (device_options or {}).items() if v}}
         created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
-                                        name=name, labels={"torchbake.probe": "true"}, host_config=host_config)
+                                        name=name, labels={"torchbake.probe": "true"}, host_config=host_config,
+                                        environment=dict(environment or {}) or None)
         try:
             with engine_errors(f"run {image}", timeout):
                 try:

@@ -63,6 +63,11 @@ class Lock:
     def versions(self) -> dict[str, str]:
         return {wheel.name: wheel.version for wheel in self.wheels}
 
+    def debs(self) -> dict[str, str]:
+        """The Debian packages installed on top of the FROM image, by name, at their versions."""
+        found = self.made_for.get("debs") or {}
+        return {str(name): str(version) for name, version in found.items()} if isinstance(found, dict) else {}
+
 
 def path_for(folder: Path, image: str, platform: str = "") -> Path:
     """Where the lock of ``image`` (for ``platform``, where the build has several) lives:
@@ -74,12 +79,14 @@ def path_for(folder: Path, image: str, platform: str = "") -> Path:
 
 
 def made_for(requirements: Sequence[str], python_version: str, platform: str,
-             base: Mapping[str, str] | None = None) -> dict[str, Any]:
+             base: Mapping[str, str] | None = None, debs: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What a lock records it was made for: a local wheel by its file name (where the checkout is
     must not make another lock), anything else as the configuration gives it; ``base``: the FROM
-    image (reference, content-id, digest) where the engine holds it."""
+    image (reference, content-id, digest) where the engine holds it; ``debs``: the Debian packages
+    a build installs on top of it, at the versions the mirror gave when locking."""
     return {"requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
-            "platform": platform, **({"base": dict(base)} if base else {})}
+            "platform": platform, **({"base": dict(base)} if base else {}),
+            **({"debs": dict(sorted(debs.items()))} if debs is not None else {})}
 
 
 def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
@@ -172,7 +179,7 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
          target: Path, upgrade: bool | Sequence[str], keep: bool = True, base: Mapping[str, str] | None = None,
-         log_file: Path | None) -> str:
+         debs: Mapping[str, str] | None = None, log_file: Path | None) -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
     those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
@@ -213,7 +220,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             out.unlink(missing_ok=True)
             listed.unlink(missing_ok=True)
     data = tomllib.loads(text)
-    mine = made_for(requirements, python_version, platform, base)
+    mine = made_for(requirements, python_version, platform, base, debs)
     if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
         data["tool"][TOOL] = mine
         return tomli_w.dumps(data)

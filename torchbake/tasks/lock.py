@@ -11,7 +11,7 @@ from invoke import Collection
 from torchbake.configuration import writable
 from torchbake.configuration.options import LOCK_FLAGS, overrides
 from torchbake.core import output
-from torchbake.core.errors import ConfigurationError
+from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.files import write_atomically
 from torchbake.core.lazy import LazyModule
 from torchbake.tasks.cli import (
@@ -115,8 +115,11 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
                        Path(plan.path_options.cache_dir).expanduser(), None)
     channel.say(("Locking", "bold"), f" {plan.image} for Python {plan.python_version} on {plan.lock_platform}")
     base = _base_identity(plan, client)
+    # the Debian versions: kept as locked while the base is the same (--upgrade asks the mirror again)
+    kept = old is not None and "debs" in old.made_for and upgrade is not True and old.made_for.get("base") == base
+    debs = old.debs() if kept else _debs_above(plan, client) if base else None
     text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
-                      target=target, upgrade=upgrade, keep=old is not None, base=base, log_file=None)
+                      target=target, upgrade=upgrade, keep=old is not None, base=base, debs=debs, log_file=None)
     checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
     try:
         new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)
@@ -125,13 +128,17 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
         checked.unlink(missing_ok=True)
     new = dataclasses.replace(new, path=target)
     changed = locks.changes(old, new)
+    before_debs, after_debs = (old.debs() if old is not None else {}), debs or {}
+    changed += [(name, before_debs.get(name, ""), after_debs.get(name, "")) for name in sorted({*before_debs, *after_debs})
+                if before_debs.get(name) != after_debs.get(name)]
     for name, before, after in changed:
         channel.say("  " + image_diff.Change("python", name, before, after).text())
     was = (old.made_for.get("base") or {}).get("content-id", "") if old is not None else ""
     if base and was and was != base["content-id"]:
+        changed.append(("base", was, base["content-id"]))
         channel.say(f"  base {plan.base_image} {was[:19]} → {base['content-id'][:19]}")
     what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
-    channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {what}"
+    channel.say(("Locked", "green"), f" {target}: {len(new.wheels)} wheels, {len(after_debs)} Debian packages, {what}"
                 + ("" if base else f"; its FROM image {plan.base_image} is not on the engine, so the lock does not"
                    " hold the build to it (build once, then lock again)"))
     if fetch:
@@ -139,6 +146,29 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
         for wheel in new.wheels:
             cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{target.name}: {wheel.name}")
         channel.say(("Fetched", "green"), f" {len(new.wheels)} wheels into {cache.root}, each checked")
+
+
+def _debs_above(plan, client) -> dict[str, str]:
+    """Name → version of each Debian package a build of ``plan`` installs on top of its FROM image,
+    as the mirror has them now: the image's own OS step (common/install_os_packages.sh) asked in a
+    throwaway container of the FROM image what apt would fetch. {} for another platform than the
+    engine's (its packages are locked where it builds natively)."""
+    from torchbake.configuration import platforms
+    from torchbake.core.data import COMMON_DIR
+
+    if plan.platform and plan.platform != platforms.host().name:
+        output.channel().say(f"  Debian packages: not locked for {plan.platform} on this {platforms.host().name}"
+                             " engine (lock them on a native one)")
+        return {}
+    script = (COMMON_DIR / "install_os_packages.sh").read_text()
+    result = client.run_capture(plan.base_image, ["-c", script, "install_os_packages.sh", plan.python_provider, "0"],
+                                entrypoint="bash", network=plan.build_options.network or None,
+                                environment={"TORCHBAKE_APT_PLAN": "1"})
+    if result.returncode != 0:
+        raise CommandError(f"Could not ask apt in {plan.base_image} which Debian packages a build installs:\n"
+                           f"{result.output[-2000:]}")
+    return {line.split()[1]: line.split()[2] for line in result.output.splitlines()
+            if line.startswith("torchbake-deb ") and len(line.split()) == 3}
 
 
 def _base_identity(plan, client) -> dict[str, str]:

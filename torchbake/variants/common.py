@@ -98,6 +98,9 @@ class PlanCommon:
     def check_preflight(self, facts) -> None:
         """Refuse a FROM image this plan does not accept (its facts), before anything is fetched."""
 
+    def check_before_build(self, client) -> None:
+        """Refuse, before anything is prepared or built, what would fail the build half-way."""
+
     def steps_again(self, changed: list[str]) -> str:
         """Which steps a build with these input-hash parts changed runs again, in words."""
         def step_of(part: str) -> int:

@@ -4,6 +4,7 @@ image is labelled with the versions the wheels carry."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -92,6 +93,25 @@ class ReleasePlan(PlanCommon):
             " Lock it on this base with this build's flags and --config files: `invoke lock` in place of `invoke"
             " build` (review the lock's diff, commit it).")
 
+    def check_before_build(self, client) -> None:
+        """A lock's Debian versions are all in the mirror (apt asked in a throwaway container of the
+        FROM image, nothing installed), or none is built: each missing one named (exit 3)."""
+        pins = self.lock.debs() if self.lock is not None else {}
+        if not pins or (self.platform and self.platform != platforms.host().name):
+            return  # another platform's apt runs emulated: its build says it, naming the version
+        wanted = " ".join(f"{name}={version}" for name, version in sorted(pins.items()))
+        script = ('apt-get -qq -o Acquire::Languages=none update >/dev/null && apt-get -qq --print-uris install -y'
+                  f' --no-install-recommends --allow-downgrades {wanted} >/dev/null')
+        result = client.run_capture(self.base_image, ["-c", script], entrypoint="bash",
+                                    network=self.build_options.network or None)
+        if result.returncode != 0:
+            missing = re.findall(r"Version '([^']+)' for '([^']+)' was not found", result.output)
+            said = ", ".join(f"{name} {version}" for version, name in missing) or result.output.strip()[-1500:]
+            raise DownloadError(f"{self.lock_path} locks Debian packages the mirror does not have (now): {said}."
+                                " Nothing was built. Point the FROM image's apt sources at a snapshot mirror that"
+                                " holds them, or lock the versions the mirror has: invoke lock --upgrade (with this"
+                                " build's flags and --config files).")
+
     def hash_inputs(self) -> dict[str, object]:
         """A locked image's wheels are its lock's: unchanged whatever the index publishes."""
         if self.lock is None:
@@ -105,8 +125,11 @@ class ReleasePlan(PlanCommon):
     def build_args(self, facts) -> dict[str, str]:
         """The OS image's arguments, and what the wheel stages unpack for: the image's machine and
         its wheel platform tags (the wheels are unpacked on the machine that builds)."""
+        pins = self.lock.debs() if self.lock is not None else {}
         return {**os_build_args(self), "WHEEL_MACHINE": wheel_machine(self),
-                "WHEEL_PLATFORMS": " ".join(wheelhouse.compatible_platforms(self.wheel_options.platforms))}
+                "WHEEL_PLATFORMS": " ".join(wheelhouse.compatible_platforms(self.wheel_options.platforms)),
+                # the Debian packages its lock holds, installed at their versions (common/install_os_packages.sh)
+                **({"DEB_PINS": " ".join(f"{name}={version}" for name, version in sorted(pins.items()))} if pins else {})}
 
     def preflight(self, client, *, writes: bool):
         """The OS FROM image (pulled or bootstrapped if missing) ships the requested Python."""
