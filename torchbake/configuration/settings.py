@@ -462,9 +462,7 @@ def in_registry(reference: str, url: str) -> str:
 class SbomOptions:
     """What an image's SBOMs say of who made it (torchbake.supply_chain.sbom)."""
 
-    # not the image's content, but what its SBOMs say: an image whose SBOMs name another supplier is
-    # built again (from the layer cache: the same image) for SBOMs that name this one
-    supplier: str = option("", validation.party, decides=EVERY_IMAGE,
+    supplier: str = option("", validation.party, decides=(),  # the SBOMs' words, not the image's content
                            help="Who supplies the images, as NAME <EMAIL or URL>, e.g. 'ML Platform"
                                 " <ml-platform@example.com>': the image's supplier and the SBOMs' creator"
                                 " organisation (NTIA, CISA and BSI ask for both); '' = not stated")
