@@ -12,6 +12,7 @@ private key and its password stay in this process: nothing torchbake prints or w
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import warnings
@@ -67,7 +68,7 @@ class Identity:
         chains to Fulcio, names this identity and issuer, and the signature is in Rekor."""
         sigstore = _sigstore()
         from sigstore.errors import Error as SigstoreError
-        from sigstore.verify import Verifier, policy
+        from sigstore.verify import policy
 
         try:
             bundle = sigstore.models.Bundle.from_json(text)
@@ -76,7 +77,7 @@ class Identity:
             raise SignatureError(f"is not a keyless Sigstore bundle with a certificate and a log entry ({reason})"
                                  ) from None
         try:
-            verifier = Verifier.production()
+            verifier = _production_verifier()
         except SigstoreError as exc:
             raise RegistryError(f"Sigstore's public trust root did not answer ({exc}); keyless signatures are checked"
                                 " against it.") from None
@@ -86,6 +87,14 @@ class Identity:
         except SigstoreError as exc:
             raise SignatureError(f"does not hold for {self.signer}: {exc}") from None
         return _statement(payload_type, payload)
+
+
+@functools.cache
+def _production_verifier():
+    """sigstore-python's verifier of Sigstore's public instance: its trust root fetched once a run."""
+    from sigstore.verify import Verifier
+
+    return Verifier.production()
 
 
 def _statement(payload_type: str, payload: bytes) -> dict[str, Any]:
