@@ -28,7 +28,7 @@ from torchbake.configuration.os_releases import OS_RELEASES, python_mismatch, re
 from torchbake.core import output
 from torchbake.core.build_time import created_time, source_date_epoch
 from torchbake.core.errors import CommandError, ConfigurationError
-from torchbake.core.redaction import redact
+from torchbake.core.redaction import redact, split_credentials
 from torchbake.inputs import image_archive
 from torchbake.inputs.downloads import file_digests, file_lock
 
@@ -264,7 +264,7 @@ def _record_debs(rootfs: Path) -> None:
     deburis = rootfs / "debootstrap" / "deburis"  # "PACKAGE VERSION URL" lines
     for line in deburis.read_text().splitlines() if deburis.is_file() else ():
         package, version, url = (line.split(" ", 2) + ["", ""])[:3]
-        urls[(package, version)] = re.sub(r"^([a-z+]+://)[^/@]*@", r"\1", url)
+        urls[(package, version)] = split_credentials(url)[0]  # never a mirror's credentials in the image
     lines = []
     for deb in sorted((rootfs / "var/cache/apt/archives").glob("*.deb")):
         package, version, _arch = (unquote(deb.name[:-len(".deb")]).split("_") + ["", ""])[:3]

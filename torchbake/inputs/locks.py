@@ -18,9 +18,9 @@ provenance): a release upstream changes nothing until the lock changes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
-import platform as platform_module
 import re
 import tempfile
 import tomllib
@@ -99,7 +99,7 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
     data = path.read_bytes()
     try:
         lock = Pylock.from_dict(tomllib.loads(data.decode()))
-        environment = _environment(python_version, wheel_platforms)
+        environment = wheelhouse.image_environment(python_version, wheel_platforms)
         chosen = list(lock.select(environment=environment,
                                   tags=sorted(wheelhouse.supported_tags(python_version, wheel_platforms), key=str)))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError, PylockSelectError) as exc:
@@ -118,16 +118,6 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
                                   hashes["sha256"]))
     tool = (lock.tool or {}).get(TOOL, {})
     return Lock(path, tool if isinstance(tool, dict) else {}, tuple(wheels), hashlib.sha256(data).hexdigest())
-
-
-def _environment(python_version: str, wheel_platforms: Sequence[str]) -> dict[str, str]:
-    """The marker environment of the image's interpreter (PEP 508)."""
-    machine = next((p.machine for p in platforms.PLATFORMS if any(t.endswith("_" + p.machine) for t in wheel_platforms)),
-                   platform_module.machine())
-    return {"implementation_name": "cpython", "implementation_version": f"{python_version}.0", "os_name": "posix",
-            "platform_machine": machine, "platform_release": "", "platform_system": "Linux", "platform_version": "",
-            "python_full_version": f"{python_version}.0", "platform_python_implementation": "CPython",
-            "python_version": python_version, "sys_platform": "linux"}
 
 
 def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str) -> list[str]:
@@ -245,6 +235,7 @@ def _index_arguments(options: WheelOptions) -> list[str]:
     return argv
 
 
+@functools.cache
 def _pip_configuration() -> dict[str, list[str]]:
     """Key → values of pip's configuration that decide what it resolves (index-url,
     extra-index-url, find-links, constraint), the environment's over the files'."""

@@ -124,11 +124,11 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
                                licence_refs={ref: text for ref, text in refs.items() if ref in licence},
                                copyright=deb.copyright,
                                depends_on=tuple(deb_refs[name] for name in deb.depends if name in deb_refs)))
-    wheels, sha256s, sha512s = wheel_files(labels), recorded_files(labels), recorded_files(labels, SHA512_LABEL)
+    wheels = _wheel_files(labels)
     dist_refs = {(dist.environment, dist.key): f"python:{dist.environment}:{dist.key}" for dist in inventory.pythons
                  if not dist.vendored_by}
     for dist in inventory.pythons:
-        wheel = wheels.get((dist.key, dist.version), "") if dist.environment == inventory.main_environment else ""
+        wheel = wheels.get((dist.key, dist.version), {}) if dist.environment == inventory.main_environment else {}
         declared = dist.license_expression or dist.license
         licence, refs = licences.from_python(dist.license_expression, dist.license, dist.license_classifiers)
         requires = (dist_refs.get((dist.environment, _canonical(name))) for name in dist.requires)
@@ -137,12 +137,12 @@ def components(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), s
         found.append(Component(
             f"python:{where}:{dist.key}", "python", dist.name, dist.version,
             purl=purl("pypi", "", dist.key, dist.version), licence=licence, licence_refs=refs,
-            file_name=wheel.rsplit("/", 1)[-1], sha256=sha256s.get(wheel, ""), sha512=sha512s.get(wheel, ""),
+            **wheel,
             licence_text="; ".join(filter(None, [declared, *dist.license_classifiers, *unstated])),
             properties={"torchbake:environment": dist.environment, "torchbake:vendored-by": dist.vendored_by},
             supplier=dist.author or dist.maintainer,
             copyright=dist.copyright, depends_on=tuple(ref for ref in requires if ref)))
-    found += _binaries(inventory, {(dist.environment, dist.key): dist for dist in inventory.pythons})
+    found += _binaries(inventory, {(dist.environment, dist.key): dist for dist in inventory.pythons}, wheels)
     found += _toolkits(labels, inputs, supplier)
     found += _sources(labels)
     return _unique_refs(found)
@@ -204,20 +204,27 @@ CRATE_LICENCE = ("cargo-auditable, whose data the binary carries, records no lic
                  " the crate's own page on its registry states them")
 
 
-def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> list[Component]:
+def _wheel_files(labels: Mapping[str, str]) -> dict[tuple[str, str], dict[str, str]]:
+    """(project, version) → the file name, sha256 and sha512 of each wheel the image was built
+    from (its labels), as a :class:`Component` holds them."""
+    sha256s, sha512s = recorded_files(labels), recorded_files(labels, SHA512_LABEL)
+    return {key: {"file_name": file.rsplit("/", 1)[-1], "sha256": sha256s.get(file, ""),
+                  "sha512": sha512s.get(file, "")} for key, file in wheel_files(labels).items()}
+
+
+def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any],
+              wheels: Mapping[tuple[str, str], Mapping[str, str]]) -> list[Component]:
     """Each executable built with cargo-auditable and the Rust crates it holds (those it runs
     with; build-time crates are not in it), with the dependencies its data records. The binary's
     own crates are supplied by whoever made its wheel (the Python distribution in the image, or the
     wheel the build took it from: the image's ``torchbake.tools`` label), a registry's crates by
-    that registry."""
+    that registry; ``wheels``: :func:`_wheel_files`."""
     from torchbake.supply_chain.inventory import TOOLS_LABEL, PythonDist
 
     try:
         tools = json.loads(inventory.labels.get(TOOLS_LABEL) or "{}")
     except ValueError:
         tools = {}
-    labels = inventory.labels
-    wheels, sha256s, sha512s = wheel_files(labels), recorded_files(labels), recorded_files(labels, SHA512_LABEL)
     found = []
     for binary in inventory.binaries:
         packages = list(binary.packages)
@@ -232,9 +239,7 @@ def _binaries(inventory: Inventory, dists: Mapping[tuple[str, str], Any]) -> lis
             license=tool.get("license", ""), author=tool.get("author") or tool.get("author_email", ""),
             maintainer=tool.get("maintainer", "")) if tool else None)
         owner_supplier = (owner.author or owner.maintainer) if owner else ""
-        file = wheels.get((name, owner.version if owner else ""), "")  # the wheel the build took it out of
-        wheel = {"file_name": file.rsplit("/", 1)[-1], "sha256": sha256s.get(file, ""),
-                 "sha512": sha512s.get(file, "")} if file else {}
+        wheel = wheels.get((name, owner.version if owner else ""), {})  # the wheel the build took it out of
         refs = {i: f"binary:{binary.path}" if i == root else f"crate:{binary.path}:{p['name']}@{p['version']}"
                 for i, p in enumerate(packages) if p.get("kind", "runtime") == "runtime"}
         for index, package in enumerate(packages):

@@ -250,10 +250,9 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
 
 
 def lock_platform(settings: Settings) -> str:
-    """The platform the image's wheels are for (its first wheel platform tag's machine)."""
-    tags = settings.wheels.platforms
-    found = next((p for p in platforms.PLATFORMS if any(t.endswith("_" + p.machine) for t in tags)), None)
-    return found.name if found else platforms.host().name
+    """The platform the image's wheels are for (the machine its wheel platform tags name)."""
+    machine = wheelhouse.image_environment(settings.python.version, settings.wheels.platforms)["platform_machine"]
+    return (platforms.by_machine(machine) or platforms.host()).name
 
 
 def lock_path_of(settings: Settings) -> Path:
