@@ -154,16 +154,18 @@ class DockerClient(DockerCLI):
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
                     network: str | None = "none", timeout: float = 600,
                     device_options: Mapping[str, Any] | None = None,
-                    environment: Mapping[str, str] | None = None) -> command.CommandResult:
+                    environment: Mapping[str, str] | None = None, platform: str | None = None) -> command.CommandResult:
         """Run a throwaway container and collect its output (the container is always removed);
         ``device_options``: its device access (``DeviceAccess.host_config``); ``environment``: its
-        variables."""
+        variables; ``platform``: the image's platform to run (another machine's runs emulated)."""
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
-        shown = ("docker", "run", "--rm", "--network", network or "default", image, *argv)
+        shown = ("docker", "run", "--rm", "--network", network or "default", *(("--platform", platform) if platform else ()),
+                 image, *argv)
         host_config = {"network_mode": network, **{k: v for k, v in (device_options or {}).items() if v}}
         created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
                                         name=name, labels={"torchbake.probe": "true"}, host_config=host_config,
-                                        environment=dict(environment or {}) or None)
+                                        environment=dict(environment or {}) or None,
+                                        **({"platform": platform} if platform else {}))
         try:
             with engine_errors(f"run {image}", timeout):
                 try:

@@ -151,19 +151,22 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
 def _debs_above(plan, client) -> dict[str, str]:
     """Name → version of each Debian package a build of ``plan`` installs on top of its FROM image,
     as the mirror has them now: the image's own OS step (common/install_os_packages.sh) asked in a
-    throwaway container of the FROM image what apt would fetch. {} for another platform than the
-    engine's (its packages are locked where it builds natively)."""
+    throwaway container of the FROM image what apt would fetch; another platform's asked emulated
+    (QEMU, about 10 s). {} where this host cannot run that platform's programs (said)."""
     from torchbake.configuration import platforms
     from torchbake.core.data import COMMON_DIR
 
-    if plan.platform and plan.platform != platforms.host().name:
-        output.channel().say(f"  Debian packages: not locked for {plan.platform} on this {platforms.host().name}"
-                             " engine (lock them on a native one)")
+    foreign = bool(plan.platform) and plan.platform != platforms.host().name
+    why_not = platforms.why_not_here(platforms.parse(plan.platform)) if foreign else ""
+    if why_not:
+        output.channel().say(f"  Debian packages: not locked for {plan.platform}: {why_not}")
         return {}
+    if foreign:
+        output.channel().say(f"  Debian packages: asking apt in {plan.base_image} for {plan.platform}, emulated")
     script = (COMMON_DIR / "install_os_packages.sh").read_text()
     result = client.run_capture(plan.base_image, ["-c", script, "install_os_packages.sh", plan.python_provider, "0"],
                                 entrypoint="bash", network=plan.build_options.network or None,
-                                environment={"TORCHBAKE_APT_PLAN": "1"})
+                                environment={"TORCHBAKE_APT_PLAN": "1"}, platform=plan.platform or None)
     if result.returncode != 0:
         raise CommandError(f"Could not ask apt in {plan.base_image} which Debian packages a build installs:\n"
                            f"{result.output[-2000:]}")
