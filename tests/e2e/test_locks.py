@@ -1,20 +1,23 @@
 """Locked images against a real local package index (a PEP 503 tree served over HTTP) holding a
 dependency the index later publishes a newer version of: the lock keeps the image the same, a
-locked build needs no index once the files are cached, --locked refuses a configuration that
-moved, and only `invoke lock --upgrade` moves the closure, saying what changed."""
+locked build needs no index once the files are cached (a matrix cell on a fresh engine gives the
+same image), --locked refuses a configuration that moved, and only `invoke lock --upgrade` moves
+the closure, saying what changed."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import json
+import os
 import re
+import shutil
 import tomllib
 from pathlib import Path
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, http_server, make_wheel
+from .helpers import copy_image, docker, http_server, make_wheel
 
 
 def publish(root: Path, wheel: Path) -> None:
@@ -44,7 +47,7 @@ def installed_lockdep(name: str) -> str:
 
 
 def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_with_the_index_down(
-        base_image, tiny_torch, tb_env, run_id, tmp_path):
+        base_image, tiny_torch, tb_env, run_id, tmp_path, second_engine):
     index, made = tmp_path / "index", tmp_path / "made"
     made.mkdir()
     publish(index, lockdep(made, "1.0"))
@@ -56,7 +59,7 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
     url = stack.enter_context(http_server(index))
     (project / "torchbake.toml").write_text(
         f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["lockdep"]\n'
-        f'extra_index_urls = ["{url}/simple"]\n[build]\nvariant = "release"\n[image]\nname = "{name}"\ntag = "1"\n'
+        f'extra_index_urls = ["{url}/simple"]\n[build]\nvariant = "release"\nnetwork = "host"\n[image]\nname = "{name}"\ntag = "1"\n'
         f'base = "{base_image}"\n')
     try:
         locked = run_invoke("lock", "--fetch", cwd=project, env=tb_env)
@@ -98,6 +101,20 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         offline = run_invoke("build", "--force", cwd=project, env=tb_env)
         assert offline.returncode == 0, (offline.stdout + offline.stderr)[-3000:]
         assert image_id(image) == built
+        # a fresh engine (nothing on it but the OS image; the download cache restored, as the nightly
+        # workflow restores it), the index changed and still down: the nightly's matrix cell, built
+        # --locked, is the same image
+        copy_image(base_image, second_engine)
+        restored = tmp_path / "cache-b"
+        shutil.copytree(Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"]) / "downloads", restored / "downloads",
+                        copy_function=os.link)
+        (project / "nightly.toml").write_text('[matrix]\nprofiles = ["torchbake.toml"]\npythons = ["3.11"]\n'
+                                              f'variants = ["release"]\nname = "{name}"\ntag = "1"\n')
+        night = run_invoke("build-all", "--locked", "--config", "nightly.toml", cwd=project,
+                           env={**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(restored)})
+        assert night.returncode == 0, (night.stdout + night.stderr)[-3000:]
+        assert f"Built {image}" in night.stdout
+        assert docker("image", "inspect", "--format", "{{.Id}}", image, env=second_engine).stdout.strip() == built
         # ... while an unlocked one says which requirement it cannot resolve
         floating = run_invoke("build", "--tag", "floating", "--force", cwd=project, env=tb_env)
         assert floating.returncode != 0 and "lockdep" in floating.stderr, (floating.stdout + floating.stderr)[-3000:]
