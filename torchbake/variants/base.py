@@ -48,6 +48,8 @@ class BasePlan(PlanCommon):
     from_flag = "--sys"
     INPUT_STEPS = (("Python environment", ("python.*",)), ("requirements", ("base.requirements", "wheels.*")),
                    ("sources", ("sources.*",)), ("image environment", ("env", "image.env", "accelerator.*")))
+    # what the plan (and build-all --plan) says of its closure: `invoke lock` locks release images
+    lock_state = "not locked: the requirements float with the index (`invoke lock` locks release images)"
     base_image: str  # the OS image (--sys)
     dockerfile_template: Path
     python_version: str
@@ -109,7 +111,7 @@ class BasePlan(PlanCommon):
     def input_rows(self) -> list[tuple[str, object]]:
         return [*python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),
                 ("source root", self.source_root or "(none: shallow clones into the source cache)"),
-                *(("requirement", r) for r in self.requirements)]
+                *(("requirement", r) for r in self.requirements), ("closure", self.lock_state)]
 
     def context_lines(self) -> list[tuple[str, str]]:
         return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}, every wheel pinned"),

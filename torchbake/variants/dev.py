@@ -71,6 +71,9 @@ class DevPlan(PlanCommon):
     keep_git: bool
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
+    # what the plan (and build-all --plan) says of its closure: `invoke lock` locks release images
+    lock_state = ("not locked: torch and the extension from source at their commits, on its base image;"
+                  " requirement-style extensions float (`invoke lock` locks release images)")
     INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ()),
                    ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT",
                                   "sources.extension_repo", "sources.keep_git")),
@@ -207,7 +210,8 @@ class DevPlan(PlanCommon):
     def input_rows(self) -> list[tuple[str, object]]:
         rows: list[tuple[str, object]] = [
             ("python", self.python_version or "the base image's"),
-            ("MAX_JOBS", self.max_jobs or "from the engine's cores and memory (3 GiB a job)")]
+            ("MAX_JOBS", self.max_jobs or "from the engine's cores and memory (3 GiB a job)"),
+            ("closure", self.lock_state)]
         if self.extension:
             rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
         if self.git_credential_file:
