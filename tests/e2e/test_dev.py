@@ -4,9 +4,11 @@ secret), ccache across builds, and the bad inputs of source handling."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import subprocess
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -31,10 +33,14 @@ from .helpers import (
 
 @pytest.fixture(scope="module")
 def dev_base(run_id, base_image, tb_env, dev_config):
+    """The base image, locked first (`invoke lock --base` in the team's folder) and built --locked."""
     config, _ = dev_config
     name = f"torchbake-test/dev-base:{run_id}"
-    result = run_invoke("build-base", "--config", str(config), "--name", "torchbake-test/dev-base", "--tag", run_id,
-                        "--sys", base_image, "--python", "3.11", env=tb_env)
+    args = ("--config", str(config), "--name", "torchbake-test/dev-base", "--tag", run_id, "--sys", base_image,
+            "--python", "3.11")
+    locked = run_invoke("lock", "--base", *args, cwd=config.parent, env=tb_env)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    result = run_invoke("build-base", *args, "--locked", cwd=config.parent, env=tb_env)
     yield name, result
     docker("image", "rm", "--force", name, check=False)
 
@@ -49,7 +55,7 @@ def dev_image(run_id, dev_base, tb_env, dev_config):
     docker("image", "rm", "--force", name, check=False)
 
 
-def test_build_base_holds_the_sources_at_their_tags(dev_base, repos):
+def test_build_base_holds_the_sources_at_their_tags(dev_base, repos, dev_config, run_id):
     name, result = dev_base
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
@@ -65,6 +71,14 @@ def test_build_base_holds_the_sources_at_their_tags(dev_base, repos):
     assert "#define FIXTURE_SUB 7" in probe  # the submodule came along
     assert ".git" not in probe.split()  # .git left out (no --keep-git)
     assert "uid=1000(dev)" in probe and "render:x:109:" in probe and "video:x:44:" in probe
+    # its closure is its lock's: the wheels (no resolver ran) and the Debian packages at their versions
+    lock = dev_config[0].parent / "locks" / f"pylock.torchbake-test-dev-base-{run_id}-linux-amd64.toml"
+    assert found["torchbake.lock"] == f"{lock.name} sha256:{hashlib.sha256(lock.read_bytes()).hexdigest()}"
+    assert "no resolver ran" in output
+    debs = tomllib.loads(lock.read_text())["tool"]["torchbake"]["debs"]
+    installed = dict(line.split() for line in docker("run", "--rm", "--entrypoint", "dpkg-query", name, "-W",
+                                                     "-f", "${Package} ${Version}\n").stdout.splitlines())
+    assert "build-essential" in debs and {package: installed.get(package) for package in debs} == debs
 
 
 def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):

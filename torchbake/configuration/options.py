@@ -146,12 +146,14 @@ BUILD_FLAGS = (
 LOCK_FLAGS = (
     *option_flags("image.name", "image.tag", "image.base", "python.version", "image.platforms"),
     *TOOLKIT_URLS,
-    *option_flags("wheels.torch", "wheels.extension", "build.variant"),
+    *option_flags("wheels.torch", "wheels.extension", "build.variant", "base.sys"),
+    Flag("base", "Lock the base image `invoke build-base` makes (its [base] requirements, and the Debian packages on"
+                 " its --sys image) instead of a release image", default=SWITCH),
     CONFIG,
     Flag("upgrade", "Let every locked version move to what the index offers now (without it, locking again keeps"
                     " each version the lock holds)", default=SWITCH),
     Flag("upgrade_package", "Let this project's locked version move (e.g. numpy); repeatable", repeatable=True),
-    Flag("matrix", "Lock every release cell of the build-all matrix instead (the [matrix] of the last --config file"
+    Flag("matrix", "Lock every release and base cell of the build-all matrix instead (the [matrix] of the last --config file"
                    " that has one, else the project file's, else configs/nightly.toml), each for its own Python and"
                    " platform", default=SWITCH),
     Flag("only", "With --matrix: only the cells whose id matches this glob; repeatable", repeatable=True),
@@ -164,7 +166,7 @@ LOCK_FLAGS = (
 BUILD_BASE_FLAGS = (
     *option_flags("image.name", "image.tag", "base.sys", "python.version", "sources.pytorch_tag", "sources.vision_tag",
                   "sources.audio_tag", "sources.root", "sources.keep_git", "build.dir", "image.platforms"),
-    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE,
+    NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE, LOCKED,
 )
 
 # --- build-all --------------------------------------------------------------------------------

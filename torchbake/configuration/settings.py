@@ -244,10 +244,10 @@ class BuildOptions:
     locks: str = option("locks", decides=(),  # the lock's wheels decide the image: they are in its input hash
                         help="Folder of the images' lock files (`invoke lock` writes them: PEP 751"
                              " pylock.<image>-<platform>.toml, one per image and platform), relative to the project"
-                             " file (else the current folder); a release build whose image has one there installs"
-                             " exactly its wheels", path="path")
+                             " file (else the current folder); a release or base build whose image has one there"
+                             " installs exactly its wheels", path="path")
     locked: bool = option(False, decides=(),
-                          help="Refuse, before any download, a release build whose image has no lock or whose"
+                          help="Refuse, before any download, a release or base build whose image has no lock or whose"
                                " configuration (requirements, Python, platform) no longer matches its lock, naming"
                                " what differs", flag="locked")
 

@@ -1,4 +1,4 @@
-"""``invoke lock``: each release image's whole Python closure pinned in the team's repository."""
+"""``invoke lock``: each release (and base) image's whole closure pinned in the team's repository."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ image_diff = LazyModule("torchbake.supply_chain.image_diff")
 runner = LazyModule("torchbake.fleet.runner")
 configuration = LazyModule("torchbake.planning.config")
 
+LOCKABLE = ("release", "base")  # the variants whose images a lock holds (torchbake.variants.locking.Lockable)
+
 
 @flag_task(*LOCK_FLAGS)
 @reports_errors
@@ -37,10 +39,12 @@ def lock(c, **given):
     """Pin each release image's wheels, its whole closure, in a lock file (PEP 751) in your repository.
 
     One lock per image and platform in [build] locks (default locks/ beside torchbake.toml): every
-    wheel file with its URL and sha256, resolved by uv for the image's Python and platform. Take
-    the flags and --config files of the build it is for. Locking again keeps every version;
-    --upgrade (or --upgrade-package NAME) lets them move; what changed is printed as `invoke diff`
-    words it. Builds follow the lock; --locked refuses one that no longer matches it."""
+    wheel file with its URL and sha256, resolved by uv for the image's Python and platform, and the
+    Debian packages a build installs on its FROM image, at their versions. --base locks the base
+    image build-base makes. Take the flags and --config files of the build it is for. Locking again
+    keeps every version; --upgrade (or --upgrade-package NAME) lets them move; what changed is
+    printed as `invoke diff` words it. Builds follow the lock; --locked refuses one that no longer
+    matches it."""
     if given["only"] and not given["matrix"]:
         raise ConfigurationError("--only picks cells of the matrix: add --matrix.")
     if given["upgrade"] and given["upgrade_package"]:
@@ -49,31 +53,38 @@ def lock(c, **given):
     if given["matrix"]:
         _lock_matrix(given, upgrade, given["fetch"])
         return
-    resolved = resolve_config(given["config"], {**overrides(LOCK_FLAGS, given), "build.locked": False})
+    if given["base"] and given["release"]:
+        raise ConfigurationError("--base locks the base image build-base makes, --release a release image: give one.")
+    if given["base_img"] and given["base"]:
+        raise ConfigurationError("--base-img names a release image's FROM image; a base image's is --sys.")
+    if given["sys"] and not given["base"]:
+        raise ConfigurationError("--sys names the FROM image of the base image build-base makes: add --base.")
+    resolved = resolve_config(given["config"], {**overrides(LOCK_FLAGS, given), "build.locked": False},
+                              variant="base" if given["base"] else None)
     settings = resolved.settings()
-    if settings.build.variant != "release":
+    if not given["base"] and settings.build.variant != "release":
         raise ConfigurationError("invoke lock locks release images, whose wheels are resolved: add --release (or set"
-                                 " [build] variant = \"release\"). A dev image builds torch and the extension from"
-                                 " source at their commits.")
+                                 " [build] variant = \"release\"), or --base for the base image build-base makes."
+                                 " A dev image builds torch and the extension from source at their commits.")
     check_folders(settings, create=True)
     python_given = resolved.sources["python.version"] != "default"
-    release = variants.VARIANTS["release"]
+    variant = variants.VARIANTS["base" if given["base"] else "release"]
     client = _engine(settings)
-    for _, plan in platform_builds.plans(settings, lambda s: release.plan(s, python_given=python_given)):
+    for _, plan in platform_builds.plans(settings, lambda s: variant.plan(s, python_given=python_given)):
         _lock_plan(plan, upgrade, given["fetch"], client)
 
 
 def _lock_matrix(given, upgrade, fetch: bool) -> None:
-    """Each release cell of the matrix, locked as `invoke lock` locks one image."""
+    """Each release and base cell of the matrix, locked as `invoke lock` locks one image."""
     from torchbake.tasks.matrix import selected_cells
 
     found = current_project()
     cells, files = selected_cells(list(given["config"] or []), given["only"], [], [], None, found)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     trust = {**overrides(LOCK_FLAGS, given), "build.locked": False}
-    released = [cell for cell in cells if cell.variant == "release"]
+    released = [cell for cell in cells if cell.variant in LOCKABLE]
     if not released:
-        raise ConfigurationError("--matrix: no release cell is selected; dev and base images are built from source.")
+        raise ConfigurationError("--matrix: no release or base cell is selected; dev images are built from source.")
     environ = dict(os.environ)
     settings = runner.cell_settings(released[0], shared, environ, overrides=trust, project=found)
     check_folders(settings, create=True)
@@ -164,7 +175,7 @@ def _debs_above(plan, client) -> dict[str, str]:
     if foreign:
         output.channel().say(f"  Debian packages: asking apt in {plan.base_image} for {plan.platform}, emulated")
     script = (COMMON_DIR / "install_os_packages.sh").read_text()
-    result = client.run_capture(plan.base_image, ["-c", script, "install_os_packages.sh", plan.python_provider, "0"],
+    result = client.run_capture(plan.base_image, ["-c", script, "install_os_packages.sh", *plan.os_step_args()],
                                 entrypoint="bash", network=plan.build_options.network or None,
                                 environment={"TORCHBAKE_APT_PLAN": "1"}, platform=plan.platform or None)
     if result.returncode != 0:

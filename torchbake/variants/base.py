@@ -29,6 +29,7 @@ from torchbake.variants.common import (
     raise_missing,
     template_of,
 )
+from torchbake.variants.locking import Lockable, lock_fields
 
 SOURCE_NAMES = ("pytorch", "vision", "audio")
 
@@ -41,15 +42,13 @@ VERIFIES = frozenset({"sources"})  # the verify checks its images get (torchbake
 
 
 @dataclass(frozen=True, kw_only=True)
-class BasePlan(PlanCommon):
+class BasePlan(Lockable, PlanCommon):
     """``invoke build-base``: OS + build tools + Python + the three source trees."""
 
     variant = NAME
     from_flag = "--sys"
     INPUT_STEPS = (("Python environment", ("python.*",)), ("requirements", ("base.requirements", "wheels.*")),
                    ("sources", ("sources.*",)), ("image environment", ("env", "image.env", "accelerator.*")))
-    # what the plan (and build-all --plan) says of its closure: `invoke lock` locks release images
-    lock_state = "not locked: the requirements float with the index (`invoke lock` locks release images)"
     base_image: str  # the OS image (--sys)
     dockerfile_template: Path
     python_version: str
@@ -68,8 +67,15 @@ class BasePlan(PlanCommon):
     def dockerfile_env(self) -> dict[str, str]:
         return self.image_env
 
+    def lock_requirements(self) -> list[str]:
+        return list(self.requirements)
+
+    def os_step_args(self) -> list[str]:
+        return [self.python_provider, "0", "dev", "0", ""]  # its OS step installs the compilers too
+
     def build_args(self, facts) -> dict[str, str]:
-        return {**os_build_args(self), "VIDEO_GID": str(self.video_gid), "USER_NAME": self.user}
+        return {**os_build_args(self), "VIDEO_GID": str(self.video_gid), "USER_NAME": self.user,
+                **self.deb_pin_args()}
 
     def source_records(self, facts) -> dict[str, dict[str, str]]:
         return {spec.name: {"repo": spec.repo, "tag": spec.tag, "commit": facts.source_commits.get(spec.name, "")}
@@ -87,7 +93,8 @@ class BasePlan(PlanCommon):
         trees = sources.resolve(list(self.sources), self.source_root, self.path_options.cache_dir / "sources", log_file)
         stage = Staging(folder, temporary)
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
-        versions = stage.wheels(list(self.requirements), self.python_version, self.wheel_options, cache.root, log_file)
+        versions = self.staged_wheels(stage, cache, lambda: stage.wheels(
+            list(self.requirements), self.python_version, self.wheel_options, cache.root, log_file))
         stage.requirements_file(sorted(versions), versions)  # every wheel pinned: the install resolves nothing
         stage.installer(self.python_options, self.python_version, self.wheel_options, cache.root, log_file)
         stage.python(python_artifact)
@@ -103,7 +110,7 @@ class BasePlan(PlanCommon):
             labels[f"torchbake.source.{spec.name}.repo"] = spec.repo
             labels[f"torchbake.source.{spec.name}.tag"] = spec.tag
             labels[f"torchbake.source.{spec.name}.commit"] = tree.get("commit", PENDING)
-        return labels
+        return {**labels, **self.lock_label()}
 
     def base_image_text(self) -> str:
         return os_base_text(self)
@@ -150,4 +157,5 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=build_env_of(settings),
+        **lock_fields(settings, NAME, list(settings.base.requirements), reuse_context),
     ))

@@ -4,17 +4,14 @@ image is labelled with the versions the wheels carry."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from torchbake.configuration import platforms
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
-from torchbake.core.errors import ConfigurationError, DownloadError
-from torchbake.inputs import context, locks, wheelhouse
+from torchbake.core.errors import DownloadError
+from torchbake.inputs import context, wheelhouse
 from torchbake.inputs.context import Staging
-from torchbake.supply_chain.inventory import LOCK_LABEL
 from torchbake.variants.common import (
     PENDING,
     Missing,
@@ -40,6 +37,7 @@ from torchbake.variants.common import (
     toolkits_of,
     wheel_machine,
 )
+from torchbake.variants.locking import Lockable, lock_fields
 
 NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
 BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolve with (None: build-base reads none)
@@ -49,7 +47,7 @@ VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.c
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReleasePlan(PlanCommon):
+class ReleasePlan(Lockable, PlanCommon):
     variant = NAME
     wheels_unpacked_natively = True
     INPUT_STEPS = (("Python environment", ("python.*",)),
@@ -72,52 +70,10 @@ class ReleasePlan(PlanCommon):
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
-    lock_path: str = ""  # where this image's lock is, or would be (`invoke lock`)
-    lock_platform: str = ""  # the platform its wheels are for
-    lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
-    lock_state: str = ""  # what the plan says of it
 
     def lock_requirements(self) -> list[str]:
         """What a lock of this image resolves: the configured wheels and extra requirements, as given."""
         return [*self.wheel_sources.values(), *self.extra_requirements]
-
-    def check_preflight(self, facts) -> None:
-        """With [build] locked, the FROM image must be the one the lock was made on (where the
-        lock records it): another base is another image, locked again on purpose."""
-        base = (self.lock.made_for.get("base") or {}) if self.lock is not None else {}
-        if not (self.build_options.locked and base.get("content-id")) or base["content-id"] == facts.base_id:
-            return
-        raise ConfigurationError(
-            f"build.locked: {self.image} cannot be built as locked: its FROM image {self.base_image} is"
-            f" {facts.base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
-            " Lock it on this base with this build's flags and --config files: `invoke lock` in place of `invoke"
-            " build` (review the lock's diff, commit it).")
-
-    def check_before_build(self, client) -> None:
-        """A lock's Debian versions are all in the mirror (apt asked in a throwaway container of the
-        FROM image, another platform's emulated, nothing installed), or none is built: each missing
-        one named (exit 3)."""
-        pins = self.lock.debs() if self.lock is not None else {}
-        if not pins:
-            return
-        wanted = " ".join(f"{name}={version}" for name, version in sorted(pins.items()))
-        script = ('apt-get -qq -o Acquire::Languages=none update >/dev/null && apt-get -qq --print-uris install -y'
-                  f' --no-install-recommends --allow-downgrades {wanted} >/dev/null')
-        result = client.run_capture(self.base_image, ["-c", script], entrypoint="bash",
-                                    network=self.build_options.network or None, platform=self.platform or None)
-        if result.returncode != 0:
-            missing = re.findall(r"Version '([^']+)' for '([^']+)' was not found", result.output)
-            said = ", ".join(f"{name} {version}" for version, name in missing) or result.output.strip()[-1500:]
-            raise DownloadError(f"{self.lock_path} locks Debian packages the mirror does not have (now): {said}."
-                                " Nothing was built. Point the FROM image's apt sources at a snapshot mirror that"
-                                " holds them, or lock the versions the mirror has: invoke lock --upgrade (with this"
-                                " build's flags and --config files).")
-
-    def hash_inputs(self) -> dict[str, object]:
-        """A locked image's wheels are its lock's: unchanged whatever the index publishes."""
-        if self.lock is None:
-            return {}
-        return {"lock": [(wheel.name, wheel.version, wheel.sha256) for wheel in self.lock.wheels]}
 
     @property
     def dockerfile_env(self) -> dict[str, str]:
@@ -126,11 +82,9 @@ class ReleasePlan(PlanCommon):
     def build_args(self, facts) -> dict[str, str]:
         """The OS image's arguments, and what the wheel stages unpack for: the image's machine and
         its wheel platform tags (the wheels are unpacked on the machine that builds)."""
-        pins = self.lock.debs() if self.lock is not None else {}
         return {**os_build_args(self), "WHEEL_MACHINE": wheel_machine(self),
                 "WHEEL_PLATFORMS": " ".join(wheelhouse.compatible_platforms(self.wheel_options.platforms)),
-                # the Debian packages its lock holds, installed at their versions (common/install_os_packages.sh)
-                **({"DEB_PINS": " ".join(f"{name}={version}" for name, version in sorted(pins.items()))} if pins else {})}
+                **self.deb_pin_args()}
 
     def preflight(self, client, *, writes: bool):
         """The OS FROM image (pulled or bootstrapped if missing) ships the requested Python."""
@@ -140,17 +94,17 @@ class ReleasePlan(PlanCommon):
         """The context: wheels resolved for the image's Python, toolkits, constraints."""
         stage = Staging(folder, temporary)
         options = self.wheel_options
-        if self.lock is not None:  # exactly the lock's wheels, each checked against its digest: no resolver
-            versions = stage.locked_wheels(self.lock, cache)
-        else:
-            # Inputs given by URL: fetched (or found) and checked first.
+
+        def resolve() -> dict[str, str]:  # without a lock: the inputs given by URL fetched (or found) and checked first
             wheel_artifacts = {role: cache.fetch(loc, key=f"wheels.{role}")
                                for role, loc in self.wheel_sources.items() if is_location(loc)}
             for role, artifact in wheel_artifacts.items():
                 wheelhouse.check_wheel(artifact.path, artifact.location, f"wheels.{role}")
             requirements = [str(wheel_artifacts[r].path) if r in wheel_artifacts else loc
                             for r, loc in self.wheel_sources.items()] + list(self.extra_requirements)
-            versions = stage.wheels(requirements, self.python_version, options, cache.root, log_file)
+            return stage.wheels(requirements, self.python_version, options, cache.root, log_file)
+
+        versions = self.staged_wheels(stage, cache, resolve)
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
         pins: dict[str, str] = {}
@@ -187,9 +141,7 @@ class ReleasePlan(PlanCommon):
     def labels(self, prepared, facts) -> dict[str, str]:
         return {"torchbake.torch-version": prepared.torch_version if prepared else PENDING,
                 "torchbake.extension": prepared.extension if prepared else PENDING, **accelerator_labels(self),
-                # its lock, an input the SBOM and provenance name: by its file name (where the checkout
-                # is must not change the image) and digest
-                LOCK_LABEL: f"{Path(self.lock.path).name} sha256:{self.lock.sha256}" if self.lock else ""}
+                **self.lock_label()}
 
     def base_image_text(self) -> str:
         return os_base_text(self)
@@ -229,7 +181,6 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
     requirements = [*(loc for loc in sources.values() if loc), *wheels.extra]
-    lock_path, lock, lock_state = _lock_of(settings, requirements, reuse_context)
     return pinned(ReleasePlan(
         **common_fields(settings, reuse_context, no_cache),
         base_image=image.base,
@@ -246,45 +197,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-        lock_path=str(lock_path), lock=lock, lock_state=lock_state, lock_platform=lock_platform(settings),
+        **lock_fields(settings, NAME, requirements, reuse_context),
     ))
-
-
-def lock_platform(settings: Settings) -> str:
-    """The platform the image's wheels are for (the machine its wheel platform tags name)."""
-    machine = wheelhouse.image_environment(settings.python.version, settings.wheels.platforms)["platform_machine"]
-    return (platforms.by_machine(machine) or platforms.host()).name
-
-
-def lock_path_of(settings: Settings) -> Path:
-    return locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, lock_platform(settings))
-
-
-def _lock_of(settings: Settings, requirements: list[str], reuse_context: bool) -> tuple[Path, locks.Lock | None, str]:
-    """The image's lock, the one its build follows (None: its closure floats), and what the plan
-    says of it; with [build] locked, no lock or one made for other requirements is refused here,
-    before anything is fetched."""
-    path = lock_path_of(settings)
-    try:
-        found = locks.read(path, settings.python.version, settings.wheels.platforms)
-    except ConfigurationError as exc:  # refused with --locked; else the closure floats, and the plan says why
-        if settings.build.locked:
-            raise
-        return path, None, f"floats: {exc}"
-    differs = locks.mismatch(found, requirements, settings.python.version, lock_platform(settings)) if found else []
-    if settings.build.locked and (found is None or differs):
-        why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"
-        raise ConfigurationError(f"build.locked: {settings.image.reference} cannot be built as locked: {why}. Lock it"
-                                 " with this build's flags and --config files: `invoke lock` in place of `invoke"
-                                 " build` (review the lock's diff, commit it).")
-    if reuse_context:
-        return path, None, "as the kept context holds it (--no-prepare)"
-    if found is None:
-        return path, None, f"floats: no lock ({path}; `invoke lock` writes one)"
-    if differs:
-        return path, None, f"floats: the lock {path} was made for other {'; '.join(differs)} (`invoke lock` again)"
-    return path, found, f"locked by {path} ({len(found.wheels)} wheels, sha256 {found.sha256[:12]})"
-
 
 
 def missing_inputs(settings: Settings) -> list[Missing]:

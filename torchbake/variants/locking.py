@@ -1,0 +1,135 @@
+"""Plans whose closure a lock can hold (release and base images): the image's lock found and
+checked against its configuration, and the build held to it: exactly its wheels (the input
+hash), its FROM image, and its Debian packages at their versions (`invoke lock` writes it:
+torchbake.tasks.lock; the file format: torchbake.inputs.locks)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchbake.configuration import platforms
+from torchbake.configuration.settings import Settings
+from torchbake.core.errors import ConfigurationError, DownloadError
+from torchbake.inputs import locks, wheelhouse
+from torchbake.supply_chain.inventory import LOCK_LABEL
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lockable:
+    """The lock fields and checks of a plan (a mixin beside PlanCommon); the plan names what its
+    lock resolves (:meth:`lock_requirements`) and how its Dockerfile runs the OS step."""
+
+    lock_path: str = ""  # where this image's lock is, or would be (`invoke lock`)
+    lock_platform: str = ""  # the platform its wheels are for
+    lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
+    lock_state: str = ""  # what the plan says of it
+
+    def lock_requirements(self) -> list[str]:
+        """What a lock of this image resolves, as the configuration gives it."""
+        raise NotImplementedError
+
+    def os_step_args(self) -> list[str]:
+        """install_os_packages.sh's arguments as the Dockerfile gives them (what `invoke lock` asks
+        apt about: docker/common/install_os_packages.sh)."""
+        return [self.python_provider, "0"]
+
+    def check_preflight(self, facts) -> None:
+        """With [build] locked, the FROM image must be the one the lock was made on (where the
+        lock records it): another base is another image, locked again on purpose."""
+        base = (self.lock.made_for.get("base") or {}) if self.lock is not None else {}
+        if not (self.build_options.locked and base.get("content-id")) or base["content-id"] == facts.base_id:
+            return
+        raise ConfigurationError(
+            f"build.locked: {self.image} cannot be built as locked: its FROM image {self.base_image} is"
+            f" {facts.base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
+            f" Lock it on this base with this build's flags and --config files: {lock_command(self.variant)} (review the lock's"
+            " diff, commit it).")
+
+    def check_before_build(self, client) -> None:
+        """A lock's Debian versions are all in the mirror (apt asked in a throwaway container of the
+        FROM image, another platform's emulated, nothing installed), or none is built: each missing
+        one named (exit 3)."""
+        pins = self.deb_pins()
+        if not pins:
+            return
+        wanted = " ".join(f"{name}={version}" for name, version in sorted(pins.items()))
+        script = ('apt-get -qq -o Acquire::Languages=none update >/dev/null && apt-get -qq --print-uris install -y'
+                  f' --no-install-recommends --allow-downgrades {wanted} >/dev/null')
+        result = client.run_capture(self.base_image, ["-c", script], entrypoint="bash",
+                                    network=self.build_options.network or None, platform=self.platform or None)
+        if result.returncode != 0:
+            missing = re.findall(r"Version '([^']+)' for '([^']+)' was not found", result.output)
+            said = ", ".join(f"{name} {version}" for version, name in missing) or result.output.strip()[-1500:]
+            raise DownloadError(f"{self.lock_path} locks Debian packages the mirror does not have (now): {said}."
+                                " Nothing was built. Point the FROM image's apt sources at a snapshot mirror that"
+                                f" holds them, or lock the versions the mirror has: {lock_command(self.variant)} --upgrade"
+                                " (with this build's flags and --config files).")
+
+    def hash_inputs(self) -> dict[str, object]:
+        """A locked image's wheels are its lock's: unchanged whatever the index publishes."""
+        if self.lock is None:
+            return {}
+        return {"lock": [(wheel.name, wheel.version, wheel.sha256) for wheel in self.lock.wheels]}
+
+    def deb_pins(self) -> dict[str, str]:
+        return self.lock.debs() if self.lock is not None else {}
+
+    def deb_pin_args(self) -> dict[str, str]:
+        """DEB_PINS: the Debian packages its lock holds, installed at their versions
+        (common/install_os_packages.sh); none without a lock."""
+        pins = self.deb_pins()
+        return {"DEB_PINS": " ".join(f"{name}={version}" for name, version in sorted(pins.items()))} if pins else {}
+
+    def lock_label(self) -> dict[str, str]:
+        """Its lock, an input the SBOM and provenance name: by its file name (where the checkout is
+        must not change the image) and digest."""
+        return {LOCK_LABEL: f"{Path(self.lock.path).name} sha256:{self.lock.sha256}" if self.lock else ""}
+
+    def staged_wheels(self, stage, cache, resolve) -> dict[str, str]:
+        """Into wheelhouse/: the lock's wheels, each checked against its digest (no resolver), or,
+        without a lock, what ``resolve()`` resolves. Returns project → version."""
+        return stage.locked_wheels(self.lock, cache) if self.lock is not None else resolve()
+
+
+def lock_command(variant: str) -> str:
+    """The command that locks an image of ``variant`` (in backquotes)."""
+    return "`invoke lock --base`" if variant == "base" else "`invoke lock`"
+
+
+def lock_platform(settings: Settings) -> str:
+    """The platform the image's wheels are for (the machine its wheel platform tags name)."""
+    machine = wheelhouse.image_environment(settings.python.version, settings.wheels.platforms)["platform_machine"]
+    return (platforms.by_machine(machine) or platforms.host()).name
+
+
+def lock_fields(settings: Settings, variant: str, requirements: list[str], reuse_context: bool) -> dict[str, Any]:
+    """The :class:`Lockable` fields of a plan for ``settings``: its lock, the one its build follows
+    (None: its closure floats), and what the plan says of it; with [build] locked, no lock or one
+    made for other requirements is refused here, before anything is fetched."""
+    platform, command = lock_platform(settings), lock_command(variant)
+    path = locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, platform)
+    fields: dict[str, Any] = {"lock_path": str(path), "lock_platform": platform}
+    try:
+        found = locks.read(path, settings.python.version, settings.wheels.platforms)
+    except ConfigurationError as exc:  # refused with --locked; else the closure floats, and the plan says why
+        if settings.build.locked:
+            raise
+        return {**fields, "lock_state": f"floats: {exc}"}
+    differs = locks.mismatch(found, requirements, settings.python.version, platform) if found else []
+    if settings.build.locked and (found is None or differs):
+        why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"
+        raise ConfigurationError(f"build.locked: {settings.image.reference} cannot be built as locked: {why}. Lock it"
+                                 f" with this build's flags and --config files: {command} (review the lock's diff,"
+                                 " commit it).")
+    if reuse_context:
+        return {**fields, "lock_state": "as the kept context holds it (--no-prepare)"}
+    if found is None:
+        return {**fields, "lock_state": f"floats: no lock ({path}; {command} writes one)"}
+    if differs:
+        return {**fields, "lock_state": f"floats: the lock {path} was made for other {'; '.join(differs)}"
+                                        f" ({command} again)"}
+    return {**fields, "lock": found,
+            "lock_state": f"locked by {path} ({len(found.wheels)} wheels, sha256 {found.sha256[:12]})"}
