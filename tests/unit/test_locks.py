@@ -97,6 +97,14 @@ def test_uv_locks_for_the_images_platform_tags(tags, platform):
     (("lock", "--release", "--only", "x"), "--only picks cells of the matrix: add --matrix"),
     (("build", "--release", "--locked"), "build.locked: torchbake/pytorch-cpu:2.13.0-py3.11 cannot be built as locked:"
                                          " it has no lock"),
+    (("build-base", "--locked"), "build.locked: torchbake/pytorch-cpu:base-py3.11 cannot be built as locked: it has no"
+                                 " lock"),
+    (("build-base", "--locked"), "`invoke lock --base`"),
+    (("lock", "--base", "--release"), "--base locks the base image build-base makes, --release a release image"),
+    (("lock", "--base", "--base-img", "debian:bookworm"), "--base-img names a release image's FROM image; a base"
+                                                          " image's is --sys"),
+    (("lock", "--release", "--sys", "debian:bookworm"), "--sys names the FROM image of the base image build-base"
+                                                        " makes: add --base"),
 ])
 def test_lock_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path):
     result = run_invoke(*args, env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"),
