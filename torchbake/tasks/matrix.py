@@ -192,7 +192,7 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             if cell.platform and action == "build":  # where its steps run: natively or emulated
                 why += "\n" + platforms.how_built(cell.platform, plans[cell.id].build_options.builder,
                                                   from_wheels=plans[cell.id].wheels_unpacked_natively)
-            if getattr(plans[cell.id], "lock_state", ""):  # its closure: locked, floating, or not lockable
+            if getattr(plans[cell.id], "lock_path", ""):  # a release or base cell: its closure locked, or floating
                 why += f"\nclosure {plans[cell.id].lock_state}"
         table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
         if joined.get(cell.family, [None])[-1] is cell:  # an image's last platform: then its join
