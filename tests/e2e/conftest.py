@@ -71,7 +71,7 @@ def base_image(run_id, tb_env):
     """A Debian bookworm base made by `invoke bootstrap-os` (debootstrap + docker import), under a
     name of the session's own. Where torchbake already made `debian:bookworm` on this engine (the
     main job, an earlier run), that image is used under the session's name instead of a minute of
-    debootstrap (the bootstrap itself is proven by test_bootstrap (trixie, bullseye) and test_as_typed (bookworm))."""
+    debootstrap (the bootstrap itself is proven by test_bootstrap (trixie) and test_as_typed (bookworm))."""
     import tempfile
 
     import filelock

@@ -1,5 +1,5 @@
 """FROM images made on demand with debootstrap, on the real engine: another Python on another Debian
-release (build-base --sys debian:trixie, made once; made again from the same mirror state it is the
+release (build --release --base-img debian:trixie, made once; made again from the same mirror state it is the
 same image id, byte for byte, from the packages the first one downloaded), and a bootstrap whose
 mirror fails half-way (nothing imported, nothing left). An image of the user's under those names
 is set aside for the test and given back."""
@@ -15,31 +15,20 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import run_invoke
 
 from .helpers import BOOTSTRAP_LABEL, docker, engine_state, image_exists, set_aside
 
 
-@pytest.fixture(scope="module")
-def other_python_config(dev_config, tmp_path_factory):
-    """The fixture sources (as the dev tests use), with base requirements any Python resolves
-    (torch 2.13.0 has CPU wheels only for 3.11 here)."""
-    config, _ = dev_config
-    extra = tmp_path_factory.mktemp("other-python") / "requirements.toml"
-    extra.write_text('[base]\nrequirements = ["setuptools", "wheel"]\n')
-    return config, extra
-
-
-def test_build_base_makes_its_debian_release_on_demand(other_python_config, tb_env, run_id):
+def test_a_build_makes_its_debian_release_on_demand(tiny_profile, tb_env, run_id):
     """One release beside the default bookworm (a second one, bullseye's Python 3.9, cost the suite
-    three minutes and proved nothing more: the releases are data, torchbake.configuration.os_releases)."""
+    three minutes and proved nothing more: the releases are data, torchbake.configuration.os_releases).
+    A release image on the stand-in torch: the FROM image is made the same way for every variant
+    (variants.common.os_preflight), and a base image's compilers on trixie cost two minutes more."""
     suite, python = "trixie", "3.13"
-    config, extra = other_python_config
     os_image = f"debian:{suite}"
-    name = f"torchbake-test/base-{suite}:{run_id}"
-    args = ("build-base", "--config", str(config), "--config", str(extra), "--sys", os_image, "--python", python,
+    name = f"torchbake-test/release-{suite}:{run_id}"
+    args = ("build", "--config", str(tiny_profile), "--base-img", os_image, "--python", python,
             "--name", name.split(":")[0], "--tag", run_id)
     with set_aside(os_image):
         try:
