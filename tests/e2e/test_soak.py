@@ -1,4 +1,4 @@
-"""Four simulated nights of build-all on an engine of their own, one input of the sibling cell
+"""Three simulated nights of build-all on an engine of their own, one input of the sibling cell
 changing each night (a companion's version, then the extension wheel, each carrying 6 MB that
 land in a new layer and in the download cache), with `[gc] after_build_all` and budgets far below
 what four nights leave without gc: the sibling is built every night and verifies, the build cache
@@ -21,10 +21,10 @@ from tests.support import start_second_engine
 
 from .helpers import copy_image, docker, listing, make_wheel, system_df
 
-NIGHTS = 4  # enough to pass both budgets below without gc (gc must free bytes: asserted); more cost CPU
+NIGHTS = 3  # enough to pass both budgets below without gc (gc must free bytes: asserted); more cost CPU
 PADDING = 6 << 20  # each new wheel: 6 MB of random hex
-MAX_CACHE = 32 << 20  # four nights leave > 45 MB in the cache folder without gc (uv's wheel is 17.6 MB, 5 new wheels)
-MAX_BUILD_CACHE = 12 << 20  # and > 20 MB of replaced layers in the build cache
+MAX_CACHE = 32 << 20  # three nights leave 59 MB in the cache folder without gc (uv's wheel is 17.6 MB, 4 new wheels)
+MAX_BUILD_CACHE = 12 << 20  # and 260 MB of build cache (2026-11-26, gc off: both budgets fail)
 
 
 def padded_wheel(folder: Path, name: str, version: str, module: str) -> Path:
