@@ -103,6 +103,7 @@ def test_uv_locks_for_the_images_platform_tags(tags, platform):
     (("lock", "--base", "--release"), "--base locks the base image build-base makes, --release a release image"),
     (("lock", "--base", "--base-img", "debian:bookworm"), "--base-img names a release image's FROM image; a base"
                                                           " image's is --sys"),
+    (("lock", "--base", "--matrix"), "--matrix locks the matrix's base cells with its release cells: leave out --base"),
     (("lock", "--release", "--sys", "debian:bookworm"), "--sys names the FROM image of the base image build-base"
                                                         " makes: add --base"),
 ])
@@ -122,3 +123,18 @@ def test_a_locks_folder_that_is_a_file_is_refused_naming_it(tmp_path):
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"build.locks {notes} (set by [build] locks" in result.stderr and "is a file, not a folder" in result.stderr
     assert notes.read_text() == "mine\n" and "Traceback" not in result.stderr
+
+
+def test_upgrade_package_naming_a_debian_package_says_the_debian_versions_move_with_upgrade(tmp_path):
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    path = locks.path_for(folder, "team/cpu:1", "linux/amd64")
+    path.write_text(lock_text('[tool.torchbake.debs]\nprocps = "2:4.0.2-3"\n'))
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"), "TORCHBAKE_BUILD_LOCKS": str(folder),
+           "TORCHBAKE_BUILD_DOCKER": "/no/such/docker"}
+    result = run_invoke("lock", "--release", "--name", "team/cpu", "--tag", "1", "--upgrade-package", "procps",
+                        env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (f"--upgrade-package procps: a Debian package of {path}; the Debian versions move together, with --upgrade"
+            in result.stderr)
+    assert path.read_text() == lock_text('[tool.torchbake.debs]\nprocps = "2:4.0.2-3"\n')

@@ -50,6 +50,8 @@ def lock(c, **given):
     if given["upgrade"] and given["upgrade_package"]:
         raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
     upgrade = True if given["upgrade"] else list(given["upgrade_package"])
+    if given["matrix"] and given["base"]:
+        raise ConfigurationError("--matrix locks the matrix's base cells with its release cells: leave out --base.")
     if given["matrix"]:
         _lock_matrix(given, upgrade, given["fetch"])
         return
@@ -119,6 +121,10 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
         from packaging.utils import canonicalize_name
 
         unknown = [name for name in upgrade if canonicalize_name(name) not in old.versions()]
+        debs = [name for name in unknown if name in old.debs()]
+        if debs:
+            raise ConfigurationError(f"--upgrade-package {', '.join(debs)}: a Debian package of {target}; the Debian"
+                                     " versions move together, with --upgrade (the mirror asked again).")
         if unknown:
             raise ConfigurationError(f"--upgrade-package {', '.join(unknown)}: not in {target} (it holds"
                                      f" {', '.join(sorted(old.versions()))}).")

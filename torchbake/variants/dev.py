@@ -71,9 +71,9 @@ class DevPlan(PlanCommon):
     keep_git: bool
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
-    # what the plan (and build-all --plan) says of its closure: `invoke lock` locks release images
-    lock_state = ("not locked: torch and the extension from source at their commits, on its base image;"
-                  " requirement-style extensions float (`invoke lock` locks release images)")
+    # what the plan says of its closure (`invoke lock` locks release and base images)
+    lock_state = ("not locked: torch and the extension from source at their commits, on its base image (`invoke"
+                  " lock --base` locks that); requirement-style extensions float")
     INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ()),
                    ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT",
                                   "sources.extension_repo", "sources.keep_git")),
