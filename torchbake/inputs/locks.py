@@ -38,6 +38,8 @@ from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.redaction import redact
 from torchbake.inputs import wheelhouse
 
+REMAKE = ("Make it again with the build's flags and --config files: `invoke lock` (`invoke lock --base` for a base"
+          " image).")
 TOOL = "torchbake"  # its [tool.torchbake] table: what the lock was made for
 
 
@@ -103,7 +105,7 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
         chosen = list(lock.select(environment=environment,
                                   tags=sorted(wheelhouse.supported_tags(python_version, wheel_platforms), key=str)))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError, PylockSelectError) as exc:
-        raise ConfigurationError(f"{path} is not a lock torchbake can use ({exc}). Make it again: invoke lock.") from None
+        raise ConfigurationError(f"{path} is not a lock torchbake can use ({exc}). {REMAKE}") from None
     wheels = []
     for package, file in chosen:
         hashes = getattr(file, "hashes", None) or {}
@@ -112,8 +114,7 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
         wheel = isinstance(file, PackageWheel) or (isinstance(file, PackageArchive) and location.endswith(".whl"))
         if not wheel or not hashes.get("sha256") or not location:
             raise ConfigurationError(f"{path}: {package.name} is locked to something torchbake does not install (a"
-                                     " wheel with its URL or path and sha256 is what it takes). Make it again:"
-                                     " invoke lock.")
+                                     f" wheel with its URL or path and sha256 is what it takes). {REMAKE}")
         wheels.append(LockedWheel(str(canonicalize_name(package.name)), str(package.version), location,
                                   hashes["sha256"]))
     tool = (lock.tool or {}).get(TOOL, {})
