@@ -4,6 +4,7 @@ and platform, what a configuration that moved differs in, and the words a change
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,3 +139,15 @@ def test_upgrade_package_naming_a_debian_package_says_the_debian_versions_move_w
     assert (f"--upgrade-package procps: a Debian package of {path}; the Debian versions move together, with --upgrade"
             in result.stderr)
     assert path.read_text() == lock_text('[tool.torchbake.debs]\nprocps = "2:4.0.2-3"\n')
+
+
+def test_a_locked_wheel_of_a_private_index_is_fetched_with_that_indexs_credentials_and_no_other():
+    """uv writes a lock's URLs without credentials; a build sends the configured index's to its host
+    (as pip does to the files an index links), never to another host."""
+    options = SimpleNamespace(index_url="", extra_index_urls=["https://builder:s3cret@pkgs.example:8443/simple"],
+                              find_links=["https://other.example/links"])  # the [wheels] options it reads
+    assert (locks.index_credentials("https://pkgs.example:8443/files/a-1.0-py3-none-any.whl", options)
+            == "https://builder:s3cret@pkgs.example:8443/files/a-1.0-py3-none-any.whl")
+    for elsewhere in ("https://pkgs.example/files/a.whl", "http://pkgs.example:8443/files/a.whl",
+                      "https://other.example/a.whl", "https://me:mine@pkgs.example:8443/a.whl"):
+        assert locks.index_credentials(elsewhere, options) == elsewhere

@@ -278,14 +278,18 @@ class Staging:
             self.record(wheel.path.name, wheel.path)
         return {w.name: w.version for w in resolved}
 
-    def locked_wheels(self, lock, cache) -> dict[str, str]:
+    def locked_wheels(self, lock, cache, options) -> dict[str, str]:
         """Into wheelhouse/: exactly the wheels of ``lock`` (:class:`torchbake.inputs.locks.Lock`),
         each fetched by its URL into the download cache, or found there (no index asked), and
-        checked against the lock's sha256. Returns project → version."""
+        checked against the lock's sha256; from a private index with the credentials its
+        configured URL (``options``: [wheels]) carries. Returns project → version."""
+        from torchbake.inputs.locks import index_credentials  # here: only locked builds need the lock module
+
         house = self.path / "wheelhouse"
         house.mkdir(exist_ok=True)
         for wheel in lock.wheels:
-            artifact = cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{lock.path.name}: {wheel.name}")
+            artifact = cache.fetch(f"{index_credentials(wheel.location, options)}#sha256={wheel.sha256}",
+                                   key=f"{lock.path.name}: {wheel.name}")
             link_or_copy(artifact.path, house / wheel.file_name)
             self.record(wheel.file_name, artifact.path)
         output.channel().say(f"Wheels: the {len(lock.wheels)} of {lock.path}, each checked against its sha256 (no"

@@ -236,6 +236,25 @@ def _index_arguments(options: WheelOptions) -> list[str]:
     return argv
 
 
+def index_credentials(location: str, options: WheelOptions) -> str:
+    """``location`` (a locked wheel's URL, which uv writes without credentials) with the user part
+    of the configured index whose scheme, host and port it shares, as pip sends an index's
+    credentials to the files it links; unchanged where no index with credentials matches."""
+    import urllib.parse
+
+    wanted = urllib.parse.urlsplit(location)
+    if wanted.username is not None or wanted.scheme not in ("http", "https"):
+        return location
+    pip = _pip_configuration()
+    for url in [options.index_url, *pip.get("index-url", []), *options.extra_index_urls,
+                *pip.get("extra-index-url", []), *options.find_links, *pip.get("find-links", [])]:
+        index = urllib.parse.urlsplit(url)
+        if index.username is not None and (index.scheme, index.hostname, index.port) == (
+                wanted.scheme, wanted.hostname, wanted.port):
+            return urllib.parse.urlunsplit(wanted._replace(netloc=f"{index.netloc.rpartition('@')[0]}@{wanted.netloc}"))
+    return location
+
+
 @functools.cache
 def _pip_configuration() -> dict[str, list[str]]:
     """Key → values of pip's configuration that decide what it resolves (index-url,

@@ -161,7 +161,8 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     if fetch:
         cache = plan.download_cache()
         for wheel in new.wheels:
-            cache.fetch(f"{wheel.location}#sha256={wheel.sha256}", key=f"{target.name}: {wheel.name}")
+            cache.fetch(f"{locks.index_credentials(wheel.location, plan.wheel_options)}#sha256={wheel.sha256}",
+                        key=f"{target.name}: {wheel.name}")
         channel.say(("Fetched", "green"), f" {len(new.wheels)} wheels into {cache.root}, each checked")
 
 

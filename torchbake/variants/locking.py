@@ -91,7 +91,7 @@ class Lockable:
     def staged_wheels(self, stage, cache, resolve) -> dict[str, str]:
         """Into wheelhouse/: the lock's wheels, each checked against its digest (no resolver), or,
         without a lock, what ``resolve()`` resolves. Returns project → version."""
-        return stage.locked_wheels(self.lock, cache) if self.lock is not None else resolve()
+        return stage.locked_wheels(self.lock, cache, self.wheel_options) if self.lock is not None else resolve()
 
 
 def lock_command(variant: str) -> str:
