@@ -30,8 +30,6 @@ image_diff = LazyModule("torchbake.supply_chain.image_diff")
 runner = LazyModule("torchbake.fleet.runner")
 configuration = LazyModule("torchbake.planning.config")
 
-LOCKABLE = ("release", "base")  # the variants whose images a lock holds (torchbake.variants.locking.Lockable)
-
 
 @flag_task(*LOCK_FLAGS)
 @reports_errors
@@ -84,7 +82,7 @@ def _lock_matrix(given, upgrade, fetch: bool) -> None:
     cells, files = selected_cells(list(given["config"] or []), given["only"], [], [], None, found)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     trust = {**overrides(LOCK_FLAGS, given), "build.locked": False}
-    released = [cell for cell in cells if cell.variant in LOCKABLE]
+    released = [cell for cell in cells if getattr(variants.VARIANTS[cell.variant], "LOCK_COMMAND", "")]
     if not released:
         raise ConfigurationError("--matrix: no release or base cell is selected; dev images are built from source.")
     environ = dict(os.environ)

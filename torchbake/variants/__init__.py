@@ -29,6 +29,7 @@ class Variant(Protocol):
     BUILT_FROM: str | None  # the variant whose image is this one's FROM image (a matrix builds it first)
     FROM_OPTION: str  # the option that names its FROM image
     VERIFIES: frozenset[str]  # the verify checks its images get (torchbake.checks.verify.CHECKS)
+    LOCK_COMMAND: str  # the command that locks its images' closure ("": not locked; torchbake.variants.locking)
 
     def plan(self, settings, *, python_given: bool = False, reuse_context: bool = False,
              no_cache: bool = False) -> Plan:

@@ -39,6 +39,7 @@ BUILD_VARIANT: str | None = None  # the [build] variant its settings resolve wit
 BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
 FROM_OPTION = "base.sys"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
 VERIFIES = frozenset({"sources"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
+LOCK_COMMAND = "invoke lock --base"  # the command that locks its images' closure (torchbake.variants.locking)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,5 +158,5 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=build_env_of(settings),
-        **lock_fields(settings, NAME, list(settings.base.requirements), reuse_context),
+        **lock_fields(settings, LOCK_COMMAND, list(settings.base.requirements), reuse_context),
     ))

@@ -39,6 +39,7 @@ BUILD_VARIANT: str | None = "dev"  # the [build] variant its settings resolve wi
 BUILT_FROM: str | None = "base"  # the variant whose image a matrix builds first, as this one's FROM image
 FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
 VERIFIES = frozenset({"torch", "from source"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
+LOCK_COMMAND = ""  # not locked: torch and the extension are built from source at the commits its base records
 
 
 @dataclass(frozen=True, kw_only=True)

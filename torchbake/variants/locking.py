@@ -26,6 +26,7 @@ class Lockable:
     lock_platform: str = ""  # the platform its wheels are for
     lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
     lock_state: str = ""  # what the plan says of it
+    lock_command: str = "invoke lock"  # the command that locks it (its variant module's LOCK_COMMAND)
 
     def lock_requirements(self) -> list[str]:
         """What a lock of this image resolves, as the configuration gives it."""
@@ -45,7 +46,7 @@ class Lockable:
         raise ConfigurationError(
             f"build.locked: {self.image} cannot be built as locked: its FROM image {self.base_image} is"
             f" {facts.base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
-            f" Lock it on this base with this build's flags and --config files: {lock_command(self.variant)} (review the lock's"
+            f" Lock it on this base with this build's flags and --config files: `{self.lock_command}` (review the lock's"
             " diff, commit it).")
 
     def check_before_build(self, client) -> None:
@@ -65,7 +66,7 @@ class Lockable:
             said = ", ".join(f"{name} {version}" for version, name in missing) or result.output.strip()[-1500:]
             raise DownloadError(f"{self.lock_path} locks Debian packages the mirror does not have (now): {said}."
                                 " Nothing was built. Point the FROM image's apt sources at a snapshot mirror that"
-                                f" holds them, or lock the versions the mirror has: {lock_command(self.variant)} --upgrade"
+                                f" holds them, or lock the versions the mirror has: `{self.lock_command} --upgrade`"
                                 " (with this build's flags and --config files).")
 
     def hash_inputs(self) -> dict[str, object]:
@@ -94,24 +95,20 @@ class Lockable:
         return stage.locked_wheels(self.lock, cache, self.wheel_options) if self.lock is not None else resolve()
 
 
-def lock_command(variant: str) -> str:
-    """The command that locks an image of ``variant`` (in backquotes)."""
-    return "`invoke lock --base`" if variant == "base" else "`invoke lock`"
-
-
 def lock_platform(settings: Settings) -> str:
     """The platform the image's wheels are for (the machine its wheel platform tags name)."""
     machine = wheelhouse.image_environment(settings.python.version, settings.wheels.platforms)["platform_machine"]
     return (platforms.by_machine(machine) or platforms.host()).name
 
 
-def lock_fields(settings: Settings, variant: str, requirements: list[str], reuse_context: bool) -> dict[str, Any]:
-    """The :class:`Lockable` fields of a plan for ``settings``: its lock, the one its build follows
+def lock_fields(settings: Settings, command: str, requirements: list[str], reuse_context: bool) -> dict[str, Any]:
+    """The :class:`Lockable` fields of a plan for ``settings`` (``command``: the one that locks it):
+    its lock, the one its build follows
     (None: its closure floats), and what the plan says of it; with [build] locked, no lock or one
     made for other requirements is refused here, before anything is fetched."""
-    platform, command = lock_platform(settings), lock_command(variant)
+    platform = lock_platform(settings)
     path = locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, platform)
-    fields: dict[str, Any] = {"lock_path": str(path), "lock_platform": platform}
+    fields: dict[str, Any] = {"lock_path": str(path), "lock_platform": platform, "lock_command": command}
     try:
         found = locks.read(path, settings.python.version, settings.wheels.platforms)
     except ConfigurationError as exc:  # refused with --locked; else the closure floats, and the plan says why
@@ -122,14 +119,14 @@ def lock_fields(settings: Settings, variant: str, requirements: list[str], reuse
     if settings.build.locked and (found is None or differs):
         why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"
         raise ConfigurationError(f"build.locked: {settings.image.reference} cannot be built as locked: {why}. Lock it"
-                                 f" with this build's flags and --config files: {command} (review the lock's diff,"
+                                 f" with this build's flags and --config files: `{command}` (review the lock's diff,"
                                  " commit it).")
     if reuse_context:
         return {**fields, "lock_state": "as the kept context holds it (--no-prepare)"}
     if found is None:
-        return {**fields, "lock_state": f"floats: no lock ({path}; {command} writes one)"}
+        return {**fields, "lock_state": f"floats: no lock ({path}; `{command}` writes one)"}
     if differs:
         return {**fields, "lock_state": f"floats: the lock {path} was made for other {'; '.join(differs)}"
-                                        f" ({command} again)"}
+                                        f" (`{command}` again)"}
     return {**fields, "lock": found,
             "lock_state": f"locked by {path} ({len(found.wheels)} wheels, sha256 {found.sha256[:12]})"}

@@ -44,6 +44,7 @@ BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolv
 BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
 FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
 VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
+LOCK_COMMAND = "invoke lock"  # the command that locks its images' closure (torchbake.variants.locking)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,7 +198,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-        **lock_fields(settings, NAME, requirements, reuse_context),
+        **lock_fields(settings, LOCK_COMMAND, requirements, reuse_context),
     ))
 
 
