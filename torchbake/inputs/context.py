@@ -283,13 +283,12 @@ class Staging:
         each fetched by its URL into the download cache, or found there (no index asked), and
         checked against the lock's sha256; from a private index with the credentials its
         configured URL (``options``: [wheels]) carries. Returns project → version."""
-        from torchbake.inputs.locks import index_credentials  # here: only locked builds need the lock module
+        from torchbake.inputs import locks  # here: only locked builds need the lock module
 
         house = self.path / "wheelhouse"
         house.mkdir(exist_ok=True)
         for wheel in lock.wheels:
-            artifact = cache.fetch(f"{index_credentials(wheel.location, options)}#sha256={wheel.sha256}",
-                                   key=f"{lock.path.name}: {wheel.name}")
+            artifact = locks.fetch(wheel, lock.path.name, cache, options)
             link_or_copy(artifact.path, house / wheel.file_name)
             self.record(wheel.file_name, artifact.path)
         output.channel().say(f"Wheels: the {len(lock.wheels)} of {lock.path}, each checked against its sha256 (no"

@@ -236,6 +236,14 @@ def _index_arguments(options: WheelOptions) -> list[str]:
     return argv
 
 
+def fetch(wheel: LockedWheel, lock_name: str, cache, options: WheelOptions):
+    """``wheel`` of the lock ``lock_name``, fetched into the download cache (``cache``:
+    :class:`torchbake.inputs.downloads.DownloadCache`) or found there, checked against its sha256;
+    from a private index with its configured credentials. Returns the cache's artifact."""
+    return cache.fetch(f"{index_credentials(wheel.location, options)}#sha256={wheel.sha256}",
+                       key=f"{lock_name}: {wheel.name}")
+
+
 def index_credentials(location: str, options: WheelOptions) -> str:
     """``location`` (a locked wheel's URL, which uv writes without credentials) with the user part
     of the configured index whose scheme, host and port it shares, as pip sends an index's

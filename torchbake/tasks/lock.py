@@ -159,8 +159,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     if fetch:
         cache = plan.download_cache()
         for wheel in new.wheels:
-            cache.fetch(f"{locks.index_credentials(wheel.location, plan.wheel_options)}#sha256={wheel.sha256}",
-                        key=f"{target.name}: {wheel.name}")
+            locks.fetch(wheel, target.name, cache, plan.wheel_options)
         channel.say(("Fetched", "green"), f" {len(new.wheels)} wheels into {cache.root}, each checked")
 
 
