@@ -27,21 +27,49 @@ missing=()
 for machine in "${wanted[@]}"; do
     [ -e "$BINFMT/qemu-$machine" ] || missing+=("$machine")
 done
+# Register one handler from its systemd binfmt.d line (":name:type:offset:magic:mask:interpreter:flags"),
+# as systemd-binfmt does at boot: where no systemd runs (containers, CI runners, WSL) and
+# update-binfmts is absent, nothing else reads /usr/lib/binfmt.d.
+register_from_binfmt_d() {
+    local conf
+    for conf in /usr/lib/binfmt.d/qemu-"$1".conf /etc/binfmt.d/qemu-"$1".conf; do
+        [ -f "$conf" ] || continue
+        grep -v '^[#;]' "$conf" | grep -m1 '^:' > "$BINFMT/register" && return 0
+    done
+    return 1
+}
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$root" = 1 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
-        say "installing qemu-user-static (QEMU handlers for ${missing[*]})"
+        # binfmt-support is qemu-user-static's Recommends, not a Depends: it is what registers the
+        # handlers on a machine without systemd (update-binfmts), so it is named here.
+        say "installing qemu-user-static and binfmt-support (QEMU handlers for ${missing[*]})"
         apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-user-static >/dev/null
-        # its package registers the handlers when binfmt_misc is mounted; where it was mounted later, now
-        command -v update-binfmts >/dev/null && update-binfmts --enable >/dev/null 2>&1 || true
-    else
-        fail "no QEMU handler for ${missing[*]} in $BINFMT; install QEMU's user emulation (Debian, Ubuntu: apt-get install qemu-user-static) as root"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            qemu-user-static binfmt-support >/dev/null
     fi
+    for machine in "${missing[@]}"; do
+        [ -e "$BINFMT/qemu-$machine" ] && continue
+        [ "$root" = 1 ] || continue
+        if command -v update-binfmts >/dev/null; then
+            update-binfmts --enable "qemu-$machine" >/dev/null 2>&1 || true
+        fi
+        [ -e "$BINFMT/qemu-$machine" ] || register_from_binfmt_d "$machine" || true
+    done
 fi
+# The command that registers a handler on this machine, for the messages below.
+register_hint() {
+    if command -v update-binfmts >/dev/null; then
+        echo "update-binfmts --enable qemu-$1"
+    elif [ -f "/usr/lib/binfmt.d/qemu-$1.conf" ]; then
+        echo "grep '^:' /usr/lib/binfmt.d/qemu-$1.conf > $BINFMT/register"
+    else
+        echo "apt-get install qemu-user-static binfmt-support"
+    fi
+}
 for machine in "${wanted[@]}"; do
     handler="$BINFMT/qemu-$machine"
-    [ -e "$handler" ] || fail "qemu-user-static is installed but $handler is not registered; run: update-binfmts --enable qemu-$machine"
+    [ -e "$handler" ] || fail "no QEMU handler for $machine in $BINFMT; as root, run: $(register_hint "$machine")"
     head -n 1 "$handler" | grep -qx enabled || fail "$handler is disabled; enable it: echo 1 > $handler"
-    grep -q '^flags:.*F' "$handler" || fail "$handler has no F flag, so build containers cannot find the emulator; register it again with F (Debian's qemu-user-static does)"
+    grep -q '^flags:.*F' "$handler" || fail "$handler has no F flag, so build containers cannot find the emulator; register it again with F: echo -1 > $handler && $(register_hint "$machine")"
 done
 say "this host runs ${wanted[*]} programs emulated (QEMU, F flag)."
