@@ -15,9 +15,10 @@ base_os = LazyModule("torchbake.inputs.base_os")  # imported when the task runs 
 @flag_task(*BOOTSTRAP_OS_FLAGS)
 @reports_errors
 def bootstrap_os(c, **given):
-    """Make a base OS image with debootstrap (for air-gapped sites): the same mirror state, the same digest.
+    """Make a base OS image with debootstrap, for air-gapped sites.
 
-    Builds do this by themselves for a missing debian:<suite> or ubuntu:<suite> FROM image."""
+    The same mirror state gives the same digest. Builds do this by themselves for a missing
+    debian:<suite> or ubuntu:<suite> FROM image."""
     settings = resolve_config(given["config"], overrides(BOOTSTRAP_OS_FLAGS, given)).settings()
     suite = given["suite"]
     spec = base_os.OsImageSpec(suite=suite, name=given["name"] or f"torchbake/debian:{suite}",

@@ -52,10 +52,12 @@ def _run(make_plan, settings, given) -> None:
 @flag_task(*BUILD_FLAGS)
 @reports_errors
 def build(c, **given):
-    """Build a PyTorch image: release (torch and the extension from wheels) or dev (from source), then verify it.
+    """Build a PyTorch image, release or dev, then verify it.
 
-    With no flags: a dev image FROM the base image `invoke build-base` made for the same Python;
-    with --release alone: the CPU release image torchbake/pytorch-cpu:2.13.0-py3.11 on debian:bookworm."""
+    A release image installs torch and the extension from wheels; a dev image builds them from
+    source. With no flags: a dev image FROM the base image `invoke build-base` made for the same
+    Python; with --release alone: the CPU release image torchbake/pytorch-cpu:2.13.0-py3.11 on
+    debian:bookworm."""
     resolved = resolve_config(given["config"], overrides(BUILD_FLAGS, given))
     settings = resolved.settings()
     check_effect(BUILD_FLAGS, settings.build.variant, given)
@@ -69,8 +71,9 @@ def build(c, **given):
 @flag_task(*BUILD_BASE_FLAGS)
 @reports_errors
 def build_base(c, **given):
-    """Build the base image for dev builds: build tools, Python, and PyTorch/vision/audio sources at pinned tags.
+    """Build the base image that dev builds start FROM.
 
+    It holds the build tools, Python, and the PyTorch/vision/audio sources at pinned tags.
     `invoke build-base --python 3.10` makes torchbake/pytorch-cpu:base-py3.10 FROM ubuntu:22.04 (the
     OS image whose Python is 3.10); `invoke build --python 3.10` then finds it."""
     settings = resolve_config(given["config"], overrides(BUILD_BASE_FLAGS, given), variant="base").settings()

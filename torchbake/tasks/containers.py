@@ -18,11 +18,12 @@ running = LazyModule("torchbake.running.containers")  # imported when a task run
 @flag_task(*RUN_CONTAINER_FLAGS, optional_positional=("image",))
 @reports_errors
 def run_container(c, **given):
-    """Open a shell (or run --command) in a container of IMAGE, created once and reused.
+    """Open a shell (or run --command) in a container of IMAGE.
 
-    The container gets the /dev/shm and devices its profile needs; a stopped one is started again,
-    a running one gets a new shell. Without a terminal, --command runs and its exit status is this
-    task's. Without IMAGE: the image of this host's most recent successful build."""
+    The container is created once and reused. It gets the /dev/shm and devices its profile needs;
+    a stopped one is started again, a running one gets a new shell. Without a terminal, --command
+    runs and its exit status is this task's. Without IMAGE: the image of this host's most recent
+    successful build."""
     cli = overrides(RUN_CONTAINER_FLAGS, given)
     settings = resolve_config(given["config"], cli).settings()
     image, command, env, mount, dry_run = (given[k] for k in ("image", "command", "env", "mount", "dry_run"))
@@ -66,7 +67,9 @@ def _run_session(settings, image: str, *, request_fields: dict, dry_run: bool) -
 @flag_task(*CONTAINERS_FLAGS)
 @reports_errors
 def containers(c, **given):
-    """List the containers torchbake created: name, image, status, device profile."""
+    """List the containers torchbake created.
+
+    Each with its name, image, status and device profile."""
     settings = resolve_config(given["config"], overrides(CONTAINERS_FLAGS, given)).settings()
     client = docker_client(settings, for_build=False)
     client.check_engine()
@@ -86,7 +89,9 @@ def containers(c, **given):
 @flag_task(*STOP_CONTAINER_FLAGS)
 @reports_errors
 def stop_container(c, **given):
-    """Stop a container torchbake created; with --rm, remove it too."""
+    """Stop a container torchbake created.
+
+    With --rm, remove it too."""
     settings = resolve_config(given["config"], overrides(STOP_CONTAINER_FLAGS, given)).settings()
     if given["time"] < 0:
         raise ConfigurationError(f"--time {given['time']}: expected a number of seconds, 0 or more.")

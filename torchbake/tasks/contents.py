@@ -83,10 +83,11 @@ def _print_or_write(given: dict, flags, kind: str) -> None:
 @flag_task(*SBOM_FLAGS)
 @reports_errors
 def sbom(c, **given):
-    """Print (or write) the image's SBOM, as SPDX 2.3 JSON, SPDX 3.0.1 JSON-LD or CycloneDX 1.6 JSON.
+    """Print (or write) the image's SBOM.
 
-    Every Debian package, every Python distribution of every environment (with its wheel's
-    sha256), toolkits, source trees and the base image."""
+    As SPDX 2.3 JSON, SPDX 3.0.1 JSON-LD or CycloneDX 1.6 JSON. Every Debian package, every Python
+    distribution of every environment (with its wheel's sha256), toolkits, source trees and the
+    base image."""
     if given["format"] not in FORMATS:
         raise ConfigurationError(f"--format {given['format']!r}: expected {', '.join(FORMATS)}.")
     _print_or_write(given, SBOM_FLAGS, given["format"])
@@ -95,20 +96,20 @@ def sbom(c, **given):
 @flag_task(*PROVENANCE_FLAGS)
 @reports_errors
 def provenance(c, **given):
-    """Print (or write) where every input of the image's build came from (SLSA v1 provenance).
+    """Print (or write) the image's build provenance (SLSA v1).
 
-    An in-toto statement: the options as resolved, every dependency with its digest, the
-    builder's versions, start and finish."""
+    Where every input of the image's build came from, as an in-toto statement: the options as
+    resolved, every dependency with its digest, the builder's versions, start and finish."""
     _print_or_write(given, PROVENANCE_FLAGS, "provenance")
 
 
 @flag_task(*DIFF_FLAGS)
 @reports_errors
 def diff(c, **given):
-    """Show what changed from image OLD to image NEW: packages, layers, labels and inputs.
+    """Show what changed from image OLD to image NEW.
 
-    Debian packages and Python distributions added, removed and changed, layers shared and new
-    with their sizes, labels and recorded inputs that differ."""
+    Packages, layers, labels and inputs: Debian packages and Python distributions added, removed
+    and changed, layers shared and new with their sizes, labels and recorded inputs that differ."""
     if given["format"] not in ("table", "json"):
         raise ConfigurationError(f"--format {given['format']!r}: expected table or json.")
     settings = resolve_config(given["config"], overrides(DIFF_FLAGS, given)).settings()

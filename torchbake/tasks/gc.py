@@ -54,11 +54,12 @@ def collect(settings: Settings, client: DockerClient, *, dry_run: bool) -> clean
 @flag_task(*GC_FLAGS)
 @reports_errors
 def gc(c, **given):
-    """Remove what torchbake left behind: its images a newer build replaced and nothing uses (beyond
-    the newest --keep per NAME:TAG), cache entries and logs older than --older-than, caches over budget.
+    """Remove what torchbake left behind that nothing uses.
 
-    Never an image torchbake did not build on this host, one a container uses, a cache entry
-    another torchbake holds, or anything while the engine does not answer."""
+    Its images a newer build replaced and nothing uses (beyond the newest --keep per NAME:TAG),
+    cache entries and logs older than --older-than, caches over budget. Never an image torchbake
+    did not build on this host, one a container uses, a cache entry another torchbake holds, or
+    anything while the engine does not answer."""
     if given["keep"] is not None:
         try:
             given["keep"] = int(given["keep"])

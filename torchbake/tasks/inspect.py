@@ -39,8 +39,10 @@ variants = LazyModule("torchbake.variants")
 @flag_task(*VERIFY_FLAGS)
 @reports_errors
 def verify(c, **given):
-    """Run the checks in a throwaway container; print a pass/fail table; fail if any check fails.
-    With --reproducible: build the image again without any cache and compare."""
+    """Run the image's checks in a throwaway container.
+
+    Print a pass/fail table; fail if any check fails. With --reproducible: build the image again
+    without any cache and compare."""
     image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
     python, cuda_arch_list = given["python"], given["cuda_arch_list"]
     if given["signatures"]:
@@ -159,8 +161,10 @@ def _verify_reproducible(image: str, config_files: list[str], cli: dict[str, obj
 @flag_task(*SHOW_BUILD_FLAGS)
 @reports_errors
 def show_build(c, **given):
-    """Print how an image was built: its labels and, from this host's build manifest, every input
-    with its digest, the docker command and the timings."""
+    """Print how an image was built.
+
+    Its labels and, from this host's build manifest, every input with its digest, the docker
+    command and the timings."""
     image = given["image"]
     settings = resolve_config(given["config"], overrides(SHOW_BUILD_FLAGS, given)).settings()
     client = docker_client(settings, for_build=False)
@@ -179,8 +183,9 @@ def show_build(c, **given):
 @flag_task(*SHOW_CONFIG_FLAGS)
 @reports_errors
 def show_config(c, **given):
-    """Print the resolved configuration and where each value came from ("derived from …" for
-    names, tags and FROM images nobody set)."""
+    """Print the resolved configuration and each value's source.
+
+    Where each value came from: names, tags and FROM images nobody set say "derived from …"."""
     config, variant, format = given["config"], given["variant"], given["format"]  # noqa: A001 - the flag's name
     if variant is not None and variant not in variants.VARIANTS:
         raise ConfigurationError(f"--variant {variant!r}: expected one of: {', '.join(variants.VARIANTS)}.")

@@ -34,15 +34,15 @@ configuration = LazyModule("torchbake.planning.config")
 @flag_task(*LOCK_FLAGS)
 @reports_errors
 def lock(c, **given):
-    """Pin each release image's wheels, its whole closure, in a lock file (PEP 751) in your repository.
+    """Pin each release image's wheels in a lock file (PEP 751).
 
-    One lock per image and platform in [build] locks (default locks/ beside torchbake.toml): every
-    wheel file with its URL and sha256, resolved by uv for the image's Python and platform, and the
-    Debian packages a build installs on its FROM image, at their versions. --base locks the base
-    image build-base makes. Take the flags and --config files of the build it is for. Locking again
-    keeps every version; --upgrade (or --upgrade-package NAME) lets them move; what changed is
-    printed as `invoke diff` words it. Builds follow the lock; --locked refuses one that no longer
-    matches it."""
+    The lock holds the image's whole closure and lives in your repository. One lock per image and
+    platform in [build] locks (default locks/ beside torchbake.toml): every wheel file with its URL
+    and sha256, resolved by uv for the image's Python and platform, and the Debian packages a build
+    installs on its FROM image, at their versions. --base locks the base image build-base makes.
+    Take the flags and --config files of the build it is for. Locking again keeps every version;
+    --upgrade (or --upgrade-package NAME) lets them move; what changed is printed as `invoke diff`
+    words it. Builds follow the lock; --locked refuses one that no longer matches it."""
     if given["only"] and not given["matrix"]:
         raise ConfigurationError("--only picks cells of the matrix: add --matrix.")
     if given["upgrade"] and given["upgrade_package"]:

@@ -63,7 +63,9 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
 @flag_task(*BUILD_ALL_FLAGS)
 @reports_errors
 def build_all(c, **given):
-    """Build the nightly matrix: in dependency order, unchanged cells skipped, a summary table at the end."""
+    """Build the nightly matrix, in dependency order.
+
+    Unchanged cells are skipped; a summary table comes at the end."""
     report, junit, plan, force, no_cache = (given[k] for k in ("report", "junit", "plan", "force", "no_cache"))
     emit_matrix, shard_text = given["emit_matrix"], given["shard"]
     join_only = given["join_only"]
