@@ -6,8 +6,10 @@ collection), every exit code (``torchbake.core.errors``) and every bundled accel
 
 from __future__ import annotations
 
+import html
 import inspect as python_inspect
 import json
+import re
 from collections.abc import Iterator
 
 from torchbake.configuration import accelerators, settings
@@ -19,9 +21,22 @@ SIGNAL_CODES = {130: "Interrupted (SIGINT, Ctrl-C): what the task had started wa
                 143: "Terminated (SIGTERM): as for 130."}
 
 
+CODE_SPAN = re.compile(r"(`+).*?\1")
+
+
+def _text(text: object) -> str:
+    """Plain text as Markdown that shows it as written: ``<`` ``>`` ``&`` outside code spans are
+    HTML-escaped, or the browser takes a placeholder such as ``<suite>`` for a tag and drops it."""
+    text, shown, at = str(text), [], 0
+    for span in CODE_SPAN.finditer(text):
+        shown += [html.escape(text[at:span.start()], quote=False), span.group()]
+        at = span.end()
+    return "".join([*shown, html.escape(text[at:], quote=False)])
+
+
 def _cell(text: object) -> str:
-    """Text for one Markdown table cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """Text for one Markdown table cell (or list item): one line, placeholders shown."""
+    return _text(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def _value(value: object) -> str:
@@ -31,7 +46,7 @@ def _value(value: object) -> str:
 def _decides(declaration: settings.Declaration) -> str:
     if declaration.decides == settings.EVERY_IMAGE:
         return "every image"
-    return ", ".join(declaration.decides) or "no image's content"
+    return ", ".join(declaration.decides) or declaration.counted or "no image's content"
 
 
 def flags_by_option() -> dict[str, list[Flag]]:
@@ -90,7 +105,7 @@ def tasks_markdown() -> str:
     for name in sorted(ns.tasks):
         task = ns.tasks[name]
         doc = python_inspect.cleandoc(task.body.__doc__ or "")
-        lines += [f"## `invoke {name}`", "", doc, "", "| flag | what it does |", "|---|---|"]
+        lines += [f"## `invoke {name}`", "", _text(doc), "", "| flag | what it does |", "|---|---|"]
         for flag in getattr(task, "flags", ()):
             aliases = ", ".join(f"-{a}" if len(a) == 1 else f"--{a}" for a in flag.aliases)
             typed = flag.param.upper() if flag.positional else flag.spelling
@@ -109,11 +124,12 @@ def exit_codes() -> dict[int, list[type[errors.FatalError]]]:
 
 
 def exit_codes_markdown() -> str:
-    """Every exit code a task returns, with the errors behind it."""
+    """Every exit code a task returns, each with what it means to the user (the ``meaning`` of the
+    error class that sets the code: its subclasses, which end a task with it too, are included)."""
     lines = ["| code | meaning |", "|---|---|", "| 0 | Done. |"]
     for code, classes in exit_codes().items():
-        meaning = "; ".join(f"**{cls.__name__}**: {_cell(python_inspect.cleandoc(cls.__doc__ or ''))}" for cls in classes)
-        lines.append(f"| {code} | {meaning} |")
+        declaring = next(cls for cls in classes if "exit_code" in vars(cls))
+        lines.append(f"| {code} | {_cell(declaring.meaning)} |")
     lines += [f"| {code} | {_cell(text)} |" for code, text in SIGNAL_CODES.items()]
     return "\n".join(lines) + "\n"
 

@@ -3,14 +3,16 @@ strictly, and a README that fits on a few screens and tells no history."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_invoke
 from torchbake import reference
 from torchbake.configuration import accelerators, settings
 from torchbake.tasks import ns
@@ -68,6 +70,44 @@ def test_the_site_builds_strictly_with_the_generated_reference(site):
     options = (site / "reference" / "options" / "index.html").read_text()
     assert "TORCHBAKE_IMAGE_PLATFORMS" in options and "<!-- reference:" not in options
     assert (site / "reference" / "exit-codes" / "index.html").is_file()
+
+
+class _PageText(HTMLParser):
+    """The text a browser shows of a page: its tags dropped, its entities unescaped."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(data)
+
+
+def shown(page) -> str:
+    parser = _PageText()
+    parser.feed(page.read_text())
+    return " ".join("".join(parser.parts).split())
+
+
+def as_written(text: str) -> str:
+    """A declaration's text as the page should show it: whitespace joined, code spans' backticks gone."""
+    return " ".join(text.replace("`", "").split())
+
+
+def test_every_declared_help_and_default_reaches_the_built_page_whole(site):
+    """A placeholder such as <suite> in a declaration is shown, not taken by the browser for a tag
+    ("default torchbake/debian:", "pylock.-.toml"); every option's help and default, every task's
+    text and every flag's help is on its built page as declared."""
+    options = shown(site / "reference" / "options" / "index.html")
+    cut = [key for key, declared in settings.declarations().items() if as_written(declared.help) not in options
+           or (f"default: {json.dumps(declared.default)}" if declared.default not in ("", [], {}) else "default: (empty)")
+           not in options]
+    assert not cut, f"the options reference does not show these options' help or default whole: {cut}"
+    tasks = shown(site / "reference" / "tasks" / "index.html")
+    cut = [name for name, task in ns.tasks.items() if as_written(inspect.cleandoc(task.body.__doc__)) not in tasks]
+    cut += [f"{name} {flag.spelling}" for name, task in ns.tasks.items() for flag in task.flags
+            if as_written(flag.help) not in tasks]
+    assert not cut, f"the tasks reference does not show these tasks' or flags' text whole: {cut}"
 
 
 def test_one_search_finds_every_option_flag_exit_code_and_accelerator(site):
@@ -141,3 +181,106 @@ def test_the_layout_names_every_module():
     missing = ([name for name in modules if not name.endswith("/__init__.py") and f"`{name}`" not in layout]
                + [name for name in packages if f"**`{name}/`**" not in layout])
     assert not missing, f"docs/development.md's Layout lacks {missing}"
+
+
+def test_each_exit_code_reads_as_one_description_for_the_user():
+    """One sentence or two per code, from the class that sets it: no class names, no docstrings joined
+    with ".;", nothing meant for the code's developers."""
+    for code, classes in reference.exit_codes().items():
+        setters = [cls for cls in classes if "exit_code" in vars(cls)]
+        assert len(setters) == 1 and "meaning" in vars(setters[0]), f"exit {code}: one class sets it and says its meaning"
+    rows = re.findall(r"^\| (\d+) \| (.*) \|$", reference.exit_codes_markdown(), re.M)
+    assert len(rows) == len(reference.exit_codes()) + 3
+    for code, meaning in rows:
+        assert meaning.endswith(".") and not re.search(r"\.;|\*\*|``|\b[A-Z]\w+(Error|Pending)\b|\bclass\b", meaning), (code, meaning)
+
+
+def test_what_an_option_decides_agrees_with_its_help():
+    """An option whose help says it is in the input hash is not shown as deciding no image."""
+    text = reference.options_markdown()
+    for key, declared in settings.declarations().items():
+        if re.search(r"\b(part of|in|counts in) the input hash", declared.help):  # not "the tag named by the input hash"
+            entry = text[text.index(f"### `{key}`"):].split("\n### ", 1)[0]
+            assert "- decides: no image's content" not in entry, key
+    steps = text[text.index("### `image.steps`"):].split("\n### ", 1)[0]
+    assert "- decides: every image (its text, as part of the Dockerfile)" in steps
+
+
+def test_the_site_publishes_pages_not_its_build_hook(site):
+    assert not (site / "hooks.py").exists()
+    assert not [p.name for p in site.rglob("*.py")]
+
+
+PAGES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
+
+
+def _prose(path: str) -> list[str]:
+    """The page's lines, code fences blanked (a `#` comment in a code block is no heading)."""
+    text = (ROOT / path).read_text()
+    return re.sub(r"^```.*?^```", lambda fence: "\n" * fence.group().count("\n"), text, flags=re.S | re.M).splitlines()
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_every_page_has_one_title(path):
+    titles = [line for line in _prose(path) if re.match(r"# \S", line)]
+    assert len(titles) == 1, f"{path}: {titles}"
+
+
+SEED = re.compile(r"\bseeds? \d{3}\b|\bthe seeds'", re.I)
+
+
+def test_no_page_or_config_names_a_seed_of_the_project():
+    """The project's own history ("seed 001: the pip wheels lack sm_89") is not where users read."""
+    paths = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "configs").rglob("*")]
+    found = [f"{path.relative_to(ROOT)}:{number}" for path in paths if path.is_file()
+             for number, line in enumerate(path.read_text().splitlines(), 1) if SEED.search(line)]
+    assert not found, found
+
+
+CELL_WORDS, ITEM_WORDS = 90, 150  # a table cell, a list item (with its continuation lines)
+
+
+def _blocks(path: str):
+    """(line, "cell" or "item", words) of each table cell and list item of the page."""
+    item = None
+    for number, line in enumerate(_prose(path), 1):
+        if line.startswith("|") and not re.match(r"^\|[\s|:-]+\|$", line):
+            yield from ((number, "cell", len(cell.split())) for cell in re.split(r"(?<!\\)\|", line.strip().strip("|")))
+            item = None
+        elif bullet := re.match(r"^(\s*)(?:[-*+]|\d+\.) ", line):
+            if item:
+                yield tuple(item[:3])
+            item = [number, "item", len(line.split()) - 1, len(bullet.group())]
+        elif item and line.strip() and line.startswith(" " * item[3]):
+            item[2] += len(line.split())
+        else:
+            if item:
+                yield tuple(item[:3])
+            item = None
+    if item:
+        yield tuple(item[:3])
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_no_table_cell_or_list_item_is_a_wall_of_text(path):
+    long = [(number, kind, words) for number, kind, words in _blocks(path)
+            if words > (CELL_WORDS if kind == "cell" else ITEM_WORDS)]
+    assert not long, f"{path}: (line, kind, words) over {CELL_WORDS} words a cell, {ITEM_WORDS} an item: {long}"
+
+
+SUMMARY = 60  # invoke --list's column for the summary, where it is not a terminal (80 columns)
+
+
+def test_every_task_lists_a_whole_one_line_summary():
+    """invoke --list shows a docstring's first line only, wrapped at the terminal: each is a whole
+    sentence that fits, followed by a blank line before the rest."""
+    for name, task in ns.tasks.items():
+        first, *rest = task.body.__doc__.split("\n")
+        assert len(first) <= SUMMARY and first.endswith("."), (name, first)
+        assert not rest or not rest[0].strip(), f"{name}: a blank line after the summary: {rest[0]!r}"
+    listed = run_invoke("--list", timeout=60)
+    rows = [line for line in listed.stdout.splitlines()[1:] if line.strip()]
+    assert len(rows) == len(ns.tasks), rows  # no summary wrapped onto a second line
+    for row in rows:
+        name, summary = row.split(None, 1)
+        assert summary == ns.tasks[name].body.__doc__.split("\n")[0], row

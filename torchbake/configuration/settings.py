@@ -47,6 +47,7 @@ class Declaration:
     only: str = ""  # the one build variant the flag has an effect on ("dev" or "release")
     why: str = ""  # why it has none on the other (the error says it)
     path: str = ""  # "path": names a file or folder; "location": a URL, a path or a requirement (torchbake.configuration.project)
+    counted: str = ""  # decides=(), yet another part of the input hash counts it: which images, and how
 
     @property
     def switch(self) -> bool:
@@ -56,13 +57,15 @@ class Declaration:
 
 def option(default: Any, check: Callable[[Any], object] | None = None, *, help: str,  # noqa: A002 (invoke's word)
            decides: tuple[str, ...] | str, input_file: bool = False, flag: str = "", aliases: tuple[str, ...] = (),
-           sets: Any = None, flag_help: str = "", only: str = "", why: str = "", path: str = "") -> Any:
+           sets: Any = None, flag_help: str = "", only: str = "", why: str = "", path: str = "",
+           counted: str = "") -> Any:
     """An option's field and everything known of it (:class:`Declaration`).
 
     ``check`` validates its values (raising ValueError with what is accepted). ``decides``: the
     variants (``base``, ``dev``, ``release``, or :data:`EVERY_IMAGE`) whose image content its value
     decides, so their input hash holds it (``()``: it decides none, and the comment beside it
-    says why, where another part counts for it). ``flag``: the parameter of the tasks that list
+    says why, where another part counts for it; ``counted`` tells the user how: the reference
+    shows it as what the option decides). ``flag``: the parameter of the tasks that list
     the option; a bool option's flag is a switch that sets the other value. ``path``: the value
     names a file or folder ("path") or may ("location"): a project file's relative one is relative
     to that file."""
@@ -70,7 +73,7 @@ def option(default: Any, check: Callable[[Any], object] | None = None, *, help: 
         sets = not default
     declaration = Declaration(default=default, help=help, decides=decides, check=check, input_file=input_file,
                               flag=flag, aliases=aliases, sets=sets, flag_help=flag_help, only=only, why=why,
-                              path=path)
+                              path=path, counted=counted)
     return field(metadata={"option": declaration})
 
 
@@ -84,16 +87,17 @@ class ImageOptions:
     tag: str = option("", lambda v: v and validation.image_tag(v), decides=(),
                       help="Image tag (-t/--tag); default from [naming] when the name is too (dev-py3.11, release"
                            " 2.13.0-py3.11, base base-py3.11), else latest", flag="tag", aliases=("t",))
-    base: str = option("", validation.image_reference, decides=(),  # the FROM image counts by its id
+    base: str = option("", validation.image_reference, decides=(), counted="every image (the FROM image, by its id)",
                        help="Image to build FROM (build.sh -b/--base_img); default: a release the OS image of the"
                             " Python (debian:bookworm for 3.11, pulled or made with debootstrap), a dev build the"
                             " image build-base names for the same profile and Python",
                        flag="base_img", aliases=("b", "base_img"))
-    docker_file: str = option("", validation.location, decides=(),  # its text counts, as the Dockerfile's
+    docker_file: str = option("", validation.location, decides=(), counted="every image (its text, as the Dockerfile)",
                               help="Dockerfile template (build.sh -f/--docker_file); default"
                                    " docker/ubuntu/dockerfile.<variant>", flag="docker_file", aliases=("f", "docker_file"),
                               path="path")
-    steps: str = option("", validation.steps_file, decides=(),  # its text counts, as the Dockerfile's
+    steps: str = option("", validation.steps_file, decides=(),
+                        counted="every image (its text, as part of the Dockerfile)",
                         help="File of Dockerfile lines (RUN, ENV, LABEL …) added to the image after torchbake's own"
                              " steps, before the step that records what is installed; its text is part of the input"
                              " hash", path="path")

@@ -12,12 +12,18 @@ class FatalError(Exception):
     """A failure that ends the current task. The message says what to do next."""
 
     exit_code = 1
+    # What the exit codes' reference (docs/reference/exit-codes.md) tells the user of the code: each
+    # class that sets an exit_code says it, for every class that ends a task with that code.
+    meaning = "A failure that ended the task; its message says what to do next."
 
 
 class ConfigurationError(FatalError):
     """A bad option: unknown key, wrong type, invalid value, missing required value."""
 
     exit_code = 2
+    meaning = ("Refused before any slow work: a bad option or flag (an unknown key, a wrong type, an invalid "
+               "value), a value the build needs that nobody set, an image you named that is not on the engine, "
+               "or a FROM image a plan would first have to pull or make (nothing was made).")
 
 
 class MissingValuesError(ConfigurationError):
@@ -45,30 +51,36 @@ class DownloadError(FatalError):
     """An input could not be fetched or did not match its recorded digest."""
 
     exit_code = 3
+    meaning = "An input could not be fetched or did not match its recorded digest."
 
 
 class EngineError(FatalError):
     """No usable Docker client or engine (missing binary, no BuildKit, engine not answering)."""
 
     exit_code = 4
+    meaning = ("No usable Docker client or engine: the binary is missing, BuildKit is absent or the engine does "
+               "not answer.")
 
 
 class BuildError(FatalError):
     """``docker build`` (or another engine step) ran and failed."""
 
     exit_code = 5
+    meaning = "`docker build` (or another engine step) ran and failed."
 
 
 class VerificationError(FatalError):
     """The image was built but one or more verification checks failed."""
 
     exit_code = 6
+    meaning = "The image was built but one or more verification checks failed."
 
 
 class CommandError(FatalError):
     """A host command (pip, debootstrap, ...) ran and failed."""
 
     exit_code = 7
+    meaning = "A host command (pip, debootstrap …) ran and failed."
 
 
 class ContainerError(FatalError):
@@ -76,12 +88,15 @@ class ContainerError(FatalError):
     lacks the device profile's support, a paused or broken container)."""
 
     exit_code = 8
+    meaning = ("A container cannot be created or reused as asked: its name is taken by another image, the host "
+               "lacks the device profile's support, or the container is paused or broken.")
 
 
 class DiskSpaceError(FatalError):
     """The build would not fit on the disk (checked before any download)."""
 
     exit_code = 9
+    meaning = "The build would not fit on the disk (checked before any download)."
 
 
 class RegistryError(FatalError):
@@ -89,6 +104,8 @@ class RegistryError(FatalError):
     or Sigstore's public instance, for keyless signing."""
 
     exit_code = 10
+    meaning = ("A registry could not be asked or refused: credentials, unreachable, an unexpected answer; or "
+               "Sigstore's public instance, for keyless signing.")
 
 
 class SignatureError(FatalError):
@@ -96,3 +113,5 @@ class SignatureError(FatalError):
     (its statement about another image, an SBOM it does not describe)."""
 
     exit_code = 11
+    meaning = ("A signature does not hold: it is missing, made by another key, or does not match what it signs "
+               "(a statement about another image, an SBOM it does not describe).")
