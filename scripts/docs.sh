@@ -7,12 +7,11 @@
 # The reference pages are rendered from torchbake's declarations (docs/hooks.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Only what MkDocs needs: torchbake itself (the hook imports it) with the docs extra, in .venv; not
+# scripts/setup.sh's whole set-up (the Docker engine, the test tools), which the site does not use.
 if [ ! -x .venv/bin/mkdocs ]; then
-    if [ -x .venv/bin/python ]; then
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[docs]'
-    else
-        bash scripts/setup.sh
-    fi
+    [ -x .venv/bin/python ] || python3 -m venv .venv
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --editable '.[docs]'
 fi
 case "${1:-serve}" in
     serve) exec .venv/bin/mkdocs serve --strict ;;

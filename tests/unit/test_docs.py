@@ -284,3 +284,12 @@ def test_every_task_lists_a_whole_one_line_summary():
     for row in rows:
         name, summary = row.split(None, 1)
         assert summary == ns.tasks[name].body.__doc__.split("\n")[0], row
+
+
+def test_the_docs_script_installs_only_what_mkdocs_needs():
+    """A fresh clone's `bash scripts/docs.sh build` makes .venv with torchbake and its docs extra, not
+    the whole set-up (the Docker engine, the test tools) that scripts/setup.sh does."""
+    code = [line for line in (ROOT / "scripts" / "docs.sh").read_text().splitlines() if not line.lstrip().startswith("#")]
+    assert not [line for line in code if "setup.sh" in line]
+    assert [line for line in code if "python3 -m venv .venv" in line]
+    assert [line for line in code if "--editable '.[docs]'" in line]
