@@ -7,10 +7,10 @@ uv_dir=${1:-}
 mkdir -p /etc/torchbake
 if [ "${TORCHBAKE_INSTALLER:-pip}" = uv ] && [ -n "$uv_dir" ]; then
     uv=$(bash /opt/torchbake/common/uv_binary.sh "$uv_dir")
-    "$uv" pip check --python "$(command -v python)"
+    python "$(dirname "$0")/pip_check.py" "$uv" pip check --python "$(command -v python)"
     "$uv" pip freeze --python "$(command -v python)" > /etc/torchbake/installed.txt
 else
-    python -m pip check
+    python "$(dirname "$0")/pip_check.py" python -m pip check
     python -m pip freeze --all > /etc/torchbake/installed.txt
 fi
 echo "torchbake: installed $(wc -l < /etc/torchbake/installed.txt) packages"

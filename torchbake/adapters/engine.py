@@ -178,6 +178,21 @@ class DockerClient(DockerCLI):
         finally:  # interrupted or timed out too: the probe container never outlives this call
             self._discard(created)
 
+    def holds_platform(self, reference: str, platform: str) -> bool:
+        """Whether the engine holds ``reference``'s image for ``platform`` ("linux/arm64"), asked
+        without pulling anything: a container of that platform created (never started) and
+        removed. ``docker image inspect`` shows one platform of an index only."""
+        try:
+            created = self.call(f"create --platform {platform} {reference}", "create_container", reference,
+                                platform=platform, labels={"torchbake.probe": "true"}, missing="")
+        except EngineError as exc:  # the classic image store: another platform's image is "found but does not match"
+            if "does not match the specified platform" in str(exc):
+                return False
+            raise
+        if created:
+            self._discard(created["Id"])
+        return bool(created)
+
     def create_container(self, image: str, *, host_config: Mapping[str, Any], **options: Any) -> str:
         """Create a container (the SDK's ``create_container`` and ``create_host_config`` options)."""
         with engine_errors(f"create {options.get('name') or image}", self.timeout):

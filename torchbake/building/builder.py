@@ -146,6 +146,8 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
         network=plan.build_options.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
     )
     text = describe_plan(plan, argv, env)
+    if note := plan.base_note(client):
+        text += f"\nBase image: {note}"
     if check_reproducible:
         text += ("\nThen build the same context again with --no-cache under another candidate tag, compare the image"
                  " ids, and name the files that differ (exit 6) or say Reproducible; the comparison tag is removed.")
@@ -409,7 +411,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet")
     output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
-                         f"{human_size(result.size_bytes)} in {result.seconds:.0f} s (log: {log_file})")
+                         f"{human_size(result.size_bytes)} of compressed layers (`docker images` shows them unpacked)"
+                         f" in {result.seconds:.0f} s (log: {log_file})")
     return result
 
 

@@ -171,11 +171,11 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
     # One lock per image reference: two builds at once that need the same missing image make it once.
     with file_lock(work_root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", spec.name) + ".lock")):
         existing = client.inspect_image(spec.name)
-        if existing is not None and not spec.force and set(spec.platforms) <= set(platforms_of(existing) or spec.platforms):
+        if existing is not None and not spec.force and set(spec.platforms) <= set(_held(existing)):
             output.channel().say(f"{spec.name} already exists ({existing['Id'][:19]}); keeping it (--force rebuilds it).")
             return existing["Id"]
         if existing is not None and not spec.force:  # it lacks a platform: made again with every platform it had
-            had = platforms_of(existing) or (platforms.host().name,)
+            had = _held(existing)
             spec = dataclasses.replace(spec, platforms=tuple(dict.fromkeys((*had, *spec.platforms))))
             wanted = _platforms_to_make(spec)
             output.channel().say(f"{spec.name} holds {', '.join(had)}; making it again for {', '.join(spec.platforms)}")
@@ -198,6 +198,7 @@ def bootstrap_os_image(spec: OsImageSpec, client: DockerClient, work_root: Path,
                                              " the mirror answers, or name a reachable one: [bootstrap] mirror in a"
                                              " --config file, TORCHBAKE_BOOTSTRAP_MIRROR=URL, or `invoke bootstrap-os"
                                              " --mirror URL`.")
+                unmount_below(rootfs)  # debootstrap's second stage mounts /proc and /sys; none is packed
                 _trim(rootfs, source_date_epoch())
                 roots.append((rootfs, image_spec(spec, platform)))
             archive, digest = image_archive.pack_platforms(roots, work, spec.name)
@@ -233,6 +234,15 @@ def mounts_below(folder: Path) -> list[str]:
             if point == prefix or point.startswith(prefix + "/"):
                 found.append(point)
     return sorted(found, key=len, reverse=True)
+
+
+def unmount_below(folder: Path) -> None:
+    """Unmount everything mounted at or below ``folder`` (deepest first); fails naming what stays."""
+    for point in mounts_below(folder):
+        command.run(["umount", "--lazy", point], check=False, capture=True, echo=False)
+    if left := mounts_below(folder):
+        raise CommandError(f"{folder} still has mounts below it ({', '.join(left)}); nothing was packed. Unmount"
+                           " them (umount --lazy PATH) and run the command again.")
 
 
 def remove_rootfs(work: Path) -> None:
@@ -323,10 +333,55 @@ def _held(info: dict) -> tuple[str, ...]:
     return platforms_of(info) or (f"{info.get('Os') or 'linux'}/{info.get('Architecture') or 'amd64'}",)
 
 
-def _lacks(info: dict, wanted: tuple[str, ...]) -> bool:
-    """An image torchbake bootstrapped (its labels say so) that does not hold every platform of ``wanted``."""
-    made_here = LABEL_PREFIX + "suite" in ((info.get("Config") or {}).get("Labels") or {})
-    return made_here and not set(wanted) <= set(_held(info))
+def _made_here(info: dict) -> bool:
+    """An OS image torchbake bootstrapped (its labels say so): it can be made again for more platforms."""
+    return LABEL_PREFIX + "suite" in ((info.get("Config") or {}).get("Labels") or {})
+
+
+def lacking_platforms(client: DockerClient, reference: str, info: dict, wanted: tuple[str, ...]) -> tuple[str, ...]:
+    """The platforms of ``wanted`` the engine holds no image of ``reference`` for. An image
+    torchbake made says which it holds (its label, else its one architecture); any other is
+    asked per platform: the engine inspects an index as this host's platform only. No image is
+    ever built FROM another platform's: BuildKit would run the arm64 steps on an amd64 root."""
+    held = set(_held(info))
+    if _made_here(info):
+        return tuple(name for name in wanted if name not in held)
+    return tuple(name for name in wanted if name not in held and not client.holds_platform(reference, name))
+
+
+def _lacking_error(reference: str, flag: str, info: dict, lacking: tuple[str, ...], why: str) -> ConfigurationError:
+    """A FROM image the engine holds for other platforms than a build's, and the command that makes it."""
+    suite = suite_of(reference)
+    if _made_here(info) or suite in known_suites():
+        wanted = tuple(dict.fromkeys((*_held(info), *lacking)))
+        make = (f"invoke bootstrap-os --suite {suite or info['Config']['Labels'][LABEL_PREFIX + 'suite']}"
+                f" --name {reference} --platform {','.join(wanted)} --force")
+    else:
+        return ConfigurationError(
+            f"Base image {reference!r} ({flag}) is on this engine for {', '.join(_held(info))} only, not for"
+            f" {', '.join(lacking)}{why}; no image is built FROM another platform's. Pull that platform's image"
+            f" (`{' && '.join(f'docker pull --platform {name} {reference}' for name in lacking)}`), or build it and"
+            " load it under this name.")
+    return ConfigurationError(
+        f"Base image {reference!r} ({flag}) is on this engine for {', '.join(_held(info))} only, not for"
+        f" {', '.join(lacking)}{why}; no image is built FROM another platform's. Make it: `{make}`.")
+
+
+def pending_platforms(client: DockerClient, reference: str, flag: str, info: dict, on_demand: OnDemand,
+                      wanted: tuple[str, ...]) -> str:
+    """What a build would do about a FROM image the engine holds for fewer platforms than
+    ``wanted``, in words for a plan ("" when it holds them all); a build that would refuse it
+    refuses the plan the same way (:func:`ensure_os_image` decides both)."""
+    lacking = lacking_platforms(client, reference, info, wanted)
+    if not lacking:
+        return ""
+    if not _made_here(info):
+        raise _lacking_error(reference, flag, info, lacking, "")
+    if not on_demand.auto:
+        raise _lacking_error(reference, flag, info, lacking, " and making it again with debootstrap is switched"
+                             " off (--no-bootstrap or [bootstrap] auto = false)")
+    return (f"{reference} is on this engine for {', '.join(_held(info))} only; it will be made again with"
+            f" debootstrap for {', '.join(dict.fromkeys((*_held(info), *lacking)))}")
 
 
 def how_missing_is_made(reference: str, on_demand: OnDemand) -> str:
@@ -345,15 +400,17 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
     Checks first (no slow work): that a Debian/Ubuntu reference names a suite debootstrap
     knows, and that its release ships ``python`` (when given: provider "os")."""
     info = client.inspect_image(reference)
-    if info is not None and not _lacks(info, platforms_wanted):
+    lacking = lacking_platforms(client, reference, info, platforms_wanted) if info is not None else ()
+    if info is not None and not lacking:
         return info
     if info is not None:  # one torchbake made, for fewer platforms: made again with them all
+        if not _made_here(info):
+            raise _lacking_error(reference, flag, info, lacking, "")
         if not on_demand.auto:
-            raise ConfigurationError(
-                f"Base image {reference!r} ({flag}) holds {', '.join(_held(info))}, not {', '.join(platforms_wanted)};"
-                " making it again with debootstrap is switched off (--no-bootstrap or [bootstrap] auto = false)."
-                f" Make it with `invoke bootstrap-os --suite {suite_of(reference)} --name {reference}"
-                + "".join(f" --platform {name}" for name in platforms_wanted) + "`.")
+            raise _lacking_error(reference, flag, info, lacking, " and making it again with debootstrap is switched"
+                                 " off (--no-bootstrap or [bootstrap] auto = false)")
+        output.channel().say(f"{reference} ({flag}) is on this engine for {', '.join(_held(info))} only; making it"
+                             f" for {', '.join(lacking)} too with debootstrap")
         spec = OsImageSpec(suite=info["Config"]["Labels"][LABEL_PREFIX + "suite"], name=reference,
                            mirror=on_demand.mirror, variant=on_demand.variant, compression=on_demand.compression,
                            platforms=platforms_wanted, include=on_demand.include)

@@ -35,8 +35,10 @@ CHUNK = 1 << 20
 
 def tar_command(rootfs: Path, tarball: Path, epoch: int) -> list[str]:
     """GNU tar of ``rootfs`` with nothing of the moment or the machine in it: names sorted,
-    owners as numbers, modification times after ``epoch`` set to it."""
+    owners as numbers, modification times after ``epoch`` set to it; never crossing into a file
+    system mounted below it (a /proc left mounted in a root file system is the host's)."""
     return ["tar", "--sort=name", "--numeric-owner", "--format=gnu", f"--mtime=@{epoch}", "--clamp-mtime",
+            "--one-file-system",
             "-C", str(rootfs), "-cf", str(tarball), "."]
 
 

@@ -19,6 +19,7 @@ from torchbake.variants.common import (
     common_fields,
     installer_context,
     missing_python_source,
+    os_base_note,
     os_base_text,
     os_build_args,
     os_preflight,
@@ -115,6 +116,9 @@ class BasePlan(Lockable, PlanCommon):
 
     def base_image_text(self) -> str:
         return os_base_text(self)
+
+    def base_note(self, client) -> str:
+        return os_base_note(self, client)
 
     def input_rows(self) -> list[tuple[str, object]]:
         return [*python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),

@@ -98,6 +98,10 @@ class PlanCommon:
     def check_preflight(self, facts) -> None:
         """Refuse a FROM image this plan does not accept (its facts), before anything is fetched."""
 
+    def base_note(self, client) -> str:
+        """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
+        return ""
+
     def check_before_build(self, client) -> None:
         """Refuse, before anything is prepared or built, what would fail the build half-way."""
 
@@ -286,6 +290,21 @@ def os_base_text(plan) -> str:
     return f"{plan.base_image} (if not on the engine: {how})"
 
 
+def os_base_note(plan, client) -> str:
+    """A dry run's word on an OS FROM image the engine holds for fewer platforms than the build's:
+    made again for them all, or refused as the build would (:func:`base_os.pending_platforms`).
+    Asked only of a build for another platform than this host's: the engine is not needed otherwise."""
+    if plan.base_platforms in ((), (platforms.host().name,)):
+        return ""
+    try:
+        base = client.inspect_image(plan.base_image)
+    except EngineError:
+        return ""
+    if base is None:
+        return ""
+    return base_os.pending_platforms(client, plan.base_image, plan.from_flag, base, plan.on_demand, plan.base_platforms)
+
+
 def python_rows(plan) -> list[tuple[str, object]]:
     rows: list[tuple[str, object]] = [("python", f"{plan.python_version} (provider {plan.python_provider})")]
     return rows + ([("python tarball", plan.python_source)] if plan.python_source else [])
@@ -416,6 +435,9 @@ def os_base_image(plan, client, *, writes: bool) -> dict:
         if base is None:
             raise BaseImagePending(f"{plan.base_image} is not on the engine yet; it will be"
                                    f" {base_os.how_missing_is_made(plan.base_image, on_demand)}")
+        if pending := base_os.pending_platforms(client, plan.base_image, plan.from_flag, base, on_demand,
+                                                plan.base_platforms):
+            raise BaseImagePending(pending)
         return base
     python = plan.python_version if plan.python_provider == "os" else ""
     return base_os.ensure_os_image(plan.base_image, plan.from_flag, client, on_demand, python=python,

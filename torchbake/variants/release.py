@@ -23,6 +23,7 @@ from torchbake.variants.common import (
     installer_context,
     missing_python_source,
     missing_toolkits,
+    os_base_note,
     os_base_text,
     os_build_args,
     os_preflight,
@@ -146,6 +147,9 @@ class ReleasePlan(Lockable, PlanCommon):
 
     def base_image_text(self) -> str:
         return os_base_text(self)
+
+    def base_note(self, client) -> str:
+        return os_base_note(self, client)
 
     def input_rows(self) -> list[tuple[str, object]]:
         return [*python_rows(self), *self.wheel_sources.items(), *(("extra", r) for r in self.extra_requirements),
