@@ -270,3 +270,39 @@ def test_an_arm64_lock_made_on_this_amd64_engine_holds_arm64s_debian_versions_as
         assert "Preparing" not in gone.stdout
     finally:
         docker("image", "rm", "--force", base, check=False)
+
+
+@pytest.fixture(scope="module")
+def amd64_only_bases(base_image, run_id):
+    """Two bases this engine holds for linux/amd64 only, the session's base's amd64 files imported
+    (one architecture): one labelled as torchbake's bootstrap labels its images, one not."""
+    ours, theirs = f"torchbake-test/amd64-ours:{run_id}", f"torchbake-test/amd64-theirs:{run_id}"
+    container = docker("create", "--platform", "linux/amd64", base_image, "true").stdout.strip()
+    try:
+        for name, change in ((ours, "--change 'LABEL torchbake.bootstrap.suite=bookworm'"), (theirs, "")):
+            subprocess.run(f"docker export {container} | docker import {change} - {name}", shell=True, check=True,
+                           capture_output=True)
+    finally:
+        docker("rm", "--force", container, check=False)
+    yield ours, theirs
+    docker("image", "rm", ours, theirs, check=False)
+
+
+def test_no_platform_is_built_from_another_platforms_base(amd64_only_bases, numpy_profile, tb_env):
+    """An arm64 image FROM a base the engine holds for amd64 only would run its steps on the amd64
+    root file system: a base torchbake made is made again for both (the plan says so), any other
+    is refused before any work, naming the platform and the command that makes it."""
+    ours, theirs = amd64_only_bases
+    planned = run_invoke("build", "--config", str(numpy_profile), "--base-img", ours, "--dry-run",
+                         "--platform", "linux/amd64,linux/arm64", env=tb_env)
+    assert planned.returncode == 0, planned.stdout + planned.stderr
+    assert (f"Base image: {ours} is on this engine for linux/amd64 only; it will be made again with debootstrap for"
+            " linux/amd64, linux/arm64") in planned.stdout
+    for dry_run in (("--dry-run",), ()):
+        refused = run_invoke("build", "--config", str(numpy_profile), "--base-img", theirs, *dry_run,
+                             "--platform", "linux/arm64", env=tb_env)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert (f"Base image {theirs!r} (--base-img) is on this engine for linux/amd64 only, not for linux/arm64;"
+                f" no image is built FROM another platform's. Pull that platform's image (`docker pull --platform"
+                f" linux/arm64 {theirs}`)") in refused.stderr
+        assert "Preparing the build context" not in refused.stdout and "Traceback" not in refused.stderr
