@@ -39,18 +39,22 @@ register_from_binfmt_d() {
     return 1
 }
 if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$root" = 1 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
+    absent=()
+    for pkg in qemu-user-static binfmt-support; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || absent+=("$pkg")
+    done
+    if [ ${#absent[@]} -gt 0 ] && [ "$root" = 1 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
         # binfmt-support is qemu-user-static's Recommends, not a Depends: it is what registers the
         # handlers on a machine without systemd (update-binfmts), so it is named here.
-        say "installing qemu-user-static and binfmt-support (QEMU handlers for ${missing[*]})"
+        say "installing ${absent[*]} (QEMU handlers for ${missing[*]})"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            qemu-user-static binfmt-support >/dev/null
+            "${absent[@]}" >/dev/null
     fi
     for machine in "${missing[@]}"; do
         [ -e "$BINFMT/qemu-$machine" ] && continue
         [ "$root" = 1 ] || continue
-        if command -v update-binfmts >/dev/null; then
+        if update-binfmts --version >/dev/null 2>&1; then
             update-binfmts --enable "qemu-$machine" >/dev/null 2>&1 || true
         fi
         [ -e "$BINFMT/qemu-$machine" ] || register_from_binfmt_d "$machine" || true
@@ -58,7 +62,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 # The command that registers a handler on this machine, for the messages below.
 register_hint() {
-    if command -v update-binfmts >/dev/null; then
+    if update-binfmts --version >/dev/null 2>&1; then
         echo "update-binfmts --enable qemu-$1"
     elif [ -f "/usr/lib/binfmt.d/qemu-$1.conf" ]; then
         echo "grep '^:' /usr/lib/binfmt.d/qemu-$1.conf > $BINFMT/register"

@@ -1,0 +1,58 @@
+"""The set-up on a bare machine, on the real kernel: QEMU's handler registered where nothing
+registered it (no systemd reads /usr/lib/binfmt.d, no update-binfmts).
+
+Each test runs scripts/ensure-emulation.sh in a user and mount namespace of its own with a
+binfmt_misc instance of that namespace (Linux 6.7 and later): it starts empty, as on a machine
+that just booted, and the host's handlers, which other tests' emulated builds use meanwhile, are
+never touched. Whatever happens, the namespace goes with the process: nothing to restore."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINE = {"x86_64": "aarch64", "aarch64": "x86_64"}[platform.machine()]
+
+
+def _in_namespace(script: str, binfmt: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "bash", "-c", script],
+                          env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TORCHBAKE_BINFMT_DIR": str(binfmt)},
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def bare_binfmt(tmp_path):
+    """An unmounted folder where the namespace's own binfmt_misc will be; skipped only where the
+    kernel has no per-namespace binfmt_misc (older than 6.7), which this project's machines have."""
+    folder = tmp_path / "binfmt_misc"
+    folder.mkdir()
+    probe = _in_namespace(f"mount -t binfmt_misc binfmt_misc {folder} && ls {folder}", folder)
+    assert probe.returncode == 0, probe.stderr  # a kernel without it fails here, loudly
+    assert probe.stdout.split() == ["register", "status"]  # empty: no handler at all
+    return folder
+
+
+def test_a_machine_without_update_binfmts_gets_its_handler_with_the_f_flag(bare_binfmt):
+    hide = "mount --bind /dev/null /usr/sbin/update-binfmts && " if Path("/usr/sbin/update-binfmts").exists() else ""
+    result = _in_namespace(f"{hide}bash scripts/ensure-emulation.sh && cat {bare_binfmt}/qemu-{MACHINE}", bare_binfmt)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"mounting binfmt_misc at {bare_binfmt}" in result.stdout
+    handler = result.stdout.split("emulated (QEMU, F flag).\n", 1)[1].splitlines()
+    assert handler[0] == "enabled"
+    assert "F" in next(line for line in handler if line.startswith("flags:")).split(":", 1)[1]
+
+
+def test_where_nothing_can_register_it_the_hint_is_a_command_that_exists_here(bare_binfmt, tmp_path):
+    """No update-binfmts and no binfmt.d line: the message names what to install, with apt-get."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    hide = "mount --bind /dev/null /usr/sbin/update-binfmts && " if Path("/usr/sbin/update-binfmts").exists() else ""
+    result = _in_namespace(f"{hide}mount --bind {empty} /usr/lib/binfmt.d && bash scripts/ensure-emulation.sh",
+                           bare_binfmt)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (f"no QEMU handler for {MACHINE} in {bare_binfmt}; as root, run: apt-get install qemu-user-static"
+            " binfmt-support") in result.stderr
