@@ -76,6 +76,7 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         first = run_invoke("build", cwd=project, env=tb_env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
         assert "no resolver ran" in first.stdout
+        assert f"Closure: locked by {lock_file.relative_to(project)} (" in first.stdout  # the build says which lock
         assert installed_lockdep(image) == "1.0"
         built = image_id(image)
         # the provenance and the SBOM name the lock, by its digest
@@ -114,6 +115,10 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         # ... while an unlocked one says which requirement it cannot resolve
         floating = run_invoke("build", "--tag", "floating", "--force", cwd=project, env=tb_env)
         assert floating.returncode != 0 and "lockdep" in floating.stderr, (floating.stdout + floating.stderr)[-3000:]
+        # ... and said, before anything was fetched, which lock it looked for and the command that writes it
+        said = next(line for line in floating.stdout.splitlines() if line.startswith("Closure: "))
+        assert said.startswith("Closure: floats: no lock (locks/pylock.") and "-floating-linux-amd64.toml" in said, said
+        assert said.endswith("`invoke lock --tag floating` writes one)"), said
 
         # --locked with a configuration changed after locking: refused before any download
         cache = Path(tb_env["TORCHBAKE_PATHS_CACHE_DIR"])

@@ -151,3 +151,19 @@ def test_a_locked_wheel_of_a_private_index_is_fetched_with_that_indexs_credentia
     for elsewhere in ("https://pkgs.example/files/a.whl", "http://pkgs.example:8443/files/a.whl",
                       "https://other.example/a.whl", "https://me:mine@pkgs.example:8443/a.whl"):
         assert locks.index_credentials(elsewhere, options) == elsewhere
+
+
+def test_a_floating_builds_hint_is_the_lock_command_with_the_builds_own_flags_as_typed(monkeypatch):
+    """`invoke lock` takes the flags that name the image and its inputs; the build's others
+    (--push, --sign-key KEY) are left out, with their values, and invoke's own options too."""
+    from torchbake.variants import locking
+
+    typed = ["invoke", "--search-root", "/repo", "build", "-r", "--name=team/x", "--tag", "t", "--push",
+             "--sign-key", "k.pem", "--config", "a.toml", "--python", "3.10", "--platform", "linux/arm64"]
+    monkeypatch.setattr("sys.argv", typed)
+    assert locking.lock_command("invoke lock") == ("invoke lock -r --name=team/x --tag t --config a.toml --python 3.10"
+                                                   " --platform linux/arm64")
+    monkeypatch.setattr("sys.argv", ["invoke", "build-base", "--python", "3.10", "--base"])
+    assert locking.lock_command("invoke lock --base") == "invoke lock --base --python 3.10"
+    monkeypatch.setattr("sys.argv", ["invoke", "build-all", "--config", "nightly.toml"])
+    assert locking.lock_command("invoke lock") == "invoke lock"  # a matrix's cells: `invoke lock --matrix` says more

@@ -308,6 +308,8 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     record = BuildRecord(image=plan.image, variant=plan.variant, profile=plan.profile, log_file=log_file)
     record.phase("preflight")
     say((f"Building {plan.image}", "bold"), f" ({plan.variant}; log: {log_file}; manifest: {record.path})")
+    if lock_state := getattr(plan, "lock_state", ""):  # which lock it follows, or why none: as its plan says
+        say(f"Closure: {lock_state}")
     try:
         result = _build(plan, client, cache, facts, digest, log_file, record, started, skip_unchanged,
                         user_context, tagged, publish, check_reproducible)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +70,28 @@ def option_flag(key: str) -> Flag:
 
 def option_flags(*keys: str) -> tuple[Flag, ...]:
     return tuple(option_flag(key) for key in keys)
+
+
+def typed_among(flags: tuple[Flag, ...], typed: Sequence[str]) -> list[str]:
+    """The flags of ``typed`` (a task's command line after its name) that
+    ``flags`` declares, with their values, as typed: what another task taking ``flags`` needs
+    to act on the same image (a hint's command). Anything else typed is left out."""
+    spelled = {}
+    for flag in flags:
+        spelled[flag.spelling] = flag
+        for alias in flag.aliases:
+            spelled[f"-{alias}" if len(alias) == 1 else f"--{alias}"] = flag
+    kept, tokens = [], list(typed)
+    while tokens:
+        token = tokens.pop(0)
+        name, has_value, _ = token.partition("=")
+        flag = spelled.get(name)
+        if flag is None:
+            continue
+        kept.append(token)
+        if flag.default is not SWITCH and not has_value and tokens:
+            kept.append(tokens.pop(0))
+    return kept
 
 
 def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, Any]:

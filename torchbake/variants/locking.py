@@ -6,11 +6,13 @@ torchbake.tasks.lock; the file format: torchbake.inputs.locks)."""
 from __future__ import annotations
 
 import re
+import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchbake.configuration import platforms
+from torchbake.configuration import options, platforms
 from torchbake.configuration.settings import Settings
 from torchbake.core.errors import ConfigurationError, DownloadError
 from torchbake.inputs import locks, wheelhouse
@@ -101,11 +103,26 @@ def lock_platform(settings: Settings) -> str:
     return (platforms.by_machine(machine) or platforms.host()).name
 
 
+BUILD_TASKS = ("build", "build-base")  # the tasks whose flags `invoke lock` takes as they are
+
+
+def lock_command(command: str) -> str:
+    """``command`` (the variant's LOCK_COMMAND) with the flags this run's build was typed with that
+    the lock task takes too (the image's name, tag, Python, platforms, wheels, --config files):
+    the lock it writes is the one that build looks for. Other runs (build-all) get it as it is."""
+    task = next((index for index, token in enumerate(sys.argv) if token in (*BUILD_TASKS, "build-all", "lock")), None)
+    if task is None or sys.argv[task] not in BUILD_TASKS:  # invoke's own options come before the task's name
+        return command
+    typed = options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])
+    return shlex.join([*shlex.split(command), *(token for token in typed if token not in shlex.split(command))])
+
+
 def lock_fields(settings: Settings, command: str, requirements: list[str], reuse_context: bool) -> dict[str, Any]:
     """The :class:`Lockable` fields of a plan for ``settings`` (``command``: the one that locks it):
     its lock, the one its build follows
     (None: its closure floats), and what the plan says of it; with [build] locked, no lock or one
     made for other requirements is refused here, before anything is fetched."""
+    command = lock_command(command)
     platform = lock_platform(settings)
     path = locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, platform)
     fields: dict[str, Any] = {"lock_path": str(path), "lock_platform": platform, "lock_command": command}
