@@ -131,7 +131,21 @@ def test_missing_config_file_lists_the_shipped_profiles(tmp_path):
     with pytest.raises(ConfigurationError) as info:
         config.resolve([tmp_path / "nope.toml"], {})
     assert "does not exist" in str(info.value)
-    assert "configs/cpu.toml" in str(info.value)
+    assert ("named by name (--config cuda): cpu (a profile), cuda (a profile), musa (a profile), nightly (a build-all"
+            " matrix), rocm (a profile)") in str(info.value)  # accelerators.toml is no profile to name
+
+
+def test_a_shipped_profile_is_named_by_name_and_a_name_it_does_not_ship_lists_those_it_does(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside the checkout: configs/cuda.toml is no path here
+    cuda = config.resolve(["cuda"], {}).settings()
+    assert cuda.accelerator.torch_cuda_arch_list == "7.5;8.0;8.6;8.9;9.0"  # the profile's values, not only its name
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve(["cudaa"], {})
+    assert str(info.value) == ("--config 'cudaa' is neither a file nor a config torchbake ships. Name a file"
+                               " (path/to/file.toml) or one of: cpu (a profile), cuda (a profile), musa (a profile),"
+                               " nightly (a build-all matrix), rocm (a profile).")
+    (tmp_path / "cuda").write_text('[python]\nversion = "3.12"\n')  # a file of that name here is that file
+    assert config.resolve(["cuda"], {}).settings().python.version == "3.12"
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,30 @@ ACCELERATORS_FILE = CONFIG_DIR / "accelerators.toml"
 ENGINE_SCRIPT = PACKAGE_DIR.parent / "scripts" / "ensure-engine.sh"
 
 
+def bundled_configs() -> dict[str, str]:
+    """The config files torchbake ships, by the name ``--config NAME`` takes, with what each is:
+    profiles (an accelerator's options) and build-all's nightly matrix. accelerators.toml is the
+    accelerators' declarations, read by every run: not one to name."""
+    return {path.stem: "a build-all matrix" if path.stem == "nightly" else "a profile"
+            for path in sorted(CONFIG_DIR.glob("*.toml")) if path != ACCELERATORS_FILE}
+
+
+def config_file(entry: str | Path) -> str:
+    """A ``--config`` value as a file: a path (it has a "/" or ends in .toml, or a file of that name
+    is here), else the name of a config torchbake ships (``--config cuda``: its configs/cuda.toml,
+    in a checkout and an installed wheel alike)."""
+    entry = str(entry)
+    if "/" in entry or entry.endswith(".toml") or Path(entry).expanduser().exists():
+        return entry
+    if entry in bundled_configs():
+        return str(CONFIG_DIR / f"{entry}.toml")
+    from torchbake.core.errors import ConfigurationError  # noqa: PLC0415 - errors are for the rare path only
+
+    shipped = ", ".join(f"{name} ({what})" for name, what in bundled_configs().items())
+    raise ConfigurationError(f"--config {entry!r} is neither a file nor a config torchbake ships. Name a file"
+                             f" (path/to/file.toml) or one of: {shipped}.")
+
+
 def engine_hint() -> str:
     """How to get an engine, where this torchbake runs: the checkout's script, else the service."""
     if ENGINE_SCRIPT.is_file():

@@ -191,7 +191,7 @@ def _runners(matrix: Mapping[str, Any], source: str) -> dict[str, str]:
 def _profile_file(entry: str, config_dir: Path, source: str, relative_to: Path | None) -> tuple[str, Path]:
     """A profile is a name (configs/<name>.toml) or a path to a config file (named by its stem;
     relative to ``relative_to``, the project file's folder, when given)."""
-    is_path = "/" in entry or entry.endswith(".toml")
+    is_path = "/" in entry or entry.endswith(".toml")  # as --config reads it (torchbake.core.data.config_file)
     path = (relative_to or Path()) / Path(entry).expanduser() if is_path else config_dir / f"{entry}.toml"
     if not path.is_file():
         raise ConfigurationError(f"{source}: profile {entry!r} has no {path}.")

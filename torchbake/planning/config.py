@@ -36,7 +36,7 @@ from torchbake.configuration.settings import (
     schema,
 )
 from torchbake.core import redaction
-from torchbake.core.data import CONFIG_DIR
+from torchbake.core.data import CONFIG_DIR, bundled_configs, config_file  # noqa: F401 - tests read CONFIG_DIR here
 from torchbake.core.errors import ConfigurationError
 from torchbake.variants import VARIANTS
 
@@ -70,8 +70,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(data.removeprefix(b"\xef\xbb\xbf").decode("utf-8"))
     except FileNotFoundError:
         raise ConfigurationError(
-            f"Config file (--config) {path} does not exist. Profiles shipped with torchbake: "
-            + ", ".join(str(p) for p in sorted(CONFIG_DIR.glob("*.toml")))
+            f"Config file (--config) {path} does not exist. Configs torchbake ships, named by name (--config"
+            " cuda): " + ", ".join(f"{name} ({what})" for name, what in bundled_configs().items())
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigurationError(f"Config file {path} is not valid TOML: {exc}") from exc
@@ -221,7 +221,8 @@ def resolve(
     (torchbake.configuration.project), a layer under the --config files whose relative paths are its folder's.
     Options nobody set are then derived for a ``variant`` build (base, dev or release; default
     ``build.variant``): see torchbake.configuration.derived."""
-    files = [(str(Path(raw).expanduser()), load_toml(Path(raw).expanduser()), None) for raw in config_files]
+    paths = [Path(config_file(raw)).expanduser() for raw in config_files]
+    files = [(str(path), load_toml(path), None) for path in paths]
     if project is not None:
         files.insert(0, (project.source, dict(project.data), project))
     declared = accelerators.declared((data.get(accelerators.SECTION, {}), source) for source, data, _ in files)

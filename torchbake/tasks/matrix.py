@@ -13,7 +13,7 @@ from torchbake.configuration import platforms
 from torchbake.configuration.options import BUILD_ALL_FLAGS, overrides
 from torchbake.configuration.writable import check_output_file
 from torchbake.core import output
-from torchbake.core.data import CONFIG_DIR
+from torchbake.core.data import CONFIG_DIR, config_file
 from torchbake.core.errors import ConfigurationError, FatalError, MissingValuesError
 from torchbake.core.lazy import LazyModule
 from torchbake.core.output import human_size
@@ -46,7 +46,7 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
     --config file's [matrix], else the project file's, else the bundled nightly matrix's; and the
     config files every cell reads."""
     in_project = found is not None and "matrix" in found.data
-    files = config_files or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
+    files = [config_file(raw) for raw in config_files] or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
     if matrix_files:
         expanded = expand(load_matrix(Path(matrix_files[-1])), source=matrix_files[-1])

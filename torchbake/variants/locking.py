@@ -15,6 +15,7 @@ from typing import Any
 from torchbake.configuration import options, platforms
 from torchbake.configuration.settings import Settings
 from torchbake.core.errors import ConfigurationError, DownloadError
+from torchbake.core.redaction import redact
 from torchbake.inputs import locks, wheelhouse
 from torchbake.supply_chain.inventory import LOCK_LABEL
 
@@ -113,7 +114,7 @@ def lock_command(command: str) -> str:
     task = next((index for index, token in enumerate(sys.argv) if token in (*BUILD_TASKS, "build-all", "lock")), None)
     if task is None or sys.argv[task] not in BUILD_TASKS:  # invoke's own options come before the task's name
         return command
-    typed = options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])
+    typed = [redact(token) for token in options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])]  # no URL's secret
     return shlex.join([*shlex.split(command), *(token for token in typed if token not in shlex.split(command))])
 
 
