@@ -169,6 +169,9 @@ def test_the_command_installed_by_pipx_and_uv_tool_builds_and_verifies_a_teams_i
     tools = request.getfixturevalue({"pipx": "pipx_installed", "uv tool": "uv_tool_installed"}[method])
     version = run([tools / "torchbake", "--version"], cwd=Path("/"))
     assert version.stdout.strip() == "torchbake 0.1.0", version.stdout + version.stderr
+    # the profiles it ships, named by name outside any checkout: the profile's values, not its name only
+    cuda = run([tools / "torchbake", "show-config", "--config", "cuda", "--format", "toml"], cwd=tmp_path)
+    assert cuda.returncode == 0 and 'torch_cuda_arch_list = "7.5;8.0;8.6;8.9;9.0"' in cuda.stdout, cuda.stdout + cuda.stderr
     name = f"torchbake-test/team-{method.replace(' ', '-')}"
     (tmp_path / "torchbake.toml").write_text(
         f'[image]\nname = "{name}"\ntag = "{run_id}"\nbase = "{base_image}"\n[build]\nvariant = "release"\n'
