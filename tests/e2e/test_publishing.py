@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -54,6 +55,25 @@ def test_build_push_publishes_one_image_with_its_attestations(registry, base_ima
         second = run_invoke(*args, env=tb_env)
         assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
         assert "unchanged" in second.stdout and f"pushed {image}@{digest}" in second.stdout
+        # [sbom] supplier set after the build: the image is unchanged, the SBOMs the push attaches name it
+        # (made again from the build's record), and the SPDX document the registry holds is NTIA-conformant
+        supplier = tiny_profile.parent / f"supplier-{run_id}.toml"
+        supplier.write_text('[sbom]\nsupplier = "ML Platform <ml-platform@example.com>"\n')
+        third = run_invoke(*args, "--config", str(supplier), env=tb_env)
+        assert third.returncode == 0, (third.stdout + third.stderr)[-3000:]
+        assert "unchanged" in third.stdout and f"pushed {image}@{digest}" in third.stdout  # the same image
+        assert f"{image}: its cyclonedx, spdx, spdx3 made again from its build's record" in third.stdout
+        repo = image.rsplit(":", 1)[0]
+        referrers = json.loads(skopeo(f"docker://{repo}:{digest.replace(':', '-')}"))["manifests"]
+        spdx = [read_referrer(repo, m["digest"], supplier.parent) for m in referrers
+                if m["annotations"].get(attestations.KIND_ANNOTATION) == "spdx"]
+        newest = next(text for text in spdx if "ml-platform@example.com" in text)
+        path = supplier.parent / f"pushed-{run_id}.spdx.json"
+        path.write_text(newest)
+        checker = Path(sys.executable).with_name("ntia-checker")
+        judged = subprocess.run([str(checker), "--comply", "ntia", str(path)], capture_output=True, text=True,
+                                timeout=300)
+        assert judged.returncode == 0 and "Conformant: True" in judged.stdout, judged.stdout + judged.stderr
     finally:
         docker("image", "rm", "--force", image, check=False)
 

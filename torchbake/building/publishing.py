@@ -170,7 +170,11 @@ def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:
     the image names no registry host, or has no documents here and nothing is signed."""
     host, repository, tag = registry.split_reference(plan.image)
     info = client.inspect_image(plan.image) or {}
-    documents = attestations.recorded(plan.path_options.log_dir, info.get("Id", ""), plan.image)
+    documents, remade = attestations.recorded_with(plan.path_options.log_dir, info.get("Id", ""), plan.image,
+                                                   str(plan.configuration.get("sbom.supplier", "")))
+    if remade:
+        output.channel().say(f"{plan.image}: its {', '.join(remade)} made again from its build's record, for the"
+                             " [sbom] options of now (the image is unchanged)")
     signer = signer_of(plan)
     if not host or not (documents or signer):
         return {}

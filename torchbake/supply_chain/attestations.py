@@ -103,6 +103,31 @@ def recorded(log_dir: Path, image_id: str, image: str = "") -> dict[str, str]:
     return documents
 
 
+def recorded_with(log_dir: Path, image_id: str, image: str, supplier: str) -> tuple[dict[str, str], list[str]]:
+    """:func:`recorded`, the SBOMs made again from the build's own record (what it read in the
+    image, the inputs its manifest lists) with ``supplier`` ([sbom] supplier now): SBOM options
+    set after a build reach what a push publishes and signs, without building the image again.
+    The documents that changed are written back beside the manifest (``invoke sbom`` shows them
+    too); returns the documents and the kinds made again."""
+    from torchbake.supply_chain.inventory import Inventory
+    from torchbake.supply_chain.manifest import find_manifest
+
+    documents = recorded(log_dir, image_id, image)
+    found = find_manifest(log_dir, image_id)
+    if INVENTORY not in documents or found is None:
+        return documents, []
+    inventory = Inventory.from_json(json.loads(documents[INVENTORY]))
+    made = sbom.documents(inventory, found[1].get("inputs", []), supplier=supplier)
+    changed = {kind: text for kind, text in made.items() if documents.get(kind) not in (None, text)}
+    if changed:
+        written = (found[1].get("attestations") or {})
+        paths = written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
+        for kind, text in changed.items():
+            if kind in paths:
+                write_atomically(Path(paths[kind]), text)
+    return {**documents, **changed}, sorted(changed)
+
+
 def _sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
