@@ -236,23 +236,20 @@ def mounts_below(folder: Path) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
-def unmount_below(folder: Path) -> None:
-    """Unmount everything mounted at or below ``folder`` (deepest first); fails naming what stays."""
+def unmount_below(folder: Path, consequence: str = "nothing was packed. Unmount them (umount --lazy PATH) and run"
+                                                    " the command again") -> None:
+    """Unmount everything mounted at or below ``folder`` (deepest first); fails naming what stays
+    and ``consequence``."""
     for point in mounts_below(folder):
         command.run(["umount", "--lazy", point], check=False, capture=True, echo=False)
     if left := mounts_below(folder):
-        raise CommandError(f"{folder} still has mounts below it ({', '.join(left)}); nothing was packed. Unmount"
-                           " them (umount --lazy PATH) and run the command again.")
+        raise CommandError(f"{folder} still has mounts below it ({', '.join(left)}); {consequence}.")
 
 
 def remove_rootfs(work: Path) -> None:
     """Remove a temporary root file system: unmount what debootstrap left mounted below it, then
     delete it without crossing into any file system still mounted there."""
-    for point in mounts_below(work):
-        command.run(["umount", "--lazy", point], check=False, capture=True, echo=False)
-    if mounts_below(work):
-        raise CommandError(f"{work} still has mounts below it ({', '.join(mounts_below(work))}); it was not"
-                           " removed. Unmount them (umount --lazy PATH), then delete the folder.")
+    unmount_below(work, "it was not removed. Unmount them (umount --lazy PATH), then delete the folder")
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -354,17 +351,24 @@ def _lacking_error(reference: str, flag: str, info: dict, lacking: tuple[str, ..
     suite = suite_of(reference)
     if _made_here(info) or suite in known_suites():
         wanted = tuple(dict.fromkeys((*_held(info), *lacking)))
-        make = (f"invoke bootstrap-os --suite {suite or info['Config']['Labels'][LABEL_PREFIX + 'suite']}"
-                f" --name {reference} --platform {','.join(wanted)} --force")
+        fix = (f"Make it: `invoke bootstrap-os --suite {suite or info['Config']['Labels'][LABEL_PREFIX + 'suite']}"
+               f" --name {reference} --platform {','.join(wanted)} --force`.")
     else:
-        return ConfigurationError(
-            f"Base image {reference!r} ({flag}) is on this engine for {', '.join(_held(info))} only, not for"
-            f" {', '.join(lacking)}{why}; no image is built FROM another platform's. Pull that platform's image"
-            f" (`{' && '.join(f'docker pull --platform {name} {reference}' for name in lacking)}`), or build it and"
-            " load it under this name.")
+        fix = (f"Pull that platform's image (`{' && '.join(f'docker pull --platform {name} {reference}' for name in lacking)}`),"
+               " or build it and load it under this name.")
     return ConfigurationError(
         f"Base image {reference!r} ({flag}) is on this engine for {', '.join(_held(info))} only, not for"
-        f" {', '.join(lacking)}{why}; no image is built FROM another platform's. Make it: `{make}`.")
+        f" {', '.join(lacking)}{why}; no image is built FROM another platform's. {fix}")
+
+
+def _refuse_unless_remade(reference: str, flag: str, info: dict, lacking: tuple[str, ...], on_demand: OnDemand) -> None:
+    """A build and its plan alike: a base lacking platforms is made again only where torchbake
+    made it and may bootstrap; otherwise refused, naming the command that makes it."""
+    if not _made_here(info):
+        raise _lacking_error(reference, flag, info, lacking, "")
+    if not on_demand.auto:
+        raise _lacking_error(reference, flag, info, lacking, " and making it again with debootstrap is switched"
+                             " off (--no-bootstrap or [bootstrap] auto = false)")
 
 
 def pending_platforms(client: DockerClient, reference: str, flag: str, info: dict, on_demand: OnDemand,
@@ -375,11 +379,7 @@ def pending_platforms(client: DockerClient, reference: str, flag: str, info: dic
     lacking = lacking_platforms(client, reference, info, wanted)
     if not lacking:
         return ""
-    if not _made_here(info):
-        raise _lacking_error(reference, flag, info, lacking, "")
-    if not on_demand.auto:
-        raise _lacking_error(reference, flag, info, lacking, " and making it again with debootstrap is switched"
-                             " off (--no-bootstrap or [bootstrap] auto = false)")
+    _refuse_unless_remade(reference, flag, info, lacking, on_demand)
     return (f"{reference} is on this engine for {', '.join(_held(info))} only; it will be made again with"
             f" debootstrap for {', '.join(dict.fromkeys((*_held(info), *lacking)))}")
 
@@ -404,11 +404,7 @@ def ensure_os_image(reference: str, flag: str, client: DockerClient, on_demand: 
     if info is not None and not lacking:
         return info
     if info is not None:  # one torchbake made, for fewer platforms: made again with them all
-        if not _made_here(info):
-            raise _lacking_error(reference, flag, info, lacking, "")
-        if not on_demand.auto:
-            raise _lacking_error(reference, flag, info, lacking, " and making it again with debootstrap is switched"
-                                 " off (--no-bootstrap or [bootstrap] auto = false)")
+        _refuse_unless_remade(reference, flag, info, lacking, on_demand)
         output.channel().say(f"{reference} ({flag}) is on this engine for {', '.join(_held(info))} only; making it"
                              f" for {', '.join(lacking)} too with debootstrap")
         spec = OsImageSpec(suite=info["Config"]["Labels"][LABEL_PREFIX + "suite"], name=reference,

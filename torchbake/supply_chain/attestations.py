@@ -90,10 +90,18 @@ def recorded(log_dir: Path, image_id: str, image: str = "") -> dict[str, str]:
     from torchbake.supply_chain.manifest import find_manifest
 
     found = find_manifest(log_dir, image_id)
-    if found is None:
-        return {}
-    written = (found[1].get("attestations") or {})
-    paths = written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
+    return _read(_paths(found[1], image)) if found is not None else {}
+
+
+def _paths(manifest: Mapping[str, Any], image: str) -> dict[str, str]:
+    """Kind → path of the documents a build manifest names for ``image`` (the build's only image's
+    when it names one)."""
+    written = (manifest.get("attestations") or {})
+    return written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
+
+
+def _read(paths: Mapping[str, str]) -> dict[str, str]:
+    """Kind → text of each document in ``paths`` that can be read."""
     documents = {}
     for kind, path in paths.items():
         try:
@@ -112,19 +120,18 @@ def recorded_with(log_dir: Path, image_id: str, image: str, supplier: str) -> tu
     from torchbake.supply_chain.inventory import Inventory
     from torchbake.supply_chain.manifest import find_manifest
 
-    documents = recorded(log_dir, image_id, image)
     found = find_manifest(log_dir, image_id)
-    if INVENTORY not in documents or found is None:
+    if found is None:
+        return {}, []
+    paths = _paths(found[1], image)
+    documents = _read(paths)
+    if INVENTORY not in documents:
         return documents, []
     inventory = Inventory.from_json(json.loads(documents[INVENTORY]))
     made = sbom.documents(inventory, found[1].get("inputs", []), supplier=supplier)
     changed = {kind: text for kind, text in made.items() if documents.get(kind) not in (None, text)}
-    if changed:
-        written = (found[1].get("attestations") or {})
-        paths = written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
-        for kind, text in changed.items():
-            if kind in paths:
-                write_atomically(Path(paths[kind]), text)
+    for kind, text in changed.items():  # each changed one was read from its path
+        write_atomically(Path(paths[kind]), text)
     return {**documents, **changed}, sorted(changed)
 
 
