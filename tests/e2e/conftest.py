@@ -78,23 +78,30 @@ def base_image(run_id, tb_env):
 
     name = f"torchbake-test/debian:bookworm-{run_id}"
 
-    def made_by_torchbake(image: str) -> bool:  # by this torchbake: with its record of each .deb installed
-        if docker("image", "inspect", "--format", '{{index .Config.Labels "torchbake.bootstrap.suite"}}',
-                  image, check=False).stdout.strip() != "bookworm":
-            return False
-        container = docker("create", image, "true").stdout.strip()
+    def made_by_torchbake(image: str) -> str | None:
+        """The ID of ``image`` where this torchbake made it (with its record of each .deb installed).
+        By ID from the first look on: another test (test_as_typed) moves `debian:bookworm` aside
+        and makes it again meanwhile, and a name read twice can name two images or none."""
+        found = docker("image", "inspect", "--format", '{{.Id}} {{index .Config.Labels "torchbake.bootstrap.suite"}}',
+                       image, check=False).stdout.split()
+        if found[1:] != ["bookworm"]:
+            return None
+        created = docker("create", found[0], "true", check=False)
+        if created.returncode != 0:  # gone since
+            return None
         try:
-            return docker("cp", f"{container}:/etc/torchbake/debs.tsv", "-", check=False).returncode == 0
+            recorded = docker("cp", f"{created.stdout.strip()}:/etc/torchbake/debs.tsv", "-", check=False)
+            return found[0] if recorded.returncode == 0 else None
         finally:
-            docker("rm", "--force", container, check=False)
+            docker("rm", "--force", created.stdout.strip(), check=False)
 
     # One bootstrap for the pytest-xdist workers of a run, kept for later runs on this engine
     # (a cache, as the engine's build cache is): the others wait for it and tag it.
     with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-base-image.lock"):
-        if made_by_torchbake("debian:bookworm"):
-            docker("tag", "debian:bookworm", name)
-        elif made_by_torchbake(SHARED_BASE):
-            docker("tag", SHARED_BASE, name)
+        for made in ("debian:bookworm", SHARED_BASE):
+            image_id = made_by_torchbake(made)
+            if image_id and docker("tag", image_id, name, check=False).returncode == 0:
+                break
         else:
             result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", SHARED_BASE, "--force", env=tb_env)
             assert result.returncode == 0, result.stdout + result.stderr
