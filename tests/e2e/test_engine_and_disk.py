@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import http_server, relay
 
-from .helpers import engine_state
+from .helpers import docker, engine_state
 
 REAL_SOCKET = "/var/run/docker.sock"
 
@@ -135,6 +135,28 @@ def test_an_engine_that_stops_answering_is_an_error_not_a_hang(base_image, tiny_
             assert "did not answer" in output and "within 3 s" in output, output
             assert "Traceback" not in output
             assert seconds < 30, (args, seconds)
+
+
+def test_a_container_runs_as_long_as_a_build_step_may_and_no_longer(base_image, run_id, tmp_path):
+    """verify's probe container may run [build] stall_timeout seconds (under QEMU `import torch` of
+    a CUDA build takes more than ten minutes), then it is stopped, removed, and the error says which
+    setting to raise."""
+    image = f"torchbake-test/slow-python:{run_id}"
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN printf '#!/bin/sh\\nsleep 300\\n'"
+                                         " > /usr/local/bin/python && chmod +x /usr/local/bin/python\n")
+    docker("build", "--tag", image, str(tmp_path))
+    try:
+        started = time.monotonic()
+        result = run_invoke("verify", image, env={"TORCHBAKE_BUILD_STALL_TIMEOUT": "10"}, timeout=120)
+        seconds = time.monotonic() - started
+        output = result.stdout + result.stderr
+        assert result.returncode == 4, output
+        assert "ran longer than 10 s ([build] stall_timeout) and was stopped" in output, output
+        assert "TORCHBAKE_BUILD_STALL_TIMEOUT=SECONDS" in output and "Traceback" not in output, output
+        assert 10 <= seconds < 40, seconds
+        assert not docker("ps", "--all", "--quiet", "--filter", f"ancestor={image}").stdout.strip()
+    finally:
+        docker("image", "rm", "--force", image, check=False)
 
 
 @contextmanager

@@ -87,6 +87,9 @@ def test_each_platform_is_its_own_verified_image_with_its_own_wheels(two_platfor
             next(w for w in wheels if w.startswith("numpy-") and w.endswith(f"_{machine}.whl"))]
         assert f"Built {name}-{arch}" in result.stdout
     assert result.stdout.count("verify torchbake-test/platforms:torchbake-candidate-") == 2
+    # the emulated one says it may be slow, and for how long it may run
+    said = [line for line in result.stdout.splitlines() if line.startswith("Verifying ")]
+    assert len(said) == 1 and "emulated by QEMU (linux/arm64)" in said[0] and "3600 s" in said[0], said
     # each verify table says where its checks ran: one natively, one under QEMU
     assert re.search(r"machine\s*│\s*pass\s*│\s*x86_64, checked natively", result.stdout), result.stdout[-3000:]
     assert re.search(r"machine\s*│\s*pass\s*│\s*aarch64, checked emulated", result.stdout), result.stdout[-3000:]

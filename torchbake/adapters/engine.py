@@ -152,12 +152,15 @@ class DockerClient(DockerCLI):
             self.api.load_image(data)
 
     def run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None = None,
-                    network: str | None = "none", timeout: float = 600,
+                    network: str | None = "none", timeout: float | None = None,
                     device_options: Mapping[str, Any] | None = None,
                     environment: Mapping[str, str] | None = None, platform: str | None = None) -> command.CommandResult:
         """Run a throwaway container and collect its output (the container is always removed);
         ``device_options``: its device access (``DeviceAccess.host_config``); ``environment``: its
-        variables; ``platform``: the image's platform to run (another machine's runs emulated)."""
+        variables; ``platform``: the image's platform to run (another machine's runs emulated).
+        ``timeout``: seconds it may run, by default [build] stall_timeout (what a build step may
+        run silent: under QEMU, `import torch` of a CUDA build takes more than ten minutes)."""
+        limit = self.stall_timeout if timeout is None else timeout
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
         shown = ("docker", "run", "--rm", "--network", network or "default", *(("--platform", platform) if platform else ()),
                  image, *argv)
@@ -167,12 +170,14 @@ class DockerClient(DockerCLI):
                                         environment=dict(environment or {}) or None,
                                         **({"platform": platform} if platform else {}))
         try:
-            with engine_errors(f"run {image}", timeout):
+            with engine_errors(f"run {image}", self.timeout):
                 try:
                     self.api.start(created)
                 except docker.errors.APIError as exc:  # e.g. the entrypoint is not in the image
                     return command.CommandResult(shown, 127, str(exc.explanation or exc))
-                code = int(self.api.wait(created, timeout=timeout).get("StatusCode", 1))
+            with engine_errors(f"run {image}", limit, setting=RUN_LIMIT):
+                code = int(self.api.wait(created, timeout=limit).get("StatusCode", 1))
+            with engine_errors(f"logs {name}", self.timeout):
                 output = self.api.logs(created, stdout=True, stderr=True).decode(errors="replace")
             return command.CommandResult(shown, code, output)
         finally:  # interrupted or timed out too: the probe container never outlives this call
@@ -385,9 +390,13 @@ def where_engine(environ: Mapping[str, str]) -> str:
     return f"docker context {context!r}" if context not in ("", "default") else f"unix://{LOCAL_SOCKET}"
 
 
+RUN_LIMIT = "[build] stall_timeout"  # the seconds a throwaway container may run (DockerClient.run_capture)
+
+
 @contextlib.contextmanager
-def engine_errors(what: str, timeout: float):
-    """The SDK's typed failures as torchbake errors: a timeout, no engine, or the engine's refusal."""
+def engine_errors(what: str, timeout: float, setting: str = "[build] engine_timeout"):
+    """The SDK's typed failures as torchbake errors: a timeout (of ``setting``), no engine, or the
+    engine's refusal."""
     try:
         yield
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
@@ -395,8 +404,13 @@ def engine_errors(what: str, timeout: float):
             raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc
         if (isinstance(exc, requests.exceptions.Timeout) or isinstance(exc.__context__, requests.exceptions.Timeout)
                 or "timed out" in str(exc)):  # the SDK wraps the version check's timeout in a DockerException
+            if setting == RUN_LIMIT:
+                raise EngineError(f"`docker {what}` ran longer than {timeout:g} s ({setting}) and was stopped. Where the"
+                                  " container needs longer (another platform's image runs emulated by QEMU, ten or"
+                                  " more times slower), raise it: TORCHBAKE_BUILD_STALL_TIMEOUT=SECONDS, or"
+                                  " stall_timeout under [build] in the configuration.") from exc
             raise EngineError(f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
-                              f" {timeout:g} s ([build] engine_timeout). Check that dockerd is running there and is"
+                              f" {timeout:g} s ({setting}). Check that dockerd is running there and is"
                               f" not stuck ({data.engine_hint()}), or point DOCKER_HOST /"
                               " DOCKER_CONTEXT at an engine that answers.") from exc
         raise EngineError(

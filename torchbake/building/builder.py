@@ -36,6 +36,7 @@ from torchbake.building.input_hash import (
 )
 from torchbake.building.publishing import ask_registry, build_cache, registry_of
 from torchbake.checks.verify import Expectations, verify_facts
+from torchbake.configuration import platforms
 from torchbake.configuration.validation import is_location
 from torchbake.core import output
 from torchbake.core.build_time import source_date_epoch
@@ -570,6 +571,10 @@ def _verify_candidate(plan: Plan, image: str, client: DockerClient, candidate: s
     """Verify the candidate (and run the GPU checks when [build] verify_gpus asks); the packages
     the probe found in it. The GPU rows go into the build manifest."""
     expected = Expectations.of_image(client, candidate)
+    if plan.platform and platforms.parse(plan.platform) != platforms.host():
+        output.channel().say(f"Verifying {candidate} emulated by QEMU ({plan.platform}): its Python and torch start"
+                             f" ten or more times slower than natively (up to [build] stall_timeout,"
+                             f" {plan.build_options.stall_timeout} s).")
     try:
         _checks, facts = verify_facts(client, candidate, expected, gpus=plan.build_options.verify_gpus,
                                       accelerator=plan.accelerator)
