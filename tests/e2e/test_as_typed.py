@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -54,14 +55,15 @@ def test_build_base_dry_run_names_the_image_it_would_make(scratch, tb_env):
     assert "--label org.opencontainers.image.version=base-py3.10" in result.stdout
 
 
-def test_build_release_then_run_container_as_typed(scratch, tb_env, tmp_path):
+def test_build_release_then_run_container_then_your_repository_as_typed(scratch, tb_env, tmp_path):
     """`invoke build --release` as on a new user's machine, whose engine has neither the default
     image nor its FROM image (the user's own under those names are set aside meanwhile and given
     back): debian:bookworm is made with debootstrap, the image built and verified; `run-container`
     without IMAGE then runs it. A cache of the test's own holds no record of earlier builds, so
-    nothing can be re-tagged instead of built."""
+    nothing can be re-tagged instead of built. Then, on that engine, the "your own repository"
+    page as typed (:func:`follow_your_repository_page`)."""
     env = {**tb_env, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache")}
-    with set_aside(DEFAULT_RELEASE), set_aside("debian:bookworm"):
+    with set_aside(DEFAULT_RELEASE), set_aside("debian:bookworm"), set_aside(PAGE_IMAGE):
         built = as_typed(scratch, env, "build", "--release")
         output = built.stdout + built.stderr
         assert built.returncode == 0, output[-5000:]
@@ -77,6 +79,78 @@ def test_build_release_then_run_container_as_typed(scratch, tb_env, tmp_path):
         assert ran.returncode == 0, ran.stderr[-3000:]
         assert ran.stdout.strip() == "2.13.0+cpu"
         assert f"no IMAGE given; using {DEFAULT_RELEASE}, the most recent successful build on this host" in ran.stderr
+
+        follow_your_repository_page(scratch, tmp_path, {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache")})
+
+
+PAGE = (ROOT / "docs/your-repository.md").read_text()
+PAGE_IMAGE = re.search(r"`torchbake build` then builds and verifies `([^`]+)`", PAGE)[1]
+
+
+def page_block(language: str) -> str:
+    """The first ``language`` code block of the "your own repository" page."""
+    return re.search(rf"^```{language}\n(.*?)^```", PAGE, re.S | re.M)[1]
+
+
+def follow_your_repository_page(checkout: Path, tmp_path: Path, env: dict) -> None:
+    """docs/your-repository.md's commands, read from the page: the wheel made in the checkout as
+    typed, installed with pipx (the page's alternative) and `uv tool` into folders of the test's
+    own (online, as typed: dependencies from pip's configured index), its example torchbake.toml
+    in a new repository folder, then each `torchbake` line with the pipx-installed command from
+    that folder; `run-container` in a terminal, where the user types into its shell."""
+    import shlex
+    import sys
+
+    tools = Path(sys.executable).parent  # the pinned pipx and uv of the test tools; pip: this Python's
+    homes = {"PIPX_HOME": tmp_path / "pipx/home", "PIPX_BIN_DIR": tmp_path / "pipx/bin", "PIPX_MAN_DIR": tmp_path / "pipx/man",
+             "UV_TOOL_DIR": tmp_path / "uv/tools", "UV_TOOL_BIN_DIR": tmp_path / "uv/bin", "UV_CACHE_DIR": tmp_path / "uv/cache"}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHBAKE_", "VIRTUAL_ENV", "UV_", "PIPX_"))}
+
+    def run(line: str, cwd: Path, **options) -> subprocess.CompletedProcess[str]:
+        argv = shlex.split(line)
+        program = {"pip": [sys.executable, "-m", "pip"], "pipx": [str(tools / "pipx")], "uv": [str(tools / "uv")],
+                   "torchbake": [str(tmp_path / "pipx/bin/torchbake")]}[argv[0]]
+        result = subprocess.run([*program, *argv[1:]], cwd=cwd, capture_output=True, text=True, timeout=900,
+                                env={**clean, **{k: str(v) for k, v in homes.items()}, **env}, **options)
+        assert result.returncode == 0, (line, result.stdout[-3000:], result.stderr[-3000:])
+        return result
+
+    repository = None
+    for line in page_block("sh").splitlines():
+        command, _, comment = line.partition("  #")
+        command = command.strip()
+        if not command:  # a comment line: other ways, not steps
+            continue
+        if command.startswith("cd "):
+            repository = tmp_path / command.split()[1]
+            repository.mkdir()
+            (repository / "torchbake.toml").write_text(page_block("toml"))
+            continue
+        if repository is None:  # the wheel and its installation, in the checkout ("here")
+            run(command, checkout)
+            if alternative := comment.partition("or: ")[2].strip():
+                run(alternative, checkout)
+            continue
+        if command == "torchbake run-container":  # in a terminal (script(1)), the user typing into its shell
+            typed = 'python -c "import torch, numpy; print(torch.__version__, numpy.__name__)"\nexit 7\n'
+            shell = subprocess.run(["script", "-qec", str(tmp_path / "pipx/bin/torchbake") + " run-container",
+                                    "/dev/null"], cwd=repository, input=typed, capture_output=True, text=True,
+                                   timeout=300, env={**clean, **env})
+            assert shell.returncode == 7, shell.stdout[-3000:]  # the shell's own exit status
+            assert "2.13.0+cpu numpy" in shell.stdout, shell.stdout[-3000:]
+            docker("rm", "--force", *docker("ps", "--all", "--quiet", "--filter",
+                                            f"label=torchbake.image={PAGE_IMAGE}").stdout.split(), check=False)
+            continue
+        result = run(command, repository)
+        if command == "torchbake build --release":
+            assert f"Built {PAGE_IMAGE}" in result.stdout and re.search(r"torch version\s*│\s*pass", result.stdout), \
+                result.stdout[-3000:]
+        if command == "torchbake show-config":  # the page's values, from the file it wrote
+            assert result.stderr == f"torchbake: project file {repository}/torchbake.toml\n", result.stderr
+            assert re.search(rf'^│ image\.name\s*│ "{PAGE_IMAGE.split(":")[0]}"', result.stdout, re.M), result.stdout
+    assert repository is not None and image_exists(PAGE_IMAGE)
+    version = subprocess.run([str(tmp_path / "uv/bin/torchbake"), "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == "torchbake 0.1.0"  # the uv tool line installed it too
 
 
 def test_a_missing_from_image_is_pulled_where_a_registry_answers(registry, base_image, tb_env, run_id, tiny_profile):

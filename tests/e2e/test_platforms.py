@@ -309,3 +309,44 @@ def test_no_platform_is_built_from_another_platforms_base(amd64_only_bases, nump
                 f" no image is built FROM another platform's. Pull that platform's image (`docker pull --platform"
                 f" linux/arm64 {theirs}`)") in refused.stderr
         assert "Preparing the build context" not in refused.stdout and "Traceback" not in refused.stderr
+
+
+def test_an_arm64_bootstrap_stopped_in_its_second_stage_leaves_no_mount_no_folder_no_image(cache_dir, tb_env, run_id):
+    """Ctrl-C (SIGINT to the terminal's process group) once debootstrap's second stage, emulated,
+    has mounted /proc in the arm64 root file system: exit 130, nothing mounted below the cache
+    folder, no temporary root file system, no image. (The packages the multi-platform base
+    downloaded are this session's cache: only the extraction runs again.)"""
+    import os
+    import signal
+    import time
+
+    from tests.conftest import INVOKE, ROOT
+
+    name = f"torchbake-test/stopped:{run_id}"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
+    process = subprocess.Popen([*INVOKE, "--search-root", str(ROOT), "bootstrap-os", "--suite", "bookworm",
+                                "--platform", "linux/arm64", "--name", name], cwd=ROOT, start_new_session=True,
+                               env={**clean, **tb_env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    seen, mounted = [], []
+    try:
+        started = time.monotonic()
+        for line in process.stdout:
+            seen.append(line)
+            if "I: Installing core packages" in line:  # debootstrap mounts /proc just before it says so
+                mounted = [m for m in Path("/proc/self/mounts").read_text().splitlines() if str(cache_dir) in m]
+                break
+            assert time.monotonic() - started < 600, "".join(seen[-20:])
+        assert any(m.split()[1].endswith("/rootfs-arm64/proc") for m in mounted), ("".join(seen[-20:]), mounted)
+        os.killpg(process.pid, signal.SIGINT)
+        rest, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    output = "".join(seen) + rest
+    assert process.returncode == 130, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]  # the interruption is a message, not a trace
+    assert str(cache_dir) not in Path("/proc/self/mounts").read_text()
+    assert not list((cache_dir / "bootstrap").glob("bootstrap-*"))
+    assert docker("image", "inspect", name, check=False).returncode != 0
