@@ -117,10 +117,9 @@ def follow_your_repository_page(checkout: Path, tmp_path: Path, env: dict) -> No
 
     repository = None
     for line in page_block("sh").splitlines():
-        command, _, comment = line.partition("  #")
-        command = command.strip()
-        if not command:  # a comment line: other ways, not steps
+        if line.startswith("#"):  # a comment line: other ways, not steps
             continue
+        command, _, comment = (part.strip() for part in line.partition("  #"))
         if command.startswith("cd "):
             repository = tmp_path / command.split()[1]
             repository.mkdir()
