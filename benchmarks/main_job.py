@@ -12,7 +12,8 @@ state, phase by phase, and again with nothing changed, in one run on the project
 
 Each phase is timed from the output as it comes: set-up (on this machine the engine, QEMU and
 .venv are installed already, so it only checks them), the base made with debootstrap, the
-build, the verification. Prints a table of seconds. Images it makes are removed; the user's come
+context (the wheels resolved and downloaded on the host), the build with its verification (one
+phase: the verify table prints when it is done), the records and the tag. Prints a table of seconds. Images it makes are removed; the user's come
 back under their names.
 Usage: .venv/bin/python benchmarks/main_job.py
 """
@@ -33,8 +34,8 @@ DOCKER = "/usr/bin/docker"
 BASE = "debian:bookworm"
 IMAGE = "torchbake/pytorch-cpu:2.13.0-py3.11"
 # (phase, the line that ends it): a phase runs from the end of the one before
-MARKS = (("set-up (checks)", "Plan for " + IMAGE), ("base (debootstrap)", f"Created {BASE}"),
-         ("build", f"Built {IMAGE}"), ("verify", "torch version"), ("record, tag", "Closure"))
+MARKS = (("set-up (checks)", "setup: ready"), ("base (debootstrap)", f"Created {BASE}"),
+         ("context (wheels)", "buildx build"), ("build, verify", "verify torchbake/"), ("records, tag", f"Built {IMAGE}"))
 
 
 def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
