@@ -96,6 +96,58 @@ def test_push_of_an_image_that_names_no_registry_is_refused_before_any_work(tiny
     assert docker("image", "ls", "--quiet", f"torchbake-test/nowhere-{run_id}").stdout.strip() == ""
 
 
+class PlainRegistry:
+    """What anyone with push rights can do to a repository, in plain HTTP (the Distribution API,
+    not torchbake's client): upload a blob, put a manifest, rewrite the index under a subject's
+    referrers tag (``sha256-<hex>``)."""
+
+    INDEX = "application/vnd.oci.image.index.v1+json"
+    MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+
+    def __init__(self, host: str, repository: str):
+        self.base = f"http://{host}/v2/{repository}"
+
+    def _send(self, method: str, url: str, data: bytes | None = None, headers: dict | None = None):
+        import urllib.request
+
+        request = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.headers, response.read()
+
+    def blob(self, data: bytes) -> str:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        headers, _ = self._send("POST", f"{self.base}/blobs/uploads/", b"")
+        location = headers["Location"]
+        location = location if location.startswith("http") else self.base.split("/v2/")[0] + location
+        self._send("PUT", f"{location}{'&' if '?' in location else '?'}digest={digest}", data,
+                   {"Content-Type": "application/octet-stream"})
+        return digest
+
+    def artifact(self, subject: str, artifact_type: str, document: str, annotations: dict) -> dict:
+        """An artifact manifest carrying ``document``, whose subject is the manifest ``subject``;
+        its descriptor, as an index lists it."""
+        data = document.encode()
+        self.blob(b"{}")
+        manifest = json.dumps({
+            "schemaVersion": 2, "mediaType": self.MANIFEST, "artifactType": artifact_type,
+            "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": "sha256:" + hashlib.sha256(b"{}").hexdigest(),
+                       "size": 2},
+            "layers": [{"mediaType": artifact_type, "digest": self.blob(data), "size": len(data)}],
+            "subject": {"mediaType": self.MANIFEST, "digest": subject, "size": 0}}).encode()
+        digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        self._send("PUT", f"{self.base}/manifests/{digest}", manifest, {"Content-Type": self.MANIFEST})
+        return {"mediaType": self.MANIFEST, "digest": digest, "size": len(manifest), "artifactType": artifact_type,
+                "annotations": annotations}
+
+    def referrers(self, subject: str) -> list[dict]:
+        _, body = self._send("GET", f"{self.base}/manifests/{subject.replace(':', '-')}", headers={"Accept": self.INDEX})
+        return json.loads(body)["manifests"]
+
+    def set_referrers(self, subject: str, manifests: list[dict]) -> None:
+        index = json.dumps({"schemaVersion": 2, "mediaType": self.INDEX, "manifests": manifests}).encode()
+        self._send("PUT", f"{self.base}/manifests/{subject.replace(':', '-')}", index, {"Content-Type": self.INDEX})
+
+
 def read_referrer(repo: str, digest: str, folder: Path) -> str:
     """The document an artifact manifest carries, copied out with skopeo."""
     copied = folder / digest.split(":")[1]
@@ -167,6 +219,36 @@ def test_a_signed_push_is_proven_with_the_public_key_alone_and_a_tampered_or_for
         checked = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
         assert checked.returncode == 0, checked.stdout + checked.stderr
         assert checked.stdout.count("ok: signed by") == 5 and "FAILED" not in checked.stdout
+        assert checked.stdout.count("covered by a signature of the key") == 4  # each SBOM and the provenance
+
+        # Someone with push rights rewrites the referrers index in plain HTTP: whatever the order
+        # of its entries, an SBOM no signature of the key covers fails, as does missing evidence
+        plain = PlainRegistry(registry, f"team/{name}")
+        original = plain.referrers(digest)
+        forged = json.loads(texts["spdx"])
+        forged["packages"].append({"SPDXID": "SPDXRef-Package-backdoor", "name": "backdoor", "versionInfo": "1.0",
+                                   "downloadLocation": "NOASSERTION"})
+        unsigned = plain.artifact(digest, "application/spdx+json", json.dumps(forged),
+                                  {"dev.torchbake.attestation": "spdx"})
+        image_signature = next(m for m in original if m["annotations"]["dev.torchbake.attestation"] == "signature-image")
+        elsewhere = signing.Signer(private, password).bundle(signing.statement(
+            name, "sha256:" + "0" * 64, signing.PREDICATE_TYPES["spdx"], json.loads(texts["spdx"])))
+        stray = plain.artifact(digest, signing.BUNDLE_TYPE, elsewhere, {"dev.torchbake.attestation": "signature-spdx"})
+        for referrers, says in (
+                ([unsigned, *original], f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
+                ([*original, unsigned], f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
+                ([unsigned, image_signature], "SPDX SBOM: missing: required ([verify] require)"),
+                ([image_signature], "provenance: missing: required ([verify] require)"),
+                ([*original, stray], f"signature {stray['digest'][:19]}: the bundle is about {'0' * 64}")):
+            plain.set_referrers(digest, referrers)
+            attacked = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
+            assert attacked.returncode == 11 and says in attacked.stderr, (says, attacked.stdout + attacked.stderr)
+        plain.set_referrers(digest, [image_signature])  # a team that requires the signature alone
+        alone = run_invoke("verify", image, "--signatures", "--key", str(public), "--require", "image", env=tb_env)
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        plain.set_referrers(digest, original)
+        again = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
+        assert again.returncode == 0, again.stdout + again.stderr
 
         # Someone with registry access replaces the image's own signature with one of another key ...
         remote = registry_module.Registry(registry, insecure=True)

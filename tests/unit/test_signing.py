@@ -155,6 +155,9 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
 @pytest.mark.parametrize(("args", "says"), [
     (("verify", "reg.example/x:1", "--key", "k.pub"), "--key says whose signatures --signatures checks"),
     (("verify", "reg.example/x:1", "--identity", "me@example.com"), "--identity says whose signatures --signatures"),
+    (("verify", "reg.example/x:1", "--require", "spdx"), "--require says what evidence --signatures checks"),
+    (("verify", "reg.example/x:1", "--signatures", "--key", "{pub}", "--require", "sbom"),
+     "verify.require = ['sbom'] (from command line) is invalid: expected one of: image, spdx, spdx3, cyclonedx,"),
     (("verify", "reg.example/x:1", "--signatures"), "verify --signatures needs whose signatures to check"),
     (("verify", "reg.example/x:1", "--signatures", "--identity", "me@example.com"), "--identity and --issuer go together"),
     (("verify", "reg.example/x:1", "--signatures", "--identity", "me@example.com", "--issuer", "http://id.example"),
@@ -293,10 +296,46 @@ def test_verify_signatures_holds_each_bundle_to_the_manifest_it_hangs_off(keys, 
     spdx = change.pop("spdx", SPDX)
     manifest = {"config": {"digest": "sha256:" + "cd" * 32}, "layers": []}
     remote = Registry({"1": manifest}, {DIGEST: held_for(signer, DIGEST, spdx, **change)})
-    found = signatures.check(remote, "reg.example/x:1", signing.read_public_key(keys["ec"][1]))
+    found = signatures.check(remote, "reg.example/x:1", signing.read_public_key(keys["ec"][1]), ["image", "spdx"])
     failed = [f"{row.what}: {row.detail}" for row in found if not row.ok]
-    assert {row.what for row in found} == {"signature of the manifest", "signature of the SPDX SBOM"}
-    assert (failed == []) if not says else (len(failed) == 1 and says in failed[0]), failed
+    assert (failed == []) if not says else (says in failed[0]), failed
+    if not says:
+        assert [row.what.split(" (")[0] for row in found] == [
+            "signature of the manifest", "signature of the SPDX SBOM", f"SPDX SBOM {DIGEST[:19]}"]
+
+
+UNSIGNED = {**SPDX, "name": "the attacker's"}  # an SBOM of this very image that no signature covers
+
+
+@pytest.mark.parametrize(("held", "require", "says"), [
+    # an unsigned SPDX document first, last, or alone: wherever it stands, it fails, named by its digest
+    (lambda ok: [("spdx", "application/spdx+json", json.dumps(UNSIGNED)), *ok], ["image", "spdx"],
+     ["SPDX SBOM " + DIGEST[:19] + ": no signature of the key covers it"]),
+    (lambda ok: [*ok, ("spdx", "application/spdx+json", json.dumps(UNSIGNED))], ["image", "spdx"],
+     ["SPDX SBOM " + DIGEST[:19] + ": no signature of the key covers it"]),
+    (lambda ok: [ok[1], ("spdx", "application/spdx+json", json.dumps(UNSIGNED))], ["image", "spdx"],
+     ["SPDX SBOM " + DIGEST[:19] + ": no signature of the key covers it",
+      "SPDX SBOM: missing: required ([verify] require)"]),
+    # stripped to the image's own signature: each required piece is missing
+    (lambda ok: [ok[1]], ["image", "spdx", "provenance"],
+     ["SPDX SBOM: missing: required", "provenance: missing: required"]),
+    # an SBOM of a type torchbake does not write, annotated as something harmless
+    (lambda ok: [*ok, ("note", "application/vnd.cyclonedx+xml", "<bom/>")], ["image", "spdx"],
+     ["SBOM " + DIGEST[:19] + ": an SBOM or provenance of a type torchbake does not read"]),
+    # an SPDX document that calls itself CycloneDX in its annotation is still judged as SPDX
+    (lambda ok: [("cyclonedx", "application/spdx+json", json.dumps(UNSIGNED)), *ok], ["image", "spdx"],
+     ["SPDX SBOM " + DIGEST[:19] + ": no signature of the key covers it"]),
+    # other artifacts are listed, not judged; what is required may be less
+    (lambda ok: [*ok, ("", "application/vnd.example.notes", "hello")], ["image", "spdx"], []),
+    (lambda ok: [ok[1]], ["image"], []),
+])
+def test_verify_signatures_decides_on_the_whole_set_of_referrers_in_any_order(keys, fake_registry, held, require, says):
+    signer = signing.Signer(keys["ec"][0])
+    manifest = {"config": {"digest": "sha256:" + "cd" * 32}, "layers": []}
+    remote = Registry({"1": manifest}, {DIGEST: held(held_for(signer, DIGEST, SPDX))})
+    found = signatures.check(remote, "reg.example/x:1", signing.read_public_key(keys["ec"][1]), require)
+    failed = [f"{row.what}: {row.detail}" for row in signatures.failed(found)]
+    assert len(failed) == len(says) and all(want in got for want, got in zip(says, failed, strict=True)), failed
 
 
 def test_a_signed_payload_that_is_no_statement_does_not_hold(keys):

@@ -1,25 +1,40 @@
 """``invoke verify --signatures``: what a consumer with only the registry and the public key can
-prove. For the image's manifest (and, for an index, each platform's too): a signature of the
-manifest itself, and one of each attestation hanging off it, every one a Sigstore bundle that the
-key signed, whose statement's subject is that manifest, whose predicate is the attestation the
-registry holds, and whose SBOMs describe that very image (its config's or its manifest's digest,
-as the engine that built it named it). Every bundle there
-must hold: one made by another key, or tampered with, fails as a missing one does (exit 11).
+prove, decided as a policy on the whole set of referrers, in whatever order the registry lists
+them. For the image's manifest (and, for an index, each platform's too):
+
+- every Sigstore bundle hanging off it must be the key's, about that manifest, and sign either
+  the manifest itself or a document that hangs beside it;
+- every SBOM or provenance hanging off it (told by its artifact type, whatever its annotations
+  say) must be covered by such a bundle and, an SBOM, describe that very image (its config's or its
+  manifest's digest, as the engine that built it named it);
+- the evidence the team requires (``[verify] require``: by default the manifest's own signature,
+  one SBOM of each format torchbake writes and the provenance) must all be there.
+
+Any one that does not hold fails (exit 11) and is named by its digest; a row per referrer and per
+required piece says why. Other artifacts (of types that are no SBOM or provenance) are listed, not judged.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from torchbake.adapters import registry
+from torchbake.configuration.settings import EVIDENCE
 from torchbake.core.errors import SignatureError
 from torchbake.supply_chain import attestations, signing
 
 NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "spdx3": "SPDX 3 SBOM", "cyclonedx": "CycloneDX SBOM",
-         "provenance": "provenance"}
+         "provenance": "provenance", "sbom": "SBOM"}
+# artifact types of documents that tools read as an SBOM or a provenance: each one hanging off a
+# manifest must be covered by a signature (torchbake's own, then others' that it never writes)
+EVIDENCE_TYPES = {*(attestations.MEDIA_TYPES[kind] for kind in attestations.KINDS), "application/vnd.cyclonedx+xml",
+                  "application/vnd.cyclonedx", "text/spdx", "text/spdx+xml", "application/vnd.syft+json",
+                  "application/vnd.dev.cosign.artifact.sbom.v1+json", "application/vnd.in-toto.spdx+dsse",
+                  "application/vnd.in-toto.provenance+dsse", "application/vnd.dsse.envelope.v1+json"}
+KIND_OF_PREDICATE = {predicate: kind for kind, predicate in signing.PREDICATE_TYPES.items()}
 
 
 @dataclass(frozen=True)
@@ -30,9 +45,11 @@ class Row:
     detail: str
 
 
-def check(remote: registry.Registry, image: str, key: signing.PublicKey | signing.Identity) -> list[Row]:
-    """A row per bundle and per signature that should be there, for ``image`` and, when it is an
-    index, each of its platforms' manifests."""
+def check(remote: registry.Registry, image: str, key: signing.PublicKey | signing.Identity,
+          require: Sequence[str] = EVIDENCE) -> list[Row]:
+    """A row per referrer of ``image``'s manifest and per piece of required evidence, for the
+    manifest and, when it is an index, each of its platforms' manifests (the index itself needs
+    its own signature only)."""
     host, repository, tag = registry.split_reference(image)  # ``remote`` is the registry it names
     top = attestations.manifest_of(remote, repository, tag)
     if top is None:
@@ -40,16 +57,21 @@ def check(remote: registry.Registry, image: str, key: signing.PublicKey | signin
     subject, document = top
     rows = []
     if document.get("manifests"):  # an index: its own signature, then each platform's manifest
-        rows += _check_manifest(remote, repository, f"{host}/{repository}", "index", subject.digest, None, key)
+        rows += _check_manifest(remote, repository, "index", subject.digest, None, key,
+                                [kind for kind in require if kind == "image"])
         for member in document["manifests"]:
             platform = member.get("platform") or {}
             label = "/".join(filter(None, (platform.get("os"), platform.get("architecture")))) or member["digest"]
-            rows += _check_manifest(remote, repository, f"{host}/{repository}", label, member["digest"],
-                                    _config_digest(remote, repository, member["digest"]), key)
+            rows += _check_manifest(remote, repository, label, member["digest"],
+                                    _config_digest(remote, repository, member["digest"]), key, require)
     else:
-        rows += _check_manifest(remote, repository, f"{host}/{repository}", "image", subject.digest,
-                                document.get("config", {}).get("digest", ""), key)
+        rows += _check_manifest(remote, repository, "image", subject.digest,
+                                document.get("config", {}).get("digest", ""), key, require)
     return rows
+
+
+def failed(rows: Sequence[Row]) -> list[Row]:
+    return [row for row in rows if not row.ok]
 
 
 def _config_digest(remote, repository: str, digest: str) -> str:
@@ -57,53 +79,104 @@ def _config_digest(remote, repository: str, digest: str) -> str:
     return (found[1].get("config") or {}).get("digest", "") if found else ""
 
 
-def _check_manifest(remote, repository: str, name: str, label: str, digest: str, config: str | None,
-                    key: signing.PublicKey | signing.Identity) -> list[Row]:
-    """The rows of one manifest: each bundle hanging off it checked, then each signature missing."""
+@dataclass(frozen=True)
+class _Evidence:
+    digest: str  # the referrer's
+    kind: str  # spdx, spdx3, cyclonedx, provenance; "sbom": a type torchbake does not read
+    document: Any  # the parsed document; None when it is not JSON
+
+
+def _evidence(remote, repository: str, descriptor: Mapping[str, Any]) -> _Evidence:
+    """What an SBOM or provenance referrer is, told from its type and its content (never from its
+    annotations, which whoever pushed it wrote)."""
+    artifact_type = descriptor.get("artifactType")
+    if artifact_type not in {attestations.MEDIA_TYPES[kind] for kind in attestations.KINDS}:
+        return _Evidence(descriptor["digest"], "sbom", None)
+    try:
+        document = json.loads(attestations.read_artifact(remote, repository, descriptor["digest"]))
+    except ValueError:
+        document = None
+    if artifact_type == attestations.MEDIA_TYPES["provenance"]:
+        kind = "provenance"
+    elif artifact_type == attestations.MEDIA_TYPES["cyclonedx"]:
+        kind = "cyclonedx"
+    else:  # SPDX 2.3 and 3 share a type
+        kind = "spdx3" if isinstance(document, dict) and "@graph" in document else "spdx"
+    return _Evidence(descriptor["digest"], kind, document)
+
+
+def _check_manifest(remote, repository: str, label: str, digest: str, config: str | None,
+                    key: signing.PublicKey | signing.Identity, require: Sequence[str]) -> list[Row]:
+    """The rows of one manifest: each bundle, each SBOM or provenance, each other referrer, then
+    each piece of required evidence that is not there."""
     found = attestations.referrers(remote, repository, digest)
-    kinds = [(d.get("annotations") or {}).get(attestations.KIND_ANNOTATION, "") for d in found]
-    documents = {kind: attestations.read_artifact(remote, repository, d["digest"])
-                 for kind, d in zip(kinds, found, strict=True) if kind in attestations.KINDS}
-    rows, signed = [], set()
-    for kind, descriptor in zip(kinds, found, strict=True):
+    evidence = [_evidence(remote, repository, d) for d in found if d.get("artifactType") in EVIDENCE_TYPES]
+    rows, held, covered = [], set(), set()
+    for descriptor in found:
         if descriptor.get("artifactType") != signing.BUNDLE_TYPE:
             continue
-        what = kind.removeprefix(attestations.SIGNATURE_PREFIX)
+        short = descriptor["digest"][:19]
         try:
             statement = key.open(attestations.read_artifact(remote, repository, descriptor["digest"]))
-            _check_statement(statement, what, digest, documents, config)
+            what, signed = _check_statement(statement, digest, evidence, config)
         except SignatureError as exc:
-            rows.append(Row(label, f"signature of the {NAMES.get(what, what)}", False, f"the bundle {exc}"))
+            rows.append(Row(label, f"signature {short}", False, f"the bundle {exc}"))
             continue
-        signed.add(what)
-        rows.append(Row(label, f"signature of the {NAMES.get(what, what)}", True,
+        covered |= signed
+        if what == "image":
+            held.add(what)
+        rows.append(Row(label, f"signature of the {NAMES[what]} ({short})", True,
                         f"signed by {key.signer}; its subject is {digest}"))
-    for what in ("image", *documents):
-        if what not in signed and not any(not row.ok and row.what.endswith(NAMES[what]) for row in rows):
-            rows.append(Row(label, f"signature of the {NAMES[what]}", False, "missing: no bundle signs it"))
+    for item in evidence:
+        what = f"{NAMES[item.kind]} {item.digest[:19]}"
+        if item.digest in covered:
+            held.add(item.kind)
+            rows.append(Row(label, what, True, "covered by a signature of the key; describes this image"))
+        elif item.kind == "sbom":
+            rows.append(Row(label, what, False, "an SBOM or provenance of a type torchbake does not read"
+                                                " hangs off the manifest, covered by no signature of the key"))
+        else:
+            rows.append(Row(label, what, False, "no signature of the key covers it: whoever pushed it, it is not"
+                                                " the signer's"))
+    for descriptor in found:
+        if descriptor.get("artifactType") not in (signing.BUNDLE_TYPE, *EVIDENCE_TYPES):
+            rows.append(Row(label, f"{descriptor.get('artifactType') or 'artifact'} {descriptor['digest'][:19]}", True,
+                            "not judged: no signature, SBOM or provenance"))
+    for kind in require:
+        if kind not in held:
+            rows.append(Row(label, f"signature of the {NAMES[kind]}" if kind == "image" else NAMES[kind], False,
+                            "missing: no bundle signs it" if kind == "image" else
+                            "missing: required ([verify] require), and none signed by the key hangs off the manifest"))
     return rows
 
 
-def _check_statement(statement: Mapping[str, Any], what: str, digest: str, documents: Mapping[str, str],
-                     config: str | None) -> None:
+def _check_statement(statement: Mapping[str, Any], digest: str, evidence: Sequence[_Evidence],
+                     config: str | None) -> tuple[str, set[str]]:
+    """What a bundle the key signed signs ("image" or a document kind) and the referrers it covers:
+    it must be about this manifest, and a document it signs must hang beside it, unchanged, and
+    (an SBOM) describe this image."""
     subjects = [(s.get("digest") or {}).get("sha256") if isinstance(s, dict) and isinstance(s.get("digest") or {}, dict)
                 else None for s in (statement.get("subject") or [] if isinstance(statement.get("subject"), list) else [None])]
     if subjects != [digest.split(":", 1)[1]]:
         raise SignatureError(f"is about {', '.join(map(str, subjects)) or 'nothing'}, not this manifest ({digest})")
-    wanted = signing.PREDICATE_TYPES.get(what, signing.IMAGE_PREDICATE)
-    if statement.get("predicateType") != wanted:
-        raise SignatureError(f"signs a {statement.get('predicateType')!r} predicate, not {wanted!r}")
-    if what not in attestations.KINDS:
-        return
-    if what not in documents:
+    predicate_type = statement.get("predicateType")
+    if predicate_type == signing.IMAGE_PREDICATE:
+        return "image", set()
+    what = KIND_OF_PREDICATE.get(predicate_type)
+    if what is None:
+        raise SignatureError(f"signs a {predicate_type!r} predicate, not {signing.IMAGE_PREDICATE!r} or an SBOM's or"
+                             " provenance's")
+    same = [item for item in evidence if item.kind == what and isinstance(item.document, dict)
+            and statement.get("predicate") == (item.document.get("predicate") if what == "provenance" else item.document)]
+    if not same:
+        if any(item.kind == what for item in evidence):
+            raise SignatureError(f"signs another {NAMES[what]} than the one beside the image")
         raise SignatureError(f"signs a {NAMES[what]} that the registry does not hold beside the image")
-    document = json.loads(documents[what])
-    if statement.get("predicate") != (document["predicate"] if what == "provenance" else document):
-        raise SignatureError(f"signs another {NAMES[what]} than the one beside the image")
     # an engine names an image by its config's digest (the classic store) or its manifest's (containerd's)
-    if config and what != "provenance" and described_image(what, document) not in (config.split(":", 1)[1],
-                                                                                   digest.split(":", 1)[1]):
+    if config and what != "provenance" and described_image(what, same[0].document) not in (
+            config.split(":", 1)[1], digest.split(":", 1)[1]):
         raise SignatureError(f"signs a {NAMES[what]} of another image than this manifest ({digest}, config {config})")
+    return what, {item.digest for item in same}
 
 
 def described_image(kind: str, document: Mapping[str, Any]) -> str:

@@ -283,6 +283,7 @@ VERIFY_FLAGS = (
                      " name this identity (an e-mail, a CI workflow's URI), against Sigstore's public trust root"),
     Flag("issuer", "With --identity: the OIDC issuer that must have vouched for it (e.g."
                    " https://token.actions.githubusercontent.com)"),
+    option_flag("verify.require"),
     DOCKER, CONFIG,
 )
 SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)

@@ -490,6 +490,21 @@ class SignOptions:
                                       path="path")
 
 
+EVIDENCE = ("image", "spdx", "spdx3", "cyclonedx", "provenance")  # what a signed push publishes per manifest
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyOptions:
+    """What `verify --signatures` demands of an image in its registry (torchbake.checks.signatures)."""
+
+    require: list[str] = option(list(EVIDENCE), lambda v: [validation.one_of(EVIDENCE)(kind) for kind in v],
+                                decides=(),
+                                help="The evidence each platform's manifest must carry, each signed by the key and"
+                                     " about that manifest: image (the manifest's own signature), spdx, spdx3,"
+                                     " cyclonedx, provenance (an index: its own signature). Whatever else hangs off"
+                                     " a manifest must hold too", flag="require")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GcOptions:
     """`invoke gc`: what torchbake may remove (its own images, its cache entries, logs), within limits."""
@@ -541,6 +556,7 @@ class Settings:
     registry: RegistryOptions
     sbom: SbomOptions
     sign: SignOptions
+    verify: VerifyOptions
     gc: GcOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)  # [checksums] "<URL or file name>" = "<sha256>"

@@ -52,9 +52,10 @@ def verify(c, **given):
                                      " the registry only (run verify without --signatures for the other checks).")
         _verify_signatures(image, config, cli, given["key"], given["identity"], given["issuer"])
         return
-    for flag in ("key", "identity", "issuer"):
+    for flag in ("key", "identity", "issuer", "require"):
         if given[flag]:
-            raise ConfigurationError(f"--{flag} says whose signatures --signatures checks; add --signatures.")
+            raise ConfigurationError(f"--{flag} says " + ("what evidence" if flag == "require" else "whose signatures")
+                                     + " --signatures checks; add --signatures.")
     if given["reproducible"]:
         checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks:
@@ -106,7 +107,7 @@ def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str
                                  " HOST[:PORT]/NAME:TAG.")
     client = docker_client(settings, for_build=False)
     remote = registry.for_host(host, client.engine_info(), DownloadPolicy.from_settings(settings.downloads))
-    rows = signatures.check(remote, image, key)
+    rows = signatures.check(remote, image, key, settings.verify.require)
     table = output.table(title=f"signatures of {image}")
     for column in ("manifest", "what", "result"):
         table.add_column(column, overflow="fold")
@@ -114,9 +115,8 @@ def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str
         table.add_row(row.manifest, row.what, Text(("ok: " if row.ok else "FAILED: ") + row.detail,
                                                     style="green" if row.ok else "bold red"))
     output.channel().show(table)
-    failed = [row for row in rows if not row.ok]
-    if failed:
-        raise SignatureError(f"{len(failed)} of {len(rows)} signatures of {image} do not hold: "
+    if failed := signatures.failed(rows):
+        raise SignatureError(f"{len(failed)} of {len(rows)} rows of {image}'s signatures and evidence do not hold: "
                              + "; ".join(f"{row.manifest} {row.what}: {row.detail}" for row in failed))
 
 
