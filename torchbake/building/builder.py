@@ -139,6 +139,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     context are shown as placeholders), and the comparison build ``check_reproducible`` adds.
     Touches nothing."""
     source_date_epoch()
+    plan.check_dry_run(client)  # what the build would refuse before any work, refused here too
     cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
@@ -276,6 +277,8 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
     facts, digest, found = assess(plan, client, look=skip_unchanged)
     say = output.channel().say
+    if getattr(plan, "lock_unusable", False):  # a lock is there and not followed: said whether built or not
+        say(("Warning:", "yellow"), f" {plan.image}'s closure {plan.lock_state}")
     cache = plan.download_cache()
     if skip_unchanged and not digest:  # an input is not downloaded yet: fetched first, then the same decision
         _check_space(plan, client, cache)  # before any download, as for a build

@@ -189,17 +189,22 @@ class DownloadCache:
         return cls(settings.paths.cache_dir, settings.checksums,
                    policy=DownloadPolicy.from_settings(settings.downloads), read_only=read_only)
 
-    def fetch(self, location: str, *, key: str = "") -> Artifact:
-        """Make ``location`` available locally; ``key`` names the option it came from (for errors)."""
+    def fetch(self, location: str, *, key: str = "", locked_by: str = "") -> Artifact:
+        """Make ``location`` available locally; ``key`` names the option it came from (for errors);
+        ``locked_by``: the lock whose digest it must have (a mismatch is the lock's, not a typo)."""
         base, _ = split_fragment(location)
         expected = expected_digest(location, self.checksums)
         what = f" ({key})" if key else ""
+        advice = (f"A lock mismatch: the file is not the one {locked_by} holds, and nothing was built with it. If the"
+                  " new file is meant, lock again from an index you trust (`invoke lock --upgrade-package NAME`) and"
+                  " review the diff; never change a lock's digest by hand." if locked_by else
+                  "The file was not cached. Fix the digest in [checksums] / the #sha256= fragment, or the URL.")
         if base.startswith("file://"):
             base_path = Path(urllib.parse.unquote(urllib.parse.urlparse(base).path))
-            return self._local(base, base_path, expected, what)
+            return self._local(base, base_path, expected, what, advice)
         if not is_url(base):
-            return self._local(base, Path(base).expanduser(), expected, what)
-        return self._remote(base, expected, what)
+            return self._local(base, Path(base).expanduser(), expected, what, advice)
+        return self._remote(base, expected, what, advice)
 
     def cached_path(self, url: str) -> Path | None:
         """The cached, verified file of ``url``, or None if it is not in the cache."""
@@ -239,24 +244,25 @@ class DownloadCache:
         cached = self.cached_path(base)
         return recorded_digest(cached, cached.with_name(cached.name + ".sha256")) if cached else ""
 
-    def _local(self, location: str, path: Path, expected: str, what: str) -> Artifact:
+    def _local(self, location: str, path: Path, expected: str, what: str, advice: str) -> Artifact:
         if not path.is_file():
             raise DownloadError(f"Input {location}{what} is not a file on this host.")
         digest = self.local_digest(path)
-        _check(location, digest, expected, what)
+        _check(location, digest, expected, what, advice)
         return Artifact(location=location, path=path.resolve(), sha256=digest)
 
-    def _remote(self, location: str, expected: str, what: str) -> Artifact:
+    def _remote(self, location: str, expected: str, what: str, advice: str) -> Artifact:
         # Credentials in the URL go as the request's authorization, never into the host, the
         # cache's key, a message or a record: every name of the download is the URL without them.
         url, authorization = redaction.split_credentials(location)
         folder = self._folder_of(url)
         with file_lock(folder.with_name(folder.name + ".lock")):  # another run fetching it: wait, then use it
-            artifact = self._remote_locked(url, folder, expected, what, authorization)
+            artifact = self._remote_locked(url, folder, expected, what, authorization, advice)
             mark_used(artifact.path)  # `invoke gc` keeps what builds use
             return artifact
 
-    def _remote_locked(self, url: str, folder: Path, expected: str, what: str, authorization: str) -> Artifact:
+    def _remote_locked(self, url: str, folder: Path, expected: str, what: str, authorization: str,
+                       advice: str) -> Artifact:
         target = folder / local_name(url)
         record = target.with_name(target.name + ".sha256")
         if target.is_file() and record.is_file():
@@ -282,7 +288,7 @@ class DownloadCache:
                     " Free space there (`invoke gc` removes cache entries no build used lately) or set"
                     " paths.cache_dir to a bigger disk, then run the command again.") from None
             digest = file_sha256(tmp)
-            _check(url, digest, expected, what)
+            _check(url, digest, expected, what, advice)
             os.replace(tmp, target)
             write_record(target, record, digest)
         finally:
@@ -375,12 +381,9 @@ class DownloadCache:
                 raise _Retryable(f"the body ended after {received} of {total} bytes")
 
 
-def _check(location: str, digest: str, expected: str, what: str) -> None:
+def _check(location: str, digest: str, expected: str, what: str, advice: str) -> None:
     if expected and digest != expected:
-        raise DownloadError(
-            f"sha256 mismatch for {location}{what}:\n  expected {expected}\n  got      {digest}\n"
-            "The file was not cached. Fix the digest in [checksums] / the #sha256= fragment, or the URL."
-        )
+        raise DownloadError(f"sha256 mismatch for {location}{what}:\n  expected {expected}\n  got      {digest}\n{advice}")
 
 
 def link_or_copy(source: Path, target: Path) -> None:

@@ -37,6 +37,7 @@ from torchbake.configuration.settings import PythonOptions, WheelOptions
 from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.redaction import redact
 from torchbake.inputs import wheelhouse
+from torchbake.inputs.downloads import file_sha256
 
 REMAKE = ("Make it again with the build's flags and --config files: `invoke lock` (`invoke lock --base` for a base"
           " image).")
@@ -91,13 +92,23 @@ def made_for(requirements: Sequence[str], python_version: str, platform: str,
             **({"debs": dict(sorted(debs.items()))} if debs is not None else {})}
 
 
+def check_path(path: Path) -> None:
+    """A lock's path holds a lock file or nothing: a folder (or a device, a dangling link) there is
+    exit 2, naming it, before any work."""
+    if (path.exists() or path.is_symlink()) and not path.is_file():
+        what = "a folder" if path.is_dir() else "a link to nothing" if not path.exists() else "not a regular file"
+        raise ConfigurationError(f"{path} is {what}, where the image's lock file goes: move it away, or set [build]"
+                                 " locks (TORCHBAKE_BUILD_LOCKS=FOLDER) to another folder.")
+
+
 def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Lock | None:
     """The lock at ``path`` with the wheels it selects for the image's Python and platform tags;
     None when there is none. A file that is no valid lock is exit 2, naming it."""
     from packaging.pylock import PackageArchive, PackageWheel, Pylock, PylockSelectError, PylockValidationError
 
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return None
+    check_path(path)
     data = path.read_bytes()
     try:
         lock = Pylock.from_dict(tomllib.loads(data.decode()))
@@ -119,6 +130,22 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
                                   hashes["sha256"]))
     tool = (lock.tool or {}).get(TOOL, {})
     return Lock(path, tool if isinstance(tool, dict) else {}, tuple(wheels), hashlib.sha256(data).hexdigest())
+
+
+def changed_files(lock: Lock, requirements: Sequence[str]) -> list[str]:
+    """Each local wheel the configuration names (by its absolute path) whose bytes are not those
+    the lock holds for its file name, in words (the file, both digests); [] when all match. A lock
+    records a local wheel by its file name, so another file of that name is only told by its bytes."""
+    locked = {wheel.file_name: wheel for wheel in lock.wheels}
+    found = []
+    for requirement in requirements:
+        path = Path(requirement.split("#", 1)[0])
+        wheel = locked.get(path.name)
+        if not path.is_absolute() or wheel is None or not path.is_file():
+            continue
+        if (sha256 := file_sha256(path)) != wheel.sha256:
+            found.append(f"{path} has sha256 {sha256}, and {lock.path} locks {path.name} with sha256 {wheel.sha256}")
+    return found
 
 
 def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str) -> list[str]:
@@ -241,7 +268,7 @@ def fetch(wheel: LockedWheel, lock_name: str, cache, options: WheelOptions):
     :class:`torchbake.inputs.downloads.DownloadCache`) or found there, checked against its sha256;
     from a private index with its configured credentials. Returns the cache's artifact."""
     return cache.fetch(f"{index_credentials(wheel.location, options)}#sha256={wheel.sha256}",
-                       key=f"{lock_name}: {wheel.name}")
+                       key=f"{lock_name}: {wheel.name}", locked_by=lock_name)
 
 
 def index_credentials(location: str, options: WheelOptions) -> str:

@@ -110,6 +110,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     channel = output.channel()
     target = Path(plan.lock_path)
     writable.check_folder(target.parent, "build.locks", create=True, example="./locks")
+    locks.check_path(target)
     try:
         old = locks.read(target, plan.python_version, plan.wheel_options.platforms)
     except ConfigurationError as exc:  # made anew: nothing of it is kept

@@ -98,6 +98,10 @@ class PlanCommon:
     def check_preflight(self, facts) -> None:
         """Refuse a FROM image this plan does not accept (its facts), before anything is fetched."""
 
+    def check_dry_run(self, client) -> None:
+        """Refuse in a dry run what :meth:`check_preflight` would refuse in the build, from what the
+        engine holds now (nothing is made or pulled)."""
+
     def base_note(self, client) -> str:
         """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
         return ""

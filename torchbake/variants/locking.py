@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchbake.adapters.engine import content_id
 from torchbake.configuration import options, platforms
 from torchbake.configuration.settings import Settings
-from torchbake.core.errors import ConfigurationError, DownloadError
+from torchbake.core.errors import ConfigurationError, DownloadError, EngineError
 from torchbake.core.redaction import redact
 from torchbake.inputs import locks, wheelhouse
 from torchbake.supply_chain.inventory import LOCK_LABEL
@@ -30,6 +31,7 @@ class Lockable:
     lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
     lock_state: str = ""  # what the plan says of it
     lock_command: str = "invoke lock"  # the command that locks it (its variant module's LOCK_COMMAND)
+    lock_unusable: bool = False  # a lock file is there, and the build cannot follow it (corrupt, other requirements)
 
     def lock_requirements(self) -> list[str]:
         """What a lock of this image resolves, as the configuration gives it."""
@@ -41,14 +43,29 @@ class Lockable:
         return [self.python_provider, "0"]
 
     def check_preflight(self, facts) -> None:
-        """With [build] locked, the FROM image must be the one the lock was made on (where the
-        lock records it): another base is another image, locked again on purpose."""
+        self.check_lock_base(facts.base_id)
+
+    def check_dry_run(self, client) -> None:
+        """The FROM image the engine holds now, held to the lock as the build holds it (a base that
+        is not there yet is made or pulled by the build, then held to it)."""
+        if self.lock is None or not self.build_options.locked:
+            return
+        try:
+            held = client.inspect_image(self.base_image)
+        except EngineError:  # no engine: the plan alone, as a dry run without one always was
+            return
+        if held is not None:
+            self.check_lock_base(content_id(held, self.platform))
+
+    def check_lock_base(self, base_id: str) -> None:
+        """With [build] locked, the FROM image (``base_id``) must be the one the lock was made on
+        (where the lock records it): another base is another image, locked again on purpose."""
         base = (self.lock.made_for.get("base") or {}) if self.lock is not None else {}
-        if not (self.build_options.locked and base.get("content-id")) or base["content-id"] == facts.base_id:
+        if not (self.build_options.locked and base.get("content-id")) or base["content-id"] == base_id:
             return
         raise ConfigurationError(
             f"build.locked: {self.image} cannot be built as locked: its FROM image {self.base_image} is"
-            f" {facts.base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
+            f" {base_id[:19]}, and {self.lock_path} was made on {base.get('reference')} {base['content-id'][:19]}."
             f" Lock it on this base with this build's flags and --config files: `{self.lock_command}` (review the lock's"
             " diff, commit it).")
 
@@ -132,8 +149,13 @@ def lock_fields(settings: Settings, command: str, requirements: list[str], reuse
     except ConfigurationError as exc:  # refused with --locked; else the closure floats, and the plan says why
         if settings.build.locked:
             raise
-        return {**fields, "lock_state": f"floats: {exc}"}
+        return {**fields, "lock_state": f"floats: {exc}", "lock_unusable": True}
     differs = locks.mismatch(found, requirements, settings.python.version, platform) if found else []
+    if found and not differs and (changed := locks.changed_files(found, requirements)):
+        raise ConfigurationError(f"{settings.image.reference}: a local wheel is not the one its lock holds: "
+                                 f"{'; '.join(changed)}. The file changed under its name since it was locked. If the"
+                                 f" new file is the one to build, lock it again: `{command}` (review the lock's diff,"
+                                 " commit it); else put the locked file back.")
     if settings.build.locked and (found is None or differs):
         why = f"its lock {path} was made for other {'; '.join(differs)}" if found else f"it has no lock ({path})"
         raise ConfigurationError(f"build.locked: {settings.image.reference} cannot be built as locked: {why}. Lock it"
@@ -145,6 +167,6 @@ def lock_fields(settings: Settings, command: str, requirements: list[str], reuse
         return {**fields, "lock_state": f"floats: no lock ({path}; `{command}` writes one)"}
     if differs:
         return {**fields, "lock_state": f"floats: the lock {path} was made for other {'; '.join(differs)}"
-                                        f" (`{command}` again)"}
+                                        f" (`{command}` again)", "lock_unusable": True}
     return {**fields, "lock": found,
             "lock_state": f"locked by {path} ({len(found.wheels)} wheels, sha256 {found.sha256[:12]})"}
