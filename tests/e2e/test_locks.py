@@ -136,6 +136,8 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         moved_base = run_invoke("build", "--locked", "--base-img", other, cwd=project, env=tb_env)
         assert moved_base.returncode == 2, moved_base.stdout + moved_base.stderr
         assert f"its FROM image {other} is" in moved_base.stderr and f"made on {base_image}" in moved_base.stderr
+        planned_base = run_invoke("build", "--locked", "--dry-run", "--base-img", other, cwd=project, env=tb_env)
+        assert planned_base.returncode == 2 and planned_base.stderr == moved_base.stderr, planned_base.stdout  # as the build
 
         # the index is back (1.0 and 1.1): locking again keeps 1.0; --upgrade moves it, saying so
         url = stack.enter_context(http_server(index))
@@ -199,3 +201,81 @@ def test_each_platform_and_each_release_cell_gets_its_own_lock_with_its_own_whee
             numpy = re.findall(r"numpy-[^\"/]+\.whl", lock)
             assert len(numpy) == 1 and numpy[0].endswith(f"_{machine}.whl"), (image, numpy)
             assert f'platform = "linux/{platform}"' in lock
+
+
+def test_a_lock_builds_the_bytes_it_names_or_nothing(base_image, tb_env, run_id, tmp_path):
+    """Two wheels of one file name (torch-2.13.0+tiny-py3-none-any.whl), the second with one file
+    more: a lock made with the first refuses the second, named by path or at the first one's path,
+    before any work (exit 2, the file and both digests), in a dry run as in the build; a URL that
+    serves other bytes than the lock holds is a lock mismatch (exit 3) told to lock again, never to
+    change a digest. A corrupt lock is a warning; a folder where the lock goes is exit 2."""
+    from .helpers import TINY_TORCH_VERSION, make_tiny_torch
+
+    wheel = make_tiny_torch(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    other = make_wheel(tmp_path / "b", "torch", TINY_TORCH_VERSION, [], {
+        "torch/__init__.py": f"__version__ = {TINY_TORCH_VERSION!r}\nfrom . import cuda, version\n",
+        "torch/version.py": f"__version__ = {TINY_TORCH_VERSION!r}\ncuda = None\nhip = None\ngit_version = 'tiny'\n",
+        "torch/cuda.py": "def is_available():\n    return False\n\n\ndef get_arch_list():\n    return []\n",
+        "torch/backdoor.py": "OPEN = True\n"})
+    original, changed = wheel.read_bytes(), other.read_bytes()
+    assert wheel.name == other.name and original != changed
+    digests = [hashlib.sha256(data).hexdigest() for data in (original, changed)]
+    project = tmp_path / "team"
+    project.mkdir()
+    name = f"torchbake-test/lockbytes-{run_id}"
+    config = project / "torchbake.toml"
+
+    def configure(torch: str) -> None:
+        config.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{torch}"\nextra = []\n[build]\n'
+                          f'variant = "release"\nnetwork = "host"\n[image]\nname = "{name}"\ntag = "1"\nbase = "{base_image}"\n')
+
+    configure(str(wheel))
+    locked = run_invoke("lock", cwd=project, env=tb_env)
+    assert locked.returncode == 0, locked.stdout + locked.stderr
+    lock_file = next((project / "locks").glob("pylock.*.toml"))
+    try:
+        # another file of the same name, named by its path, or put in the locked one's place
+        configure(str(other))
+        for args in (("build", "--locked"), ("build",), ("build", "--locked", "--dry-run")):
+            refused = run_invoke(*args, cwd=project, env=tb_env)
+            assert refused.returncode == 2, (args, refused.stdout + refused.stderr)
+            assert f"{other} has sha256 {digests[1]}" in refused.stderr and digests[0] in refused.stderr, refused.stderr
+            assert "Building" not in refused.stdout and "invoke lock" in refused.stderr
+        configure(str(wheel))
+        wheel.write_bytes(changed)
+        in_place = run_invoke("build", "--locked", cwd=project, env=tb_env)
+        assert in_place.returncode == 2 and f"{wheel} has sha256 {digests[1]}" in in_place.stderr, in_place.stderr
+        wheel.write_bytes(original)
+
+        # a URL that serves other bytes than it did when it was locked, on a host with an empty cache
+        served = tmp_path / "served"
+        served.mkdir()
+        (served / wheel.name).write_bytes(original)
+        with http_server(served) as url:
+            configure(f"{url}/{wheel.name}")
+            assert run_invoke("lock", cwd=project, env=tb_env).returncode == 0
+            (served / wheel.name).write_bytes(changed)
+            fresh = {**tb_env, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "fresh-cache")}
+            mismatch = run_invoke("build", "--locked", cwd=project, env=fresh)
+        assert mismatch.returncode == 3, mismatch.stdout + mismatch.stderr
+        assert "A lock mismatch" in mismatch.stderr and "never change a lock's digest" in mismatch.stderr
+        assert "Fix the digest" not in mismatch.stderr and docker("image", "inspect", f"{name}:1", check=False).returncode
+
+        # a corrupt lock: the build says so, and floats
+        configure(str(wheel))
+        lock_file.write_text("this is [not a lock\n")
+        corrupt = run_invoke("build", "--no-verify", cwd=project, env=tb_env)
+        assert corrupt.returncode == 0, (corrupt.stdout + corrupt.stderr)[-3000:]
+        warned = [line for line in corrupt.stdout.splitlines() if line.startswith("Warning:")]
+        assert len(warned) == 1 and "is not a lock torchbake can use" in warned[0], corrupt.stdout[-3000:]
+        # a folder where the lock goes
+        lock_file.unlink()
+        lock_file.mkdir()
+        for args in (("lock",), ("build", "--locked")):
+            folder = run_invoke(*args, cwd=project, env=tb_env)
+            assert folder.returncode == 2 and f"{lock_file.relative_to(project)} is a folder" in folder.stderr, \
+                folder.stdout + folder.stderr
+            assert "Traceback" not in folder.stderr
+    finally:
+        docker("image", "rm", "--force", f"{name}:1", check=False)
