@@ -451,3 +451,46 @@ def test_verify_gpus_says_the_gpu_checks_were_not_run_and_why_on_a_host_without_
         assert manifest["gpu_checks"][cuda][0]["status"] == "skip"
     finally:
         docker("image", "rm", "--force", cuda, check=False)
+
+
+@pytest.mark.parametrize("given", ["path", "url"])
+def test_a_wheel_changed_under_its_name_is_built_with_its_new_bytes(given, base_image, tb_env, tmp_path, run_id):
+    """A torch wheel rebuilt under the same file name (a vendor nightly keeps its version for
+    days), named by its path or by a URL without a digest: the second build holds the new bytes,
+    its label their sha256, and says so; the wheelhouse's and the download cache's old copies are
+    not reused by name."""
+    import hashlib
+
+    from .helpers import TINY_TORCH_VERSION, make_tiny_torch, make_wheel
+
+    folder = tmp_path / "wheels"
+    wheel = make_tiny_torch(folder)
+    name = f"torchbake-test/renamed-{given}"
+    nights = []
+    with http_server(folder) as url:
+        location = str(wheel) if given == "path" else f"{url}/{wheel.name}"
+        for night in (1, 2):
+            if night == 2:  # rebuilt: one file more, the same name; a day later
+                make_wheel(folder, "torch", TINY_TORCH_VERSION, [], {
+                    "torch/__init__.py": f"__version__ = {TINY_TORCH_VERSION!r}\nfrom . import cuda, version\n",
+                    "torch/version.py": f"__version__ = {TINY_TORCH_VERSION!r}\ncuda = None\nhip = None\n"
+                                        "git_version = 'tiny'\n",
+                    "torch/cuda.py": "def is_available():\n    return False\n\n\ndef get_arch_list():\n    return []\n",
+                    "torch/nightly.py": "NIGHT = 2\n"})
+                os.utime(wheel, (wheel.stat().st_mtime + 86400,) * 2)
+            result = run_invoke("build", "--release", "--base-img", base_image, "--torch-whl-url", location,
+                                "--name", name, "--tag", run_id, "--no-verify", env={**tb_env, "TORCHBAKE_WHEELS_EXTRA": ""})
+            assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+            nights.append((result.stdout, hashlib.sha256(wheel.read_bytes()).hexdigest(),
+                           json.loads(labels(f"{name}:{run_id}")["torchbake.inputs"])))
+    try:
+        (first, old, first_inputs), (second, new, second_inputs) = nights
+        assert old != new and "unchanged" not in second, second[-3000:]
+        assert first_inputs[wheel.name] == old and second_inputs[wheel.name] == new
+        shown = docker("run", "--rm", "--entrypoint", "python", f"{name}:{run_id}", "-c",
+                       "import torch.nightly; print(torch.nightly.NIGHT)").stdout.strip()
+        assert shown == "2"
+        if given == "url":
+            assert f"changed: sha256 {old} → {new}" in second, second[-3000:]
+    finally:
+        docker("image", "rm", "--force", f"{name}:{run_id}", check=False)

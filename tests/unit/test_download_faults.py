@@ -38,7 +38,7 @@ def test_dropped_connections_and_503s_are_retried(tmp_path, capsys):
     assert len(seen) == 4
     out = capsys.readouterr().out
     assert "failed (HTTP 503 Service Unavailable); try 4 of 5" in out
-    assert cache_files(tmp_path / "cache") == ["kit.tar.gz", "kit.tar.gz.sha256"]
+    assert cache_files(tmp_path / "cache") == ["kit.tar.gz", "kit.tar.gz.sha256", "kit.tar.gz.validators"]
 
 
 def test_a_body_cut_short_is_resumed_with_a_range_request(tmp_path):

@@ -35,7 +35,40 @@ def test_download_is_cached_with_its_digest(server, tmp_path):
     (root / "kit.tar.gz").unlink()  # a second fetch must not need the server
     assert cache.fetch(f"{url}/kit.tar.gz").path == first.path
     names = files_in(tmp_path / "cache")
-    assert [n.rsplit("/", 1)[1] for n in names] == ["kit.tar.gz", "kit.tar.gz.sha256"]
+    assert [n.rsplit("/", 1)[1] for n in names] == ["kit.tar.gz", "kit.tar.gz.sha256", "kit.tar.gz.validators"]
+
+
+def test_a_url_that_serves_new_bytes_under_its_name_is_a_new_input(server, tmp_path, capsys):
+    """A URL without a digest names whatever its server holds now: each run asks it once, with the
+    validators the download kept (here Last-Modified, as http.server sends it), and a changed file
+    is fetched again and said, old → new; an unchanged one is not downloaded; a server that does
+    not answer leaves the cached copy in use, said."""
+    import os
+
+    from torchbake.inputs import downloads
+
+    root, url = server
+    wheel = root / "torch_musa-2.0-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"first night")
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    first = cache.fetch(f"{url}/{wheel.name}")
+    old = hashlib.sha256(b"first night").hexdigest()
+    assert first.sha256 == old
+    downloads._UNCHANGED.clear()  # the next run (a night later)
+    assert cache.known_digest(f"{url}/{wheel.name}") == old  # asked: 304, nothing downloaded
+    wheel.write_bytes(b"second night")
+    os.utime(wheel, (wheel.stat().st_mtime + 86400,) * 2)
+    downloads._UNCHANGED.clear()
+    assert cache.known_digest(f"{url}/{wheel.name}") == ""  # known once fetched again
+    new = hashlib.sha256(b"second night").hexdigest()
+    second = cache.fetch(f"{url}/{wheel.name}")
+    assert second.sha256 == new and second.path.read_bytes() == b"second night"
+    assert f"changed: sha256 {old} → {new}" in capsys.readouterr().out
+    downloads._UNCHANGED.clear()
+    wheel.unlink()
+    root.rename(tmp_path / "gone")  # the server answers 404 now
+    assert cache.known_digest(f"{url}/{wheel.name}") == new
+    assert "answered HTTP 404 when asked whether it changed; the cached copy" in capsys.readouterr().out
 
 
 def test_mismatch_leaves_nothing_in_the_cache(server, tmp_path):

@@ -17,6 +17,7 @@ import contextlib
 import errno
 import hashlib
 import http.client
+import json
 import os
 import shutil
 import ssl
@@ -35,7 +36,7 @@ from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.validation import is_url, local_name
 from torchbake.core import output, redaction
 from torchbake.core.errors import ConfigurationError, DiskSpaceError, DownloadError
-from torchbake.core.files import mark_used, read_back, write_atomically
+from torchbake.core.files import mark_used, read_back, read_back_object, write_atomically
 from torchbake.core.output import human_size, transfer_progress
 
 CHUNK = 1024 * 1024
@@ -174,6 +175,16 @@ def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
     return fragment or checksums.get(base, "") or checksums.get(local_name(base), "")
 
 
+# What this run learnt of URLs without a digest: the validators each download's answer carried,
+# and whether each URL still serves the cached file (asked once a run: a matrix asks once a night)
+_SEEN: dict[str, dict[str, str]] = {}
+_UNCHANGED: dict[str, bool] = {}
+
+
+def _validators_file(target: Path) -> Path:
+    return target.with_name(target.name + ".validators")
+
+
 class DownloadCache:
     def __init__(self, root: Path, checksums: Mapping[str, str], *, show_progress: bool = True,
                  policy: DownloadPolicy = DownloadPolicy(), read_only: bool = False):  # noqa: B008 - frozen
@@ -241,8 +252,11 @@ class DownloadCache:
         if not is_url(base):
             path = Path(base).expanduser()
             return self.local_digest(path) if path.is_file() else ""
-        cached = self.cached_path(base)
-        return recorded_digest(cached, cached.with_name(cached.name + ".sha256")) if cached else ""
+        url, authorization = redaction.split_credentials(base)
+        cached = self.cached_path(url)
+        if cached is None or not self._served_unchanged(url, cached, authorization):
+            return ""  # known once fetched (again)
+        return recorded_digest(cached, cached.with_name(cached.name + ".sha256"))
 
     def _local(self, location: str, path: Path, expected: str, what: str, advice: str) -> Artifact:
         if not path.is_file():
@@ -265,11 +279,19 @@ class DownloadCache:
                        advice: str) -> Artifact:
         target = folder / local_name(url)
         record = target.with_name(target.name + ".sha256")
+        old = ""
         if target.is_file() and record.is_file():
-            digest = recorded_digest(target, record)
-            if digest and (not expected or digest == expected):
+            old = digest = recorded_digest(target, record)
+            if digest and (digest == expected or not expected and self._served_unchanged(url, target, authorization)):
                 return Artifact(location=url, path=target, sha256=digest)
-            output.channel().say(f"Cached {target} changed since it was verified (or its digest differs); fetching it again.")
+            if digest and not expected and not _validators_file(target).is_file():
+                output.channel().say(f"{url}{what}: its cached copy kept nothing to ask the server whether it changed;"
+                                     " fetching it again.")
+            elif digest and not expected:
+                output.channel().say(f"{url}{what} changed on its server since it was downloaded; fetching it again.")
+            else:
+                output.channel().say(f"Cached {target} changed since it was verified (or its digest differs);"
+                                     " fetching it again.")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=folder)
         tmp = Path(tmp_name)
@@ -291,9 +313,47 @@ class DownloadCache:
             _check(url, digest, expected, what, advice)
             os.replace(tmp, target)
             write_record(target, record, digest)
+            write_atomically(_validators_file(target), json.dumps({**_SEEN.get(url, {}), "length": target.stat().st_size}))
+            _UNCHANGED[url] = True
         finally:
             tmp.unlink(missing_ok=True)
+        if old and old != digest:  # a new file under the same URL is a new input
+            output.channel().say(f"{url}{what} changed: sha256 {old} → {digest}.")
         return Artifact(location=url, path=target, sha256=digest)
+
+    def _served_unchanged(self, url: str, target: Path, authorization: str) -> bool:
+        """Whether ``url`` still serves the file cached as ``target`` (a URL without a digest names
+        whatever its server holds now): asked once a run with the validators its download kept
+        (ETag, Last-Modified, length), as pip's HTTP cache asks. None kept: no (it is fetched
+        again). A server that does not answer: the cached file, and the run says so."""
+        if url in _UNCHANGED:
+            return _UNCHANGED[url]
+        kept = read_back_object(_validators_file(target)) or {}
+        if not (kept.get("etag") or kept.get("last_modified")):
+            _UNCHANGED[url] = False
+            return False
+        headers = {"User-Agent": "torchbake", **({"If-None-Match": kept["etag"]} if kept.get("etag") else {}),
+                   **({"If-Modified-Since": kept["last_modified"]} if kept.get("last_modified") else {})}
+        request = urllib.request.Request(url, headers=headers)
+        if authorization:
+            request.add_unredirected_header("Authorization", authorization)
+        context = self.policy.ssl_context() if url.startswith("https://") else None
+        try:
+            with urllib.request.urlopen(request, timeout=self.policy.timeout, context=context) as response:  # noqa: S310
+                now = {"etag": response.headers.get("ETag", ""), "last_modified": response.headers.get("Last-Modified", ""),
+                       "length": int(response.headers.get("Content-Length") or kept.get("length") or 0)}
+            unchanged = all(now[key] == kept.get(key) for key in ("etag", "last_modified", "length") if kept.get(key))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            unchanged = True
+            if exc.code != 304:  # not modified: the one answer that says so; others say nothing of it
+                output.channel().say(f"{url} answered HTTP {exc.code} when asked whether it changed; the cached"
+                                     f" copy {target} is used.")
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            unchanged = True
+            output.channel().say(f"{url} did not answer whether it changed ({exc}); the cached copy {target} is used.")
+        _UNCHANGED[url] = unchanged
+        return unchanged
 
     def _download(self, url: str, out, what: str, authorization: str = "") -> None:
         """Fetch ``url`` into ``out`` with retries (``authorization``: the header's value, or "")."""
@@ -356,6 +416,7 @@ class DownloadCache:
                     " FILE (downloads.ca_bundle)."
                 ) from None
             raise _Retryable(f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__) from None
+        _SEEN[url] = {"etag": response.headers.get("ETag", ""), "last_modified": response.headers.get("Last-Modified", "")}
         with response:
             if have and response.status != 206:  # no resume: start over
                 out.seek(0)

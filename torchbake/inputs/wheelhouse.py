@@ -93,6 +93,7 @@ def resolve(
     cache_dir.mkdir(parents=True, exist_ok=True)
     with file_lock(cache_dir.with_name(cache_dir.name + ".lock")):  # one pip at a time; gc waits its turn
         drop_broken_wheels(cache_dir)
+        drop_replaced_files(requirements, cache_dir)
         here = already_resolved(requirements, cache_dir, python_version, options.platforms)
         if here is not None:
             _say_resolved(requirements, here, cache_dir, log_file)
@@ -169,6 +170,17 @@ def _say_resolved(requirements: Sequence[str], names: Sequence[str], cache_dir: 
         log_file.parent.mkdir(parents=True, exist_ok=True)
         with log_file.open("a", encoding="utf-8") as log:
             log.write(redact(line) + "\n")  # as command.run writes its lines (the console redacts its own)
+
+
+def drop_replaced_files(requirements: Sequence[str], cache_dir: Path) -> None:
+    """A wheel file given by its path whose name the wheelhouse holds with other bytes (rebuilt
+    under the same name, a vendor nightly that keeps its version): the old copy goes, or pip would
+    say "File was already downloaded" and the image would get it."""
+    for spec in requirements:
+        if spec.endswith(".whl") and Path(spec).is_file():
+            copy = cache_dir / Path(spec).name
+            if copy.is_file() and not filecmp.cmp(spec, copy, shallow=False):
+                copy.unlink()
 
 
 def drop_broken_wheels(folder: Path) -> None:
