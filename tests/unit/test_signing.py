@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 
 import pytest
@@ -168,7 +169,14 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
     (("verify", "reg.example/x:1", "--signatures", "--gpus"), "--gpus: not with --signatures"),
     (("verify", "reg.example/x:1", "--signatures", "--key", "{key}"), "is not a PEM public key"),
     (("build", "--release", "--push"), "--push: torchbake/pytorch-cpu:2.13.0-py3.11 names no registry"),
-    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{key}"), "is not a PEM private key"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{key}"),
+     "notes.pem is not a PEM private key (ECDSA P-256 or Ed25519).\n"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{rsa}"),
+     "rsa.pem is an RSA key (2048 bits); torchbake signs with ECDSA P-256 or Ed25519 keys."),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{zero}"),
+     "(from command line) is invalid: it is a device (a link to /dev/zero); expected a regular file"),
+    (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{pub}", "--config", "{fifo}"),
+     "sign.password_file = '{fifo_path}' (from {fifo}) is invalid: it is a FIFO (a named pipe); expected a regular file"),
     (("build-base", "--push", "--sign-key", "/no/such.pem"), "sign.key = '/no/such.pem' (from command line) is invalid"),
     (("build", "--release", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
     (("build-all", "--sign-key", "{pub}"), "--sign-key signs what --push publishes, and nothing is pushed"),
@@ -180,12 +188,22 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
      "[sign] key and [sign] identity_token_file are both set"),
 ])
 def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path, keys):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
     from tests.conftest import run_invoke
 
     notes = tmp_path / "notes.pem"
     notes.write_text("my secret notes\n")
-    args = [identity_token_config(tmp_path, a[7:-1]) if a.startswith("{token:") else a.format(key=notes, pub=keys["ec"][1])
-            for a in args]
+    (tmp_path / "rsa.pem").write_bytes(rsa.generate_private_key(65537, 2048).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    (tmp_path / "zero.pem").symlink_to("/dev/zero")
+    os.mkfifo(tmp_path / "password")  # a reader of it would wait for ever
+    (tmp_path / "fifo.toml").write_text(f'[sign]\npassword_file = "{tmp_path / "password"}"\n')
+    names = {"key": notes, "pub": keys["ec"][1], "rsa": tmp_path / "rsa.pem", "zero": tmp_path / "zero.pem",
+             "fifo": tmp_path / "fifo.toml", "fifo_path": tmp_path / "password"}
+    args = [identity_token_config(tmp_path, a[7:-1]) if a.startswith("{token:") else a.format(**names) for a in args]
+    says = says.format(**names) if "{" in says and "{token" not in says else says
     result = run_invoke(*args, "--docker", "/no/such/docker", env={"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c")})
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "Traceback" not in result.stderr and "my secret notes" not in result.stderr

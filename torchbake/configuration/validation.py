@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+import stat
 import string
 import urllib.parse
 from collections.abc import Iterable
@@ -348,9 +349,21 @@ def party(value: str) -> None:
 
 
 def key_file(value: str) -> None:
-    """A file of a secret (a key, a password): it must exist; what it holds is read only when used."""
-    if value and not Path(value).expanduser().is_file():
-        raise ValueError(f"{_looked_at(Path(value).expanduser())}; expected a file")
+    """A file of a secret (a key, a password): a regular file (a device, a FIFO or a folder under
+    that name is refused, never read); what it holds is read only when used."""
+    if not value:
+        return
+    path = Path(value).expanduser()
+    if path.is_file():
+        return
+    if not path.exists():
+        raise ValueError(f"{_looked_at(path)}; expected a file")
+    mode = path.stat().st_mode
+    what = ("a folder" if stat.S_ISDIR(mode) else "a FIFO (a named pipe)" if stat.S_ISFIFO(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "not a regular file")
+    through = f" (a link to {path.resolve()})" if path.is_symlink() else ""
+    raise ValueError(f"it is {what}{through}; expected a regular file")
 
 
 def steps_file(value: str) -> None:

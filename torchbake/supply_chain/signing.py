@@ -35,6 +35,28 @@ PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 KEY_TYPES = "ECDSA P-256 or Ed25519"
 
 
+def _signs_with(key) -> bool:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+
+    return isinstance(key, ed25519.Ed25519PrivateKey) or (isinstance(key, ec.EllipticCurvePrivateKey)
+                                                          and isinstance(key.curve, ec.SECP256R1))
+
+
+def _key_kind(key) -> str:
+    """What a private key is, in words ("an RSA key (3072 bits)")."""
+    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa
+
+    if isinstance(key, rsa.RSAPrivateKey):
+        return f"an RSA key ({key.key_size} bits)"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return f"an ECDSA key on the curve {key.curve.name}"
+    if isinstance(key, dsa.DSAPrivateKey):
+        return "a DSA key"
+    if isinstance(key, ed448.Ed448PrivateKey):
+        return "an Ed448 key"
+    return f"a {type(key).__name__} key"
+
+
 @dataclass(frozen=True)
 class PublicKey:
     """A public key to check signatures with, and the hint its bundles name it by."""
@@ -205,12 +227,12 @@ class Signer:
                 f"{where} is encrypted and no password was given: set [sign] password_file (TORCHBAKE_SIGN_PASSWORD_FILE)"
                 if password is None else f"{where} is not encrypted: leave [sign] password_file unset.") from None
         except ValueError:
-            raise ConfigurationError(f"{where} is not a PEM private key this password opens ({KEY_TYPES}).") from None
+            raise ConfigurationError(f"{where} is not a PEM private key ({KEY_TYPES})" + (
+                ", or not one this password opens." if password else ".")) from None
+        if not _signs_with(key):
+            raise ConfigurationError(f"{where} is {_key_kind(key)}; torchbake signs with {KEY_TYPES} keys.")
         self._signer = CryptoSigner(key)
         self.public_key = public_key_of(key.public_key())
-        scheme = self._signer.public_key.scheme
-        if scheme not in ("ecdsa-sha2-nistp256", "ed25519"):
-            raise ConfigurationError(f"{where} is a {scheme} key; torchbake signs with {KEY_TYPES} keys.")
         self.signer = self.public_key.hint
 
     def ready(self) -> None:
