@@ -228,6 +228,14 @@ def test_native_runners_push_their_platform_and_a_last_job_joins_without_buildin
     (only,) = json.loads((tmp_path / "join.json").read_text())["cells"]
     assert (only["id"], only["status"], only["digest"]) == ("tiny-release-py311", "joined", first["cells"][-1]["digest"])
     assert "Building" not in joined.stdout and "Joining" not in joined.stdout  # no build, no engine join
+    # a join of platforms nobody pushed: the registry answered, so no "retry" (exit 10): the cell failed, saying why
+    never = matrix.with_name("never.toml")
+    never.write_text(re.sub(r'^tag = "', 'tag = "never-', matrix.read_text(), flags=re.M))
+    nothing = run_invoke("build-all", "--config", str(never), "--join-only", "--report", str(tmp_path / "never.json"),
+                         env=tb_env)
+    assert nothing.returncode == 1, nothing.stdout + nothing.stderr
+    (cell,) = json.loads((tmp_path / "never.json").read_text())["cells"]
+    assert cell["status"] == "failed" and "is not in the registry" in cell["error"] and cell["exit_code"] == 2, cell
 
 
 def test_run_container_runs_the_platform_asked_for_and_names_one_the_image_lacks(two_platform_image, tb_env):

@@ -104,8 +104,8 @@ def publish_index(plan: Plan, client: DockerClient, image: str, members: Sequenc
         _, member_repository, member_tag = registry.split_reference(member)
         descriptor = remote.descriptor(member_repository, member_tag)
         if descriptor is None:
-            raise RegistryError(f"{member} ({platform.name}) is not in the registry, so {image} cannot name it; build"
-                                f" and push it first (`invoke build-all --push --platform {platform.name}`).")
+            raise ConfigurationError(f"{member} ({platform.name}) is not in the registry, so {image} cannot name it;"
+                                     f" build and push it first (`invoke build-all --push --platform {platform.name}`).")
         entries.append((platform, descriptor))
     document = platform_builds.index_document(entries)
     digest = "sha256:" + hashlib.sha256(document).hexdigest()
