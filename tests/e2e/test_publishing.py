@@ -271,3 +271,24 @@ def test_a_signed_push_is_proven_with_the_public_key_alone_and_a_tampered_or_for
         assert judged.returncode == 1 and "SIGNATURE_ERROR" in judged.stderr, judged.stdout + judged.stderr
     finally:
         docker("image", "rm", "--force", image, check=False)
+
+
+def test_a_tag_lands_in_the_registry_only_on_an_image_that_names_it(registry, base_image, tiny_profile, tb_env, run_id):
+    """`:a` pushed, then `:b` of the same inputs: `:b` is built and pushed as itself, never pointed
+    at `:a`'s image, whose version label says `a` (skopeo reads the labels back)."""
+    name = f"torchbake-test/labelled-{run_id}"
+    repo = f"{registry}/team/{name}"
+    outputs = []
+    try:
+        for tag in ("a", "b"):
+            result = run_invoke("build", "--config", str(tiny_profile), "--base-img", base_image, "--name", name,
+                                "--tag", tag, "--registry", f"{registry}/team", "--push", "--no-verify", env=tb_env)
+            assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+            outputs.append(result.stdout)
+        assert "retagged" not in outputs[1] and f"Built {repo}:b" in outputs[1], outputs[1][-3000:]
+        for tag in ("a", "b"):
+            config = json.loads(skopeo("--config", f"docker://{repo}:{tag}").replace("\n", ""))
+            assert config["config"]["Labels"]["org.opencontainers.image.version"] == tag
+    finally:
+        for tag in ("a", "b"):
+            docker("image", "rm", "--force", f"{repo}:{tag}", check=False)

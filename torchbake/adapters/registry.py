@@ -13,7 +13,7 @@ import ipaddress
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from torchbake.configuration import platforms
@@ -58,6 +58,7 @@ class Held:
 
     digest: str  # the manifest's digest
     input_hash: str  # its config's torchbake.input-hash label ("" when none)
+    labels: Mapping[str, str] = field(default_factory=dict)  # its config's labels
 
 
 def retrying(what: str, attempt: Callable[[], T], policy: DownloadPolicy, transient: Callable[[Exception], str]) -> T:
@@ -156,7 +157,8 @@ class Registry:
         if found is None:
             return None
         labels = found["Config"].get("Labels") or {}
-        return Held(digest=found["RepoDigests"][0].split("@", 1)[1], input_hash=labels.get("torchbake.input-hash", ""))
+        return Held(digest=found["RepoDigests"][0].split("@", 1)[1], input_hash=labels.get("torchbake.input-hash", ""),
+                    labels=dict(labels))
 
     def descriptor(self, repository: str, reference: str) -> dict | None:
         """The OCI descriptor (mediaType, digest, size) of the manifest ``reference`` names, as an

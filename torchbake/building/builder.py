@@ -58,6 +58,7 @@ from torchbake.supply_chain import attestations
 from torchbake.supply_chain.inventory import SHA512_LABEL, TOOLS_LABEL
 from torchbake.supply_chain.manifest import BuildRecord
 from torchbake.variants import Plan, Preflight
+from torchbake.variants.common import labels_name
 from torchbake.variants.dev import DevPlan
 
 CONTEXT_PLACEHOLDER = Path("<context>")
@@ -191,9 +192,7 @@ def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path
 
 def labels_fit(info: dict, image: str) -> bool:
     """Whether an image's own labels name ``image`` (NAME:TAG): what it says it is, it is."""
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    name, tag = image.rsplit(":", 1)
-    return labels.get("org.opencontainers.image.title") == name and labels.get("org.opencontainers.image.version") == tag
+    return labels_name((info.get("Config") or {}).get("Labels") or {}, image)
 
 
 def skip_reason(status: Status, image_id: str) -> str:

@@ -21,6 +21,7 @@ from torchbake.core.errors import ConfigurationError, FatalError, RegistryError
 from torchbake.core.status import Status
 from torchbake.supply_chain import attestations, signing
 from torchbake.variants import Plan
+from torchbake.variants.common import labels_name
 
 
 def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> tuple[registry.Registry, str, str] | None:
@@ -37,16 +38,18 @@ def registry_of(plan: Plan, client: DockerClient, *, checking: bool = True) -> t
 def find_in_registry(plan: Plan, client: DockerClient, digest: str, *, apply: bool = True) -> tuple[Status, str] | None:
     """("unchanged (registry)", manifest digest) when the registry's NAME:TAG has these inputs;
     ("retagged (registry)", digest) when the tag named by the input hash has them (NAME:TAG is
-    pointed at it inside the registry when ``apply``: no layer moves); None otherwise."""
+    pointed at it inside the registry when ``apply``: no layer moves); None otherwise. As on the
+    engine, a tag lands only on an image whose labels name that very tag: the same inputs built
+    under another tag are built again (labels are part of the image, so its digest differs)."""
     found = registry_of(plan, client)
     if found is None or not digest:
         return None
     remote, repository, tag = found
     held = remote.held(repository, tag)
-    if held and held.input_hash == digest:
+    if held and held.input_hash == digest and labels_name(held.labels, plan.image):
         return Status.UNCHANGED_IN_REGISTRY, held.digest
     by_inputs = remote.held(repository, registry.inputs_tag(digest))
-    if by_inputs and by_inputs.input_hash == digest:
+    if by_inputs and by_inputs.input_hash == digest and labels_name(by_inputs.labels, plan.image):
         if apply:
             remote.copy_tag(repository, registry.inputs_tag(digest), tag)
         return Status.RETAGGED_IN_REGISTRY, by_inputs.digest

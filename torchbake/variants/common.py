@@ -294,6 +294,13 @@ def os_base_text(plan) -> str:
     return f"{plan.base_image} (if not on the engine: {how})"
 
 
+def labels_name(labels: Mapping[str, str], image: str) -> bool:
+    """Whether an image's own labels (PlanCommon.common_labels) name ``image``, NAME:TAG: a tag
+    lands, on the engine or in a registry, only on an image that says it is that tag."""
+    name, tag = image.rsplit(":", 1)
+    return labels.get("org.opencontainers.image.title") == name and labels.get("org.opencontainers.image.version") == tag
+
+
 def os_base_note(plan, client) -> str:
     """A dry run's word on an OS FROM image the engine holds for fewer platforms than the build's:
     made again for them all, or refused as the build would (:func:`base_os.pending_platforms`).
