@@ -292,3 +292,61 @@ def test_a_tag_lands_in_the_registry_only_on_an_image_that_names_it(registry, ba
     finally:
         for tag in ("a", "b"):
             docker("image", "rm", "--force", f"{repo}:{tag}", check=False)
+
+
+def test_a_from_image_must_prove_who_made_it_before_anything_is_built_on_it(
+        registry, base_image, tiny_profile, tb_env, run_id, tmp_path):
+    """[verify] base_key: the chain a team runs (a signed push, then a build FROM it), and what
+    stops it before any build step: no signatures, another key's, a local image under the
+    registry's name."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    private, public = tmp_path / "signing.pem", tmp_path / "signing.pub"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                     serialization.PublicFormat.SubjectPublicKeyInfo))
+    name = f"torchbake-test/signed-base-{run_id}"
+    base = f"{registry}/team/{name}:1"
+    derived = f"torchbake-test/on-signed-base-{run_id}"
+    policy = {**tb_env, "TORCHBAKE_VERIFY_BASE_KEY": str(public)}
+    build_on = ("build", "--config", str(tiny_profile), "--base-img", base, "--name", derived, "--tag", "1",
+                "--no-verify")
+    try:
+        pushed = run_invoke("build", "--config", str(tiny_profile), "--base-img", base_image, "--name", name, "--tag",
+                            "1", "--registry", f"{registry}/team", "--push", "--sign-key", str(private), env=tb_env)
+        assert pushed.returncode == 0, (pushed.stdout + pushed.stderr)[-3000:]
+        digest = re.search(rf"pushed {re.escape(base)}@(sha256:[0-9a-f]{{64}})", pushed.stdout).group(1)
+
+        planned = run_invoke(*build_on, "--dry-run", env=policy)
+        assert planned.returncode == 0, planned.stdout + planned.stderr
+        assert f"Base image: {base} is {digest} in its registry, signed by" in planned.stdout, planned.stdout[-2000:]
+        built = run_invoke(*build_on, env=policy)
+        assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
+        provenance = json.loads(run_invoke("provenance", f"{derived}:1", env=tb_env).stdout)
+        (dependency,) = [d for d in provenance["predicate"]["buildDefinition"]["resolvedDependencies"]
+                         if d["name"] == "base image"]
+        assert dependency["digest"] == {"sha256": digest.split(":")[1]}
+        assert dependency["annotations"]["verifiedBy"].startswith(f"signatures and evidence by {signing.read_public_key(public).hint}")
+
+        plain = PlainRegistry(registry, f"team/{name}")
+        original = plain.referrers(digest)
+        other = tmp_path / "other.pem"
+        other.write_bytes(ec.generate_private_key(ec.SECP256R1()).private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+        for attack, says in (
+                (lambda: plain.set_referrers(digest, []), "signature of the manifest: missing"),
+                (lambda: attestations.attach(registry_module.Registry(registry, insecure=True), f"team/{name}", "1", {},
+                                             "", signing.Signer(other)), "names another key")):
+            attack()
+            refused = run_invoke(*build_on, "--force", env=policy)
+            assert refused.returncode == 11, refused.stdout + refused.stderr
+            assert says in refused.stderr and f"the FROM image {base} ({digest}) does not prove" in refused.stderr
+            assert "Building" not in refused.stdout and "buildx build" not in refused.stdout
+            plain.set_referrers(digest, original)
+        # the registry's image is proven, the engine's copy under its name is another image
+        docker("tag", base_image, base)
+        local = run_invoke(*build_on, "--force", env=policy)
+        assert local.returncode == 11 and f"not the registry's verified {digest}" in local.stderr, local.stderr
+        assert "Building" not in local.stdout
+    finally:
+        docker("image", "rm", "--force", base, f"{derived}:1", check=False)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local, marked_json
-from torchbake.building import diskspace, reproducible
+from torchbake.building import base_policy, diskspace, reproducible
 from torchbake.building.candidates import let_go, new_candidate
 from torchbake.building.input_hash import (
     INPUT_PARTS_LABEL,
@@ -141,6 +141,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     Touches nothing."""
     source_date_epoch()
     plan.check_dry_run(client)  # what the build would refuse before any work, refused here too
+    verified, vouched = base_policy.check_registry(plan, client)
     cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
@@ -151,6 +152,8 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     text = describe_plan(plan, argv, env)
     if note := plan.base_note(client):
         text += f"\nBase image: {note}"
+    if verified:
+        text += f"\nBase image: {plan.base_image} is {verified} in its registry, signed by {vouched} ([verify] base_key)"
     if check_reproducible:
         text += ("\nThen build the same context again with --no-cache under another candidate tag, compare the image"
                  " ids, and name the files that differ (exit 6) or say Reproducible; the comparison tag is removed.")
@@ -246,7 +249,10 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
+    verified, vouched = base_policy.check_registry(plan, client)  # who made the FROM image: asked before anything
     facts = preflight(plan, client, writes=make_base and apply)
+    base_policy.check_engine_copy(plan, facts, verified)
+    facts = replace(facts, base_verified_by=vouched)
     plan.check_preflight(facts)  # what the plan holds the FROM image to (a lock's base): before any download
     digest = fingerprint(plan, facts, plan.download_cache(read_only=not apply))
     state = built_images_file(plan.path_options.cache_dir)
@@ -343,7 +349,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         note_first_built(plan.path_options.cache_dir, digest)
     record.facts.update({
         "input_hash": digest, "base_image": {"reference": plan.base_image, "content_id": facts.base_id,
-                                             "digest": facts.base_digest, "image_id": facts.base_image_id},
+                                             "digest": facts.base_digest, "image_id": facts.base_image_id,
+                                             **({"verified_by": facts.base_verified_by} if facts.base_verified_by else {})},
         "sources": {name: {"commit": commit} for name, commit in facts.source_commits.items()},
         "inputs": [{"option": option, "location": location, "sha256": cache.known_digest(location)}
                    for option, location in plan.given_inputs().items()],

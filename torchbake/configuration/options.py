@@ -150,8 +150,9 @@ CHECK_REPRODUCIBLE = Flag("check_reproducible", "Then build the same context aga
     "registry.url", "registry.require", "registry.check", "wheels.require_index", "sign.key")
 PUSH = Flag("push", "Push each verified image to its registry (each platform's, then the index of them under the"
                     " tag) with its SBOMs and provenance attached, and print its digest", default=SWITCH)
+BASE_KEY = option_flag("verify.base_key")
 ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGISTRY, REQUIRE_REGISTRY,
-          NO_REGISTRY_CHECK, REQUIRE_INDEX, PUSH, SIGN_KEY)  # how a build runs, what it may fetch, where it publishes: build and build-base
+          NO_REGISTRY_CHECK, REQUIRE_INDEX, PUSH, SIGN_KEY, BASE_KEY)  # how a build runs, what it may fetch, where it publishes: build and build-base
 
 # --- build ------------------------------------------------------------------------------------
 
@@ -217,7 +218,8 @@ BUILD_ALL_FLAGS = (
     Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
     Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
-    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY, LOCKED,
+    DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY, BASE_KEY,
+    LOCKED,
 )
 
 # --- run-container, containers, stop-container ------------------------------------------------

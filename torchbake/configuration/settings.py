@@ -503,6 +503,12 @@ class VerifyOptions:
                                      " about that manifest: image (the manifest's own signature), spdx, spdx3,"
                                      " cyclonedx, provenance (an index: its own signature). Whatever else hangs off"
                                      " a manifest must hold too", flag="require")
+    base_key: str = option("", validation.key_file, decides=(),  # who made the FROM image, not what the image holds
+                           help="Public key (PEM) that must have signed every FROM image: a build refuses, before any"
+                                " work, a FROM image whose registry does not hold its signature and the evidence"
+                                " [verify] require names, all by this key, or that the engine holds other than the"
+                                " registry's; its provenance records the key. '' = FROM images are taken as found",
+                           flag="base_key", path="path")
 
 
 @dataclass(frozen=True, kw_only=True)

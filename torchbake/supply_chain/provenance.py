@@ -148,6 +148,9 @@ def base_dependency(base: Mapping[str, str]) -> dict[str, Any]:
     digest = base.get("digest", "")
     found = {"name": "base image", "uri": purl("oci", "", repository.rsplit("/", 1)[-1], digest,
                                                 repository_url=repository, tag=tag)}
+    if base.get("verified_by"):  # [verify] base_key: its signatures and evidence were checked before the build
+        found["annotations"] = {"verifiedBy": f"signatures and evidence by {base['verified_by']}, checked in its"
+                                              " registry before the build"}
     if digest:
         found["digest"] = _digest(digest)
     elif base.get("image_id"):

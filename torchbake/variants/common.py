@@ -28,6 +28,7 @@ from torchbake.configuration.settings import (
     RegistryOptions,
     Settings,
     SignOptions,
+    VerifyOptions,
     WheelOptions,
     env_var_name,
 )
@@ -59,6 +60,7 @@ class PlanCommon:
     download_options: DownloadOptions = field(repr=False)  # retries, timeouts, the CA bundle, --require-hashes
     registry_options: RegistryOptions = field(repr=False)  # where images and their build cache go
     sign_options: SignOptions = field(repr=False)  # the key that signs what a push publishes
+    verify_options: VerifyOptions = field(repr=False)  # the evidence signed images carry; who must have signed a FROM image
     path_options: PathOptions = field(repr=False)  # the cache and log folders
     checksums: Mapping[str, str] = field(repr=False)  # [checksums]: location → sha256
     on_demand: base_os.OnDemand = field(repr=False)  # how a missing Debian FROM image is made
@@ -364,7 +366,8 @@ def common_fields(settings: Settings, reuse_context: bool, no_cache: bool) -> di
             "build_dir": settings.build.dir, "reuse_context": reuse_context, "verify": settings.build.verify,
             "no_cache": no_cache, "python_options": settings.python, "wheel_options": settings.wheels,
             "build_options": settings.build, "download_options": settings.downloads,
-            "registry_options": settings.registry, "sign_options": settings.sign, "path_options": settings.paths, "checksums": settings.checksums,
+            "registry_options": settings.registry, "sign_options": settings.sign,
+            "verify_options": settings.verify, "path_options": settings.paths, "checksums": settings.checksums,
             "on_demand": base_os.OnDemand.from_settings(settings), "configuration": settings.values,
             "platform": chosen[0].name if len(chosen) == 1 else "",
             "base_platforms": tuple(p.name for p in chosen),
@@ -404,6 +407,7 @@ class Preflight:
     base_labels: dict[str, str] = field(default_factory=dict)
     base_digest: str = ""  # its manifest's (or index's) digest where a registry or the image store knows it
     base_image_id: str = ""  # the engine's id of it: the manifest's digest (containerd store) or the config's
+    base_verified_by: str = ""  # [verify] base_key: whose signatures and evidence the registry's FROM image carried
     python_version: str = ""
     extension_commit: str = ""
     max_jobs: int = 1
