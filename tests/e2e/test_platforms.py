@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -358,3 +359,21 @@ def test_an_arm64_bootstrap_stopped_in_its_second_stage_leaves_no_mount_no_folde
     assert str(cache_dir) not in Path("/proc/self/mounts").read_text()
     assert not list((cache_dir / "bootstrap").glob("bootstrap-*"))
     assert docker("image", "inspect", name, check=False).returncode != 0
+
+
+def test_an_emulated_probe_sees_the_cpu_files_its_platform_has_and_dumps_no_core(two_platform_image):
+    """What verify's probe container of the arm64 image (emulated here) reads of its CPU: the
+    MIDR_EL1 file an x86 kernel lacks (PyTorch's oneDNN crashed without it on `import torch`, and
+    QEMU's core dump of the crash hung for minutes), and a core-file limit of 0."""
+    from torchbake.adapters.engine import DockerClient
+
+    name, _, _ = two_platform_image
+    client = DockerClient(binary="/usr/bin/docker", version="", build_mode="none", environ=dict(os.environ))
+    code = ("import os, resource; print(open('/sys/devices/system/cpu/cpu0/regs/identification/midr_el1').read().strip(),"
+            " open('/sys/devices/system/cpu/online').read().strip(), resource.getrlimit(resource.RLIMIT_CORE))")
+    result = client.run_capture(f"{name}-arm64", ["-c", code], entrypoint="python")
+    assert result.returncode == 0 and result.output.strip() == f"0x00000000413fd0c1 0-{os.cpu_count() - 1} (0, 0)", \
+        result.output
+    native = client.run_capture(f"{name}-amd64", ["-c", "import os; print(os.path.exists("
+                                                         "'/sys/devices/system/cpu/cpu0/regs'))"], entrypoint="python")
+    assert native.output.strip() == "False"  # the host's own platform: its real /sys

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from torchbake.checks.verify import FAIL, PASS, SKIP, Expectations, evaluate
 
 GOOD = {
@@ -47,3 +49,15 @@ def test_cuda_arch_list():
 def test_expectations_from_labels_with_overrides():
     labels = {"torchbake.python": "3.11", "torchbake.torch-version": "2.13.0+cpu", "torchbake.profile": "cpu"}
     assert Expectations.from_labels(labels, python="3.12", torch=None) == Expectations(python="3.12", torch="2.13.0+cpu")
+@pytest.mark.parametrize(("found", "expected", "matches"), [
+    ("2.13.0+cpu", "2.13.0+cpu", True),
+    ("2.13.0+cu130", "2.13.0", True),  # PyPI's wheel: version 2.13.0, torch.__version__ with its build
+    ("2.13.0+cu130", "2.13.0+cpu", False),  # a recorded build must be the one found
+    ("2.13.0", "2.13.0+cpu", False),
+    ("2.13.1+cu130", "2.13.0", False),
+    ("not a version", "2.13.0", False),
+])
+def test_the_torch_version_found_matches_the_one_recorded(found, expected, matches):
+    from torchbake.checks.verify import version_matches
+
+    assert version_matches(found, expected) is matches

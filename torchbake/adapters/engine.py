@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchbake.adapters import command
 from torchbake.adapters.docker_cli import DockerCLI
+from torchbake.configuration import platforms
 from torchbake.core import data
 from torchbake.core.errors import BuildError, EngineError, RegistryError
 from torchbake.core.lazy import LazyModule
@@ -159,12 +161,24 @@ class DockerClient(DockerCLI):
         ``device_options``: its device access (``DeviceAccess.host_config``); ``environment``: its
         variables; ``platform``: the image's platform to run (another machine's runs emulated).
         ``timeout``: seconds it may run, by default [build] stall_timeout (what a build step may
-        run silent: under QEMU, `import torch` of a CUDA build takes more than ten minutes)."""
-        limit = self.stall_timeout if timeout is None else timeout
+        run silent). Another machine's image runs with :func:`emulation_options`."""
+        with emulation_options(platforms.parse(platform) if platform else self._platform_of(image)) as emulated:
+            return self._run_capture(image, argv, entrypoint=entrypoint, network=network,
+                                     limit=self.stall_timeout if timeout is None else timeout,
+                                     host_config={"network_mode": network, **emulated,
+                                                  **{k: v for k, v in (device_options or {}).items() if v}},
+                                     environment=environment, platform=platform)
+
+    def _platform_of(self, image: str) -> platforms.Platform | None:
+        info = self.inspect_image(image) or {}
+        return platforms.by_machine(info.get("Architecture") or "")
+
+    def _run_capture(self, image: str, argv: Sequence[str], *, entrypoint: str | None, network: str | None,
+                     limit: float, host_config: Mapping[str, Any], environment: Mapping[str, str] | None,
+                     platform: str | None) -> command.CommandResult:
         name = f"torchbake-probe-{uuid.uuid4().hex[:12]}"
         shown = ("docker", "run", "--rm", "--network", network or "default", *(("--platform", platform) if platform else ()),
                  image, *argv)
-        host_config = {"network_mode": network, **{k: v for k, v in (device_options or {}).items() if v}}
         created = self.create_container(image, command=list(argv), entrypoint=[entrypoint] if entrypoint else None,
                                         name=name, labels={"torchbake.probe": "true"}, host_config=host_config,
                                         environment=dict(environment or {}) or None,
@@ -388,6 +402,34 @@ def where_engine(environ: Mapping[str, str]) -> str:
         return environ["DOCKER_HOST"]
     context = environ.get("DOCKER_CONTEXT") or _current_context(environ)
     return f"docker context {context!r}" if context not in ("", "default") else f"unix://{LOCAL_SOCKET}"
+
+
+@contextlib.contextmanager
+def emulation_options(platform: platforms.Platform | None):
+    """The host configuration a throwaway container of ``platform`` gets where this host emulates
+    it (QEMU): no core dump (QEMU writes the emulated process's whole address space: a crash of
+    the real torch hung for minutes instead of ending), and the CPU files below
+    /sys/devices/system/cpu that its programs read and this host's kernel lacks
+    (:attr:`Platform.emulated_cpu`), as a read-only view of as many CPUs as this host has (where
+    the engine is on this host: the view is a folder here). Nothing for the host's own platform."""
+    if platform is None or platform.machine == platforms.host().machine:
+        yield {}
+        return
+    options: dict[str, Any] = {"ulimits": [{"name": "core", "soft": 0, "hard": 0}]}
+    if not platform.emulated_cpu or not engine_is_local():
+        yield options
+        return
+    with tempfile.TemporaryDirectory(prefix="torchbake-cpu-") as folder:
+        count = os.cpu_count() or 1
+        for index in range(count):
+            for relative, text in platform.emulated_cpu:
+                path = Path(folder, f"cpu{index}", relative)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text)
+        for listing in ("online", "possible", "present"):
+            Path(folder, listing).write_text(f"0-{count - 1}\n")
+        os.chmod(folder, 0o755)
+        yield {**options, "binds": {folder: {"bind": "/sys/devices/system/cpu", "mode": "ro"}}}
 
 
 RUN_LIMIT = "[build] stall_timeout"  # the seconds a throwaway container may run (DockerClient.run_capture)

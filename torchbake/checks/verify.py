@@ -180,6 +180,20 @@ def probe(client: DockerClient, image: str, extension_module: str) -> dict:
     )
 
 
+def version_matches(found: str, expected: str) -> bool:
+    """``torch.__version__`` against the version the image records: equal, or, where the record
+    names none, the same release with the build the wheel appends at import (PyPI's torch wheels
+    are version 2.13.0 and say 2.13.0+cu130). A recorded local version (2.13.0+cpu) must be exact."""
+    from packaging.version import InvalidVersion, Version
+
+    if found == expected:
+        return True
+    try:
+        return "+" not in expected and Version(found).public == Version(expected).public
+    except InvalidVersion:
+        return False
+
+
 def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     checks = []
 
@@ -203,7 +217,7 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
     torch_error = facts.get("torch_error")
     add("torch imports", torch_error is None, torch_error or f"torch {facts.get('torch')}")
     if torch_error is None:
-        add("torch version", facts["torch"] == expected.torch if expected.torch else None,
+        add("torch version", version_matches(facts["torch"], expected.torch) if expected.torch else None,
             f"{facts['torch']} (expected {expected.torch or 'not recorded'})")
     if expected.extension_module:
         error = facts.get("extension_error")

@@ -22,6 +22,11 @@ class Platform:
     machine: str  # what uname -m says in its containers, and the wheels' platform tags end with
     aliases: tuple[str, ...]  # what else users type for it
     github_runner: str  # the GitHub-hosted runner of this machine (build-all --emit-matrix github's runs-on)
+    # What its programs read of the CPU from /sys that another machine's kernel does not have, for a
+    # container of it emulated there: file below /sys/devices/system/cpu/cpuN/ → its text. arm64:
+    # MIDR_EL1, which PyTorch's oneDNN (xbyak_aarch64) reads on import and without which it crashes
+    # (an Arm Neoverse N1's; QEMU emulates an Armv8 CPU of at least its features).
+    emulated_cpu: tuple[tuple[str, str], ...] = ()
 
     @property
     def wheel_tags(self) -> list[str]:
@@ -46,7 +51,8 @@ PLATFORMS = (
     Platform("linux/amd64", "amd64", "x86_64", ("amd64", "x86_64", "x86-64", "linux/x86_64"),
              "ubuntu-24.04"),
     Platform("linux/arm64", "arm64", "aarch64", ("arm64", "aarch64", "linux/aarch64", "linux/arm64/v8", "arm64/v8"),
-             "ubuntu-24.04-arm"),
+             "ubuntu-24.04-arm", (("regs/identification/midr_el1", "0x00000000413fd0c1\n"),
+                                  ("regs/identification/revidr_el1", "0x0000000000000000\n"))),
 )
 BINFMT_DIR = Path("/proc/sys/fs/binfmt_misc")
 
