@@ -194,11 +194,12 @@ def test_build_all_pushes_one_index_for_both_platforms_each_with_its_own_attesta
     # the index and each platform's manifest and attestations, signed: proven with the public key alone
     checked = run_invoke("verify", tag, "--signatures", "--key", str(matrix.parent / "signing.pub"), env=tb_env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    # one row for the index's own signature, five for each platform's (its manifest, SPDX 2.3 and 3,
-    # CycloneDX, provenance)
+    # one row for the index's own signature; for each platform's, five signatures (its manifest,
+    # SPDX 2.3 and 3, CycloneDX, provenance) and the four documents they cover
     assert checked.stdout.count("ok: signed by") == 11 and "FAILED" not in checked.stdout, checked.stdout
+    assert checked.stdout.count("ok: covered by a signature of the key") == 8, checked.stdout
     assert re.findall(r"^│ (index|linux/amd64|linux/arm64) ", checked.stdout, re.M) == [
-        "index", *["linux/amd64"] * 5, *["linux/arm64"] * 5], checked.stdout
+        "index", *["linux/amd64"] * 9, *["linux/arm64"] * 9], checked.stdout
 
 
 def test_a_second_night_finds_every_platform_unchanged_and_the_same_tag(pushed_nightly, tb_env, tmp_path):
