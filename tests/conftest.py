@@ -53,3 +53,21 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.quick)
     rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Each module's seconds (setup, call and teardown of its tests, as the workers spent them),
+    longest first, after every run: where the suite's time goes, module by module."""
+    totals: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
+            if nodeid and isinstance(duration, float) and getattr(report, "when", "") in ("setup", "call", "teardown"):
+                module = nodeid.split("::", 1)[0]
+                totals[module] = totals.get(module, 0.0) + duration
+    if not totals:
+        return
+    terminalreporter.section("seconds per module (worker time: setup, call, teardown)")
+    for module, seconds in sorted(totals.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}  {module}")
+    terminalreporter.write_line(f"{sum(totals.values()):8.1f}  in all")
