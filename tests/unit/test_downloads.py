@@ -38,14 +38,19 @@ def test_download_is_cached_with_its_digest(server, tmp_path):
     assert [n.rsplit("/", 1)[1] for n in names] == ["kit.tar.gz", "kit.tar.gz.sha256", "kit.tar.gz.validators"]
 
 
-def test_a_url_that_serves_new_bytes_under_its_name_is_a_new_input(server, tmp_path, capsys):
+def test_a_url_that_serves_new_bytes_under_its_name_is_a_new_input(server, tmp_path, capsys, monkeypatch):
     """A URL without a digest names whatever its server holds now: each run asks it once, with the
     validators the download kept (here Last-Modified, as http.server sends it), and a changed file
     is fetched again and said, old → new; an unchanged one is not downloaded; a server that does
     not answer leaves the cached copy in use, said."""
     import os
+    import time
 
     from torchbake.inputs import downloads
+
+    def next_run() -> None:  # a later run: it has asked nothing yet, and began after the files were cached
+        downloads._UNCHANGED.clear()
+        monkeypatch.setattr(downloads, "_STARTED", time.time() + 1)
 
     root, url = server
     wheel = root / "torch_musa-2.0-cp311-cp311-linux_x86_64.whl"
@@ -54,17 +59,17 @@ def test_a_url_that_serves_new_bytes_under_its_name_is_a_new_input(server, tmp_p
     first = cache.fetch(f"{url}/{wheel.name}")
     old = hashlib.sha256(b"first night").hexdigest()
     assert first.sha256 == old
-    downloads._UNCHANGED.clear()  # the next run (a night later)
+    next_run()  # a night later
     assert cache.known_digest(f"{url}/{wheel.name}") == old  # asked: 304, nothing downloaded
     wheel.write_bytes(b"second night")
     os.utime(wheel, (wheel.stat().st_mtime + 86400,) * 2)
-    downloads._UNCHANGED.clear()
+    next_run()
     assert cache.known_digest(f"{url}/{wheel.name}") == ""  # known once fetched again
     new = hashlib.sha256(b"second night").hexdigest()
     second = cache.fetch(f"{url}/{wheel.name}")
     assert second.sha256 == new and second.path.read_bytes() == b"second night"
     assert f"changed: sha256 {old} → {new}" in capsys.readouterr().out
-    downloads._UNCHANGED.clear()
+    next_run()
     wheel.unlink()
     root.rename(tmp_path / "gone")  # the server answers 404 now
     assert cache.known_digest(f"{url}/{wheel.name}") == new

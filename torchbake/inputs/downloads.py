@@ -178,6 +178,7 @@ def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
 # What this run learnt of URLs without a digest: the validators each download's answer carried,
 # and whether each URL still serves the cached file (asked once a run: a matrix asks once a night)
 _SEEN: dict[str, dict[str, str]] = {}
+_STARTED = time.time()  # when this run began: a file cached since is this run's
 _UNCHANGED: dict[str, bool] = {}
 
 
@@ -328,6 +329,10 @@ class DownloadCache:
         again). A server that does not answer: the cached file, and the run says so."""
         if url in _UNCHANGED:
             return _UNCHANGED[url]
+        record = target.with_name(target.name + ".sha256")
+        if record.is_file() and record.stat().st_mtime >= _STARTED:  # fetched during this run (by another one
+            _UNCHANGED[url] = True                                    # that this one waited for): as good as ours
+            return True
         kept = read_back_object(_validators_file(target)) or {}
         if not (kept.get("etag") or kept.get("last_modified")):
             _UNCHANGED[url] = False
