@@ -169,7 +169,8 @@ class _PresignedHandler(http.server.SimpleHTTPRequestHandler):
     store issued; the file is the path, the query is not part of its name."""
 
     issued = {SIGNATURE, RESIGNED}
-    fetched: list[str] = []
+    fetched: list[str] = []  # downloads
+    asked: list[str] = []  # conditional requests: whether the file changed (answered 304 when it did not)
 
     def do_GET(self):  # noqa: N802 - the server's name for it
         path, _, query = self.path.partition("?")
@@ -177,7 +178,8 @@ class _PresignedHandler(http.server.SimpleHTTPRequestHandler):
         if parameters.get("X-Amz-Signature") not in self.issued or parameters.get("X-Amz-Credential") != CREDENTIAL:
             self.send_error(403)
             return
-        self.fetched.append(path)
+        (self.asked if self.headers.get("If-Modified-Since") or self.headers.get("If-None-Match") else self.fetched
+         ).append(path)
         self.path = path
         super().do_GET()
 
@@ -196,7 +198,7 @@ def test_a_presigned_url_builds_its_signature_appears_nowhere_and_a_resigned_one
     (www / "bucket").mkdir(parents=True)
     wheel = make_wheel(www / "bucket", "torchbake-presigned-ext", "1.0.0", ["torch"],
                        {"torchbake_presigned_ext/__init__.py": "X = 1\n"})
-    handler = type("Handler", (_PresignedHandler,), {"fetched": [], "__init__": lambda self, *a, **k:
+    handler = type("Handler", (_PresignedHandler,), {"fetched": [], "asked": [], "__init__": lambda self, *a, **k:
                                                      _PresignedHandler.__init__(self, *a, directory=str(www), **k)})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     port = httpd.server_address[1]
@@ -218,7 +220,8 @@ def test_a_presigned_url_builds_its_signature_appears_nowhere_and_a_resigned_one
                                _presigned(port, wheel.name, RESIGNED, "20261126T080000Z"), env=tb_env)
             printed.append(again.stdout + again.stderr)
             assert again.returncode == 0 and "unchanged" in again.stdout, printed[-1][-3000:]
-            assert handler.fetched == [f"/bucket/{wheel.name}"]
+            assert handler.fetched == [f"/bucket/{wheel.name}"]  # asked whether it changed (304), not fetched
+            assert handler.asked == [f"/bucket/{wheel.name}"]
             given = {**tb_env, "TORCHBAKE_WHEELS_EXTENSION": url}
             for task in (["show-build", f"{name}:1"], ["sbom", f"{name}:1"], ["provenance", f"{name}:1"],
                          ["show-config"]):
