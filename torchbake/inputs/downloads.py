@@ -322,6 +322,16 @@ class DownloadCache:
             output.channel().say(f"{url}{what} changed: sha256 {old} → {digest}.")
         return Artifact(location=url, path=target, sha256=digest)
 
+    def _open(self, url: str, headers: Mapping[str, str], authorization: str = "", context=None):
+        """A GET of ``url`` under the [downloads] timeout and CA bundle; ``authorization`` is not sent
+        on to another host a redirect names (an object store's signed URL)."""
+        request = urllib.request.Request(url, headers=dict(headers))
+        if authorization:
+            request.add_unredirected_header("Authorization", authorization)
+        if context is None and url.startswith("https://"):
+            context = self.policy.ssl_context()
+        return urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
+
     def _served_unchanged(self, url: str, target: Path, authorization: str) -> bool:
         """Whether ``url`` still serves the file cached as ``target`` (a URL without a digest names
         whatever its server holds now): asked once a run with the validators its download kept
@@ -339,12 +349,8 @@ class DownloadCache:
             return False
         headers = {"User-Agent": "torchbake", **({"If-None-Match": kept["etag"]} if kept.get("etag") else {}),
                    **({"If-Modified-Since": kept["last_modified"]} if kept.get("last_modified") else {})}
-        request = urllib.request.Request(url, headers=headers)
-        if authorization:
-            request.add_unredirected_header("Authorization", authorization)
-        context = self.policy.ssl_context() if url.startswith("https://") else None
         try:
-            with urllib.request.urlopen(request, timeout=self.policy.timeout, context=context) as response:  # noqa: S310
+            with self._open(url, headers, authorization) as response:
                 now = {"etag": response.headers.get("ETag", ""), "last_modified": response.headers.get("Last-Modified", ""),
                        "length": int(response.headers.get("Content-Length") or kept.get("length") or 0)}
             unchanged = all(now[key] == kept.get(key) for key in ("etag", "last_modified", "length") if kept.get(key))
@@ -392,11 +398,8 @@ class DownloadCache:
         headers = {"User-Agent": "torchbake"}
         if have:
             headers["Range"] = f"bytes={have}-"
-        request = urllib.request.Request(url, headers=headers)
-        if authorization:  # not sent on to another host a redirect names (an object store's signed URL)
-            request.add_unredirected_header("Authorization", authorization)
         try:
-            response = urllib.request.urlopen(request, timeout=self.policy.timeout, context=context)  # noqa: S310
+            response = self._open(url, headers, authorization, context)
         except urllib.error.HTTPError as exc:
             exc.close()  # the error carries the open response
             if exc.code >= 500 or exc.code in RETRYABLE_STATUS:
