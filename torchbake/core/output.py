@@ -13,9 +13,6 @@ import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
-
 from torchbake.core.redaction import redact
 
 # The command the user typed: hints in messages ("`invoke gc`") name it. The installed `torchbake`
@@ -28,9 +25,13 @@ def as_typed(text: str) -> str:
     return text if PROGRAM == "invoke" else text.replace("`invoke ", f"`{PROGRAM} ")
 
 
+# rich is imported where a console, a table or a bar is made: listing tasks or an unchanged build
+# imports none of it (tests/unit/test_startup.py holds the import graph to that)
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
     from rich.table import Table
+    from rich.text import Text
 
 
 class _Redacting:
@@ -49,6 +50,8 @@ class _Redacting:
 
 def console(*, stderr: bool = False, file: IO[str] | None = None) -> Console:
     """A console for terminal output; in CI logs (not a terminal) tables get 160 columns."""
+    from rich.console import Console
+
     stream = file or (sys.stderr if stderr else sys.stdout)
     width = None if file is None and stream.isatty() else 160
     return Console(file=_Redacting(stream), markup=False, highlight=False, soft_wrap=True, width=width)
@@ -153,4 +156,6 @@ def human_size(count: int) -> str:
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
     ever parsed for markup."""
+    from rich.text import Text
+
     return Text.assemble(*parts)

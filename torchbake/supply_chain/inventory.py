@@ -13,11 +13,13 @@ import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchbake.adapters.engine import DockerClient, marked_json
 from torchbake.core.errors import ConfigurationError, EngineError
 from torchbake.core.redaction import redact
+
+if TYPE_CHECKING:  # the engine's client: a listing of the tasks imports this module and needs none
+    from torchbake.adapters.engine import DockerClient
 
 MARK = "TORCHBAKE-INVENTORY "
 INPUTS_LABEL = "torchbake.inputs"  # input file name → sha256 (variants.common writes it)
@@ -387,6 +389,8 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
         raise EngineError(f"The engine has no image {image} to list the contents of.")
     if found is None:
         result = client.run_capture(image, ["-c", probe()], entrypoint="python")
+        from torchbake.adapters.engine import marked_json
+
         found = marked_json(result.output, MARK)
         if found is None and "executable file not found" in result.output:  # no Python: its Debian packages only
             status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")

@@ -21,8 +21,6 @@ from invoke.exceptions import ParseError
 from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
-from torchbake.adapters.docker_cli import check_builder, find_client
-from torchbake.adapters.engine import DockerClient, check_answers
 from torchbake.configuration import writable
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError, FatalError
@@ -30,6 +28,7 @@ from torchbake.core.lazy import LazyModule
 from torchbake.core.redaction import redact
 
 if TYPE_CHECKING:
+    from torchbake.adapters.engine import DockerClient
     from torchbake.configuration.options import Flag
     from torchbake.configuration.project import Project
     from torchbake.configuration.settings import Settings
@@ -233,6 +232,10 @@ def check_folders(settings: Settings, *, create: bool) -> None:
 def docker_client(settings: Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
     timeouts of ``[build]``."""
+    # imported here: listing tasks and --help need no engine
+    from torchbake.adapters.docker_cli import check_builder, find_client
+    from torchbake.adapters.engine import DockerClient, check_answers
+
     try:
         found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
                             timeout=min(20.0, settings.build.engine_timeout))

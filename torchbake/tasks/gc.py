@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from invoke import Collection
 
-from torchbake.adapters.engine import DockerClient
 from torchbake.configuration import validation
 from torchbake.configuration.options import GC_FLAGS, overrides
 from torchbake.core import output
@@ -16,6 +15,7 @@ from torchbake.core.output import human_size
 from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
 if TYPE_CHECKING:
+    from torchbake.adapters.engine import DockerClient
     from torchbake.configuration.settings import Settings
 
 cleanup = LazyModule("torchbake.housekeeping.cleanup")  # imported when the task runs (see tasks/build.py)

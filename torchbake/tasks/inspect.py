@@ -7,9 +7,7 @@ import tempfile
 from pathlib import Path
 
 from invoke import Collection
-from rich.text import Text
 
-from torchbake.checks.verify import Expectations, verify_image
 from torchbake.configuration import validation
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.options import (
@@ -72,6 +70,8 @@ def verify(c, **given):
                 check(value)
         except ValueError as exc:
             raise ConfigurationError(f"{flag} {value!r} is invalid: {exc}.") from None
+    from torchbake.checks.verify import Expectations, verify_image  # the engine's checks: when one runs
+
     client = docker_client(settings, for_build=False)
     client.check_engine()
     expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
@@ -112,8 +112,8 @@ def _verify_signatures(image: str, config_files: list[str] | None, cli: dict[str
     for column in ("manifest", "what", "result"):
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(row.manifest, row.what, Text(("ok: " if row.ok else "FAILED: ") + row.detail,
-                                                    style="green" if row.ok else "bold red"))
+        table.add_row(row.manifest, row.what, output.styled((("ok: " if row.ok else "FAILED: ") + row.detail,
+                                                             "green" if row.ok else "bold red")))
     output.channel().show(table)
     if failed := signatures.failed(rows):
         raise SignatureError(f"{len(failed)} of {len(rows)} rows of {image}'s signatures and evidence do not hold: "
@@ -201,7 +201,7 @@ def show_config(c, **given):
     for column in ("option", "value", "source"):
         table.add_column(column, overflow="fold")
     for row in configuration.describe(resolved):
-        table.add_row(*(Text(cell) for cell in row))  # plain text: values and sources are never markup
+        table.add_row(*(output.styled(cell) for cell in row))  # plain text: values and sources are never markup
     output.channel().show(table)
 
 

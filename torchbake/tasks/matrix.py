@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 
 from invoke import Collection, Exit
-from rich.text import Text
 
 from torchbake.configuration import platforms
 from torchbake.configuration.options import BUILD_ALL_FLAGS, overrides
@@ -196,10 +195,10 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
                                                   from_wheels=plans[cell.id].wheels_unpacked_natively)
             if getattr(plans[cell.id], "lock_path", ""):  # a release or base cell: its closure locked, or floating
                 why += f"\nclosure {plans[cell.id].lock_state}"
-        table.add_row(*(Text(str(v)) for v in (index, cell.id, cell.image, action, why)))
+        table.add_row(*(output.styled(str(v)) for v in (index, cell.id, cell.image, action, why)))
         if joined.get(cell.family, [None])[-1] is cell:  # an image's last platform: then its join
             members = [other.platform for other in joined[cell.family]]
-            table.add_row(*(Text(v) for v in ("", cell.family, cell.joined, "join",
+            table.add_row(*(output.styled(v) for v in ("", cell.family, cell.joined, "join",
                                               f"one tag for {', '.join(members)}: the index of their images")))
     output.channel().show(table)
     if needs:
