@@ -13,7 +13,20 @@ bash scripts/setup.sh || exit 1
 # (--dist loadfile: their module fixtures are made once), the longest modules first
 # (tests/conftest.py LONGEST_FIRST; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0:
 # one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@"
+# The inner loop: `--touched` (changes not committed yet) or `--touched=REV` (since REV) runs the unit
+# tests and the real-engine modules that exercise what changed (the map: tests/ownership.py).
+selection=()
+case "${1:-}" in
+    --touched | --touched=*)
+        since=HEAD
+        [ "$1" != --touched ] && since=${1#--touched=}
+        shift
+        mapfile -t selection < <(.venv/bin/python -m tests.ownership "$since") || exit 1
+        [ "${#selection[@]}" -gt 0 ] || exit 1
+        echo "test.sh: changes since $since: running ${selection[*]}" >&2
+        ;;
+esac
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
 status=$?
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk. After

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -71,3 +72,5 @@ def pytest_terminal_summary(terminalreporter):
     for module, seconds in sorted(totals.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:8.1f}  {module}")
     terminalreporter.write_line(f"{sum(totals.values()):8.1f}  in all")
+    if os.environ.get("SUITE_MODULE_TIMES"):  # scripts/measure-modules.sh: the figures for tests/module-budget.toml
+        Path(os.environ["SUITE_MODULE_TIMES"]).write_text(json.dumps(totals, indent=1, sort_keys=True) + "\n")

@@ -1,0 +1,76 @@
+"""The suite's budget: each test module's seconds alone on the reference machine, recorded in
+``tests/module-budget.toml`` by ``scripts/measure-modules.sh``, and the budget each is held to
+(``tests/unit/test_module_budget.py``).
+
+The whole suite runs on 2 cores in at most 12 minutes. A module alone keeps one core busy for
+most of its time (one pytest process, one build at a time; the engine's work in between), so
+the modules' times alone may add up to 12 minutes on each of the 2 cores: 1,440 seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import subprocess
+import tomllib
+from datetime import date
+from pathlib import Path
+
+import tomli_w
+
+FILE = Path(__file__).with_name("module-budget.toml")
+CORES = 2
+WALL_SECONDS = 12 * 60
+TOTAL = CORES * WALL_SECONDS
+HEADROOM = 1.15  # a new module's budget: its first figure and 15 %
+
+
+def read(path: Path = FILE) -> dict:
+    return tomllib.loads(path.read_text())
+
+
+def test_modules(root: Path) -> list[str]:
+    """Every test module of the suite, as pytest names it (tests/e2e/test_x.py)."""
+    return sorted(str(path.relative_to(root)) for path in (root / "tests").glob("*/test_*.py"))
+
+
+def engine() -> str:
+    found = subprocess.run(["docker", "version", "--format", "{{.Server.Version}}"], capture_output=True, text=True,
+                           check=False)
+    return f"Docker {found.stdout.strip()}" if found.returncode == 0 else "no engine answered"
+
+
+def update(measured: dict[str, float], path: Path = FILE) -> dict:
+    """The budget file with today's figures: each measured module's seconds replaced, budgets kept,
+    a new module given its figure and 15 %, a module no longer in the suite dropped."""
+    old = read(path) if path.exists() else {"modules": {}}
+    modules = {}
+    for name in sorted(measured):
+        seconds = round(measured[name], 1)
+        budget = old["modules"].get(name, {}).get("budget") or math.ceil(max(seconds, 1.0) * HEADROOM)
+        modules[name] = {"seconds": seconds, "budget": budget}
+    cores = len(__import__("os").sched_getaffinity(0))
+    new = {"measured": date.today().isoformat(),
+           "machine": f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())}, {cores} cores, "
+                      f"{engine()}",
+           "modules": modules}
+    header = "".join(f"# {line}\n" if line else "#\n" for line in (__doc__ or "").strip().splitlines())
+    path.write_text(header + "# Written by scripts/measure-modules.sh: edit budgets, not figures.\n\n"
+                    + tomli_w.dumps(new))
+    return new
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--update", type=Path, required=True, help="the per-module seconds pytest wrote (JSON)")
+    args = parser.parse_args()
+    new = update(json.loads(args.update.read_text()))
+    spent = sum(entry["seconds"] for entry in new["modules"].values())
+    print(f"tests/module-budget.toml: {len(new['modules'])} modules, {spent:.0f} s alone in all"
+          f" (the budget: {TOTAL} s, 12 minutes on each of {CORES} cores).")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,42 @@
+"""The suite holds itself to 12 minutes: every test module has its measured time alone and a
+budget in tests/module-budget.toml; a module past its budget, the sum past 12 minutes on each of
+2 cores, or a module without a figure fails here."""
+
+from __future__ import annotations
+
+import json
+
+from tests import module_budget
+from tests.conftest import ROOT
+
+
+def test_every_module_has_a_figure_and_none_is_stale():
+    recorded = set(module_budget.read()["modules"])
+    present = set(module_budget.test_modules(ROOT))
+    assert sorted(present - recorded) == [], "measure it: bash scripts/measure-modules.sh"
+    assert sorted(recorded - present) == []
+
+
+def test_each_module_stays_within_its_budget():
+    over = {name: entry for name, entry in module_budget.read()["modules"].items()
+            if entry["seconds"] > entry["budget"]}
+    assert over == {}
+
+
+def test_the_modules_alone_add_up_to_at_most_12_minutes_on_each_of_2_cores():
+    budget = module_budget.read()
+    assert sum(entry["seconds"] for entry in budget["modules"].values()) <= module_budget.TOTAL
+    assert sum(entry["budget"] for entry in budget["modules"].values()) <= module_budget.TOTAL
+    assert budget["measured"] >= "2026-11-27" and "2 cores" in budget["machine"]
+
+
+def test_an_update_keeps_budgets_gives_a_new_module_its_figure_and_drops_a_gone_one(tmp_path):
+    path = tmp_path / "budget.toml"
+    path.write_text('measured = "2026-01-01"\nmachine = "m"\n[modules]\n'
+                    '"tests/e2e/test_a.py" = { seconds = 10.0, budget = 50 }\n'
+                    '"tests/e2e/test_gone.py" = { seconds = 1.0, budget = 2 }\n')
+    module_budget.update(json.loads('{"tests/e2e/test_a.py": 61.04, "tests/e2e/test_new.py": 100}'), path)
+    again = module_budget.read(path)
+    assert again["modules"] == {"tests/e2e/test_a.py": {"seconds": 61.0, "budget": 50},
+                                "tests/e2e/test_new.py": {"seconds": 100.0, "budget": 115}}
+    assert again["measured"] != "2026-01-01"
