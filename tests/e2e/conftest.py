@@ -3,6 +3,8 @@ scripts/test.sh (what CI runs) starts one first."""
 
 from __future__ import annotations
 
+import json
+import os
 import uuid
 from pathlib import Path
 
@@ -48,7 +50,42 @@ def default_names_lock():
 
 @pytest.fixture(scope="session")
 def run_id() -> str:
+    """This worker's id: what it makes under it, its base_image teardown removes."""
     return uuid.uuid4().hex[:8]
+
+
+# The run's id, one for all its pytest-xdist workers: images made once per run for all of them
+# carry it, and the run's end (pytest_sessionfinish, in the controller) removes them.
+RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)[:8]
+
+
+@pytest.fixture(scope="session")
+def run_folder(tmp_path_factory, worker_id) -> Path:
+    """A folder all the workers of this run share (pytest's base folder of the run)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id != "master" else base
+
+
+def once_per_run(run_folder: Path, name: str, make):
+    """``make()``'s JSON-able result, made by the first worker that asks and read by the others
+    (they wait for it): one image or file for the whole run, not one per worker."""
+    import filelock
+
+    record = run_folder / f"{name}.json"
+    with filelock.FileLock(run_folder / f"{name}.lock"):
+        if not record.exists():
+            record.write_text(json.dumps(make()))
+    return json.loads(record.read_text())
+
+
+def pytest_sessionfinish(session):
+    """The run's shared images go when the whole run ends (the controller's session end)."""
+    if hasattr(session.config, "workerinput"):
+        return
+    shared = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"reference=*/*:run-{RUN}*",
+                    check=False).stdout.split()
+    if shared:
+        docker("image", "rm", "--force", *shared, check=False)
 
 
 @pytest.fixture(scope="session")
@@ -107,6 +144,8 @@ def base_image(run_id, tb_env):
             assert result.returncode == 0, result.stdout + result.stderr
             assert f"Created {SHARED_BASE}" in result.stdout
             docker("tag", SHARED_BASE, name)
+        image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
+        docker("tag", image_id, SHARED_BASE)  # the run's shared images build FROM this name (cpu_image)
     yield name
     # Every image this session built (candidates of failed verifications and images a rebuild
     # left untagged included): their base is one of this session's images, all named with run_id.
@@ -122,19 +161,33 @@ def base_image(run_id, tb_env):
 
 
 @pytest.fixture(scope="session")
-def cpu_image(run_id, base_image, tb_env):
-    """The real CPU release image: torch 2.13.0 from its wheel, built with the cpu profile."""
-    name = f"torchbake-test/pytorch-cpu:{run_id}"
-    result = run_invoke("build", "--config", "configs/cpu.toml", "--name", "torchbake-test/pytorch-cpu",
-                        "--tag", run_id, "--base-img", base_image, env={**tb_env, "TORCHBAKE_SBOM_SUPPLIER": SUPPLIER})
-    yield name, result
-    docker("image", "rm", "--force", name, check=False)
+def cpu_env(run_folder) -> dict[str, str]:
+    """The environment the real CPU image was built with: the run's shared cache (its build record
+    and log) and its [sbom] supplier."""
+    return {"TORCHBAKE_PATHS_CACHE_DIR": str(run_folder / "cpu-image-cache"), "TORCHBAKE_SBOM_SUPPLIER": SUPPLIER}
 
 
 @pytest.fixture(scope="session")
-def tiny_torch(tmp_path_factory) -> Path:
-    """The small stand-in torch wheel (tests.e2e.helpers.make_tiny_torch), made once per session."""
-    return make_tiny_torch(tmp_path_factory.mktemp("tiny-torch"))
+def cpu_image(base_image, cpu_env, run_folder):
+    """The real CPU release image: torch 2.13.0 from its wheel, built with the cpu profile, once per
+    run for all the workers (the first that needs it builds it; the others wait and read its result)."""
+    name = f"torchbake-test/pytorch-cpu:run-{RUN}"
+
+    def build():
+        done = run_invoke("build", "--config", "configs/cpu.toml", "--name", name.split(":")[0],
+                          "--tag", name.split(":")[1], "--base-img", SHARED_BASE, env=cpu_env)
+        return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+    import subprocess
+
+    return name, subprocess.CompletedProcess(**once_per_run(run_folder, "cpu-image", build))
+
+
+@pytest.fixture(scope="session")
+def tiny_torch(run_folder) -> Path:
+    """The small stand-in torch wheel (tests.e2e.helpers.make_tiny_torch), made once per run: the
+    same bytes in every worker, so their builds share its install step in the engine's cache."""
+    return Path(once_per_run(run_folder, "tiny-torch", lambda: str(make_tiny_torch(run_folder / "tiny-torch"))))
 
 
 @pytest.fixture(scope="session")

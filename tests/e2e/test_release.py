@@ -357,9 +357,10 @@ def test_failed_verification_keeps_the_previous_image(base_image, tb_env, tmp_pa
         docker("image", "rm", "--force", name, check=False)
 
 
-def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, tb_env, cache_dir):
+def test_every_build_leaves_a_manifest_that_show_build_prints(cpu_image, cpu_env):
     name, result = cpu_image
     assert result.returncode == 0
+    cache_dir, tb_env = Path(cpu_env["TORCHBAKE_PATHS_CACHE_DIR"]), cpu_env
     image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
     found = [json.loads(p.read_text()) for p in (cache_dir / "logs").glob("*.manifest.json")]
     record = next(r for r in found if r.get("image_id") == image_id)
