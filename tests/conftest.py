@@ -2,8 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,29 @@ LONGEST_FIRST = ("test_platforms.py", "test_as_typed.py", "test_dev.py", "test_b
                  "test_soak.py", "test_faults.py", "test_bad_inputs.py", "test_run_container.py", "test_release.py",
                  "test_trust.py", "test_hostile_day.py", "test_installed.py", "test_gc.py", "test_promises.py",
                  "test_engine_and_disk.py")
+
+
+def pytest_configure(config):
+    """One id for the whole run, its pytest-xdist workers included (xdist's --testrunuid, also in
+    the environment): the e2e fixtures tag what they make once per run with it."""
+    if hasattr(config, "workerinput"):
+        return
+    uid = getattr(config.option, "testrunuid", None) or uuid.uuid4().hex
+    if hasattr(config.option, "testrunuid"):
+        config.option.testrunuid = uid
+    os.environ["PYTEST_XDIST_TESTRUNUID"] = uid
+
+
+def pytest_sessionfinish(session):
+    """The images made once per run for all its workers (tagged run-ID) go when the whole run ends."""
+    if hasattr(session.config, "workerinput") or not shutil.which("docker"):
+        return
+    tag = f"run-{os.environ['PYTEST_XDIST_TESTRUNUID'][:8]}"
+    found = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                           text=True, check=False).stdout.split()
+    shared = [reference for reference in found if reference.rsplit(":", 1)[-1].startswith(tag)]
+    if shared:
+        subprocess.run(["docker", "image", "rm", "--force", *shared], capture_output=True, check=False)
 
 
 def pytest_collection_modifyitems(items):

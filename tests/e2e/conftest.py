@@ -54,9 +54,9 @@ def run_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-# The run's id, one for all its pytest-xdist workers: images made once per run for all of them
-# carry it, and the run's end (pytest_sessionfinish, in the controller) removes them.
-RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)[:8]
+# The run's id, one for all its pytest-xdist workers (tests/conftest.py sets it): images made once
+# per run for all of them are tagged run-RUN, and the run's end removes them.
+RUN = os.environ["PYTEST_XDIST_TESTRUNUID"][:8]
 
 
 @pytest.fixture(scope="session")
@@ -76,16 +76,6 @@ def once_per_run(run_folder: Path, name: str, make):
         if not record.exists():
             record.write_text(json.dumps(make()))
     return json.loads(record.read_text())
-
-
-def pytest_sessionfinish(session):
-    """The run's shared images go when the whole run ends (the controller's session end)."""
-    if hasattr(session.config, "workerinput"):
-        return
-    shared = docker("images", "--format", "{{.Repository}}:{{.Tag}}", "--filter", f"reference=*/*:run-{RUN}*",
-                    check=False).stdout.split()
-    if shared:
-        docker("image", "rm", "--force", *shared, check=False)
 
 
 @pytest.fixture(scope="session")
