@@ -42,11 +42,13 @@ def engine() -> str:
     return f"Docker {found.stdout.strip()}" if found.returncode == 0 else "no engine answered"
 
 
-def update(measured: dict[str, float], path: Path = FILE) -> dict:
-    """The budget file with today's figures: each measured module's seconds replaced, budgets kept,
-    a new module given its figure and 15 %, a module no longer in the suite dropped."""
+def update(measured: dict[str, float], path: Path = FILE, present: list[str] | None = None) -> dict:
+    """The budget file with today's figures: each measured module's seconds replaced (the others
+    kept: a run of some modules measures those), budgets kept, a new module given its figure and
+    15 %, a module no longer in ``present`` (the suite's modules) dropped."""
     old = read(path) if path.exists() else {"modules": {}}
-    modules = {}
+    present = test_modules(path.resolve().parent.parent) if present is None else present
+    modules = {name: entry for name, entry in old["modules"].items() if name in present}
     for name in sorted(measured):
         seconds = round(measured[name], 1)
         budget = old["modules"].get(name, {}).get("budget") or math.ceil(max(seconds, 1.0) * HEADROOM)
@@ -55,7 +57,7 @@ def update(measured: dict[str, float], path: Path = FILE) -> dict:
     new = {"measured": date.today().isoformat(),
            "machine": f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())}, {cores} cores, "
                       f"{engine()}",
-           "modules": modules}
+           "modules": dict(sorted(modules.items()))}
     header = "".join(f"# {line}\n" if line else "#\n" for line in (__doc__ or "").strip().splitlines())
     path.write_text(header + "# Written by scripts/measure-modules.sh: edit budgets, not figures.\n\n"
                     + tomli_w.dumps(new))

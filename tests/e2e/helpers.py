@@ -410,3 +410,11 @@ def dpkg_status(image: str) -> dict[str, dict[str, str]]:
 def dpkg_installed(image: str) -> dict[str, str]:
     """Package → version of every Debian package installed in ``image``."""
     return {name: fields["Version"] for name, fields in dpkg_status(image).items()}
+
+
+def cached_run_steps(log: str) -> list[str]:
+    """The RUN steps a BuildKit log (--progress=plain) shows as CACHED."""
+    import re
+
+    steps = dict(re.findall(r"^(#\d+) \[[^\]]+\] (RUN .*)$", log, re.MULTILINE))
+    return [steps[step] for step in re.findall(r"^(#\d+) CACHED$", log, re.MULTILINE) if step in steps]

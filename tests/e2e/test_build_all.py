@@ -285,80 +285,91 @@ def layer_of_step(host: str, image: str, manifest: dict, text: str) -> int:
     return next(index for index, step in enumerate(steps) if text in step)
 
 
-def test_a_fresh_engine_remembers_through_the_registry(nightly, second_engine, tb_env, tmp_path, base_image):
+@pytest.fixture(scope="module")
+def pushed(nightly, tb_env, tmp_path_factory):
+    """Engine A's matrix, every cell built (--force) and pushed to a registry of this module's own
+    (its access log kept), once for the fresh-engine tests below: (host, access log, {cell: image},
+    {cell: manifest as pushed})."""
+    _folder, _lean, write = nightly
+    where = tmp_path_factory.mktemp("pushed")
+    log = where / "registry-access.log"
+    with serve_registry(where, log) as host:
+        first = run_invoke("build-all", "--config", str(write(registry=f"{host}/team")), "--force", "--push", "--report",
+                           str(where / "a.json"), env=tb_env)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
+        images = {c["id"]: c["image"] for c in json.loads((where / "a.json").read_text())["cells"]}
+        yield host, log, images, {cell: registry_manifest(host, image) for cell, image in images.items()}
+
+
+def test_a_fresh_engine_remembers_through_the_registry(nightly, pushed, second_engine, tb_env, tmp_path, base_image):
     """Engine A builds the matrix and pushes it (inline build cache, input-hash tags). Engine B,
     empty but for the OS image and without NAT, finds every cell in the registry without pulling
     a layer; after one wheel changed it rebuilds that cell alone, torch's steps from the registry's
     cache, and pushes only the layers above torch."""
     folder, lean, write = nightly
-    log = tmp_path / "registry-access.log"
+    host, log, images, _manifests = pushed
     on_b = {**tb_env, **second_engine}
-    with serve_registry(tmp_path, log) as host:
-        matrix = write(registry=f"{host}/team")
-        first = run_invoke("build-all", "--config", str(matrix), "--force", "--push", "--report", str(tmp_path / "a.json"),
-                           env=tb_env)
-        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
-        images = {c["id"]: c["image"] for c in json.loads((tmp_path / "a.json").read_text())["cells"]}
-        assert all(image.startswith(f"{host}/team/") for image in images.values()), images
-        layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
-        lean_image = images["lean-release-py311"]
-        old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
-        # the tag names the image's own manifest, the reproducible one: no BuildKit provenance in an
-        # index beside it (it carries the build's times, so the tag's digest would differ every
-        # build); torchbake's SBOMs and provenance hang off the manifest as referrers
-        assert registry_provenance(host, lean_image) is None
-        assert registry_referrer_blobs(host, lean_image)
+    matrix = write(registry=f"{host}/team")
+    assert all(image.startswith(f"{host}/team/") for image in images.values()), images
+    layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
+    lean_image = images["lean-release-py311"]
+    old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
+    # the tag names the image's own manifest, the reproducible one: no BuildKit provenance in an
+    # index beside it (it carries the build's times, so the tag's digest would differ every
+    # build); torchbake's SBOMs and provenance hang off the manifest as referrers
+    assert registry_provenance(host, lean_image) is None
+    assert registry_referrer_blobs(host, lean_image)
 
-        copy_image(base_image, second_engine)
+    copy_image(base_image, second_engine)
+    mark = log.stat().st_size
+    second = run_invoke("build-all", "--config", str(matrix), "--report", str(tmp_path / "b.json"), env=on_b)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+    assert statuses(tmp_path / "b.json") == dict.fromkeys(CELLS, "unchanged (registry)"), second.stdout[-3000:]
+    fetched = [path for method, path, _size in registry_requests(log, mark) if method == "GET" and "/blobs/" in path]
+    assert not [path for path in fetched if path.rsplit("/", 1)[1] in layers], fetched
+    assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1  # the OS image alone
+
+    # (The same inputs under a new tag are built as that tag, never pointed at an image whose labels
+    # name another: test_publishing.test_a_tag_lands_in_the_registry_only_on_an_image_that_names_it.)
+
+    lean_text = lean.read_text()
+    wheel = make_wheel(tmp_path, "torchbake-fixture-ext", "2.0", [], {"torchbake_fixture_ext/__init__.py": ""})
+    lean.write_text(lean_text.replace("[wheels]\n", f'[wheels]\nextension = "{wheel}"\n'
+                                                     'extension_module = "torchbake_fixture_ext"\n'))
+    try:
         mark = log.stat().st_size
-        second = run_invoke("build-all", "--config", str(matrix), "--report", str(tmp_path / "b.json"), env=on_b)
-        assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
-        assert statuses(tmp_path / "b.json") == dict.fromkeys(CELLS, "unchanged (registry)"), second.stdout[-3000:]
-        fetched = [path for method, path, _size in registry_requests(log, mark) if method == "GET" and "/blobs/" in path]
-        assert not [path for path in fetched if path.rsplit("/", 1)[1] in layers], fetched
-        assert len(docker("images", "-q", env=second_engine).stdout.split()) == 1  # the OS image alone
-
-        # (The same inputs under a new tag are built as that tag, never pointed at an image whose labels
-        # name another: test_publishing.test_a_tag_lands_in_the_registry_only_on_an_image_that_names_it.)
-
-        lean_text = lean.read_text()
-        wheel = make_wheel(tmp_path, "torchbake-fixture-ext", "2.0", [], {"torchbake_fixture_ext/__init__.py": ""})
-        lean.write_text(lean_text.replace("[wheels]\n", f'[wheels]\nextension = "{wheel}"\n'
-                                                         'extension_module = "torchbake_fixture_ext"\n'))
-        try:
-            mark = log.stat().st_size
-            third = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(tmp_path / "c.json"),
-                               env=on_b)
-        finally:
-            lean.write_text(lean_text)
-        assert third.returncode == 0, (third.stdout + third.stderr)[-5000:]
-        assert statuses(tmp_path / "c.json") == {**dict.fromkeys(CELLS, "unchanged (registry)"),
-                                                 "lean-release-py311": "built"}
-        cell = next(c for c in json.loads((tmp_path / "c.json").read_text())["cells"] if c["status"] == "built")
-        build_log = Path(cell["log"]).read_text()
-        torch_step = re.search(r"#(\d+) \[[ \w/-]+\] RUN --mount=type=bind,source=wheelhouse/torch", build_log)
-        assert torch_step, build_log[-4000:]
-        step = torch_step.group(1)
-        # taken from the registry's cache, not run: BuildKit says CACHED, or extracts the cached
-        # layer for the steps above it ("extracting sha256:…", DONE); a step that ran prints its
-        # own lines ("#N 0.216 Installed …")
-        assert not re.search(rf"^#{step} \d+\.\d+ ", build_log, re.M), build_log[-4000:]
-        assert re.search(rf"^#{step} (CACHED|DONE)", build_log, re.M), build_log[-4000:]
-        new = registry_manifest(host, lean_image)
-        new_layers = [layer["digest"] for layer in new["layers"]]
-        shared = 0
-        while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
-            shared += 1
-        torch_layer = layer_of_step(host, lean_image, new, "COPY /opt/venv/")  # torch's: the first wheels copied in
-        assert shared > torch_layer, (shared, torch_layer, old_layers, new_layers)  # torch's layer and all below it: the same blobs
-        # the image's own blobs and its provenance's (its build cache goes to <name>-buildcache beside it)
-        uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
-                    for method, path, _size in registry_requests(log, mark)
-                    if method == "PUT" and "digest=" in path and "-buildcache/" not in path}
-        # torchbake's SBOMs and provenance beside the image
-        attestation = registry_referrer_blobs(host, lean_image)
-        assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]} | attestation, (
-            uploaded, new_layers, shared)
+        third = run_invoke("build-all", "--config", str(matrix), "--push", "--report", str(tmp_path / "c.json"),
+                           env=on_b)
+    finally:
+        lean.write_text(lean_text)
+    assert third.returncode == 0, (third.stdout + third.stderr)[-5000:]
+    assert statuses(tmp_path / "c.json") == {**dict.fromkeys(CELLS, "unchanged (registry)"),
+                                             "lean-release-py311": "built"}
+    cell = next(c for c in json.loads((tmp_path / "c.json").read_text())["cells"] if c["status"] == "built")
+    build_log = Path(cell["log"]).read_text()
+    torch_step = re.search(r"#(\d+) \[[ \w/-]+\] RUN --mount=type=bind,source=wheelhouse/torch", build_log)
+    assert torch_step, build_log[-4000:]
+    step = torch_step.group(1)
+    # taken from the registry's cache, not run: BuildKit says CACHED, or extracts the cached
+    # layer for the steps above it ("extracting sha256:…", DONE); a step that ran prints its
+    # own lines ("#N 0.216 Installed …")
+    assert not re.search(rf"^#{step} \d+\.\d+ ", build_log, re.M), build_log[-4000:]
+    assert re.search(rf"^#{step} (CACHED|DONE)", build_log, re.M), build_log[-4000:]
+    new = registry_manifest(host, lean_image)
+    new_layers = [layer["digest"] for layer in new["layers"]]
+    shared = 0
+    while shared < min(len(new_layers), len(old_layers)) and new_layers[shared] == old_layers[shared]:
+        shared += 1
+    torch_layer = layer_of_step(host, lean_image, new, "COPY /opt/venv/")  # torch's: the first wheels copied in
+    assert shared > torch_layer, (shared, torch_layer, old_layers, new_layers)  # torch's layer and all below it: the same blobs
+    # the image's own blobs and its provenance's (its build cache goes to <name>-buildcache beside it)
+    uploaded = {urllib.parse.unquote(path.split("digest=", 1)[1].split("&", 1)[0])
+                for method, path, _size in registry_requests(log, mark)
+                if method == "PUT" and "digest=" in path and "-buildcache/" not in path}
+    # torchbake's SBOMs and provenance beside the image
+    attestation = registry_referrer_blobs(host, lean_image)
+    assert uploaded and uploaded <= set(new_layers[shared:]) | {new["config"]["digest"]} | attestation, (
+        uploaded, new_layers, shared)
 
 
 def test_a_push_through_connection_resets_and_a_503_is_retried(nightly, registry, tb_env, run_id, tmp_path):
@@ -511,60 +522,55 @@ def test_a_registry_that_cannot_be_asked_builds_or_with_require_registry_fails(n
     assert "docker build" not in output
 
 
-def test_a_fresh_engine_compiles_only_the_extension_whose_tag_moved(nightly, second_engine, repos, tb_env, tmp_path,
-                                                                     base_image):
-    """Engine A builds and pushes the fixture base + dev cells (every step's cache to the
-    registry, mode=max). The extension's tag moves; engine B, empty but for the OS image, rebuilds
+def test_a_fresh_engine_compiles_only_the_extension_whose_tag_moved(nightly, pushed, second_engine, repos, tb_env,
+                                                                     tmp_path, base_image):
+    """Engine A built and pushed the fixture base + dev cells (every step's cache to the
+    registry, mode=max: pushed). The extension's tag moves; engine B, empty but for the OS image, rebuilds
     the dev cell: the PyTorch fixture's compile step comes from the registry's cache (no compiler
     runs in it), the extension's step runs, every layer below the extension's is the same blob,
     and the labels name the new commit. (Last in this module: the tag stays moved.)"""
     folder, _lean, write = nightly
-    log = tmp_path / "registry-access.log"
+    host, _log, images, manifests = pushed
     only = ("--only", "fixture-lite-*")
-    with serve_registry(tmp_path, log) as host:
-        matrix = write(registry=f"{host}/team")
-        first = run_invoke("build-all", "--config", str(matrix), *only, "--force", "--push", "--report",
-                           str(tmp_path / "a.json"), env=tb_env)
-        assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
-        dev = next(c["image"] for c in json.loads((tmp_path / "a.json").read_text())["cells"] if "-dev-" in c["id"])
-        old = registry_manifest(host, dev)
+    matrix = write(registry=f"{host}/team")
+    dev, old = images["fixture-lite-dev-py311"], manifests["fixture-lite-dev-py311"]
 
-        work = repos["root"] / "work" / "extension-lite"
-        (work / "csrc" / "c.c").write_text((work / "csrc" / "c.c").read_text() + "/* moved */\n")
-        for args in (("commit", "-q", "-am", "moved"), ("tag", "-f", "dev1.5.1"),
-                     ("push", "-q", "--force", "origin", "main", "refs/tags/dev1.5.1")):
-            git(*args, cwd=work)
-        moved = git("rev-parse", "HEAD", cwd=work)
+    work = repos["root"] / "work" / "extension-lite"
+    (work / "csrc" / "c.c").write_text((work / "csrc" / "c.c").read_text() + "/* moved */\n")
+    for args in (("commit", "-q", "-am", "moved"), ("tag", "-f", "dev1.5.1"),
+                 ("push", "-q", "--force", "origin", "main", "refs/tags/dev1.5.1")):
+        git(*args, cwd=work)
+    moved = git("rev-parse", "HEAD", cwd=work)
 
-        copy_image(base_image, second_engine)
-        on_b = {**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")}
-        # the plan knows, from the registry's image alone, what changed and which steps run again
-        plan = run_invoke("build-all", "--config", str(matrix), *only, "--plan", env=on_b)
-        assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
-        rows = {row[1]: row[3:] for row in table_rows(plan.stdout)}
-        assert rows["fixture-lite-base-py311"][0] == "skip", plan.stdout
-        action, why = rows["fixture-lite-dev-py311"]
-        assert action == "build" and why.startswith("no image has these inputs; "), plan.stdout
-        assert why.endswith("changed since the registry's image: build_args.EXTENSION_COMMIT; runs again from the"
-                            " extension step on"), plan.stdout
-        second = run_invoke("build-all", "--config", str(matrix), *only, "--push", "--report", str(tmp_path / "b.json"),
-                            env=on_b)
-        assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
-        cells = {c["id"]: c for c in json.loads((tmp_path / "b.json").read_text())["cells"]}
-        assert {i: c["status"] for i, c in cells.items()} == {"fixture-lite-base-py311": "unchanged (registry)",
-                                                               "fixture-lite-dev-py311": "built"}
-        build_log = Path(cells["fixture-lite-dev-py311"]["log"]).read_text()
-        steps = dict(re.findall(r"^#(\d+) \[[^\]]+\] RUN .*common/(build_source\.sh pytorch|build_extension\.sh)",
-                                build_log, re.M))
-        pytorch, extension = (next(s for s, what in steps.items() if what.startswith(name)) for name in
-                              ("build_source", "build_extension"))
-        assert not re.search(rf"^#{pytorch} \d+\.\d+ ", build_log, re.M), build_log[-4000:]  # nothing ran in it
-        assert re.search(rf"^#{pytorch} (CACHED|DONE)", build_log, re.M), build_log[-4000:]
-        assert re.search(rf"^#{extension} \d+\.\d+ .*\bgcc\b", build_log, re.M), build_log[-4000:]  # compiled
+    copy_image(base_image, second_engine)
+    on_b = {**tb_env, **second_engine, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache-b")}
+    # the plan knows, from the registry's image alone, what changed and which steps run again
+    plan = run_invoke("build-all", "--config", str(matrix), *only, "--plan", env=on_b)
+    assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
+    rows = {row[1]: row[3:] for row in table_rows(plan.stdout)}
+    assert rows["fixture-lite-base-py311"][0] == "skip", plan.stdout
+    action, why = rows["fixture-lite-dev-py311"]
+    assert action == "build" and why.startswith("no image has these inputs; "), plan.stdout
+    assert why.endswith("changed since the registry's image: build_args.EXTENSION_COMMIT; runs again from the"
+                        " extension step on"), plan.stdout
+    second = run_invoke("build-all", "--config", str(matrix), *only, "--push", "--report", str(tmp_path / "b.json"),
+                        env=on_b)
+    assert second.returncode == 0, (second.stdout + second.stderr)[-5000:]
+    cells = {c["id"]: c for c in json.loads((tmp_path / "b.json").read_text())["cells"]}
+    assert {i: c["status"] for i, c in cells.items()} == {"fixture-lite-base-py311": "unchanged (registry)",
+                                                           "fixture-lite-dev-py311": "built"}
+    build_log = Path(cells["fixture-lite-dev-py311"]["log"]).read_text()
+    steps = dict(re.findall(r"^#(\d+) \[[^\]]+\] RUN .*common/(build_source\.sh pytorch|build_extension\.sh)",
+                            build_log, re.M))
+    pytorch, extension = (next(s for s, what in steps.items() if what.startswith(name)) for name in
+                          ("build_source", "build_extension"))
+    assert not re.search(rf"^#{pytorch} \d+\.\d+ ", build_log, re.M), build_log[-4000:]  # nothing ran in it
+    assert re.search(rf"^#{pytorch} (CACHED|DONE)", build_log, re.M), build_log[-4000:]
+    assert re.search(rf"^#{extension} \d+\.\d+ .*\bgcc\b", build_log, re.M), build_log[-4000:]  # compiled
 
-        new = registry_manifest(host, dev)
-        extension_layer = layer_of_step(host, dev, new, "build_extension.sh")
-        assert new["layers"][:extension_layer] == old["layers"][:extension_layer]
-        assert new["layers"][extension_layer] != old["layers"][extension_layer]
-        labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", dev, env=second_engine).stdout
-        assert f"@{moved}" in json.loads(labels)["torchbake.built.extension"]
+    new = registry_manifest(host, dev)
+    extension_layer = layer_of_step(host, dev, new, "build_extension.sh")
+    assert new["layers"][:extension_layer] == old["layers"][:extension_layer]
+    assert new["layers"][extension_layer] != old["layers"][extension_layer]
+    labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", dev, env=second_engine).stdout
+    assert f"@{moved}" in json.loads(labels)["torchbake.built.extension"]

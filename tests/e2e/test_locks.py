@@ -1,8 +1,8 @@
 """Locked images against a real local package index (a PEP 503 tree served over HTTP) holding a
 dependency the index later publishes a newer version of: the lock keeps the image the same, a
 locked build needs no index once the files are cached (a matrix cell on a fresh engine gives the
-same image), --locked refuses a configuration that moved, and only `invoke lock --upgrade` moves
-the closure, saying what changed."""
+same image, built step by step there, and both engines push the same digest), --locked refuses a
+configuration that moved, and only `invoke lock --upgrade` moves the closure, saying what changed."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import tomllib
 from pathlib import Path
 
 from tests.conftest import run_invoke
+from tests.support import registry_digest, serve_registry
 
-from .helpers import copy_image, docker, http_server, make_wheel
+from .helpers import cached_run_steps, copy_image, docker, http_server, make_wheel
 
 
 def publish(root: Path, wheel: Path) -> None:
@@ -112,6 +113,16 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert night.returncode == 0, (night.stdout + night.stderr)[-3000:]
         assert f"Built {image}" in night.stdout
         assert docker("image", "inspect", "--format", "{{.Id}}", image, env=second_engine).stdout.strip() == built
+        # ... every RUN step built there (nothing in common with this engine but the OS image), and both
+        # engines push the same digest to a registry
+        log_b = "".join(p.read_text() for p in restored.rglob("*.log"))
+        assert re.search(r"^#\d+ \[[^\]]+\] RUN ", log_b, re.MULTILINE), log_b[-3000:]  # the build's log, steps and all
+        assert cached_run_steps(log_b) == []
+        with serve_registry(tmp_path) as host:
+            for engine, tag in ((None, "a"), (second_engine, "b")):
+                for args in (("tag", image, f"{host}/team/locked:{tag}"), ("push", f"{host}/team/locked:{tag}")):
+                    docker(*args, env=engine)
+                assert registry_digest(host, f"{host}/team/locked:{tag}") == built
         # ... while an unlocked one says which requirement it cannot resolve
         floating = run_invoke("build", "--tag", "floating", "--force", cwd=project, env=tb_env)
         assert floating.returncode != 0 and "lockdep" in floating.stderr, (floating.stdout + floating.stderr)[-3000:]

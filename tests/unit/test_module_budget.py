@@ -34,9 +34,12 @@ def test_an_update_keeps_budgets_gives_a_new_module_its_figure_and_drops_a_gone_
     path = tmp_path / "budget.toml"
     path.write_text('measured = "2026-01-01"\nmachine = "m"\n[modules]\n'
                     '"tests/e2e/test_a.py" = { seconds = 10.0, budget = 50 }\n'
+                    '"tests/e2e/test_kept.py" = { seconds = 3.0, budget = 4 }\n'
                     '"tests/e2e/test_gone.py" = { seconds = 1.0, budget = 2 }\n')
-    module_budget.update(json.loads('{"tests/e2e/test_a.py": 61.04, "tests/e2e/test_new.py": 100}'), path)
+    present = ["tests/e2e/test_a.py", "tests/e2e/test_kept.py", "tests/e2e/test_new.py"]
+    module_budget.update(json.loads('{"tests/e2e/test_a.py": 61.04, "tests/e2e/test_new.py": 100}'), path, present)
     again = module_budget.read(path)
     assert again["modules"] == {"tests/e2e/test_a.py": {"seconds": 61.0, "budget": 50},
+                                "tests/e2e/test_kept.py": {"seconds": 3.0, "budget": 4},
                                 "tests/e2e/test_new.py": {"seconds": 100.0, "budget": 115}}
     assert again["measured"] != "2026-01-01"
