@@ -16,7 +16,6 @@ import pytest
 from tests.conftest import run_invoke
 from torchbake.core.output import human_size
 
-from .conftest import SUPPLIER
 from .helpers import (
     NTIA_CHECKER,
     assert_sbom_lists_what_pip_freeze_lists,
@@ -54,12 +53,10 @@ def test_cpu_release_image_builds_and_verifies(cpu_image):
     assert name.split(":")[1] in tags and candidate.group(1) not in tags
 
 
-def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_digest(cpu_image, tb_env, tmp_path):
+def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_digest(cpu_image, cpu_env, tmp_path):
     name, result = cpu_image
     assert result.returncode == 0
-    # the supplier is configuration: where this worker did not build the image itself (another worker
-    # of the run did, under the same name), the SBOM is read from the image with this configuration
-    found = sboms(name, {**tb_env, "TORCHBAKE_SBOM_SUPPLIER": SUPPLIER}, tmp_path)
+    found = sboms(name, cpu_env, tmp_path)  # the build's own records, in the run's cache of the image
     wheels = json.loads(labels(name)["torchbake.inputs"])
     torch_sha = next(sha for file_name, sha in wheels.items() if file_name.startswith("torch-2.13.0+cpu-"))
     cdx = {c["purl"].split("?")[0]: c for c in found["cyclonedx"]["components"]}
@@ -130,7 +127,7 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     assert spdx[name.split(":")[0]]["supplier"] == "Organization: ML Platform (ml-platform@example.com)"
     assert "Organization: ML Platform (ml-platform@example.com)" in found["spdx"]["creationInfo"]["creators"]
 
-    statement = run_invoke("provenance", name, env=tb_env)
+    statement = run_invoke("provenance", name, env=cpu_env)
     assert statement.returncode == 0, statement.stderr
     document = json.loads(statement.stdout)
     image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
