@@ -2,9 +2,12 @@
 ``tests/module-budget.toml`` by ``scripts/measure-modules.sh``, and the budget each is held to
 (``tests/unit/test_module_budget.py``).
 
-The whole suite runs on 2 cores in at most 12 minutes. A module alone keeps one core busy for
-most of its time (one pytest process, one build at a time; the engine's work in between), so
-the modules' times alone may add up to 12 minutes on each of the 2 cores: 1,440 seconds.
+The whole suite is to run on 2 cores in at most 12 minutes. A module alone keeps one core busy
+for most of its time (one pytest process, one build at a time; the engine's work in between):
+measured, four workers finish in about half the modules' time alone (57 min alone, 28 min on
+four workers, 2026-11-27). So the modules' times alone may add up to 12 minutes on each of the 2
+cores: 1,440 seconds, the TARGET. Until the suite is there, ``suite_budget`` in the file is the
+ceiling it is held to now: it only ever goes down, towards the target, as work is removed.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import tomli_w
 FILE = Path(__file__).with_name("module-budget.toml")
 CORES = 2
 WALL_SECONDS = 12 * 60
-TOTAL = CORES * WALL_SECONDS
+TARGET = CORES * WALL_SECONDS
 HEADROOM = 1.15  # a new module's budget: its first figure and 15 %
 
 
@@ -54,7 +57,7 @@ def update(measured: dict[str, float], path: Path = FILE, present: list[str] | N
         budget = old["modules"].get(name, {}).get("budget") or math.ceil(max(seconds, 1.0) * HEADROOM)
         modules[name] = {"seconds": seconds, "budget": budget}
     cores = len(__import__("os").sched_getaffinity(0))
-    new = {"measured": date.today().isoformat(),
+    new = {"suite_budget": old.get("suite_budget", TARGET), "measured": date.today().isoformat(),
            "machine": f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())}, {cores} cores, "
                       f"{engine()}",
            "modules": dict(sorted(modules.items()))}
@@ -70,8 +73,8 @@ def main() -> None:
     args = parser.parse_args()
     new = update(json.loads(args.update.read_text()))
     spent = sum(entry["seconds"] for entry in new["modules"].values())
-    print(f"tests/module-budget.toml: {len(new['modules'])} modules, {spent:.0f} s alone in all"
-          f" (the budget: {TOTAL} s, 12 minutes on each of {CORES} cores).")
+    print(f"tests/module-budget.toml: {len(new['modules'])} modules, {spent:.0f} s alone in all (the suite's"
+          f" budget now: {new['suite_budget']} s; the target: {TARGET} s, 12 minutes on each of {CORES} cores).")
 
 
 if __name__ == "__main__":
