@@ -48,15 +48,15 @@ LONGEST_FIRST = ("test_platforms.py", "test_as_typed.py", "test_dev.py", "test_b
                  "test_engine_and_disk.py")
 
 
+# One id for the whole run, its pytest-xdist workers included: the e2e fixtures tag what they make
+# once per run with it. A worker has it from xdist (its --testrunuid); the controller, or a run
+# without workers, sets it here, before any other conftest is read, and hands it to the workers.
+os.environ.setdefault("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)
+
+
 def pytest_configure(config):
-    """One id for the whole run, its pytest-xdist workers included (xdist's --testrunuid, also in
-    the environment): the e2e fixtures tag what they make once per run with it."""
-    if hasattr(config, "workerinput"):
-        return
-    uid = getattr(config.option, "testrunuid", None) or uuid.uuid4().hex
-    if hasattr(config.option, "testrunuid"):
-        config.option.testrunuid = uid
-    os.environ["PYTEST_XDIST_TESTRUNUID"] = uid
+    if not hasattr(config, "workerinput") and hasattr(config.option, "testrunuid"):
+        config.option.testrunuid = os.environ["PYTEST_XDIST_TESTRUNUID"]
 
 
 def pytest_sessionfinish(session):
