@@ -21,8 +21,11 @@ case "${1:-}" in
         since=HEAD
         [ "$1" != --touched ] && since=${1#--touched=}
         shift
-        mapfile -t selection < <(.venv/bin/python -m tests.ownership "$since") || exit 1
-        [ "${#selection[@]}" -gt 0 ] || exit 1
+        if ! picked=$(.venv/bin/python -m tests.ownership "$since"); then
+            echo "test.sh: cannot tell what changed since $since (a commit git knows, e.g. HEAD~3)." >&2
+            exit 2
+        fi
+        mapfile -t selection <<<"$picked"
         echo "test.sh: changes since $since: running ${selection[*]}" >&2
         ;;
 esac

@@ -67,8 +67,13 @@ def pytest_sessionfinish(session):
     found = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
                            text=True, check=False).stdout.split()
     shared = [reference for reference in found if reference.rsplit(":", 1)[-1].startswith(tag)]
+    # ... and what their builds left: candidates of a failed verification, an image a rebuild untagged
+    # (their org.opencontainers.image.version label is the tag they were built for)
+    shared += subprocess.run(["docker", "images", "-q", "--no-trunc", "--filter",
+                              f"label=org.opencontainers.image.version={tag}"], capture_output=True, text=True,
+                             check=False).stdout.split()
     if shared:
-        subprocess.run(["docker", "image", "rm", "--force", *shared], capture_output=True, check=False)
+        subprocess.run(["docker", "image", "rm", "--force", *dict.fromkeys(shared)], capture_output=True, check=False)
 
 
 def pytest_collection_modifyitems(items):

@@ -27,6 +27,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "torchbake/building/": ("test_release.py", "test_layers.py", "test_faults.py"),
     "torchbake/checks/signatures.py": ("test_publishing.py", "test_trust.py"),
     "torchbake/checks/": ("test_release.py", "test_run_container.py"),
+    "torchbake/configuration/platforms.py": ("test_platforms.py", "test_bad_inputs.py"),
     "torchbake/configuration/": ("test_bad_inputs.py", "test_installed.py"),
     "torchbake/core/": ("test_hostile_day.py", "test_faults.py"),
     "torchbake/fleet/": ("test_build_all.py",),
@@ -39,14 +40,23 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "torchbake/running/": ("test_run_container.py",),
     "torchbake/supply_chain/signing.py": ("test_trust.py", "test_publishing.py"),
     "torchbake/supply_chain/": ("test_release.py", "test_publishing.py"),
-    "torchbake/tasks/": ("test_bad_inputs.py", "test_installed.py"),
+    "torchbake/tasks/matrix.py": ("test_build_all.py", "test_bad_inputs.py"),
+    "torchbake/tasks/lock.py": ("test_locks.py", "test_bad_inputs.py"),
+    "torchbake/tasks/gc.py": ("test_gc.py", "test_bad_inputs.py"),
+    "torchbake/tasks/containers.py": ("test_run_container.py", "test_bad_inputs.py"),
+    "torchbake/tasks/bootstrap.py": ("test_bootstrap.py", "test_bad_inputs.py"),
+    "torchbake/tasks/contents.py": ("test_release.py", "test_publishing.py", "test_bad_inputs.py"),
+    "torchbake/tasks/inspect.py": ("test_release.py", "test_publishing.py", "test_reproducible.py", "test_bad_inputs.py"),
+    "torchbake/tasks/": ("test_bad_inputs.py", "test_installed.py", "test_release.py"),
     "torchbake/variants/dev.py": ("test_dev.py",),
     "torchbake/variants/base.py": ("test_dev.py",),
+    "torchbake/variants/locking.py": ("test_locks.py", "test_release.py"),
     "torchbake/variants/": ("test_release.py",),
     "torchbake/program.py": ("test_installed.py",),
     "torchbake/reference.py": (),  # the docs' reference pages: unit tests only
     "docker/ubuntu/dockerfile.release": ("test_release.py", "test_layers.py"),
     "docker/ubuntu/": ("test_dev.py",),
+    "docker/common/pyc_timestamps.py": ("test_reproducible.py", "test_release.py"),
     "docker/common/": ("test_release.py", "test_dev.py"),
     "configs/": ("test_as_typed.py", "test_release.py"),
     "scripts/ensure-emulation.sh": ("test_setup.py",),
@@ -54,12 +64,17 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "benchmarks/": ("test_benchmarks.py",),
     "docs/": ("test_as_typed.py",),
     "README.md": ("test_as_typed.py",),
+    "tests/js/": ("test_publishing.py", "test_release.py"),
+    ".github/": ("test_build_all.py",),  # the nightly workflow's matrix
+    "torchbake/__init__.py": (),  # the version
     "tests/unit/": (),
     "tests/module_budget.py": (),
+    "tests/module-budget.toml": (),
     "tests/ownership.py": (),
+    "mkdocs.yml": (),  # the site: tests/unit/test_docs.py builds it
 }
 EVERYTHING = ("tests/e2e/conftest.py", "tests/e2e/helpers.py", "tests/e2e/fixture_repos.py", "tests/conftest.py",
-              "tests/support.py", "pyproject.toml", "tasks.py", "scripts/test.sh", "scripts/setup.sh")
+              "tests/support.py", "pyproject.toml", "tasks.py", "scripts/test.sh", "scripts/setup.sh", ".ci/run")
 
 
 def changed(rev: str) -> list[str]:
@@ -71,7 +86,7 @@ def changed(rev: str) -> list[str]:
 
 
 def modules_for(paths: list[str]) -> list[str] | None:
-    """The e2e modules to run for ``paths`` (None: all of them)."""
+    """The e2e modules to run for ``paths`` (None: all of them, for a change nobody owns)."""
     picked: set[str] = set()
     for path in paths:
         if path in EVERYTHING:
@@ -80,14 +95,19 @@ def modules_for(paths: list[str]) -> list[str] | None:
             picked.add(Path(path).name)
             continue
         owner = next((prefix for prefix in sorted(OWNERS, key=len, reverse=True) if path.startswith(prefix)), None)
-        if owner is not None:
-            picked.update(OWNERS[owner])
+        if owner is None:  # nobody says who exercises it: everything runs
+            return None
+        picked.update(OWNERS[owner])
     return sorted(picked)
 
 
 def main() -> None:
     rev = sys.argv[1] if len(sys.argv) > 1 else "HEAD"
-    modules = modules_for(changed(rev))
+    try:
+        paths = changed(rev)
+    except subprocess.CalledProcessError as exc:
+        sys.exit(f"tests.ownership: git diff {rev}: {exc.stderr.strip() or 'failed'}")
+    modules = modules_for(paths)
     if modules is None:
         print("tests")
         return

@@ -68,14 +68,26 @@ def run_folder(tmp_path_factory, worker_id) -> Path:
 
 def once_per_run(run_folder: Path, name: str, make):
     """``make()``'s JSON-able result, made by the first worker that asks and read by the others
-    (they wait for it): one image or file for the whole run, not one per worker."""
+    (they wait for it): one image or file for the whole run, not one per worker. Where ``make``
+    raised, every worker fails with its error (none makes it again)."""
     import filelock
 
     record = run_folder / f"{name}.json"
     with filelock.FileLock(run_folder / f"{name}.lock"):
         if not record.exists():
-            record.write_text(json.dumps(make()))
-    return json.loads(record.read_text())
+            try:
+                made = {"result": make()}
+            except Exception as exc:  # recorded for the others, raised here as it was
+                made = {"error": f"{type(exc).__name__}: {exc}"}
+                raise
+            finally:
+                partial = record.with_suffix(".partial")
+                partial.write_text(json.dumps(made))
+                partial.replace(record)
+    found = json.loads(record.read_text())
+    if "error" in found:
+        pytest.fail(f"{name}, made once for the run by another worker, failed: {found['error']}")
+    return found["result"]
 
 
 @pytest.fixture(scope="session")
@@ -134,8 +146,6 @@ def base_image(run_id, tb_env):
             assert result.returncode == 0, result.stdout + result.stderr
             assert f"Created {SHARED_BASE}" in result.stdout
             docker("tag", SHARED_BASE, name)
-        image_id = docker("image", "inspect", "--format", "{{.Id}}", name).stdout.strip()
-        docker("tag", image_id, SHARED_BASE)  # the run's shared images build FROM this name (cpu_image)
     yield name
     # Every image this session built (candidates of failed verifications and images a rebuild
     # left untagged included): their base is one of this session's images, all named with run_id.
@@ -158,14 +168,28 @@ def cpu_env(run_folder) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def cpu_image(base_image, cpu_env, run_folder):
+def run_base(base_image, run_folder) -> str:
+    """The bookworm base the run's shared images build FROM: the first worker's base_image, chosen
+    once and tagged for the run (other workers' bases are the same image unless test_as_typed
+    made debian:bookworm again meanwhile)."""
+    name = f"torchbake-test/debian:run-{RUN}"
+
+    def tag():
+        docker("tag", docker("image", "inspect", "--format", "{{.Id}}", base_image).stdout.strip(), name)
+        return name
+
+    return once_per_run(run_folder, "run-base", tag)
+
+
+@pytest.fixture(scope="session")
+def cpu_image(run_base, cpu_env, run_folder):
     """The real CPU release image: torch 2.13.0 from its wheel, built with the cpu profile, once per
     run for all the workers (the first that needs it builds it; the others wait and read its result)."""
     name = f"torchbake-test/pytorch-cpu:run-{RUN}"
 
     def build():
         done = run_invoke("build", "--config", "configs/cpu.toml", "--name", name.split(":")[0],
-                          "--tag", name.split(":")[1], "--base-img", SHARED_BASE, env=cpu_env)
+                          "--tag", name.split(":")[1], "--base-img", run_base, env=cpu_env)
         return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
 
     import subprocess

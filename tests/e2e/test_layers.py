@@ -11,7 +11,6 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .conftest import SHARED_BASE
 from .helpers import docker, engine_state, labels, layers, listing, make_wheel, new_layer_bytes
 
 MB = 1 << 20
@@ -81,19 +80,20 @@ def test_a_changed_extension_wheel_rebuilds_only_the_layers_above_torch(base_ima
             docker("image", "rm", "--force", name, check=False)
 
 
-def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, cpu_env):
+def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, cpu_env, run_base):
     before = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
     ours = ("--filter", "dangling=true", "--filter", f"label=org.opencontainers.image.title={cpu.split(':')[0]}")
-    images, dangling = engine_state([cpu]), listing("images", "-q", *ours).split()
+    # its images only: other workers run containers from the run's CPU image meanwhile
+    images, dangling = engine_state([cpu])["images"], listing("images", "-q", *ours).split()
     args = ("build", "--config", "configs/cpu.toml", "--name", cpu.split(":")[0], "--tag", cpu.split(":")[1],
-            "--base-img", SHARED_BASE)
+            "--base-img", run_base)
     # the run's CPU image, built again as the cpu_image fixture built it: its cache and [sbom] supplier
     env = cpu_env
     again = run_invoke(*args, env=env)
     assert again.returncode == 0, again.stderr
     assert f"{cpu} unchanged" in again.stdout and "docker build" not in again.stdout
     assert json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"] == before
-    assert engine_state([cpu]) == images
+    assert engine_state([cpu])["images"] == images
 
     forced = run_invoke(*args, "--force", env=env)
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr

@@ -22,3 +22,6 @@ def test_a_change_picks_its_owners_a_test_picks_itself_and_a_shared_fixture_pick
         "test_faults.py", "test_gc.py", "test_promises.py", "test_release.py"]
     assert ownership.modules_for(["tests/unit/test_docs.py"]) == []
     assert ownership.modules_for(["torchbake/fleet/runner.py", "tests/e2e/conftest.py"]) is None
+    assert ownership.modules_for(["a-file-nobody-owns.txt"]) is None
+    assert {"test_locks.py"} <= set(ownership.modules_for(["torchbake/tasks/lock.py"]))
+    assert {"test_build_all.py"} <= set(ownership.modules_for(["torchbake/tasks/matrix.py"]))
