@@ -41,7 +41,7 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
 # (--no-loadscope-reorder; xdist's own order is by test count, which put the one-test soak last,
 # running alone at the end). test_as_typed starts first: it and test_bad_inputs take turns
 # through the default-names lock, and a worker that waits for it does nothing.
-LONGEST_FIRST = ("test_platforms.py", "test_as_typed.py", "test_dev.py", "test_build_all.py", "test_bootstrap.py", "test_layers.py",
+LONGEST_FIRST = ("test_platforms.py", "test_as_typed.py", "test_dev.py", "test_build_all.py", "test_dev_cache.py", "test_bootstrap.py", "test_layers.py",
                  "test_reproducible.py", "test_locks.py",
                  "test_soak.py", "test_faults.py", "test_bad_inputs.py", "test_run_container.py", "test_release.py",
                  "test_trust.py", "test_hostile_day.py", "test_installed.py", "test_gc.py", "test_promises.py",

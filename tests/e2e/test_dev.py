@@ -1,6 +1,7 @@
 """Dev images end to end: build-base from real git repositories at pinned tags, a dev build that
 compiles torch's stand-in and a real C++ torch extension (private, credentials as a BuildKit
-secret), ccache across builds, and the bad inputs of source handling."""
+secret), ccache across builds, and the bad inputs of source handling. (ccache's statistics beside
+another build and its remote storage on a fresh engine: test_dev_cache.)"""
 
 from __future__ import annotations
 
@@ -9,19 +10,16 @@ import json
 import re
 import subprocess
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import storage_server
 
 from .conftest import CANARY
 from .fixture_repos import write_extension
 from .helpers import (
     NTIA_CHECKER,
     assert_sbom_lists_what_pip_freeze_lists,
-    copy_image,
     docker,
     engine_state,
     judged_by_the_standards,
@@ -245,74 +243,3 @@ def test_slim_runtime_image_has_no_compilers_or_sources(dev_image, dev_base, tb_
             assert judged["bsi"]["Creator of the SBOM"] and judged["bsi"]["Component Creators"], (image, judged["bsi"])
     finally:
         docker("image", "rm", "--force", slim, check=False)
-
-
-@pytest.fixture(scope="module")
-def lite_dev_base(run_id, base_image, tb_env, lite_dev_config):
-    """The base of the fixture sources on the stand-in torch (conftest.lite_dev_config)."""
-    config, _ = lite_dev_config
-    name = f"torchbake-test/dev-lite-base:{run_id}"
-    result = run_invoke("build-base", "--config", str(config), "--name", name.split(":")[0], "--tag", run_id,
-                        "--sys", base_image, "--python", "3.11", env=tb_env)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
-    yield name, result
-    docker("image", "rm", "--force", name, check=False)
-
-
-RACE_SOURCE = {
-    "setup.py": 'from setuptools import setup, Extension\n'
-                'setup(name="zerorace", version="1", ext_modules=[Extension("zerorace", ["zerorace.c"])])\n',
-    "zerorace.c": '#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "zerorace"};\n'
-                  'PyMODINIT_FUNC PyInit_zerorace(void) { return PyModule_Create(&m); }\n',
-}
-
-
-def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_shared_counters(lite_dev_base, tmp_path):
-    """Builds side by side share the cache mount and so ccache's counters: the statistics a compile
-    step prints are its own compiles' (a stats log), whatever another build does to the counters.
-    (Seen in CI: a rebuild whose hits were wiped by another build's --zero-stats.)"""
-    source = tmp_path / "src"
-    source.mkdir()
-    for name, text in RACE_SOURCE.items():
-        (source / name).write_text(text)
-    common = Path(__file__).resolve().parents[2] / "docker" / "common"
-    script = ("set -e; cp -r /src /tmp/src; export CCACHE_DIR=/tmp/ccache;"
-              " bash /opt/torchbake/common/build_source.sh first /tmp/src; rm -rf /tmp/src/build;"
-              " (while :; do ccache --zero-stats >/dev/null; sleep 0.02; done) &"
-              " bash /opt/torchbake/common/build_source.sh second /tmp/src")
-    result = docker("run", "--rm", "--network", "none", "-v", f"{common}:/opt/torchbake/common:ro",
-                    "-v", f"{source}:/src:ro", lite_dev_base[0], "bash", "-c", script, check=False)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    section = result.stdout[result.stdout.index("ccache statistics for second"):]
-    hits = re.search(r"Hits:\s+(\d+)", section)
-    assert hits and int(hits.group(1)) == 1, section
-
-
-def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
-        lite_dev_base, tb_env, lite_dev_config, run_id, tmp_path, second_engine):
-    """[dev] ccache_remote: engine A's compiles fill an HTTP remote storage (given to the build as a
-    secret); engine B, whose cache mount is empty, compiles the same sources with remote hits. (The
-    C sources of the fixture-lite profile: the remote storage is the story here; the real C++
-    extension's ccache hits are test_rebuild_after_touching_one_file_is_served_by_ccache's.)"""
-    config, credentials = lite_dev_config
-    dev_base = lite_dev_base
-    with storage_server(tmp_path / "ccache") as (url, seen):
-        remote = tmp_path / "remote.toml"
-        remote.write_text(f'[dev]\nccache_remote = "{url}/cache"\n')
-        args = ("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
-                "--tag", f"{run_id}-remote", "--base-img", dev_base[0], "-c", str(credentials), "--no-cache", "--no-verify")
-        try:
-            on_a = run_invoke(*args, env=tb_env)
-            assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
-            assert any(method == "PUT" for method, _ in seen), seen
-            assert url not in on_a.stdout + on_a.stderr  # a secret: not echoed
-
-            copy_image(dev_base[0], second_engine)
-            on_b = run_invoke(*args, env={**tb_env, **second_engine})
-            output = on_b.stdout + on_b.stderr
-            assert on_b.returncode == 0, output[-5000:]
-            # BuildKit prefixes every line ("#8 0.813   Hits: ..."): the Hits line right after "Remote storage:"
-            remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n[^\n]*?Hits:\s*(\d+)", output)]
-            assert remote_hits and max(remote_hits) >= 1, output[-4000:]
-        finally:
-            docker("image", "rm", "--force", f"torchbake-test/dev:{run_id}-remote", check=False)
