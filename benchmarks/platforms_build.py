@@ -42,6 +42,8 @@ import time
 import zipfile
 from pathlib import Path
 
+from _steps import run, timed  # benchmarks/_steps.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake-bench/debian:bookworm-multi"
@@ -49,19 +51,6 @@ NAME = "torchbake-bench/platforms"
 RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
 COMPANIONS = ("numpy==2.4.6", "scipy==1.17.1", "pandas==3.1.1", "pyarrow==26.0.1")
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
-
-
-def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=os.environ, **kwargs)
-    if result.returncode != 0:
-        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return result
-
-
-def timed(argv: list[str], **kwargs) -> float:
-    started = time.monotonic()
-    run(argv, **kwargs)
-    return time.monotonic() - started
 
 
 def build_phase(output: str) -> float:

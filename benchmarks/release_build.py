@@ -20,23 +20,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from _steps import timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
-
-
-def timed(argv: list[str], env: dict[str, str] | None = None) -> float:
-    started = time.monotonic()
-    result = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                            stdin=subprocess.DEVNULL)
-    elapsed = time.monotonic() - started
-    if result.returncode != 0:
-        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return elapsed
 
 
 def main() -> None:
@@ -56,13 +47,13 @@ def main() -> None:
                   "--build-arg", "PYTHON_PROVIDER=os", "--build-arg", "RENDER_GID=0"]
     plain = [DOCKER, "build", "--progress=plain", "-f", str(context / "Dockerfile"), "-t", "torchbake-bench/plain:bench",
              *build_args, str(context)]
-    env = {"DOCKER_BUILDKIT": "1"}
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
     rows = []
     if not args.skip_cold:
-        plain_cold = timed([*plain[:2], "--no-cache", *plain[2:]], env)
+        plain_cold = timed([*plain[:2], "--no-cache", *plain[2:]], env=env)
         tb_cold = timed([*INVOKE, *common, "--no-cache", "--no-prepare", "--no-verify"])
         rows.append(("cold, --no-cache: build only", plain_cold, tb_cold))
-    plain_warm = statistics.median(timed(plain, env) for _ in range(args.rounds))
+    plain_warm = statistics.median(timed(plain, env=env) for _ in range(args.rounds))
     tb_build = statistics.median(timed([*INVOKE, *common, "--no-prepare", "--no-verify"]) for _ in range(args.rounds))
     tb_full = statistics.median(timed([*INVOKE, *common]) for _ in range(args.rounds))
     rows.append(("warm, nothing changed: build only", plain_warm, tb_build))

@@ -18,20 +18,13 @@ import argparse
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _steps import timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/local/bin/docker" if Path("/usr/local/bin/docker").exists() else "/usr/bin/docker"
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
-
-
-def timed(argv: list[str]) -> float:
-    started = time.monotonic()
-    result = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-    return time.monotonic() - started
 
 
 def remove(*names: str) -> None:

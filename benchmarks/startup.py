@@ -24,19 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from _steps import timed  # benchmarks/_steps.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 IMAGE = "torchbake/pytorch-cpu:2.13.0-py3.11"
-
-
-def timed(argv: list[str], cwd: Path) -> float:
-    started = time.monotonic()
-    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")})
-    elapsed = time.monotonic() - started
-    if result.returncode != 0:
-        sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
-    return elapsed
 
 
 def main() -> None:
@@ -46,6 +38,7 @@ def main() -> None:
     floor = Path(tempfile.mkdtemp(prefix="torchbake-bench-floor-"))
     (floor / "tasks.py").write_text("from invoke import task\n\n\n@task\ndef hello(c):\n    pass\n")
     invoke = str(BIN / "invoke")
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # no option of the caller's
     cases = {
         "python -c pass": ([sys.executable, "-c", "pass"], ROOT),
         "invoke --list (floor)": ([invoke, "--list"], floor),
@@ -59,7 +52,7 @@ def main() -> None:
         seconds: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(args.rounds):
             for name, (argv, cwd) in cases.items():
-                seconds[name].append(timed(argv, cwd))
+                seconds[name].append(timed(argv, cwd=cwd, env=environment))
     finally:
         shutil.rmtree(floor, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in seconds.items()}
