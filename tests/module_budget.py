@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import subprocess
 import tomllib
@@ -56,7 +57,7 @@ def update(measured: dict[str, float], path: Path = FILE, present: list[str] | N
         seconds = round(measured[name], 1)
         budget = old["modules"].get(name, {}).get("budget") or math.ceil(max(seconds, 1.0) * HEADROOM)
         modules[name] = {"seconds": seconds, "budget": budget}
-    cores = len(__import__("os").sched_getaffinity(0))
+    cores = len(os.sched_getaffinity(0))
     new = {"suite_budget": old.get("suite_budget", TARGET), "measured": date.today().isoformat(),
            "machine": f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())}, {cores} cores, "
                       f"{engine()}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -77,7 +78,7 @@ def once_per_run(run_folder: Path, name: str, make):
         if not record.exists():
             try:
                 made = {"result": make()}
-            except Exception as exc:  # recorded for the others, raised here as it was
+            except BaseException as exc:  # recorded for the others (pytest.fail too), raised here as it was
                 made = {"error": f"{type(exc).__name__}: {exc}"}
                 raise
             finally:
@@ -191,8 +192,6 @@ def cpu_image(run_base, cpu_env, run_folder):
         done = run_invoke("build", "--config", "configs/cpu.toml", "--name", name.split(":")[0],
                           "--tag", name.split(":")[1], "--base-img", run_base, env=cpu_env)
         return {"args": done.args, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
-
-    import subprocess
 
     return name, subprocess.CompletedProcess(**once_per_run(run_folder, "cpu-image", build))
 
