@@ -414,7 +414,5 @@ def dpkg_installed(image: str) -> dict[str, str]:
 
 def cached_run_steps(log: str) -> list[str]:
     """The RUN steps a BuildKit log (--progress=plain) shows as CACHED."""
-    import re
-
     steps = dict(re.findall(r"^(#\d+) \[[^\]]+\] (RUN .*)$", log, re.MULTILINE))
     return [steps[step] for step in re.findall(r"^(#\d+) CACHED$", log, re.MULTILINE) if step in steps]

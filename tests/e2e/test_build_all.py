@@ -307,13 +307,13 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, pushed, second_e
     a layer; after one wheel changed it rebuilds that cell alone, torch's steps from the registry's
     cache, and pushes only the layers above torch."""
     folder, lean, write = nightly
-    host, log, images, _manifests = pushed
+    host, log, images, manifests = pushed
     on_b = {**tb_env, **second_engine}
     matrix = write(registry=f"{host}/team")
     assert all(image.startswith(f"{host}/team/") for image in images.values()), images
-    layers = {layer["digest"] for image in images.values() for layer in registry_manifest(host, image)["layers"]}
+    layers = {layer["digest"] for manifest in manifests.values() for layer in manifest["layers"]}
     lean_image = images["lean-release-py311"]
-    old_layers = [layer["digest"] for layer in registry_manifest(host, lean_image)["layers"]]
+    old_layers = [layer["digest"] for layer in manifests["lean-release-py311"]["layers"]]
     # the tag names the image's own manifest, the reproducible one: no BuildKit provenance in an
     # index beside it (it carries the build's times, so the tag's digest would differ every
     # build); torchbake's SBOMs and provenance hang off the manifest as referrers

@@ -88,14 +88,13 @@ def test_an_unchanged_build_does_nothing_and_force_leaves_no_image_behind(cpu, c
     args = ("build", "--config", "configs/cpu.toml", "--name", cpu.split(":")[0], "--tag", cpu.split(":")[1],
             "--base-img", run_base)
     # the run's CPU image, built again as the cpu_image fixture built it: its cache and [sbom] supplier
-    env = cpu_env
-    again = run_invoke(*args, env=env)
+    again = run_invoke(*args, env=cpu_env)
     assert again.returncode == 0, again.stderr
     assert f"{cpu} unchanged" in again.stdout and "docker build" not in again.stdout
     assert json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"] == before
     assert engine_state([cpu])["images"] == images
 
-    forced = run_invoke(*args, "--force", env=env)
+    forced = run_invoke(*args, "--force", env=cpu_env)
     assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
     assert "docker build" in forced.stdout
     after = json.loads(docker("image", "inspect", cpu).stdout)[0]["Id"]
