@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -30,10 +33,32 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
     full_env.update(env or {})
     argv = [*INVOKE, "--search-root", str(root), *args]
-    return subprocess.run(
-        wrap(argv) if wrap else argv, cwd=cwd, env=full_env, capture_output=True,
-        text=True, timeout=timeout, **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
-    )
+    with recorded(["invoke", *args]):
+        return subprocess.run(
+            wrap(argv) if wrap else argv, cwd=cwd, env=full_env, capture_output=True,
+            text=True, timeout=timeout, **({"input": input} if input is not None else {"stdin": subprocess.DEVNULL}),
+        )
+
+
+@contextlib.contextmanager
+def recorded(argv: list[str]):
+    """Where SUITE_INVOCATIONS names a file (scripts/measure-modules.sh), each command a test runs
+    is a line of it: the test, the command, its seconds and its CPU seconds (its own and its
+    children's): what finds two tests making the same image."""
+    path = os.environ.get("SUITE_INVOCATIONS")
+    if not path:
+        yield
+        return
+    started, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        yield
+    finally:
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        line = {"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "argv": argv,
+                "seconds": round(time.monotonic() - started, 2),
+                "cpu": round(used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime, 2)}
+        with open(path, "a", encoding="utf-8") as out:  # one write of one line: whole beside other workers'
+            out.write(json.dumps(line) + "\n")
 
 
 # The modules that take longest, longest first (worker seconds in `--durations`, 2026-11-24):

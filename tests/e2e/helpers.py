@@ -15,6 +15,7 @@ import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.conftest import recorded
 from tests.support import http_server  # noqa: F401 - re-exported for the e2e tests
 from torchbake.building.reproducible import layer_tar
 
@@ -28,8 +29,9 @@ NTIA_CHECKER = str(Path(sys.executable).with_name("ntia-checker"))
 def docker(*args: str, check: bool = True, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     if args[:2] == ("run", "--rm"):
         return _run_reading_the_log(args[2:], check=check, env=env, timeout=timeout)
-    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout,
-                          env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+    with recorded(["docker", *args]):
+        return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check, timeout=timeout,
+                              env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
 
 
 def _run_reading_the_log(args: tuple[str, ...], *, check: bool, env: dict | None,
