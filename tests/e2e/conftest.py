@@ -104,6 +104,9 @@ def tb_env(cache_dir) -> dict[str, str]:
 
 SUPPLIER = "ML Platform <ml-platform@example.com>"  # [sbom] supplier of the real CPU image: its SBOMs' supplier
 SHARED_BASE = "torchbake-test/debian:bookworm"  # the tests' bootstrapped base, kept between runs
+# The labels of the image `invoke bootstrap-os --suite bookworm` makes with its defaults
+DEFAULT_BOOKWORM = {"torchbake.bootstrap.suite": "bookworm", "torchbake.bootstrap.mirror": "debootstrap's default",
+                    "torchbake.bootstrap.variant": "minbase"}
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +114,12 @@ def base_image(run_id, tb_env):
     """A Debian bookworm base made by `invoke bootstrap-os` (debootstrap + docker import), under a
     name of the session's own. Where torchbake already made `debian:bookworm` on this engine (the
     main job, an earlier run), that image is used under the session's name instead of a minute of
-    debootstrap (the bootstrap itself is proven by test_bootstrap (trixie) and test_as_typed (bookworm))."""
+    debootstrap (the bootstrap itself is proven by test_bootstrap (trixie) and test_as_typed (bookworm)).
+
+    Only the image `bootstrap-os --suite bookworm` makes with its defaults will do: a bootstrap is
+    reproducible, so it is the very image the main job makes on demand (test_as_typed), and the
+    real CPU image's build (conftest's cpu_image) and the main job's then share every step in the
+    engine's cache. (An image made for other platforms or packages is another image.)"""
     import tempfile
 
     import filelock
@@ -119,19 +127,21 @@ def base_image(run_id, tb_env):
     name = f"torchbake-test/debian:bookworm-{run_id}"
 
     def made_by_torchbake(image: str) -> str | None:
-        """The ID of ``image`` where this torchbake made it (with its record of each .deb installed).
-        By ID from the first look on: another test (test_as_typed) moves `debian:bookworm` aside
-        and makes it again meanwhile, and a name read twice can name two images or none."""
-        found = docker("image", "inspect", "--format", '{{.Id}} {{index .Config.Labels "torchbake.bootstrap.suite"}}',
-                       image, check=False).stdout.split()
-        if found[1:] != ["bookworm"]:
+        """The ID of ``image`` where this torchbake made it with bootstrap-os's defaults (with its
+        record of each .deb installed). By ID from the first look on: another test (test_as_typed)
+        moves `debian:bookworm` aside and makes it again meanwhile, and a name read twice can name
+        two images or none."""
+        found = docker("image", "inspect", "--format", "{{.Id}} {{json .Config.Labels}}", image, check=False)
+        image_id, _, text = found.stdout.strip().partition(" ")
+        labels = (json.loads(text) if found.returncode == 0 else None) or {}
+        if {key: value for key, value in labels.items() if key.startswith("torchbake.bootstrap.")} != DEFAULT_BOOKWORM:
             return None
-        created = docker("create", found[0], "true", check=False)
+        created = docker("create", image_id, "true", check=False)
         if created.returncode != 0:  # gone since
             return None
         try:
             recorded = docker("cp", f"{created.stdout.strip()}:/etc/torchbake/debs.tsv", "-", check=False)
-            return found[0] if recorded.returncode == 0 else None
+            return image_id if recorded.returncode == 0 else None
         finally:
             docker("rm", "--force", created.stdout.strip(), check=False)
 

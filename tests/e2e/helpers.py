@@ -178,6 +178,12 @@ def new_layer_bytes(image: str, other: str) -> tuple[int, int]:
     return shared, sum(size for _, size in mine[shared:])
 
 
+def torch_layer(image: str) -> int:
+    """The index of the real CPU image's largest layer: torch's (about 1 GB)."""
+    sizes = [size for _, size in layers(image)]
+    return sizes.index(max(sizes))
+
+
 TINY_TORCH_VERSION = "2.13.0+tiny"
 
 

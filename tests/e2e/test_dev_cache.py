@@ -62,7 +62,7 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
     """[dev] ccache_remote: engine A's compiles fill an HTTP remote storage (given to the build as a
     secret); engine B, whose cache mount is empty, compiles the same sources with remote hits. (The
     C sources of the fixture-lite profile: the remote storage is the story here; the real C++
-    extension's ccache hits are test_rebuild_after_touching_one_file_is_served_by_ccache's.)"""
+    extension's ccache hits are test_dev's, after one changed file.)"""
     config, credentials = lite_dev_config
     dev_base = lite_dev_base
     with storage_server(tmp_path / "ccache") as (url, seen):

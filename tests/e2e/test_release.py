@@ -29,8 +29,10 @@ from .helpers import (
     layer_file_names,
     listing,
     make_wheel,
+    new_layer_bytes,
     sboms,
     sha256_of,
+    torch_layer,
 )
 
 
@@ -418,6 +420,12 @@ def test_diff_names_the_added_companion_the_changed_extension_and_the_new_layer_
         assert 0 < found["layers"]["new_bytes"] < 1_000_000 < found["layers"]["shared_bytes"]  # torch is shared
         assert found["summary"] == ("+torchbake-fixture-diffmate 1.0; torchbake-fixture-vendor 1.0.0 → 1.0.1;"
                                     f" {human_size(found['layers']['new_bytes'])} new layers")
+        # torch's layer and every layer below it are the very same layers: a changed extension wheel
+        # and one more companion build only above torch, and add about their own bytes
+        shared, new_bytes = new_layer_bytes(new, old)
+        assert shared > torch_layer(old), (shared, torch_layer(old))
+        assert new_bytes <= 5 << 20, new_bytes
+        assert labels(new)["torchbake.extension"] == "torchbake-fixture-vendor==1.0.1"
         table = run_invoke("diff", old, new, env=tb_env)
         assert table.returncode == 0 and "3 new (" in table.stdout and "diffmate" in table.stdout
         missing = run_invoke("diff", old, "torchbake-test/no-such:image", env=tb_env)

@@ -13,30 +13,48 @@ from pathlib import Path
 from tests.conftest import run_invoke
 
 from .conftest import TINY_PROFILE
-from .helpers import docker, labels, listing
+from .helpers import docker, engine_state, labels, listing
 
 NAME = "torchbake-test/reproducible"
 
 
-def test_verify_reproducible_builds_the_image_again_without_any_cache_and_gets_the_same_image(
+def test_verify_reproducible_builds_the_image_again_without_any_cache_and_gets_the_same_image_as_force_does(
         tiny_torch, base_image, tb_env, tmp_path, run_id):
     """Engine A builds, then `verify --reproducible` builds the same inputs again without any
-    cache, from what this host recorded: the same image id. (Two engines with nothing in common
+    cache, from what this host recorded: the same image id; built again, the image is unchanged,
+    and --force makes the same image from the layer cache. (Two engines with nothing in common
     push the same digest: test_locks' fresh engine; a changed input changes the digest:
-    test_layers' rebuilds; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
+    test_layers' and test_release's siblings; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
     `build --check-reproducible` makes the same comparison: the next test.)"""
     profile = tmp_path / "tiny.toml"
     profile.write_text(TINY_PROFILE.format(wheel=tiny_torch))
     image = f"{NAME}:{run_id}"
     try:
-        on_a = run_invoke("build", "--config", str(profile), "--name", NAME, "--base-img", base_image, "--tag", run_id,
-                          env=tb_env)
+        args = ("build", "--config", str(profile), "--name", NAME, "--base-img", base_image, "--tag", run_id)
+        on_a = run_invoke(*args, env=tb_env)
         assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-4000:]
         digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
         again = run_invoke("verify", image, "--reproducible", env=tb_env)
         assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
         assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in again.stdout
-        assert "org.opencontainers.image.created" not in labels(image)
+        assert "org.opencontainers.image.created" not in labels(image)  # no moment of the build in the image
+
+        # built again unchanged: nothing runs and nothing on the engine changes; with --force, the
+        # layer cache gives the very same image and leaves no image behind
+        ours = ("--filter", "dangling=true", "--filter", f"label=org.opencontainers.image.title={NAME}")
+        images, dangling = engine_state([image])["images"], listing("images", "-q", *ours).split()
+        unchanged = run_invoke(*args, env=tb_env)
+        assert unchanged.returncode == 0, unchanged.stderr
+        assert f"{image} unchanged" in unchanged.stdout and "docker build" not in unchanged.stdout
+        assert engine_state([image])["images"] == images
+        forced = run_invoke(*args, "--force", env=tb_env)
+        assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr
+        assert "docker build" in forced.stdout
+        assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == digest_a
+        now_dangling = listing("images", "-q", *ours).split()
+        assert sorted(now_dangling) == sorted(dangling), [
+            docker("image", "inspect", "--format", "{{.Id}} {{.Created}} {{json .Config.Labels}}", i).stdout[:400]
+            for i in set(now_dangling) ^ set(dangling)] + [forced.stdout[-2500:]]
     finally:
         docker("image", "rm", "--force", image, check=False)
 
