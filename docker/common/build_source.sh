@@ -35,6 +35,7 @@ else
     ccache --zero-stats >/dev/null
 fi
 report=$(mktemp /tmp/torchbake-report.XXXXXX.json)
+started=$SECONDS
 echo "+ python -m pip install --no-build-isolation --no-deps --no-index ${find_links[*]} -v $src"
 (cd "$src" && python -m pip install --no-build-isolation --no-deps --no-index "${find_links[@]}" \
     --report "$report" -v .)
@@ -47,6 +48,13 @@ if [ -n "$stats_log" ]; then
     else
         echo "no compiler call went through ccache"
     fi
+    # What this step compiled and found, for the build's record (torchbake.building.compile_stats):
+    # the stats log holds a counter ID per line for each compile ("# FILE", then e.g. cache_miss).
+    count() { grep -cx "$1" "$stats_log" || true; }
+    echo "torchbake: compile-cache role=$role compiled=$(count cache_miss)" \
+        "local_hits=$(count local_storage_hit) remote_hits=$(count remote_storage_hit)" \
+        "store_errors=$(( $(count remote_storage_error) + $(count remote_storage_timeout) ))" \
+        "remote=${CCACHE_REMOTE_STORAGE:+yes} seconds=$(( SECONDS - started ))"
     rm -f "$stats_log"
 else
     ccache --show-stats

@@ -5,6 +5,7 @@ on another worker, not after it on the same one.)"""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -75,6 +76,12 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
             assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
             assert any(method == "PUT" for method, _ in seen), seen
             assert url not in on_a.stdout + on_a.stderr  # a secret: not echoed
+            # the build says, and records, what each compile step compiled (the C sources: the fixture's
+            # audio has none), each step with the store
+            compiled_a = recorded_compiles(on_a.stdout)
+            assert compiled_a["pytorch"]["compiled"] >= 1 and compiled_a["extension"]["compiled"] >= 1, compiled_a
+            assert all(c["remote"] and not c["store_errors"] for c in compiled_a.values()), compiled_a
+            assert re.search(r"^Compiled: pytorch: \d+ compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
 
             copy_image(dev_base[0], second_engine)
             on_b = run_invoke(*args, env={**tb_env, **second_engine})
@@ -83,5 +90,16 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
             # BuildKit prefixes every line ("#8 0.813   Hits: ..."): the Hits line right after "Remote storage:"
             remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n[^\n]*?Hits:\s*(\d+)", output)]
             assert remote_hits and max(remote_hits) >= 1, output[-4000:]
+            # engine B compiled nothing: each object engine A compiled came from the store
+            compiled_b = recorded_compiles(on_b.stdout)
+            assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == {
+                role: (0, c["compiled"]) for role, c in compiled_a.items()}, (compiled_a, compiled_b)
         finally:
             docker("image", "rm", "--force", f"torchbake-test/dev:{run_id}-remote", check=False)
+
+
+def recorded_compiles(stdout: str) -> dict[str, dict]:
+    """The compile steps' counts the build kept in its record (the manifest its first line names)."""
+    manifest = re.search(r"manifest: (\S+)\)", stdout)
+    assert manifest, stdout[:2000]
+    return json.loads(Path(manifest.group(1)).read_text()).get("compiles", {})

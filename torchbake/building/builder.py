@@ -21,7 +21,7 @@ from pathlib import Path
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local, marked_json
-from torchbake.building import base_policy, diskspace, reproducible
+from torchbake.building import base_policy, compile_stats, diskspace, reproducible
 from torchbake.building.candidates import let_go, new_candidate
 from torchbake.building.input_hash import (
     INPUT_PARTS_LABEL,
@@ -40,7 +40,7 @@ from torchbake.configuration import platforms
 from torchbake.configuration.validation import is_location
 from torchbake.core import output
 from torchbake.core.build_time import source_date_epoch
-from torchbake.core.errors import EngineError, RegistryError, VerificationError
+from torchbake.core.errors import DownloadError, EngineError, RegistryError, VerificationError
 from torchbake.core.files import SecretSource, secret_files, secret_paths
 from torchbake.core.output import human_size
 from torchbake.core.redaction import redact
@@ -75,6 +75,7 @@ class BuildResult:
     status: Status = Status.BUILT
     reason: str = ""
     gpu_checks: dict = field(default_factory=dict)  # image → the GPU rows of its verify ([build] verify_gpus)
+    compiles: dict = field(default_factory=dict)  # compile step → its counts (torchbake.building.compile_stats)
 
 
 def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
@@ -387,7 +388,9 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:
+            logged = log_file.stat().st_size if log_file.exists() else 0
             client.build(argv, env, log_file)
+            compiles = _compiles(log_file, logged, record, required=plan.ccache_required)
             image_id = built_image_id(client, tag)
             if plan.versions_known_after_build:
                 image_id = _label_built_versions(client, tag, log_file)
@@ -421,11 +424,34 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         remove_replaced(client, replaced, state)
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
-                         reason="forced" if not skip_unchanged else "inputs changed or no image yet")
+                         reason="forced" if not skip_unchanged else "inputs changed or no image yet",
+                         compiles=compile_stats.to_record(compiles))
     output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
                          f"{human_size(result.size_bytes)} of compressed layers (`docker images` shows them unpacked)"
                          f" in {result.seconds:.0f} s (log: {log_file})")
     return result
+
+
+def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool) -> dict[str, compile_stats.Compiles]:
+    """What the build's compile steps compiled and found (their lines in the log, from byte
+    ``since`` on): said, and kept in the build's record. Compiles that missed the shared store:
+    a warning, or with ``required`` ([dev] ccache_required) an error (the image is not tagged)."""
+    with log_file.open(encoding="utf-8", errors="replace") as log:
+        log.seek(since)
+        found = compile_stats.read(log)
+    if found:
+        record.facts["compiles"] = compile_stats.to_record(found)
+        say = output.channel().say
+        say(("Compiled:", "bold"), f" {compile_stats.summary(found)}")
+        if missed := compile_stats.unreachable(found):
+            text = (f"the compile cache's store ([dev] ccache_remote) could not be reached from the {', '.join(missed)}"
+                    " step(s): their objects were compiled here and not shared.")
+            if required:
+                raise DownloadError(f"{text[0].upper()}{text[1:]} --require-compile-cache ([dev] ccache_required)"
+                                    f" makes that an error: check that the store answers from the build, then build"
+                                    f" again (the log: {log_file}).")
+            say(("Warning:", "yellow"), f" {text} --require-compile-cache makes that an error.")
+    return found
 
 
 def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder: Path, args: dict[str, str],

@@ -355,6 +355,10 @@ class DevOptions:
                                 help="ccache remote storage shared by machines (http(s)://, redis:// or file:// URL,"
                                      " credentials allowed): a BuildKit secret, never in a layer; the cache mount"
                                      " stays the local level")
+    ccache_required: bool = option(False, decides=(),
+                                   help="Fail a dev build whose compiles could not reach [dev] ccache_remote (without it"
+                                        " they compile here, unshared, and the build warns)",
+                                   flag="require_compile_cache", only="dev", why="only dev builds compile")
     slim: bool = option(False, decides=(),  # another image beside
                         help="Also build NAME:TAG-slim, the runtime stage without compilers and sources, and report"
                              " both sizes", flag="slim", only="dev",

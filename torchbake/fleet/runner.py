@@ -21,7 +21,7 @@ import filelock
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient
-from torchbake.building import platform_builds
+from torchbake.building import compile_stats, platform_builds
 from torchbake.building.builder import assess, build_image, changed_since, log_path, skip_reason
 from torchbake.building.publishing import ask_registry, find_in_registry, publish_index, publish_showing_progress
 from torchbake.configuration import platforms
@@ -58,6 +58,7 @@ class CellResult:
     changed: str = ""  # a rebuilt cell: what changed against the image its tag held before, in one line
     diff: dict = field(default_factory=dict)  # ... and the whole diff (torchbake.supply_chain.image_diff)
     gpu_checks: dict = field(default_factory=dict)  # image → its GPU rows, when [build] verify_gpus ran them
+    compiles: dict = field(default_factory=dict)  # a dev cell: compile step → its counts (building.compile_stats)
 
 
 def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
@@ -301,7 +302,7 @@ class MatrixRun:
             digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id="" if registry_done else result.image_id,
-                         digest=digest, log=str(log), gpu_checks=result.gpu_checks)
+                         digest=digest, log=str(log), gpu_checks=result.gpu_checks, compiles=result.compiles)
         except FatalError as exc:
             if self.interrupted:
                 self.results[cell.id].status = Status.INTERRUPTED
@@ -361,10 +362,13 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
     table = output.table(title="build-all")
     table.add_column("cell", no_wrap=True, min_width=max((len(r.id) for r in results.values()), default=4))
     changes = any(r.changed for r in results.values())
-    for column in ("image", "status", "reason", *(("changed",) if changes else ()), "time", "size", "digest"):
+    compiled = any(r.compiles for r in results.values())
+    for column in ("image", "status", "reason", *(("changed",) if changes else ()), *(("compiled",) if compiled else ()),
+                   "time", "size", "digest"):
         table.add_column(column, overflow="fold")
     for r in results.values():
         table.add_row(r.id, r.image, r.status, r.error or r.reason, *((r.changed,) if changes else ()),
+                      *((compile_stats.summary(compile_stats.from_record(r.compiles)),) if compiled else ()),
                       f"{r.seconds:.0f}s", human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
@@ -395,7 +399,9 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
         elif r.status is Status.NOT_RUN:
             ElementTree.SubElement(case, "skipped", message=r.reason)
         else:
-            ElementTree.SubElement(case, "system-out").text = f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
+            compiled = compile_stats.summary(compile_stats.from_record(r.compiles))
+            ElementTree.SubElement(case, "system-out").text = (f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
+                                                               + (f"\ncompiled: {compiled}" if compiled else ""))
     buffer = io.BytesIO()
     ElementTree.ElementTree(suite).write(buffer, encoding="utf-8", xml_declaration=True)
     write_atomically(path, redact(buffer.getvalue().decode()))

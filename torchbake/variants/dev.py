@@ -63,6 +63,7 @@ class DevPlan(PlanCommon):
     render_gid: int
     ccache_size: str
     ccache_remote: str  # ccache's remote storage ("" = the cache mount only)
+    ccache_required: bool  # a compile that could not reach it fails the build
     slim: bool
     runtime_base: str  # "" = the OS image of the base image
     runtime_paths: tuple[str, ...]
@@ -268,6 +269,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         max_jobs=settings.dev.max_jobs,
         ccache_size=settings.dev.ccache_size,
         ccache_remote=settings.dev.ccache_remote,
+        ccache_required=settings.dev.ccache_required,
         slim=settings.dev.slim,
         runtime_base=settings.dev.runtime_base,
         runtime_paths=(*settings.dev.runtime_paths,  # and what the toolkits installed keep at run time

@@ -1,0 +1,76 @@
+"""What a dev build compiled: the compile steps' lines (docker/common/build_source.sh, counted from
+ccache's stats log) read back from a build's output, summed per step, summarised, and carried to
+build-all's table, JSON and JUnit reports. (The lines a real build prints: tests/e2e/test_dev_cache.py.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from datetime import datetime
+
+from rich.console import Console
+
+from tests.conftest import ROOT
+from torchbake.building import compile_stats
+from torchbake.building.compile_stats import Compiles
+from torchbake.core.status import Status
+from torchbake.fleet import runner
+
+OUTPUT = """#9 12.01 building 'torchbake_fixture_ext' extension
+#9 41.50 torchbake: compile-cache role=torch compiled=3 local_hits=0 remote_hits=1201 store_errors=0 remote=yes seconds=41
+#9 41.52 torchbake: ccache statistics for torch:
+#11 3.20 torchbake: compile-cache role=extension compiled=2 local_hits=5 remote_hits=0 store_errors=0 remote= seconds=3
+#13 1.00 torchbake: compile-cache role=extras compiled=1 local_hits=0 remote_hits=0 store_errors=4 remote=yes seconds=2
+#14 1.00 torchbake: compile-cache role=extras compiled=1 local_hits=0 remote_hits=2 store_errors=0 remote=yes seconds=5
+#15 1.00 echo torchbake: compile-cache role=fake compiled=x
+"""
+
+
+def test_each_steps_counts_are_read_from_the_builds_output_and_a_step_run_twice_adds_up():
+    found = compile_stats.read(OUTPUT.splitlines(keepends=True))
+    assert found == {"torch": Compiles(3, 0, 1201, 0, True, 41), "extension": Compiles(2, 5, 0, 0, False, 3),
+                     "extras": Compiles(2, 0, 2, 4, True, 7)}
+    assert compile_stats.summary(found) == ("torch: 3 compiled, 1,201 remote hits, 41 s; extension: 2 compiled,"
+                                            " 5 local hits, 3 s; extras: 2 compiled, 2 remote hits,"
+                                            " 4 without the store (unreachable), 7 s")
+    assert compile_stats.unreachable(found) == ["extras"]
+    assert compile_stats.from_record(json.loads(json.dumps(compile_stats.to_record(found)))) == found
+
+
+def test_a_build_that_compiled_nothing_has_no_counts():
+    assert compile_stats.read(["#5 CACHED\n", "Built x\n"]) == {}
+    assert compile_stats.summary({}) == ""
+
+
+def test_the_script_counts_its_compiles_from_ccaches_stats_log(tmp_path):
+    """build_source.sh's counting, run on a stats log as ccache 4.7 writes it (a counter ID per line
+    after each compiled file's "# FILE"): a miss is a compile, the storage hits are hits."""
+    script = (ROOT / "docker/common/build_source.sh").read_text()
+    counting = script[script.index("    count() {"):script.index('    rm -f "$stats_log"')]
+    (tmp_path / "stats.log").write_text("# a.c\ncache_miss\nlocal_storage_miss\nremote_storage_error\n"
+                                        "# b.c\ndirect_cache_hit\nremote_storage_hit\n# c.c\ndirect_cache_hit\n"
+                                        "local_storage_hit\n# d.c\ncache_miss\nremote_storage_timeout\n")
+    printed = subprocess.run(["bash", "-c", f"set -euo pipefail; role=torch; stats_log={tmp_path / 'stats.log'};"
+                              f" started=$SECONDS; CCACHE_REMOTE_STORAGE=redis://h\n{counting}"],
+                             capture_output=True, text=True, check=True).stdout
+    assert compile_stats.read([printed]) == {"torch": Compiles(2, 1, 1, 2, True, 0)}, printed
+
+
+def test_build_alls_table_and_reports_carry_each_cells_compiles(tmp_path):
+    counts = compile_stats.to_record({"torch": Compiles(3, 0, 1201, 0, True, 41)})
+    results = {"a-dev": runner.CellResult(id="a-dev", image="x/a:dev", status=Status.BUILT, reason="new",
+                                          compiles=counts),
+               "b-release": runner.CellResult(id="b-release", image="x/b:r", status=Status.BUILT, reason="new")}
+    console = Console(file=io.StringIO(), width=300)
+    console.print(runner.summary_table(results))
+    assert "torch: 3 compiled, 1,201 remote hits, 41 s" in console.file.getvalue()
+    runner.write_json(tmp_path / "r.json", results, datetime.now())
+    assert json.loads((tmp_path / "r.json").read_text())["cells"][0]["compiles"] == {
+        "torch": {"compiled": 3, "local_hits": 0, "remote_hits": 1201, "store_errors": 0, "remote": True, "seconds": 41}}
+    runner.write_junit(tmp_path / "r.xml", results)
+    out = ElementTree.parse(tmp_path / "r.xml").getroot().find("testcase[@name='a-dev']/system-out").text
+    assert out.endswith("compiled: torch: 3 compiled, 1,201 remote hits, 41 s")
+    assert "compiled" not in ElementTree.parse(tmp_path / "r.xml").getroot().find(
+        "testcase[@name='b-release']/system-out").text.split(":", 1)[1]
