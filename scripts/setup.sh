@@ -3,7 +3,8 @@
 #   - Debian packages the real-engine work needs (debootstrap, docker-registry; tmux drives the
 #     interactive run-container test through a real terminal, openssl makes the private CA of
 #     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote,
-#     Node.js runs sigstore-js, which verifies torchbake's signatures: tests/js),
+#     Node.js runs sigstore-js, which verifies torchbake's signatures: tests/js; redis-server is
+#     the shared compile-cache store the dev-image tests start on loopback),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
 #   - QEMU user emulation for the other platform (scripts/ensure-emulation.sh),
 #   - .venv with torchbake and its test tools installed.
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     missing=()
-    for pkg in debootstrap docker-registry tmux openssl skopeo; do
+    for pkg in debootstrap docker-registry tmux openssl skopeo redis-server; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     # Node.js runs the verifiers nobody here wrote (sigstore-js, tests/js/)

@@ -440,55 +440,57 @@ def unmount_below(folder: Path) -> None:
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
 
 
-class _StorageHandler(http.server.BaseHTTPRequestHandler):
-    """GET/HEAD/PUT/DELETE of files under the server's root: what ccache's http remote storage speaks."""
+class RedisStore:
+    """A real shared compile-cache store: Debian's redis-server on 127.0.0.1 with a password (a
+    secret of the test's own), in ``folder``; ``url`` is ccache's remote storage for it."""
 
-    def log_message(self, *args):
-        pass
+    def __init__(self, folder: Path, password: str):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.folder, self.password, self.process = folder, password, None
+        self.url = f"redis://{password}@127.0.0.1:{self.port}"
 
-    def _path(self) -> Path:
-        return self.server.root / self.path.lstrip("/").replace("..", "_")
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--requirepass", self.password, "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                assert self.process.poll() is None, f"redis-server stopped (status {self.process.returncode})"
+                time.sleep(0.1)
+        self.stop()
+        raise AssertionError(f"redis-server did not listen on 127.0.0.1:{self.port} within 10 s")
 
-    def do_GET(self):
-        path = self._path()
-        if not path.is_file():
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        data = path.read_bytes()
-        self.server.seen.append(("GET", self.path))
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command == "GET":
-            self.wfile.write(data)
+    def stop(self) -> None:
+        """Down: nothing listens on its port any more."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
 
-    do_HEAD = do_GET
-
-    def do_PUT(self):
-        path = self._path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        self.server.seen.append(("PUT", self.path))
-        self.send_response(201)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    def do_DELETE(self):
-        self._path().unlink(missing_ok=True)
-        self.send_response(204)
-        self.end_headers()
+    def keys(self) -> int:
+        """How many entries the store holds (redis-cli DBSIZE)."""
+        answer = subprocess.run([shutil.which("redis-cli") or "/usr/bin/redis-cli", "-p", str(self.port),
+                                 "--no-auth-warning", "-a", self.password, "dbsize"],
+                                capture_output=True, text=True, check=True, timeout=30)
+        return int(answer.stdout.strip())
 
 
 @contextmanager
-def storage_server(root: Path):
-    """An HTTP file store on 127.0.0.1 (a ccache remote storage); yields (URL, the requests seen)."""
-    root.mkdir(parents=True, exist_ok=True)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StorageHandler)
-    server.root, server.seen = root, []
-    with serving(server):
-        yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
+def redis_store(folder: Path, password: str):
+    """A running :class:`RedisStore`, stopped at the end."""
+    store = RedisStore(folder, password)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
 
 
 REGISTRY_ACCEPT = ", ".join((  # every manifest kind: an index is what an image with provenance is

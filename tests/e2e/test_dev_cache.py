@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import storage_server
+from tests.support import redis_store
 
 from .helpers import copy_image, docker
 
@@ -58,24 +59,28 @@ def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_s
     assert hits and int(hits.group(1)) == 1, section
 
 
-def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
+def test_a_fresh_engine_compiles_nothing_another_compiled_into_the_shared_store_and_a_store_down_is_said_or_refused(
         lite_dev_base, tb_env, lite_dev_config, run_id, tmp_path, second_engine):
-    """[dev] ccache_remote: engine A's compiles fill an HTTP remote storage (given to the build as a
-    secret); engine B, whose cache mount is empty, compiles the same sources with remote hits. (The
-    C sources of the fixture-lite profile: the remote storage is the story here; the real C++
-    extension's ccache hits are test_dev's, after one changed file.)"""
+    """[dev] ccache_remote on a real store (Debian's redis-server on loopback, with a password): engine
+    A's compiles fill it; engine B, whose cache mount is empty, compiles nothing, every object A
+    compiled a remote hit, each step saying so in the build's record. With the store down, a build
+    succeeds without it and says so; with --require-compile-cache it fails (exit 3) and the tag stays
+    on the image it held. The password is in no output, log or manifest. (The C sources of the
+    fixture-lite profile: the shared store is the story here; the real C++ extension's ccache hits
+    are test_dev's, after one changed file.)"""
     config, credentials = lite_dev_config
     dev_base = lite_dev_base
-    with storage_server(tmp_path / "ccache") as (url, seen):
+    password = "store-" + uuid.uuid4().hex
+    image = f"torchbake-test/dev:{run_id}-remote"
+    with redis_store(tmp_path / "redis", password) as store:
         remote = tmp_path / "remote.toml"
-        remote.write_text(f'[dev]\nccache_remote = "{url}/cache"\n')
+        remote.write_text(f'[dev]\nccache_remote = "{store.url}"\n')
         args = ("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
                 "--tag", f"{run_id}-remote", "--base-img", dev_base[0], "-c", str(credentials), "--no-cache", "--no-verify")
         try:
             on_a = run_invoke(*args, env=tb_env)
             assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
-            assert any(method == "PUT" for method, _ in seen), seen
-            assert url not in on_a.stdout + on_a.stderr  # a secret: not echoed
+            assert store.keys() > 0
             # the build says, and records, what each compile step compiled (the C sources: the fixture's
             # audio has none), each step with the store
             compiled_a = recorded_compiles(on_a.stdout)
@@ -94,8 +99,29 @@ def test_a_fresh_engine_gets_ccache_hits_from_the_remote_storage_another_filled(
             compiled_b = recorded_compiles(on_b.stdout)
             assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == {
                 role: (0, c["compiled"]) for role, c in compiled_a.items()}, (compiled_a, compiled_b)
+
+            store.stop()  # the store is down: engine A builds from its own cache mount, without it
+            held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+            required = run_invoke(*args, "--require-compile-cache", env=tb_env)
+            assert required.returncode == 3, (required.stdout + required.stderr)[-4000:]
+            assert "could not be reached from the pytorch" in required.stderr, required.stderr[-3000:]
+            assert "--require-compile-cache ([dev] ccache_required) makes that an error" in required.stderr
+            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held  # not tagged
+            down = run_invoke(*args, env=tb_env)
+            assert down.returncode == 0, (down.stdout + down.stderr)[-4000:]
+            compiled_down = recorded_compiles(down.stdout)
+            assert all(c["store_errors"] == c["compiled"] + c["local_hits"] for c in compiled_down.values()), compiled_down
+            assert compiled_down["pytorch"]["store_errors"] >= 1, compiled_down
+            flat = " ".join(down.stdout.split())
+            assert "Warning: the compile cache's store ([dev] ccache_remote) could not be reached from the pytorch" in flat
+            assert "without the store (unreachable)" in flat
+            for result in (on_a, on_b, required, down):  # a secret: in no output, log or manifest
+                manifest = re.search(r"manifest: (\S+)\)", result.stdout).group(1)
+                for text in (result.stdout + result.stderr, Path(manifest).read_text(),
+                             Path(manifest.replace(".manifest.json", ".log")).read_text()):
+                    assert password not in text
         finally:
-            docker("image", "rm", "--force", f"torchbake-test/dev:{run_id}-remote", check=False)
+            docker("image", "rm", "--force", image, check=False)
 
 
 def recorded_compiles(stdout: str) -> dict[str, dict]:
