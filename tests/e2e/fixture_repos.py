@@ -7,6 +7,8 @@ extension, as git repositories tagged like the real ones and served over HTTP.
 - apex (24.04.01): an extra extension whose setup.py imports torch (so only --no-build-isolation works);
 - private/extension (dev1.5.1, behind Basic auth): a real C++ extension built with
   torch.utils.cpp_extension against the installed torch, from two source files;
+- pytorch-large (v2.0.0): the pytorch package with 300 C translation units, for the shared
+  compile cache (one changed file compiles one unit);
 - private/extension-lite (dev1.5.1, behind Basic auth): the same package as a plain C extension
   whose setup.py imports torch: for the tests about torchbake's machinery (build-all over dev
   cells, the registry), which build on the small stand-in torch instead of compiling against the
@@ -16,6 +18,7 @@ extension, as git repositories tagged like the real ones and served over HTTP.
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
@@ -104,7 +107,53 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
             "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }\n"),
     })
     commits["extension-lite"] = _publish(work / "extension-lite", srv / "private" / "extension-lite.git", "dev1.5.1")
+    commits["pytorch-large"] = write_large_pytorch(work, srv, run=uuid.uuid4().hex)
     return commits
+
+
+LARGE_UNITS = 300  # translation units of pytorch-large
+
+
+def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None) -> str:
+    """pytorch-large (tag v2.0.0): the pytorch fixture's package as PyTorch is shaped where the
+    compile cache matters, a C extension of LARGE_UNITS translation units, built by the same
+    scripts as PyTorch's source. Each unit includes a header naming the session (``run``), so a
+    session's first compile misses every cache whatever an earlier session left; ``changed``:
+    the unit whose body changes (committed, the tag moved), every other unit as it was."""
+    folder = work / "pytorch-large"
+    units = [f"csrc/unit_{index:03d}.c" for index in range(LARGE_UNITS)]
+    files = {
+        "setup.py": (
+            "from setuptools import Extension, setup\n"
+            f"units = {units!r}\n"
+            "setup(name='fixture-pytorch', version='2.0.0', author='Fixture Authors <fixtures@example.com>',"
+            " packages=['fixture_pytorch'],\n"
+            "      ext_modules=[Extension('fixture_pytorch._core', ['csrc/core.c', *units], include_dirs=['csrc'])])\n"),
+        "fixture_pytorch/__init__.py": "from ._core import answer\n",
+        "csrc/core.c": (
+            "#include <Python.h>\n#include \"fixture_large.h\"\n"
+            "static PyObject *answer(PyObject *s, PyObject *a) { return PyLong_FromLong(fixture_unit_000() + 41); }\n"
+            "static PyMethodDef m[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {0}};\n"
+            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_core\", 0, -1, m};\n"
+            "PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&d); }\n"),
+        "csrc/fixture_large.h": (f'#define FIXTURE_RUN "{run}"\n'
+                                 + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(LARGE_UNITS))),
+    }
+    if changed is None:
+        files.update({unit: f'#include "fixture_large.h"\nint fixture_unit_{index:03d}(void) {{ return {index % 2}; }}\n'
+                      for index, unit in enumerate(units)})
+    else:
+        files[units[changed]] = (f'#include "fixture_large.h"\n'
+                                 f"int fixture_unit_{changed:03d}(void) {{ return {changed % 2} + 0; }}\n")
+        files = {units[changed]: files[units[changed]]}
+    write(folder, files)
+    if (folder / ".git").exists():
+        git("add", "-A", cwd=folder)
+        git("commit", "-q", "-m", f"change {units[changed]}" if changed is not None else "sources", cwd=folder)
+        git("tag", "-f", "v2.0.0", cwd=folder)
+        git("push", "-q", "--force", "origin", "main", "refs/tags/v2.0.0", cwd=folder)
+        return git("rev-parse", "HEAD", cwd=folder)
+    return _publish(folder, srv / "pytorch-large.git", "v2.0.0")
 
 
 def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:

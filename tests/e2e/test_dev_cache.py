@@ -1,12 +1,14 @@
 """The dev images' compile cache on the fixture sources with the stand-in torch (conftest's
-lite_dev_config): a build's ccache statistics are its own beside another build, and a fresh engine
-gets remote hits from the storage another engine filled. (In a module of its own: beside test_dev
-on another worker, not after it on the same one.)"""
+lite_dev_config, PyTorch's source the one of 300 translation units): a build's ccache statistics
+are its own beside another build, and a fresh engine compiles only the file that changed, every
+other object from the shared store another engine filled. (In a module of its own: beside
+test_dev on another worker, not after it on the same one.)"""
 
 from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -15,18 +17,34 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import redis_store
 
+from .fixture_repos import LARGE_UNITS, write_large_pytorch
 from .helpers import copy_image, docker
 
 
 @pytest.fixture(scope="module")
-def lite_dev_base(run_id, base_image, tb_env, lite_dev_config):
-    """The base of the fixture sources on the stand-in torch (conftest.lite_dev_config)."""
-    config, _ = lite_dev_config
-    name = f"torchbake-test/dev-lite-base:{run_id}"
-    result = run_invoke("build-base", "--config", str(config), "--name", name.split(":")[0], "--tag", run_id,
+def large_config(lite_dev_config, tmp_path_factory):
+    """lite_dev_config with PyTorch's source of LARGE_UNITS translation units (fixture_repos:
+    pytorch-large), and its git credentials."""
+    config, credentials = lite_dev_config
+    large = tmp_path_factory.mktemp("large") / "fixture-large.toml"
+    large.write_text(config.read_text().replace("/pytorch.git", "/pytorch-large.git"))
+    assert large.read_text() != config.read_text()
+    return large, credentials
+
+
+def build_base(config: Path, tag: str, base_image: str, tb_env: dict) -> str:
+    name = f"torchbake-test/dev-lite-base:{tag}"
+    result = run_invoke("build-base", "--config", str(config), "--name", name.split(":")[0], "--tag", tag,
                         "--sys", base_image, "--python", "3.11", env=tb_env)
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
-    yield name, result
+    return name
+
+
+@pytest.fixture(scope="module")
+def lite_dev_base(run_id, base_image, tb_env, large_config):
+    """The base of the fixture sources (PyTorch's the large one) on the stand-in torch."""
+    name = build_base(large_config[0], run_id, base_image, tb_env)
+    yield name, None
     docker("image", "rm", "--force", name, check=False)
 
 
@@ -59,55 +77,68 @@ def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_s
     assert hits and int(hits.group(1)) == 1, section
 
 
-def test_a_fresh_engine_compiles_nothing_another_compiled_into_the_shared_store_and_a_store_down_is_said_or_refused(
-        lite_dev_base, tb_env, lite_dev_config, run_id, tmp_path, second_engine):
-    """[dev] ccache_remote on a real store (Debian's redis-server on loopback, with a password): engine
-    A's compiles fill it; engine B, whose cache mount is empty, compiles nothing, every object A
-    compiled a remote hit, each step saying so in the build's record. With the store down, a build
-    succeeds without it and says so; with --require-compile-cache it fails (exit 3) and the tag stays
-    on the image it held. The password is in no output, log or manifest. (The C sources of the
-    fixture-lite profile: the shared store is the story here; the real C++ extension's ccache hits
-    are test_dev's, after one changed file.)"""
-    config, credentials = lite_dev_config
-    dev_base = lite_dev_base
+def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_store_and_a_store_down_is_said_or_refused(
+        lite_dev_base, tb_env, large_config, run_id, tmp_path, second_engine, repos, base_image):
+    """[dev] ccache_remote on a real store (Debian's redis-server on loopback, with a password):
+    engine A builds the dev image cold, compiling PyTorch's LARGE_UNITS translation units (and the
+    extension) into the store. One source file changes (its tag moved, a new base). Engine B, fresh
+    (its own data root, empty build cache and cache mounts), builds it and compiles that one file:
+    every other object a remote hit, counted by the build's own record. With the store down, a
+    build succeeds without it and says so; with --require-compile-cache it fails (exit 3) and the
+    tag stays on the image it held. The password is in no output, log or manifest."""
+    config, credentials = large_config
     password = "store-" + uuid.uuid4().hex
     image = f"torchbake-test/dev:{run_id}-remote"
     with redis_store(tmp_path / "redis", password) as store:
         remote = tmp_path / "remote.toml"
         remote.write_text(f'[dev]\nccache_remote = "{store.url}"\n')
-        args = ("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
-                "--tag", f"{run_id}-remote", "--base-img", dev_base[0], "-c", str(credentials), "--no-cache", "--no-verify")
+
+        def build(base: str, *more: str, env: dict = tb_env):
+            started = time.monotonic()
+            result = run_invoke("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
+                                "--tag", f"{run_id}-remote", "--base-img", base, "-c", str(credentials), "--no-cache",
+                                "--no-verify", *more, env=env)
+            return result, time.monotonic() - started
+
         try:
-            on_a = run_invoke(*args, env=tb_env)
+            on_a, cold = build(lite_dev_base[0])
             assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
             assert store.keys() > 0
-            # the build says, and records, what each compile step compiled (the C sources: the fixture's
-            # audio has none), each step with the store
+            # the build says, and records, what each compile step compiled: every unit of PyTorch's
+            # source and the extension's (the fixture's audio has no C), each step with the store
             compiled_a = recorded_compiles(on_a.stdout)
-            assert compiled_a["pytorch"]["compiled"] >= 1 and compiled_a["extension"]["compiled"] >= 1, compiled_a
+            assert compiled_a["pytorch"]["compiled"] == LARGE_UNITS + 1, compiled_a  # and the module's own file
+            assert compiled_a["extension"]["compiled"] + compiled_a["extension"]["local_hits"] >= 1, compiled_a
             assert all(c["remote"] and not c["store_errors"] for c in compiled_a.values()), compiled_a
-            assert re.search(r"^Compiled: pytorch: \d+ compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
+            assert re.search(rf"^Compiled: pytorch: {LARGE_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
 
-            copy_image(dev_base[0], second_engine)
-            on_b = run_invoke(*args, env={**tb_env, **second_engine})
+            write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7)  # one file, the tag moved
+            changed_base = build_base(config, f"{run_id}-changed", base_image, tb_env)
+            try:
+                copy_image(changed_base, second_engine)
+                on_b, fresh = build(changed_base, env={**tb_env, **second_engine})
+            finally:
+                docker("image", "rm", "--force", changed_base, check=False)
             output = on_b.stdout + on_b.stderr
             assert on_b.returncode == 0, output[-5000:]
-            # BuildKit prefixes every line ("#8 0.813   Hits: ..."): the Hits line right after "Remote storage:"
-            remote_hits = [int(n) for n in re.findall(r"Remote storage:\s*\n[^\n]*?Hits:\s*(\d+)", output)]
-            assert remote_hits and max(remote_hits) >= 1, output[-4000:]
-            # engine B compiled nothing: each object engine A compiled came from the store
+            # engine B compiled the changed file alone: every other object engine A had (compiled, or found
+            # in its own cache mount: an earlier session's extension) came from the store
             compiled_b = recorded_compiles(on_b.stdout)
-            assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == {
-                role: (0, c["compiled"]) for role, c in compiled_a.items()}, (compiled_a, compiled_b)
+            expected = {role: (0, c["compiled"] + c["local_hits"]) for role, c in compiled_a.items()}
+            expected["pytorch"] = (1, LARGE_UNITS)
+            assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == expected, (
+                compiled_a, compiled_b)
+            print(f"dev build of {LARGE_UNITS + 1} units: cold {cold:.0f} s; a fresh engine after one changed file,"
+                  f" with the store: {fresh:.0f} s")
 
             store.stop()  # the store is down: engine A builds from its own cache mount, without it
             held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
-            required = run_invoke(*args, "--require-compile-cache", env=tb_env)
+            required, _ = build(lite_dev_base[0], "--require-compile-cache")
             assert required.returncode == 3, (required.stdout + required.stderr)[-4000:]
             assert "could not be reached from the pytorch" in required.stderr, required.stderr[-3000:]
             assert "--require-compile-cache ([dev] ccache_required) makes that an error" in required.stderr
             assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held  # not tagged
-            down = run_invoke(*args, env=tb_env)
+            down, _ = build(lite_dev_base[0])
             assert down.returncode == 0, (down.stdout + down.stderr)[-4000:]
             compiled_down = recorded_compiles(down.stdout)
             assert all(c["store_errors"] == c["compiled"] + c["local_hits"] for c in compiled_down.values()), compiled_down

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchbake.adapters import command
+from torchbake.core import output
 from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.files import read_back
 from torchbake.inputs.downloads import file_lock
@@ -89,9 +90,10 @@ def credential_args(credential_file: str) -> list[str]:
     return ["-c", "credential.helper=", "-c", f"credential.helper=store --file={credential_file}"] if credential_file else []
 
 
-def check_reachable(spec: SourceSpec, credential_file: str = "") -> str:
-    """The repository answers and has the tag or branch (a quick ``git ls-remote``), before slow
-    work. Returns the commit it points at."""
+def remote_commit(spec: SourceSpec, credential_file: str = "") -> tuple[str, str]:
+    """(the commit the tag or branch points at now, "") from a quick ``git ls-remote``; ("", why)
+    when the repository cannot be asked. A repository that answers without the tag or branch is
+    an error."""
     result = command.run(
         ["git", *credential_args(credential_file), "ls-remote", "--exit-code", spec.repo,
          f"refs/tags/{spec.tag}^{{}}", f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}"],
@@ -100,16 +102,25 @@ def check_reachable(spec: SourceSpec, credential_file: str = "") -> str:
     if result.returncode == 2:
         raise ConfigurationError(f"{spec.repo} has no tag or branch {spec.tag!r} (sources.{spec.name}_tag).")
     if result.returncode != 0:
-        raise ConfigurationError(
-            f"Cannot reach {spec.repo} (sources.{spec.name}_repo): {result.output.strip()[-500:]}\n"
-            "Check the URL, the network and the credentials (--git-credential-file), or put a clone"
-            " at that tag under --source-root."
-        )
+        return "", result.output.strip()[-500:]
     refs = dict(reversed(line.split("\t", 1)) for line in result.output.splitlines() if "\t" in line)
     for ref in (f"refs/tags/{spec.tag}^{{}}", f"refs/tags/{spec.tag}", f"refs/heads/{spec.tag}"):
         if ref in refs:
-            return refs[ref]
-    return ""
+            return refs[ref], ""
+    return "", "no commit in its answer"
+
+
+def check_reachable(spec: SourceSpec, credential_file: str = "") -> str:
+    """The repository answers and has the tag or branch (a quick ``git ls-remote``), before slow
+    work. Returns the commit it points at."""
+    commit, why = remote_commit(spec, credential_file)
+    if not commit:
+        raise ConfigurationError(
+            f"Cannot reach {spec.repo} (sources.{spec.name}_repo): {why}\n"
+            "Check the URL, the network and the credentials (--git-credential-file), or put a clone"
+            " at that tag under --source-root."
+        )
+    return commit
 
 
 def cache_path(cache_root: Path, spec: SourceSpec) -> Path:
@@ -152,13 +163,30 @@ def find_in_root(root: str, spec: SourceSpec) -> SourceTree | None:
     return check_clone(candidate, spec, where="source root")
 
 
-def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[SourceTree], dict[str, str]]:
+def locate(specs: list[SourceSpec], root: str, cache_root: Path, *,
+           quiet: bool = False) -> tuple[list[SourceTree], dict[str, str]]:
     """Every check, before any slow work: trees found in the source root (at the right tag, or an
-    error) or in the cache, and the specs still to clone with the commit their tag points at
-    (reachable, with the tag, or an error)."""
+    error) or in the cache while their tag still points where it did (a tag moved upstream is the
+    same name for other sources: the remote is asked), and the specs still to clone with the
+    commit their tag points at (reachable, with the tag, or an error). ``quiet``: said already."""
+    say = (lambda *parts: None) if quiet else output.channel().say
     found, missing = [], {}
     for spec in specs:
-        tree = find_in_root(root, spec) or cached_tree(cache_root, spec)
+        tree = find_in_root(root, spec)
+        if tree is None and (cached := cached_tree(cache_root, spec)) is not None:
+            current, why = remote_commit(spec)
+            if not current:  # offline: the clone this cache holds, said as such
+                say(("Warning:", "yellow"), f" could not ask {spec.repo} where {spec.tag} points now"
+                                     f" ({why.splitlines()[-1] if why else 'no answer'}); using the cached clone at"
+                                     f" {cached.commit[:12]}.")
+                tree = cached
+            elif current == cached.commit:
+                tree = cached
+            else:
+                say(f"{spec.repo} {spec.tag} moved from {cached.commit[:12]} to {current[:12]}"
+                                     " since it was cloned: cloning it again.")
+                missing[spec.name] = current
+                continue
         if tree is not None:
             found.append(tree)
         else:
@@ -167,14 +195,21 @@ def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[S
 
 
 def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path | None) -> list[SourceTree]:
-    """Every tree, from the source root, the cache, or a new shallow clone (in that order)."""
-    found, missing = locate(specs, root, cache_root)
+    """Every tree, from the source root, the cache, or a new shallow clone (in that order), each
+    at the commit :func:`locate` found its tag at."""
+    found, missing = locate(specs, root, cache_root, quiet=True)  # the preflight said what it found
     trees = {t.spec.name: t for t in found}
     for spec in specs:
         if spec.name in missing:
             with file_lock(cache_path(cache_root, spec).with_suffix(".lock")):
                 tree = cached_tree(cache_root, spec)  # another run may have cloned it meanwhile
-                trees[spec.name] = tree or clone_into_cache(cache_root, spec, log_file)
+                if tree is None or tree.commit != missing[spec.name]:
+                    tree = clone_into_cache(cache_root, spec, log_file)
+                if tree.commit != missing[spec.name]:
+                    raise ConfigurationError(
+                        f"{spec.repo} {spec.tag} moved to {tree.commit[:12]} while this build was being planned (it"
+                        f" was at {missing[spec.name][:12]}); build again.")
+                trees[spec.name] = tree
     return [trees[spec.name] for spec in specs]
 
 
