@@ -55,7 +55,9 @@ def test_the_script_counts_its_compiles_from_ccaches_stats_log(tmp_path):
     printed = subprocess.run(["bash", "-c", f"set -euo pipefail; role=torch; stats_log={tmp_path / 'stats.log'};"
                               f" started=$SECONDS; CCACHE_REMOTE_STORAGE=redis://h\n{counting}"],
                              capture_output=True, text=True, check=True).stdout
-    assert compile_stats.read([printed]) == {"torch": Compiles(2, 1, 1, 2, True, 0)}, printed
+    (found,) = compile_stats.read([printed]).values()
+    assert (found.compiled, found.local_hits, found.remote_hits, found.store_errors, found.remote) == (2, 1, 1, 2, True)
+    assert found.seconds in (0, 1), printed  # bash's SECONDS since the step started
 
 
 def test_build_alls_table_and_reports_carry_each_cells_compiles(tmp_path):
@@ -74,3 +76,14 @@ def test_build_alls_table_and_reports_carry_each_cells_compiles(tmp_path):
     assert out.endswith("compiled: torch: 3 compiled, 1,201 remote hits, 41 s")
     assert "compiled" not in ElementTree.parse(tmp_path / "r.xml").getroot().find(
         "testcase[@name='b-release']/system-out").text.split(":", 1)[1]
+
+
+def test_requiring_the_store_without_one_names_the_value_missing_before_any_work(tmp_path):
+    from tests.conftest import run_invoke
+
+    config = tmp_path / "dev.toml"
+    config.write_text('[build]\nvariant = "dev"\n[image]\nbase = "debian:bookworm"\n')
+    result = run_invoke("build", "--config", str(config), "--require-compile-cache", "--dry-run")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "dev.ccache_remote: --require-compile-cache ([dev] ccache_required) requires the compile cache's store" in result.stderr
+    assert "Traceback" not in result.stderr and "docker" not in result.stdout

@@ -242,6 +242,9 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     missing = check_common(settings, reuse_context)
     if not settings.image.base:
         missing.append(Missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`"))
+    if settings.dev.ccache_required and not settings.dev.ccache_remote:
+        missing.append(Missing("dev.ccache_remote", "--require-compile-cache ([dev] ccache_required) requires the"
+                               " compile cache's store its compiles must reach"))
     src = settings.sources
     if not reuse_context:
         missing += missing_toolkits(settings)
