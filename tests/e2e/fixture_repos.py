@@ -122,31 +122,31 @@ def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | 
     the unit whose body changes (committed, the tag moved), every other unit as it was."""
     folder = work / "pytorch-large"
     units = [f"csrc/unit_{index:03d}.c" for index in range(LARGE_UNITS)]
-    files = {
-        "setup.py": (
-            "from setuptools import Extension, setup\n"
-            f"units = {units!r}\n"
-            "setup(name='fixture-pytorch', version='2.0.0', author='Fixture Authors <fixtures@example.com>',"
-            " packages=['fixture_pytorch'],\n"
-            "      ext_modules=[Extension('fixture_pytorch._core', ['csrc/core.c', *units], include_dirs=['csrc'])])\n"),
-        "fixture_pytorch/__init__.py": "from ._core import answer\n",
-        "csrc/core.c": (
-            "#include <Python.h>\n#include \"fixture_large.h\"\n"
-            "static PyObject *answer(PyObject *s, PyObject *a) { return PyLong_FromLong(fixture_unit_000() + 41); }\n"
-            "static PyMethodDef m[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {0}};\n"
-            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_core\", 0, -1, m};\n"
-            "PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&d); }\n"),
-        "csrc/fixture_large.h": (f'#define FIXTURE_RUN "{run}"\n'
-                                 + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(LARGE_UNITS))),
-    }
-    if changed is None:
-        files.update({unit: f'#include "fixture_large.h"\nint fixture_unit_{index:03d}(void) {{ return {index % 2}; }}\n'
-                      for index, unit in enumerate(units)})
+
+    def unit(index: int, more: str = "") -> str:
+        return f'#include "fixture_large.h"\nint fixture_unit_{index:03d}(void) {{ return {index % 2}{more}; }}\n'
+
+    if changed is not None:  # that unit's body, every other file as it was
+        write(folder, {units[changed]: unit(changed, " + 0")})
     else:
-        files[units[changed]] = (f'#include "fixture_large.h"\n'
-                                 f"int fixture_unit_{changed:03d}(void) {{ return {changed % 2} + 0; }}\n")
-        files = {units[changed]: files[units[changed]]}
-    write(folder, files)
+        write(folder, {
+            "setup.py": (
+                "from setuptools import Extension, setup\n"
+                f"units = {units!r}\n"
+                "setup(name='fixture-pytorch', version='2.0.0', author='Fixture Authors <fixtures@example.com>',"
+                " packages=['fixture_pytorch'],\n"
+                "      ext_modules=[Extension('fixture_pytorch._core', ['csrc/core.c', *units], include_dirs=['csrc'])])\n"),
+            "fixture_pytorch/__init__.py": "from ._core import answer\n",
+            "csrc/core.c": (
+                "#include <Python.h>\n#include \"fixture_large.h\"\n"
+                "static PyObject *answer(PyObject *s, PyObject *a) { return PyLong_FromLong(fixture_unit_000() + 41); }\n"
+                "static PyMethodDef m[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {0}};\n"
+                "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_core\", 0, -1, m};\n"
+                "PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&d); }\n"),
+            "csrc/fixture_large.h": (f'#define FIXTURE_RUN "{run}"\n'
+                                     + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(LARGE_UNITS))),
+            **{name: unit(index) for index, name in enumerate(units)},
+        })
     if (folder / ".git").exists():
         git("add", "-A", cwd=folder)
         git("commit", "-q", "-m", f"change {units[changed]}" if changed is not None else "sources", cwd=folder)

@@ -8,6 +8,7 @@ import io
 import os
 import subprocess
 
+import pytest
 from rich.console import Console
 
 from torchbake.core import output
@@ -46,7 +47,7 @@ def test_a_tag_moved_upstream_is_cloned_again_and_an_unanswering_remote_leaves_t
     spec = sources.SourceSpec(name="pytorch", repo=str(bare), tag="v2.0.0")
     printed = said(monkeypatch)
 
-    (tree,) = sources.resolve([spec], "", cache, None)
+    (tree,) = sources.resolve([spec], "", cache, {"pytorch": first}, None)
     assert tree.commit == first and (tree.path / "core.c").read_text() == "int a;"
     assert sources.locate([spec], "", cache) == ([tree], {})  # the tag still points there: the cached clone
 
@@ -54,8 +55,11 @@ def test_a_tag_moved_upstream_is_cloned_again_and_an_unanswering_remote_leaves_t
     found, missing = sources.locate([spec], "", cache)
     assert (found, missing) == ([], {"pytorch": moved})
     assert f"{bare} v2.0.0 moved from {first[:12]} to {moved[:12]} since it was cloned: cloning it again." in printed.getvalue()
-    (tree,) = sources.resolve([spec], "", cache, None)
+    (tree,) = sources.resolve([spec], "", cache, missing, None)
     assert tree.commit == moved and (tree.path / "core.c").read_text() == "int b;"
+    # a build planned at the old commit (its input hash holds it) clones no other sources under its name
+    with pytest.raises(sources.ConfigurationError, match=f"moved to {moved[:12]} while this build was being planned"):
+        sources.resolve([spec], "", cache, {"pytorch": first}, None)
 
     bare.rename(tmp_path / "gone.git")  # the remote cannot be asked: the clone the cache holds, said
     assert sources.locate([spec], "", cache) == ([tree], {})

@@ -390,7 +390,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         try:
             logged = log_file.stat().st_size if log_file.exists() else 0
             client.build(argv, env, log_file)
-            compiles = _compiles(log_file, logged, record, required=plan.ccache_required)
+            _compiles(log_file, logged, record, required=plan.ccache_required)
             image_id = built_image_id(client, tag)
             if plan.versions_known_after_build:
                 image_id = _label_built_versions(client, tag, log_file)
@@ -425,16 +425,16 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet",
-                         compiles=compile_stats.to_record(compiles))
+                         compiles=record.facts.get("compiles", {}))
     output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
                          f"{human_size(result.size_bytes)} of compressed layers (`docker images` shows them unpacked)"
                          f" in {result.seconds:.0f} s (log: {log_file})")
     return result
 
 
-def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool) -> dict[str, compile_stats.Compiles]:
+def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool) -> None:
     """What the build's compile steps compiled and found (their lines in the log, from byte
-    ``since`` on): said, and kept in the build's record. Compiles that missed the shared store:
+    ``since`` on): said, and kept in the build's record (``compiles``). Compiles that missed the shared store:
     a warning, or with ``required`` ([dev] ccache_required) an error (the image is not tagged)."""
     with log_file.open(encoding="utf-8", errors="replace") as log:
         log.seek(since)
@@ -451,7 +451,6 @@ def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool
                                     f" makes that an error: check that the store answers from the build, then build"
                                     f" again (the log: {log_file}).")
             say(("Warning:", "yellow"), f" {text} --require-compile-cache makes that an error.")
-    return found
 
 
 def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder: Path, args: dict[str, str],

@@ -73,6 +73,11 @@ def summary(found: Mapping[str, Compiles]) -> str:
     return "; ".join(f"{role}: {compiles.describe()}" for role, compiles in found.items())
 
 
+def record_summary(record: Mapping[str, Mapping]) -> str:
+    """:func:`summary` of a record's counts (:func:`to_record`'s form: a build-all cell's)."""
+    return summary(from_record(record))
+
+
 def unreachable(found: Mapping[str, Compiles]) -> list[str]:
     """The roles whose compiles could not reach the shared store."""
     return [role for role, compiles in found.items() if compiles.store_errors]

@@ -368,7 +368,7 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
         table.add_column(column, overflow="fold")
     for r in results.values():
         table.add_row(r.id, r.image, r.status, r.error or r.reason, *((r.changed,) if changes else ()),
-                      *((compile_stats.summary(compile_stats.from_record(r.compiles)),) if compiled else ()),
+                      *((compile_stats.record_summary(r.compiles),) if compiled else ()),
                       f"{r.seconds:.0f}s", human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
@@ -399,7 +399,7 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
         elif r.status is Status.NOT_RUN:
             ElementTree.SubElement(case, "skipped", message=r.reason)
         else:
-            compiled = compile_stats.summary(compile_stats.from_record(r.compiles))
+            compiled = compile_stats.record_summary(r.compiles)
             ElementTree.SubElement(case, "system-out").text = (f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
                                                                + (f"\ncompiled: {compiled}" if compiled else ""))
     buffer = io.BytesIO()

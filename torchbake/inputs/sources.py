@@ -163,13 +163,12 @@ def find_in_root(root: str, spec: SourceSpec) -> SourceTree | None:
     return check_clone(candidate, spec, where="source root")
 
 
-def locate(specs: list[SourceSpec], root: str, cache_root: Path, *,
-           quiet: bool = False) -> tuple[list[SourceTree], dict[str, str]]:
+def locate(specs: list[SourceSpec], root: str, cache_root: Path) -> tuple[list[SourceTree], dict[str, str]]:
     """Every check, before any slow work: trees found in the source root (at the right tag, or an
     error) or in the cache while their tag still points where it did (a tag moved upstream is the
     same name for other sources: the remote is asked), and the specs still to clone with the
-    commit their tag points at (reachable, with the tag, or an error). ``quiet``: said already."""
-    say = (lambda *parts: None) if quiet else output.channel().say
+    commit their tag points at (reachable, with the tag, or an error)."""
+    say = output.channel().say
     found, missing = [], {}
     for spec in specs:
         tree = find_in_root(root, spec)
@@ -177,14 +176,13 @@ def locate(specs: list[SourceSpec], root: str, cache_root: Path, *,
             current, why = remote_commit(spec)
             if not current:  # offline: the clone this cache holds, said as such
                 say(("Warning:", "yellow"), f" could not ask {spec.repo} where {spec.tag} points now"
-                                     f" ({why.splitlines()[-1] if why else 'no answer'}); using the cached clone at"
-                                     f" {cached.commit[:12]}.")
+                    f" ({why.splitlines()[-1] if why else 'no answer'}); using the cached clone at {cached.commit[:12]}.")
                 tree = cached
             elif current == cached.commit:
                 tree = cached
             else:
-                say(f"{spec.repo} {spec.tag} moved from {cached.commit[:12]} to {current[:12]}"
-                                     " since it was cloned: cloning it again.")
+                say(f"{spec.repo} {spec.tag} moved from {cached.commit[:12]} to {current[:12]} since it was cloned:"
+                    " cloning it again.")
                 missing[spec.name] = current
                 continue
         if tree is not None:
@@ -194,23 +192,26 @@ def locate(specs: list[SourceSpec], root: str, cache_root: Path, *,
     return found, missing
 
 
-def resolve(specs: list[SourceSpec], root: str, cache_root: Path, log_file: Path | None) -> list[SourceTree]:
+def resolve(specs: list[SourceSpec], root: str, cache_root: Path, commits: dict[str, str],
+            log_file: Path | None) -> list[SourceTree]:
     """Every tree, from the source root, the cache, or a new shallow clone (in that order), each
-    at the commit :func:`locate` found its tag at."""
-    found, missing = locate(specs, root, cache_root, quiet=True)  # the preflight said what it found
-    trees = {t.spec.name: t for t in found}
+    at the commit :func:`locate` found for it (``commits``: the ones the build's input hash holds;
+    the remotes are not asked again)."""
+    trees = []
     for spec in specs:
-        if spec.name in missing:
+        tree = find_in_root(root, spec)
+        if tree is None:
+            wanted = commits[spec.name]
             with file_lock(cache_path(cache_root, spec).with_suffix(".lock")):
                 tree = cached_tree(cache_root, spec)  # another run may have cloned it meanwhile
-                if tree is None or tree.commit != missing[spec.name]:
+                if tree is None or tree.commit != wanted:
                     tree = clone_into_cache(cache_root, spec, log_file)
-                if tree.commit != missing[spec.name]:
-                    raise ConfigurationError(
-                        f"{spec.repo} {spec.tag} moved to {tree.commit[:12]} while this build was being planned (it"
-                        f" was at {missing[spec.name][:12]}); build again.")
-                trees[spec.name] = tree
-    return [trees[spec.name] for spec in specs]
+            if tree.commit != wanted:
+                raise ConfigurationError(
+                    f"{spec.repo} {spec.tag} moved to {tree.commit[:12]} while this build was being planned (it"
+                    f" was at {wanted[:12]}); build again.")
+        trees.append(tree)
+    return trees
 
 
 def link_tree(source: Path, target: Path, *, keep_git: bool) -> int:

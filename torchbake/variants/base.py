@@ -92,7 +92,8 @@ class BasePlan(Lockable, PlanCommon):
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: the three source trees (found or cloned), the wheelhouse."""
-        trees = sources.resolve(list(self.sources), self.source_root, self.path_options.cache_dir / "sources", log_file)
+        trees = sources.resolve(list(self.sources), self.source_root, self.path_options.cache_dir / "sources",
+                                facts.source_commits, log_file)
         stage = Staging(folder, temporary)
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
         versions = self.staged_wheels(stage, cache, lambda: stage.wheels(
