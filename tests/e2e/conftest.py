@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import git_server, serve_registry, start_second_engine
 
-from .fixture_repos import make_repos
+from .fixture_repos import dev_profile, git_credentials, make_repos
 from .helpers import docker, make_tiny_torch
 
 CANARY = "canary-" + uuid.uuid4().hex
@@ -232,19 +232,9 @@ def dev_config(repos, tmp_path_factory):
     folder = tmp_path_factory.mktemp("dev-config")
     url = repos["url"]
     config = folder / "fixture.toml"
-    config.write_text(
-        f'[sources]\npytorch_repo = "{url}/pytorch.git"\nvision_repo = "{url}/vision.git"\n'
-        f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/private/extension.git"\n'
-        '[base]\nrequirements = ["torch==2.13.0", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
-        '[image]\nrender_gid = 109\n'
-        '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
-        f'[sbom]\nsupplier = "{SUPPLIER}"\n'
-        '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
-        f'extensions = ["git+{url}/apex.git@24.04.01"]\n'
-        '[build]\nnetwork = "host"\n'
-    )
+    config.write_text(dev_profile(url, supplier=SUPPLIER))
     credentials = folder / "git-credentials"
-    credentials.write_text(f"http://builder:{CANARY}@{url.split('://', 1)[1]}\n")
+    credentials.write_text(git_credentials(url, CANARY))
     return config, credentials
 
 
@@ -255,10 +245,7 @@ def lite_dev_config(dev_config, tiny_torch, repos):
     matrix and the registry; the dev tests keep the real torch and its C++ extension."""
     config, credentials = dev_config
     lite = config.with_name("fixture-lite.toml")
-    lite.write_text(config.read_text()
-                    .replace('"torch==2.13.0"', f'"{tiny_torch}"')
-                    .replace("/private/extension.git", "/private/extension-lite.git"))
-    assert lite.read_text() != config.read_text().replace("/private/extension.git", "/private/extension-lite.git")
+    lite.write_text(dev_profile(repos["url"], supplier=SUPPLIER, torch=str(tiny_torch), extension="private/extension-lite"))
     return lite, credentials
 
 

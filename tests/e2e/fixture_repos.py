@@ -111,20 +111,46 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     return commits
 
 
+def dev_profile(url: str, *, supplier: str, torch: str = "torch==2.13.0", extension: str = "private/extension",
+                pytorch: str = "pytorch", extras: bool = True) -> str:
+    """A dev profile for the fixture projects served at ``url`` (the keys configs/musa.toml uses):
+    ``torch`` the base's requirement (the real wheel, or the stand-in's path), ``extension`` and
+    ``pytorch`` the repositories of those names, ``extras`` apex as a further extension."""
+    return (f'[sources]\npytorch_repo = "{url}/{pytorch}.git"\nvision_repo = "{url}/vision.git"\n'
+            f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/{extension}.git"\n'
+            f'[base]\nrequirements = ["{torch}", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
+            '[image]\nrender_gid = 109\n'
+            '[wheels]\nextension_module = "torchbake_fixture_ext"\n'
+            f'[sbom]\nsupplier = "{supplier}"\n'
+            '[dev]\nmax_jobs = 2\nbuild_env = { BUILD_TEST = "0", USE_CUDA = "0" }\n'
+            + (f'extensions = ["git+{url}/apex.git@24.04.01"]\n' if extras else "")
+            + '[build]\nnetwork = "host"\n')
+
+
+def git_credentials(url: str, password: str) -> str:
+    """A git credential file's line for the fixture server at ``url`` (user builder)."""
+    return f"http://builder:{password}@{url.split('://', 1)[1]}\n"
+
+
 LARGE_UNITS = 300  # translation units of pytorch-large
 
 
-def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None) -> str:
+def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None, weight: int = 0) -> str:
     """pytorch-large (tag v2.0.0): the pytorch fixture's package as PyTorch is shaped where the
     compile cache matters, a C extension of LARGE_UNITS translation units, built by the same
     scripts as PyTorch's source. Each unit includes a header naming the session (``run``), so a
     session's first compile misses every cache whatever an earlier session left; ``changed``:
-    the unit whose body changes (committed, the tag moved), every other unit as it was."""
+    the unit whose body changes (committed, the tag moved), every other unit as it was; ``weight``:
+    loops in each unit for the compiler to optimize (about 4 ms of gcc -O2 each here: 300 make a
+    unit cost what one of PyTorch's does; the benchmark's, not the tests')."""
     folder = work / "pytorch-large"
     units = [f"csrc/unit_{index:03d}.c" for index in range(LARGE_UNITS)]
 
     def unit(index: int, more: str = "") -> str:
-        return f'#include "fixture_large.h"\nint fixture_unit_{index:03d}(void) {{ return {index % 2}{more}; }}\n'
+        loops = "".join(f"int fixture_work_{index:03d}_{k}(const int *a, int n) {{ int s = {k};"
+                        f" for (int i = 0; i < n; i++) s += (a[i] * {k + 3}) ^ (a[i] >> {k % 7 + 1}); return s; }}\n"
+                        for k in range(weight))
+        return f'#include "fixture_large.h"\nint fixture_unit_{index:03d}(void) {{ return {index % 2}{more}; }}\n' + loops
 
     if changed is not None:  # that unit's body, every other file as it was
         write(folder, {units[changed]: unit(changed, " + 0")})
@@ -143,7 +169,9 @@ def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | 
                 "static PyMethodDef m[] = {{\"answer\", answer, METH_NOARGS, \"\"}, {0}};\n"
                 "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_core\", 0, -1, m};\n"
                 "PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&d); }\n"),
-            "csrc/fixture_large.h": (f'#define FIXTURE_RUN "{run}"\n'
+            # a typedef, not a macro: it stays in the preprocessed unit, so ccache's preprocessor mode
+            # misses as well as its direct mode (a macro is gone after preprocessing)
+            "csrc/fixture_large.h": (f"typedef int fixture_run_{run};\n"
                                      + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(LARGE_UNITS))),
             **{name: unit(index) for index, name in enumerate(units)},
         })

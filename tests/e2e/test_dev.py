@@ -104,8 +104,8 @@ def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image
         dev_image, dev_base, tb_env, dev_config, run_id, repos, tmp_path):
     """One file of the extension changes; the --slim build compiles it again through ccache (hits
     from the first build) and makes the dev image and its slim runtime image, each with SBOMs.
-    (Right after the first build: the engine's build-cache collector may drop the cache mount
-    when the suite's other builds fill the cache meanwhile. The tests below read the rebuilt image.)"""
+    (A --no-cache build of a dev image empties the engine's cache mount: no test makes one on this
+    engine. The tests below read the rebuilt image.)"""
     name, first = dev_image
     assert first.returncode == 0
     config, credentials = dev_config

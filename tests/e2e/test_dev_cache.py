@@ -93,11 +93,15 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
         remote = tmp_path / "remote.toml"
         remote.write_text(f'[dev]\nccache_remote = "{store.url}"\n')
 
-        def build(base: str, *more: str, env: dict = tb_env):
+        def build(base: str, *more: str, env: dict = tb_env, jobs: int = 0):
+            """A dev build of base; ``jobs`` ([dev] max_jobs) makes its steps run again where the same
+            base was built before (never --no-cache: it empties the engine's cache mount, test_dev's too)."""
             started = time.monotonic()
-            result = run_invoke("build", "--config", str(config), "--config", str(remote), "--name", "torchbake-test/dev",
-                                "--tag", f"{run_id}-remote", "--base-img", base, "-c", str(credentials), "--no-cache",
-                                "--no-verify", *more, env=env)
+            extra = tmp_path / f"jobs{jobs}.toml"
+            extra.write_text(f"[dev]\nmax_jobs = {jobs}\n" if jobs else "")
+            result = run_invoke("build", "--config", str(config), "--config", str(remote), "--config", str(extra),
+                                "--name", "torchbake-test/dev", "--tag", f"{run_id}-remote", "--base-img", base,
+                                "-c", str(credentials), "--no-verify", *more, env=env)
             return result, time.monotonic() - started
 
         try:
@@ -133,12 +137,12 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
 
             store.stop()  # the store is down: engine A builds from its own cache mount, without it
             held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
-            required, _ = build(lite_dev_base[0], "--require-compile-cache")
+            required, _ = build(lite_dev_base[0], "--require-compile-cache", jobs=3)
             assert required.returncode == 3, (required.stdout + required.stderr)[-4000:]
             assert "could not be reached from the pytorch" in required.stderr, required.stderr[-3000:]
             assert "--require-compile-cache ([dev] ccache_required) makes that an error" in required.stderr
             assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held  # not tagged
-            down, _ = build(lite_dev_base[0])
+            down, _ = build(lite_dev_base[0], jobs=4)
             assert down.returncode == 0, (down.stdout + down.stderr)[-4000:]
             compiled_down = recorded_compiles(down.stdout)
             assert all(c["store_errors"] == c["compiled"] + c["local_hits"] for c in compiled_down.values()), compiled_down

@@ -158,6 +158,17 @@ def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(t
     assert "s3cret" not in repr(plan.build_args(None)) and "s3cret" not in "".join(r for row in plan.input_rows() for r in map(str, row))
 
 
+def test_a_dev_plan_with_no_cache_says_it_empties_the_compile_cache(tmp_path):
+    """BuildKit drops the cache mount of a step it runs without cache: the plan says so (dev only)."""
+    from torchbake.variants.dev import plan as plan_dev
+
+    dev = settings(**{"build.variant": "dev", "image.base": "torchbake/pytorch-cpu:base-py3.11",
+                      "paths.cache_dir": str(tmp_path)})
+    rows = dict(plan_dev(dev, python_given=False, no_cache=True).input_rows())
+    assert rows["ccache"].startswith("emptied by --no-cache")
+    assert "ccache" not in dict(plan_dev(dev, python_given=False).input_rows())
+
+
 @pytest.mark.parametrize("bad", ["127.0.0.1:8080/ccache", "ftp://host/x", "http://"])
 def test_a_bad_ccache_remote_is_rejected(bad):
     with pytest.raises(Exception, match="ccache remote storage URL"):

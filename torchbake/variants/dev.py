@@ -220,6 +220,9 @@ class DevPlan(PlanCommon):
             rows.append(("credentials", f"{self.git_credential_file} (BuildKit secret git_credentials)"))
         if self.ccache_remote:
             rows.append(("ccache remote", "[dev] ccache_remote (BuildKit secret ccache_remote)"))
+        if self.no_cache:
+            rows.append(("ccache", "emptied by --no-cache: BuildKit drops the cache mount of a step it runs without"
+                                   " cache (a [dev] ccache_remote store keeps its objects)"))
         rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
         rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
                      else "the base image's /home/vision"))
