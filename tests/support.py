@@ -474,6 +474,39 @@ class RedisStore:
             self.process.wait(timeout=10)
             self.process = None
 
+    def stop_once_reached(self) -> threading.Event:
+        """Stop the store as soon as another client connects to it (a build's first compile), in a
+        thread watching its counters over one connection of its own; the event is set once it
+        stopped it. A store that dies in the middle of a build."""
+        stopped = threading.Event()
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+
+        def ask(command: bytes) -> bytes:
+            sock.sendall(command)
+            answer = sock.recv(65536)
+            if answer.startswith(b"$"):  # a bulk string: $LENGTH\r\nDATA\r\n
+                size = int(answer[1:answer.index(b"\r\n")])
+                while len(answer) < answer.index(b"\r\n") + 2 + size + 2:
+                    answer += sock.recv(65536)
+            return answer
+
+        def connections() -> int:
+            stats = ask(b"INFO stats\r\n").decode()
+            return int(stats.split("total_connections_received:", 1)[1].split()[0])
+
+        assert ask(f"AUTH {self.password}\r\n".encode()).startswith(b"+OK")
+        baseline = connections()
+
+        def watch() -> None:
+            with sock:
+                while connections() == baseline:
+                    time.sleep(0.02)
+            self.stop()
+            stopped.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        return stopped
+
     def keys(self) -> int:
         """How many entries the store holds (redis-cli DBSIZE)."""
         answer = subprocess.run([shutil.which("redis-cli") or "/usr/bin/redis-cli", "-p", str(self.port),

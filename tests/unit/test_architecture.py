@@ -132,3 +132,14 @@ def test_each_package_says_its_job_and_what_it_may_use_as_the_layers_declare(pac
     level = next(n for n, layer in enumerate(layers()) if package in layer)
     below = layers()[level + 1] if level + 1 < len(layers()) else set()
     assert set(re.findall(r"``(torchbake\.\w+)``", doc.split("May use: ")[1])) == below, f"{init} names {below}"
+
+
+def test_static_analysis_follows_a_build_from_its_task_to_the_engine():
+    """Every deferred import stands beside its ``if TYPE_CHECKING:`` import, so an import graph that
+    sees only the code (grimp without the LazyModule additions), a type checker and an editor's
+    go-to-definition follow `invoke build` from its task through the builder to the engine."""
+    plain = grimp.build_graph("torchbake", cache_dir=None)
+    assert plain.direct_import_exists(importer="torchbake.tasks.build", imported="torchbake.building.builder")
+    assert plain.find_shortest_chain(importer="torchbake.building.builder", imported="torchbake.adapters.engine")
+    for importer, imported, _, _ in lazy_imports(sources()):
+        assert plain.direct_import_exists(importer=importer, imported=imported), (importer, imported)

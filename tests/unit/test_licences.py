@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_sbom import INPUTS, image
-from torchbake.supply_chain import licences, sbom
+from torchbake.supply_chain import licences, sbom_formats
 from torchbake.supply_chain.inventory import Deb, PythonDist, parse_debian_copyright, parse_dpkg_status
 
 DEP5 = """Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
@@ -101,7 +101,7 @@ def test_an_image_of_known_packages_passes_ntias_minimum_elements(tmp_path):
     import dataclasses
 
     known = dataclasses.replace(base, debs=debs, pythons=pythons, labels={**base.labels, "torchbake.inputs": "{}"})
-    documents = sbom.documents(known, INPUTS, tool_version="0.1.0", supplier="ML Platform <ml-platform@example.com>")
+    documents = sbom_formats.documents(known, INPUTS, tool_version="0.1.0", supplier="ML Platform <ml-platform@example.com>")
     spdx = json.loads(documents["spdx"])
     path = tmp_path / "image.spdx.json"
     path.write_text(documents["spdx"])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from torchbake.supply_chain import attestations, image_diff, provenance, sbom
+from torchbake.supply_chain import attestations, image_diff, provenance, sbom_formats
 from torchbake.supply_chain.inventory import Deb, Inventory, Layer, PythonDist
 
 TORCH_SHA = "6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"
@@ -54,7 +54,7 @@ def test_both_documents_are_valid_by_their_formats_own_validators():
     from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
     from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
 
-    documents = sbom.documents(image(), INPUTS, tool_version="0.1.0")
+    documents = sbom_formats.documents(image(), INPUTS, tool_version="0.1.0")
     assert validate_full_spdx_document(JsonLikeDictParser().parse(json.loads(documents["spdx"]))) == []
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(documents["cyclonedx"]) is None
     spdx = json.loads(documents["spdx"])
@@ -69,7 +69,7 @@ def test_both_documents_are_valid_by_their_formats_own_validators():
 
 
 def test_every_package_is_listed_with_its_package_url_and_torch_with_its_wheels_sha256():
-    cdx = json.loads(sbom.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
+    cdx = json.loads(sbom_formats.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
     found = parts_by_purl(cdx)
     torch = found["pkg:pypi/torch@2.13.0%2Bcpu"]
     assert torch["hashes"] == [{"alg": "SHA-256", "content": TORCH_SHA}]
@@ -96,15 +96,15 @@ def test_two_copies_of_a_distribution_in_one_environment_are_both_listed_and_the
     from cyclonedx.validation.json import JsonStrictValidator
 
     twice = image(extra=(PythonDist("numpy", "2.4.5", "/opt/venv"),))
-    documents = sbom.documents(twice, INPUTS, tool_version="0.1.0")
+    documents = sbom_formats.documents(twice, INPUTS, tool_version="0.1.0")
     assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(documents["cyclonedx"]) is None
     numpys = sorted(c["version"] for c in json.loads(documents["cyclonedx"])["components"] if c["name"] == "numpy")
     assert numpys == ["2.4.5", "2.4.6"]
-    assert sbom.documents(twice, INPUTS, tool_version="0.1.0") == documents  # no made-up reference in it
+    assert sbom_formats.documents(twice, INPUTS, tool_version="0.1.0") == documents  # no made-up reference in it
 
 
 def test_the_documents_of_one_image_are_the_same_every_time():
-    assert sbom.documents(image(), INPUTS, tool_version="0.1.0") == sbom.documents(image(), INPUTS, tool_version="0.1.0")
+    assert sbom_formats.documents(image(), INPUTS, tool_version="0.1.0") == sbom_formats.documents(image(), INPUTS, tool_version="0.1.0")
 
 
 def statement() -> dict:
@@ -155,7 +155,7 @@ def test_provenance_is_an_in_toto_statement_naming_every_input_with_its_digest()
 
 
 @pytest.mark.parametrize("make", [lambda: provenance.to_text(statement()),
-                                  lambda: "".join(sbom.documents(image(), INPUTS, tool_version="0.1.0").values())])
+                                  lambda: "".join(sbom_formats.documents(image(), INPUTS, tool_version="0.1.0").values())])
 def test_no_secret_in_any_document(make):
     assert SECRET not in make()
 
@@ -175,7 +175,7 @@ def test_a_diff_names_exactly_the_packages_layers_and_inputs_that_changed():
 
 
 def test_a_registry_images_inventory_is_read_back_from_its_cyclonedx_sbom():
-    cdx = json.loads(sbom.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
+    cdx = json.loads(sbom_formats.documents(image(), INPUTS, tool_version="0.1.0")["cyclonedx"])
     back = image_diff.from_cyclonedx(cdx, image().labels, image().layers, image().image_id)
     assert image_diff.compare("local", image(), "registry", back).changes == ()
 

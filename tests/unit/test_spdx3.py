@@ -12,7 +12,7 @@ import pytest
 
 from tests.unit.test_sbom import image
 from torchbake.checks import signatures
-from torchbake.supply_chain import sbom
+from torchbake.supply_chain import sbom_formats
 from torchbake.supply_chain.inventory import Deb, PythonDist
 
 WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -41,7 +41,7 @@ def judged(tmp_path, inventory, standard: str):
     from ntia_conformance_checker.ntia_checker import NTIAChecker
 
     path = tmp_path / "image.spdx3.json"
-    path.write_text(sbom.documents(inventory, tool_version="0.1.0", supplier=SUPPLIER)["spdx3"])
+    path.write_text(sbom_formats.documents(inventory, tool_version="0.1.0", supplier=SUPPLIER)["spdx3"])
     checker = {"ntia": NTIAChecker, "fsct3-min": FSCT3Checker, "bsi": BSIChecker}[standard]
     return checker(str(path), sbom_spec="spdx3"), json.loads(path.read_text())
 
@@ -78,7 +78,7 @@ def test_a_file_without_its_sha512_or_a_deb_without_its_file_fails_bsi(tmp_path)
 
 
 def test_the_spdx3_sbom_names_the_image_it_describes():
-    document = json.loads(sbom.documents(known(), tool_version="0.1.0")["spdx3"])
+    document = json.loads(sbom_formats.documents(known(), tool_version="0.1.0")["spdx3"])
     assert signatures.described_image("spdx3", document) == "a" * 64
     creator = next(e for e in document["@graph"] if e["type"] == "CreationInfo")
     agents = {e["spdxId"]: e for e in document["@graph"] if e["type"] in ("Agent", "Organization", "Person")}

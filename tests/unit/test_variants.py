@@ -3,6 +3,7 @@ module, its Dockerfile and its [naming] tag, nothing else."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -15,10 +16,10 @@ from torchbake.variants import VARIANTS, _in_build_order
 
 def test_the_registry_is_every_variant_module_in_build_order():
     assert list(VARIANTS) == ["base", "dev", "release"]
-    for name, module in VARIANTS.items():
-        assert name == module.NAME and set(verify.CHECKS) >= module.VERIFIES, name
-        assert module.BUILT_FROM is None or module.BUILT_FROM in VARIANTS, name
-    fake = {name: type("M", (), {"BUILT_FROM": built_from}) for name, built_from in
+    for name, variant in VARIANTS.items():
+        assert name == variant.name and set(verify.CHECKS) >= variant.verifies, name
+        assert variant.built_from is None or variant.built_from in VARIANTS, name
+    fake = {name: dataclasses.replace(VARIANTS["release"], name=name, built_from=built_from) for name, built_from in
             {"a": "c", "b": None, "c": "b"}.items()}
     assert list(_in_build_order(fake)) == ["b", "c", "a"]
 
@@ -40,25 +41,23 @@ from __future__ import annotations
 import dataclasses
 
 from . import release
-from .common import template_of
-
-NAME = "notebook"
-BUILD_VARIANT = "notebook"
-BUILT_FROM = "release"
-FROM_OPTION = "image.base"
-VERIFIES = frozenset({"torch"})
+from .common import Variant, template_of
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NotebookPlan(release.ReleasePlan):
-    variant = NAME
+    variant = "notebook"
     decided_like = ("release",)
 
 
 def plan(settings, **given):
     made = release.plan(settings, **given)
     fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
-    return NotebookPlan(**{**fields, "dockerfile_template": template_of(settings, NAME)})
+    return NotebookPlan(**{**fields, "dockerfile_template": template_of(settings, NotebookPlan.variant)})
+
+
+VARIANT = Variant(name=NotebookPlan.variant, build_variant="notebook", built_from="release", from_option="image.base",
+                  verifies=frozenset({"torch"}), lock_command="", plan=plan)
 '''
 
 

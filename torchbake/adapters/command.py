@@ -23,13 +23,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchbake.core import output
 from torchbake.core.errors import CommandError, FatalError
 from torchbake.core.lazy import LazyModule
 from torchbake.core.redaction import redact
 
-plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
+if TYPE_CHECKING:
+    import plumbum
+else:
+    plumbum = LazyModule("plumbum")  # imported at the first command, not when the tasks are listed
 
 # Seconds a streamed command may print nothing before it is stopped, for commands that ask for
 # the stall limit (idle_timeout=STALL): the task's [build] stall_timeout, set by the CLI layer.

@@ -24,10 +24,9 @@ from typing import Any
 from torchbake.adapters import registry
 from torchbake.configuration.settings import EVIDENCE
 from torchbake.core.errors import SignatureError
-from torchbake.supply_chain import attestations, signing
+from torchbake.supply_chain import attestations, sbom_formats, signing
 
-NAMES = {"image": "manifest", "spdx": "SPDX SBOM", "spdx3": "SPDX 3 SBOM", "cyclonedx": "CycloneDX SBOM",
-         "provenance": "provenance", "sbom": "SBOM"}
+NAMES = {"image": "manifest", **{f.name: f.noun for f in sbom_formats.TABLE}, "provenance": "provenance", "sbom": "SBOM"}
 # artifact types of documents that tools read as an SBOM or a provenance: each one hanging off a
 # manifest must be covered by a signature (torchbake's own, then others' that it never writes)
 EVIDENCE_TYPES = {*(attestations.MEDIA_TYPES[kind] for kind in attestations.KINDS), "application/vnd.cyclonedx+xml",

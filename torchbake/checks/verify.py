@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from torchbake.adapters.engine import DockerClient, marked_json
 from torchbake.configuration.accelerators import Accelerator
@@ -19,7 +20,10 @@ from torchbake.core.lazy import LazyModule
 from torchbake.core.output import styled
 from torchbake.supply_chain import inventory
 
-variants = LazyModule("torchbake.variants")  # an image's variant names its checks; read when one is verified
+if TYPE_CHECKING:
+    from torchbake import variants
+else:
+    variants = LazyModule("torchbake.variants")  # an image's variant names its checks; read when one is verified
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "
@@ -128,7 +132,7 @@ class Expectations:
         """The groups of :data:`CHECKS` the image's variant declares (``VERIFIES``); an image of
         a variant this torchbake does not know gets a release image's."""
         kind = variants.VARIANTS.get(self.variant) or variants.VARIANTS["release"]
-        return kind.VERIFIES
+        return kind.verifies
 
     @classmethod
     def of_image(cls, client: DockerClient, image: str, **overrides: str | None) -> Expectations:

@@ -300,13 +300,8 @@ SHOW_CONFIG_FLAGS = (
 # --- sbom, provenance, diff -------------------------------------------------------------------
 
 OUTPUT = Flag("output", "Write it to this file (atomically) instead of printing it")
-SBOM_FLAGS = (
-    Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold, whose SBOM"
-                  " is read from the registry", positional=True),
-    Flag("format", "spdx (SPDX 2.3 JSON), spdx3 (SPDX 3.0.1 JSON-LD) or cyclonedx (CycloneDX 1.6 JSON)",
-         default="spdx"),
-    OUTPUT, DOCKER, CONFIG,
-)
+SBOM_IMAGE = Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold,"
+                              " whose SBOM is read from the registry", positional=True)  # then --format: tasks/contents.py
 PROVENANCE_FLAGS = (
     Flag("image", "Image, NAME:TAG or id (built on this host); or a registry reference whose provenance is read from"
                   " the registry", positional=True),

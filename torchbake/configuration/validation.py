@@ -9,12 +9,17 @@ import string
 import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchbake.configuration import platforms
 from torchbake.core.lazy import LazyModule
 
-packaging_requirements = LazyModule("packaging.requirements")  # read when a requirement is checked
-packaging_utils = LazyModule("packaging.utils")
+if TYPE_CHECKING:
+    from packaging import requirements as packaging_requirements
+    from packaging import utils as packaging_utils
+else:
+    packaging_requirements = LazyModule("packaging.requirements")  # read when a requirement is checked
+    packaging_utils = LazyModule("packaging.utils")
 
 
 SUPPORTED_PYTHONS = ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")

@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.files import nearest_existing
 from torchbake.core.lazy import LazyModule
 
-settings = LazyModule("torchbake.configuration.settings")  # read for a message only
+if TYPE_CHECKING:
+    from torchbake.configuration import settings
+else:
+    settings = LazyModule("torchbake.configuration.settings")  # read for a message only
 
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
 

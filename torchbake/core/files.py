@@ -15,11 +15,14 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchbake.core.lazy import LazyModule
 
-filelock = LazyModule("filelock")  # read when a lock is taken: `invoke --list` imports this module
+if TYPE_CHECKING:
+    import filelock
+else:
+    filelock = LazyModule("filelock")  # read when a lock is taken: `invoke --list` imports this module
 
 
 def write_atomically(path: Path, data: bytes | str) -> Path:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchbake.configuration import platforms as platform_data
 from torchbake.configuration import validation
@@ -24,10 +24,15 @@ from torchbake.core.data import CONFIG_DIR
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
 
-variants = LazyModule("torchbake.variants")  # the registry is read when a matrix is, not when tasks are listed
-configuration = LazyModule("torchbake.planning.config")
-settings = LazyModule("torchbake.configuration.settings")
-derived = LazyModule("torchbake.configuration.derived")
+if TYPE_CHECKING:
+    from torchbake import variants
+    from torchbake.configuration import derived, settings
+    from torchbake.planning import config as configuration
+else:
+    variants = LazyModule("torchbake.variants")  # the registry is read when a matrix is, not when tasks are listed
+    configuration = LazyModule("torchbake.planning.config")
+    settings = LazyModule("torchbake.configuration.settings")
+    derived = LazyModule("torchbake.configuration.derived")
 MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options", "platforms", "runners"}
 
 
@@ -137,8 +142,8 @@ class _Matrix:
         overrides: dict[str, Any] = {"image.name": name, "image.tag": tag + suffix, "python.version": python}
         if platform is not None:
             overrides["image.platforms"] = [platform.name]
-        if module.BUILD_VARIANT:
-            overrides["build.variant"] = module.BUILD_VARIANT
+        if module.build_variant:
+            overrides["build.variant"] = module.build_variant
         if self.registry:  # asked whether it holds the cell's image, and its build cache
             overrides["registry.url"] = self.registry
         for scope in ("all", variant):
@@ -149,7 +154,7 @@ class _Matrix:
                 if value not in ("", []):  # empty = "not set": the profile's value stays
                     overrides[key] = value
         depends: tuple[str, ...] = ()
-        built_from = module.BUILT_FROM
+        built_from = module.built_from
         from_id = f"{profile}-{built_from}-py{values['py']}{suffix}" if built_from else ""
         if built_from in self.variants and not self.excluded(from_id):
             depends = (from_id,)

@@ -258,7 +258,7 @@ def resolve(
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
     kind = VARIANTS[variant or values["build.variant"]]
-    derived.apply(values, sources, kind.NAME, from_option=kind.FROM_OPTION, built_from=kind.BUILT_FROM)
+    derived.apply(values, sources, kind.name, from_option=kind.from_option, built_from=kind.built_from)
     _validate(values, sources, declared)
     return ResolvedConfig(values=values, sources=sources, accelerators=declared)
 
@@ -288,7 +288,7 @@ def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: M
     names = tuple(declared)
     checks = {**settings.validators(), "accelerator.profile": validation.one_of(names),
               "build.variant": validation.one_of(tuple(name for name, kind in VARIANTS.items()
-                                                       if name == kind.BUILD_VARIANT)),
+                                                       if name == kind.build_variant)),
               "run.device_profile": validation.one_of_or_empty(names, "the image's profile"),
               "wheels.default_torch": lambda v: [validation.one_of(names)(profile) for profile in v],
               **{key: validation.location for key in values if key.startswith(f"{TOOLKITS_SECTION}.")}}

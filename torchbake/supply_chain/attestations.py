@@ -20,15 +20,15 @@ from typing import Any
 
 from torchbake.core.errors import RegistryError
 from torchbake.core.files import write_atomically
-from torchbake.supply_chain import provenance, sbom, signing
+from torchbake.supply_chain import provenance, sbom, sbom_formats, signing
 
-KINDS = (*sbom.FORMATS, "provenance")
+KINDS = (*sbom_formats.NAMES, "provenance")
 SIGNATURE_PREFIX = "signature-"  # a Sigstore bundle: signature-image (the manifest's own), signature-spdx …
 SIGNATURES = tuple(SIGNATURE_PREFIX + kind for kind in ("image", *KINDS))
-MEDIA_TYPES = {**sbom.MEDIA_TYPES, "provenance": provenance.MEDIA_TYPE,
+MEDIA_TYPES = {**{f.name: f.media_type for f in sbom_formats.TABLE}, "provenance": provenance.MEDIA_TYPE,
                **dict.fromkeys(SIGNATURES, signing.BUNDLE_TYPE)}
 INVENTORY = "inventory"  # what torchbake read in the image (packages, layers): kept on the host, for diffs
-SUFFIXES = {**sbom.SUFFIXES, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json",
+SUFFIXES = {**{f.name: f.suffix for f in sbom_formats.TABLE}, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json",
             **{kind: f".{kind.removeprefix(SIGNATURE_PREFIX)}.sigstore.json" for kind in SIGNATURES}}
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
@@ -47,7 +47,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     from torchbake.supply_chain.inventory import LOCK_LABEL, debs_of, source_trees, take
 
     taken = take(client, tag, found)
-    documents = sbom.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
+    documents = sbom_formats.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
     base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
     in_base = {(b.name, b.version, b.architecture) for b in base_debs or ()}
@@ -128,7 +128,7 @@ def recorded_with(log_dir: Path, image_id: str, image: str, supplier: str) -> tu
     if INVENTORY not in documents:
         return documents, []
     inventory = Inventory.from_json(json.loads(documents[INVENTORY]))
-    made = sbom.documents(inventory, found[1].get("inputs", []), supplier=supplier)
+    made = sbom_formats.documents(inventory, found[1].get("inputs", []), supplier=supplier)
     changed = {kind: text for kind, text in made.items() if documents.get(kind) not in (None, text)}
     for kind, text in changed.items():  # each changed one was read from its path
         write_atomically(Path(paths[kind]), text)

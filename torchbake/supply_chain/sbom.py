@@ -34,11 +34,6 @@ from torchbake.supply_chain.inventory import (
     wheel_files,
 )
 
-SPDX, SPDX3, CYCLONEDX = "spdx", "spdx3", "cyclonedx"
-FORMATS = (SPDX, SPDX3, CYCLONEDX)
-# SPDX's one media type for both versions (what the document says of itself tells them apart)
-MEDIA_TYPES = {SPDX: "application/spdx+json", SPDX3: "application/spdx+json", CYCLONEDX: "application/vnd.cyclonedx+json"}
-SUFFIXES = {SPDX: ".spdx.json", SPDX3: ".spdx3.json", CYCLONEDX: ".cdx.json"}
 NAMESPACE = uuid.UUID("6f1d2a0e-5b7c-4f38-9a43-0c1f0e7b7a11")  # torchbake's: document ids from image ids
 
 
@@ -414,6 +409,12 @@ def _organisation(party: str):
                                 contacts=[OrganizationalContact(email=contact)] if "@" in contact else None)
 
 
+def spdx3_document(inventory: Inventory, parts: list[Component], tool_version: str) -> str:
+    """SPDX 3.0.1 JSON-LD (:mod:`torchbake.supply_chain.spdx3`), its id from the image's."""
+    return spdx3.document(parts, tool_version, created_time(inventory.labels),
+                          f"urn:uuid:{uuid.uuid5(NAMESPACE, 'spdx3 ' + inventory.image_id)}")
+
+
 def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_version: str) -> str:
     """CycloneDX 1.6 JSON, made by cyclonedx-python-lib's model and serializer (its JSON-schema
     validator costs a second and a half of imports a build: the tests run it on every kind of
@@ -463,17 +464,3 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     bom.dependencies.update(Dependency(ref=made[ref].bom_ref, dependencies=[Dependency(ref=made[d].bom_ref) for d in deps])
                             for ref, deps in needs.items())
     return json.dumps(json.loads(JsonV1Dot6(bom).output_as_string()), indent=2, sort_keys=True) + "\n"
-
-
-def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",
-              supplier: str = "") -> dict[str, str]:
-    """Format → the document's text, for every format (``supplier``: the image's, [sbom] supplier)."""
-
-    if not tool_version:
-        import torchbake
-
-        tool_version = torchbake.__version__
-    parts = components(inventory, inputs, supplier)
-    return {SPDX: spdx_document(inventory, parts, tool_version), SPDX3: spdx3.document(
-        parts, tool_version, created_time(inventory.labels), f"urn:uuid:{uuid.uuid5(NAMESPACE, 'spdx3 ' + inventory.image_id)}"),
-            CYCLONEDX: cyclonedx_document(inventory, parts, tool_version)}

@@ -23,14 +23,13 @@ from typing import Any
 
 from torchbake.core import redaction
 from torchbake.core.errors import ConfigurationError, RegistryError, SignatureError
+from torchbake.supply_chain import sbom_formats
 
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 IMAGE_PREDICATE = "https://sigstore.dev/cosign/sign/v1"  # the image's own signature, as cosign v3 writes it
-PREDICATE_TYPES = {"spdx": "https://spdx.dev/Document", "spdx3": "https://spdx.dev/Document/v3.0.1",
-                   "cyclonedx": "https://cyclonedx.org/bom",
-                   "provenance": "https://slsa.dev/provenance/v1"}
+PREDICATE_TYPES = {**{f.name: f.predicate_type for f in sbom_formats.TABLE}, "provenance": "https://slsa.dev/provenance/v1"}
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 KEY_TYPES = "ECDSA P-256 or Ed25519"
 

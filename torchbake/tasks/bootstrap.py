@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from invoke import Collection
 
 from torchbake.configuration import platforms, validation
@@ -9,7 +11,10 @@ from torchbake.configuration.options import BOOTSTRAP_OS_FLAGS, overrides
 from torchbake.core.lazy import LazyModule
 from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports_errors, resolve_config
 
-base_os = LazyModule("torchbake.inputs.base_os")  # imported when the task runs (see tasks/build.py)
+if TYPE_CHECKING:
+    from torchbake.inputs import base_os
+else:
+    base_os = LazyModule("torchbake.inputs.base_os")  # imported when the task runs (see tasks/build.py)
 
 
 @flag_task(*BOOTSTRAP_OS_FLAGS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from invoke import Collection
 
 from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
@@ -12,10 +14,14 @@ from torchbake.tasks.cli import check_folders, docker_client, flag_task, reports
 
 # The work behind a task is imported when the task runs: invoke imports every task module to
 # parse any command line, and a command that fails on its flags should not pay for all of them.
-builder = LazyModule("torchbake.building.builder")
-variants = LazyModule("torchbake.variants")
-platform_builds = LazyModule("torchbake.building.platform_builds")
-publishing = LazyModule("torchbake.building.publishing")
+if TYPE_CHECKING:
+    from torchbake import variants
+    from torchbake.building import builder, platform_builds, publishing
+else:
+    builder = LazyModule("torchbake.building.builder")
+    variants = LazyModule("torchbake.variants")
+    platform_builds = LazyModule("torchbake.building.platform_builds")
+    publishing = LazyModule("torchbake.building.publishing")
 
 
 def _run(make_plan, settings, given) -> None:

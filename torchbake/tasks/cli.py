@@ -33,8 +33,12 @@ if TYPE_CHECKING:
     from torchbake.configuration.project import Project
     from torchbake.configuration.settings import Settings
 
-config = LazyModule("torchbake.planning.config")  # read when a task runs, not when tasks are listed
-project = LazyModule("torchbake.configuration.project")
+if TYPE_CHECKING:
+    from torchbake.configuration import project
+    from torchbake.planning import config
+else:
+    config = LazyModule("torchbake.planning.config")  # read when a task runs, not when tasks are listed
+    project = LazyModule("torchbake.configuration.project")
 
 
 class FlagTask(Task):

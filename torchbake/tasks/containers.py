@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from invoke import Collection, Exit
 
@@ -13,7 +14,10 @@ from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
 from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-running = LazyModule("torchbake.running.containers")  # imported when a task runs (see tasks/build.py)
+if TYPE_CHECKING:
+    from torchbake.running import containers as running
+else:
+    running = LazyModule("torchbake.running.containers")  # imported when a task runs (see tasks/build.py)
 
 @flag_task(*RUN_CONTAINER_FLAGS, optional_positional=("image",))
 @reports_errors

@@ -4,22 +4,38 @@ what changed between two of them."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from invoke import Collection
 
 from torchbake.configuration import writable
-from torchbake.configuration.options import DIFF_FLAGS, PROVENANCE_FLAGS, SBOM_FLAGS, overrides
+from torchbake.configuration.options import (
+    CONFIG,
+    DIFF_FLAGS,
+    DOCKER,
+    OUTPUT,
+    PROVENANCE_FLAGS,
+    SBOM_IMAGE,
+    Flag,
+    overrides,
+)
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, ImageNotFoundError
 from torchbake.core.files import write_atomically
 from torchbake.core.lazy import LazyModule
+from torchbake.supply_chain import sbom_formats
 from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-attestations = LazyModule("torchbake.supply_chain.attestations")  # the SBOM libraries: imported when a task runs
-image_diff = LazyModule("torchbake.supply_chain.image_diff")
-network = LazyModule("torchbake.configuration.network")
+if TYPE_CHECKING:
+    from torchbake.configuration import network
+    from torchbake.supply_chain import attestations, image_diff
+else:
+    attestations = LazyModule("torchbake.supply_chain.attestations")  # the SBOM libraries: imported when a task runs
+    image_diff = LazyModule("torchbake.supply_chain.image_diff")
+    network = LazyModule("torchbake.configuration.network")
 
-FORMATS = ("spdx", "spdx3", "cyclonedx")
+SBOM_FLAGS = (SBOM_IMAGE, Flag("format", sbom_formats.described(), default="spdx"), OUTPUT, DOCKER, CONFIG)
+
 
 
 def _document(given: dict, flags, kind: str) -> str:
@@ -28,7 +44,7 @@ def _document(given: dict, flags, kind: str) -> str:
     local image, an SBOM read from the image now."""
     from torchbake.adapters import registry
     from torchbake.core.errors import RegistryError
-    from torchbake.supply_chain import inventory, sbom
+    from torchbake.supply_chain import inventory
 
     image = given["image"]
     settings = resolve_config(given["config"], overrides(flags, given)).settings()
@@ -66,7 +82,7 @@ def _document(given: dict, flags, kind: str) -> str:
             " provenance is written when torchbake builds an image, and read from the registry for one it pushed."
             " Build it here, or give its registry reference.")
     output.channel().say(f"{image}: no SBOM recorded on this host; reading its packages from the image.")
-    return sbom.documents(inventory.take(client, image), supplier=settings.sbom.supplier)[kind]
+    return sbom_formats.documents(inventory.take(client, image), supplier=settings.sbom.supplier)[kind]
 
 
 def _print_or_write(given: dict, flags, kind: str) -> None:
@@ -88,8 +104,8 @@ def sbom(c, **given):
     As SPDX 2.3 JSON, SPDX 3.0.1 JSON-LD or CycloneDX 1.6 JSON. Every Debian package, every Python
     distribution of every environment (with its wheel's sha256), toolkits, source trees and the
     base image."""
-    if given["format"] not in FORMATS:
-        raise ConfigurationError(f"--format {given['format']!r}: expected {', '.join(FORMATS)}.")
+    if given["format"] not in sbom_formats.NAMES:
+        raise ConfigurationError(f"--format {given['format']!r}: expected {', '.join(sbom_formats.NAMES)}.")
     _print_or_write(given, SBOM_FLAGS, given["format"])
 
 

@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from torchbake.adapters.engine import DockerClient
     from torchbake.configuration.settings import Settings
 
-cleanup = LazyModule("torchbake.housekeeping.cleanup")  # imported when the task runs (see tasks/build.py)
+if TYPE_CHECKING:
+    from torchbake.housekeeping import cleanup
+else:
+    cleanup = LazyModule("torchbake.housekeeping.cleanup")  # imported when the task runs (see tasks/build.py)
 
 def limits_of(settings: Settings) -> cleanup.Limits:
     gc = settings.gc

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Collection
 
@@ -24,14 +25,24 @@ from torchbake.core.lazy import LazyModule
 from torchbake.supply_chain.manifest import describe, find_manifest
 from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
-configuration = LazyModule("torchbake.planning.config")  # read when the task runs
+if TYPE_CHECKING:
+    from torchbake.planning import config as configuration
+else:
+    configuration = LazyModule("torchbake.planning.config")  # read when the task runs
 
-builder = LazyModule("torchbake.building.builder")  # verify --reproducible's build: imported when it runs
-publishing = LazyModule("torchbake.building.publishing")  # verify --signatures: the registry, the key
-registry = LazyModule("torchbake.adapters.registry")
-signatures = LazyModule("torchbake.checks.signatures")
-signing = LazyModule("torchbake.supply_chain.signing")
-variants = LazyModule("torchbake.variants")
+if TYPE_CHECKING:
+    from torchbake import variants
+    from torchbake.adapters import registry
+    from torchbake.building import builder, publishing
+    from torchbake.checks import signatures
+    from torchbake.supply_chain import signing
+else:
+    builder = LazyModule("torchbake.building.builder")  # verify --reproducible's build: imported when it runs
+    publishing = LazyModule("torchbake.building.publishing")  # verify --signatures: the registry, the key
+    registry = LazyModule("torchbake.adapters.registry")
+    signatures = LazyModule("torchbake.checks.signatures")
+    signing = LazyModule("torchbake.supply_chain.signing")
+    variants = LazyModule("torchbake.variants")
 
 
 @flag_task(*VERIFY_FLAGS)
@@ -192,7 +203,7 @@ def show_config(c, **given):
     if format not in ("table", "toml"):
         raise ConfigurationError(f"--format {format!r}: expected table or toml.")
     # the variant asked for is the file's too: read back, it plans the same kind of build
-    resolved = resolve_config(config, {"build.variant": variants.VARIANTS[variant].BUILD_VARIANT if variant else None},
+    resolved = resolve_config(config, {"build.variant": variants.VARIANTS[variant].build_variant if variant else None},
                               variant=variant)
     if format == "toml":
         output.result(configuration.to_toml(resolved.values, documented=True))

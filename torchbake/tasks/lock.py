@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Collection
 
@@ -23,12 +24,20 @@ from torchbake.tasks.cli import (
     resolve_config,
 )
 
-locks = LazyModule("torchbake.inputs.locks")
-variants = LazyModule("torchbake.variants")
-platform_builds = LazyModule("torchbake.building.platform_builds")
-image_diff = LazyModule("torchbake.supply_chain.image_diff")
-runner = LazyModule("torchbake.fleet.runner")
-configuration = LazyModule("torchbake.planning.config")
+if TYPE_CHECKING:
+    from torchbake import variants
+    from torchbake.building import platform_builds
+    from torchbake.fleet import runner
+    from torchbake.inputs import locks
+    from torchbake.planning import config as configuration
+    from torchbake.supply_chain import image_diff
+else:
+    locks = LazyModule("torchbake.inputs.locks")
+    variants = LazyModule("torchbake.variants")
+    platform_builds = LazyModule("torchbake.building.platform_builds")
+    image_diff = LazyModule("torchbake.supply_chain.image_diff")
+    runner = LazyModule("torchbake.fleet.runner")
+    configuration = LazyModule("torchbake.planning.config")
 
 
 @flag_task(*LOCK_FLAGS)
@@ -82,7 +91,7 @@ def _lock_matrix(given, upgrade, fetch: bool) -> None:
     cells, files = selected_cells(list(given["config"] or []), given["only"], [], [], None, found)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     trust = {**overrides(LOCK_FLAGS, given), "build.locked": False}
-    released = [cell for cell in cells if getattr(variants.VARIANTS[cell.variant], "LOCK_COMMAND", "")]
+    released = [cell for cell in cells if variants.VARIANTS[cell.variant].lock_command]
     if not released:
         raise ConfigurationError("--matrix: no release or base cell is selected; dev images are built from source.")
     environ = dict(os.environ)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Collection, Exit
 
@@ -32,12 +33,20 @@ from torchbake.fleet.matrix import (
 from torchbake.tasks.cli import check_folders, current_project, docker_client, flag_task, reports_errors
 from torchbake.tasks.gc import collect
 
-configuration = LazyModule("torchbake.planning.config")  # read when the task runs
+if TYPE_CHECKING:
+    from torchbake.planning import config as configuration
+else:
+    configuration = LazyModule("torchbake.planning.config")  # read when the task runs
 
 # imported when the task runs (see tasks/build.py)
-runner = LazyModule("torchbake.fleet.runner")
-publishing = LazyModule("torchbake.building.publishing")
-variants = LazyModule("torchbake.variants")
+if TYPE_CHECKING:
+    from torchbake import variants
+    from torchbake.building import publishing
+    from torchbake.fleet import runner
+else:
+    runner = LazyModule("torchbake.fleet.runner")
+    publishing = LazyModule("torchbake.building.publishing")
+    variants = LazyModule("torchbake.variants")
 
 def selected_cells(config_files: list[str], only, skip, platform_names, shard_text,
                    found) -> tuple[list[Cell], list[str]]:

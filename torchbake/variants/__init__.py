@@ -2,7 +2,7 @@
 tools, for dev builds) and ``dev`` (from source). Each knows its plan, its preflight, its
 context, its build args, labels and input-hash material, its verify checks and its dry-run rows.
 
-Every module of this package that declares a ``NAME`` is a :class:`Variant`, and :data:`VARIANTS`
+Every module of this package that declares a ``VARIANT`` (a :class:`Variant`) is one, and :data:`VARIANTS`
 is the one registry of them that the tasks, the matrix, the configuration and the runner read (as
 cibuildwheel's ``platforms/__init__.py`` lists its platform modules). It is found, not written:
 a new variant is a new module here (with its Dockerfile and its ``[naming]`` tag), nothing else.
@@ -14,27 +14,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from typing import Protocol
 
-from torchbake.variants.common import Missing, PlanCommon, Preflight, how_to_set, missing_error, ways_to_set
+from torchbake.variants.common import Missing, PlanCommon, Preflight, Variant, how_to_set, missing_error, ways_to_set
 
 Plan = PlanCommon  # every variant's plan class is one
-
-
-class Variant(Protocol):
-    """What a variant module declares beside its plan class."""
-
-    NAME: str  # the image kind (labels, matrix cells, show-config --variant)
-    BUILD_VARIANT: str | None  # the [build] variant its settings resolve with (None: only its own task builds it)
-    BUILT_FROM: str | None  # the variant whose image is this one's FROM image (a matrix builds it first)
-    FROM_OPTION: str  # the option that names its FROM image
-    VERIFIES: frozenset[str]  # the verify checks its images get (torchbake.checks.verify.CHECKS)
-    LOCK_COMMAND: str  # the command that locks its images' closure ("": not locked; torchbake.variants.locking)
-
-    def plan(self, settings, *, python_given: bool = False, reuse_context: bool = False,
-             no_cache: bool = False) -> Plan:
-        """The variant's plan from resolved settings; ``python_given``: --python was given (a dev
-        image otherwise takes its base image's Python)."""
 
 
 def _in_build_order(found: dict[str, Variant]) -> dict[str, Variant]:
@@ -43,7 +26,7 @@ def _in_build_order(found: dict[str, Variant]) -> dict[str, Variant]:
 
     def visit(name: str) -> None:
         if name not in ordered:
-            built_from = found[name].BUILT_FROM
+            built_from = found[name].built_from
             if built_from:
                 visit(built_from)
             ordered[name] = found[name]
@@ -55,7 +38,7 @@ def _in_build_order(found: dict[str, Variant]) -> dict[str, Variant]:
 
 def _discover() -> dict[str, Variant]:
     modules = (importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__))
-    return _in_build_order({module.NAME: module for module in modules if hasattr(module, "NAME")})
+    return _in_build_order({module.VARIANT.name: module.VARIANT for module in modules if hasattr(module, "VARIANT")})
 
 
 VARIANTS: dict[str, Variant] = _discover()  # in build order

@@ -14,6 +14,7 @@ from torchbake.variants.common import (
     SUPPORTED_OS,
     Missing,
     PlanCommon,
+    Variant,
     build_env_of,
     check_common,
     common_fields,
@@ -35,19 +36,13 @@ from torchbake.variants.locking import Lockable, lock_fields
 SOURCE_NAMES = ("pytorch", "vision", "audio")
 
 
-NAME = "base"  # the image kind (labels, matrix cells, show-config --variant)
-BUILD_VARIANT: str | None = None  # the [build] variant its settings resolve with (None: build-base reads none)
-BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "base.sys"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
-VERIFIES = frozenset({"sources"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
-LOCK_COMMAND = "invoke lock --base"  # the command that locks its images' closure (torchbake.variants.locking)
 
 
 @dataclass(frozen=True, kw_only=True)
 class BasePlan(Lockable, PlanCommon):
     """``invoke build-base``: OS + build tools + Python + the three source trees."""
 
-    variant = NAME
+    variant = "base"  # the image kind (labels, matrix cells, show-config --variant)
     from_flag = "--sys"
     INPUT_STEPS = (("Python environment", ("python.*",)), ("requirements", ("base.requirements", "wheels.*")),
                    ("sources", ("sources.*",)), ("image environment", ("env", "image.env", "accelerator.*")))
@@ -163,5 +158,10 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=build_env_of(settings),
-        **lock_fields(settings, LOCK_COMMAND, list(settings.base.requirements), reuse_context),
+        **lock_fields(settings, VARIANT.lock_command, list(settings.base.requirements), reuse_context),
     ))
+
+
+VARIANT = Variant(name=BasePlan.variant, build_variant=None, built_from=None,
+                  from_option="base.sys", verifies=frozenset({"sources"}),
+                  lock_command="invoke lock --base", plan=plan)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from torchbake import __version__
 from torchbake.adapters.engine import content_id, manifest_digest
@@ -203,6 +203,27 @@ def pinned(plan: PlanT) -> PlanT:
     if plan.download_options.require_hashes:
         require_pinned(plan.given_inputs(), plan.checksums)
     return plan
+
+
+class PlanMaker(Protocol):
+    def __call__(self, settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
+                 no_cache: bool = False) -> PlanCommon:
+        """The variant's plan from resolved settings; ``python_given``: --python was given (a dev
+        image otherwise takes its base image's Python)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """A variant, declared once by its module (``VARIANT = Variant(...)``), found by
+    :data:`torchbake.variants.VARIANTS`."""
+
+    name: str  # the image kind (labels, matrix cells, show-config --variant)
+    build_variant: str | None  # the [build] variant its settings resolve with (None: only its own task builds it)
+    built_from: str | None  # the variant whose image is this one's FROM image (a matrix builds it first)
+    from_option: str  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
+    verifies: frozenset[str]  # the verify checks its images get (torchbake.checks.verify.CHECKS)
+    lock_command: str  # the command that locks its images' closure ("": not locked; torchbake.variants.locking)
+    plan: PlanMaker
 
 
 @dataclass(frozen=True)

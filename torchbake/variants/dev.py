@@ -20,6 +20,7 @@ from torchbake.variants.common import (
     Missing,
     PlanCommon,
     Preflight,
+    Variant,
     accelerator_labels,
     build_env_of,
     check_common,
@@ -34,19 +35,12 @@ from torchbake.variants.common import (
     toolkits_of,
 )
 
-NAME = "dev"  # the image kind (labels, matrix cells, show-config --variant)
-BUILD_VARIANT: str | None = "dev"  # the [build] variant its settings resolve with (None: build-base reads none)
-BUILT_FROM: str | None = "base"  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
-VERIFIES = frozenset({"torch", "from source"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
-LOCK_COMMAND = ""  # not locked: torch and the extension are built from source at the commits its base records
-
 
 @dataclass(frozen=True, kw_only=True)
 class DevPlan(PlanCommon):
     """``invoke build`` without ``--release``: torch and the extension from source."""
 
-    variant = NAME
+    variant = "dev"  # the image kind (labels, matrix cells, show-config --variant)
     base_image: str  # a torchbake base image
     dockerfile_template: Path
     python_version: str  # "" = the base image's
@@ -292,3 +286,9 @@ def default_max_jobs(cpus: int, memory_bytes: int) -> int:
     """Source builds die of OOM long before they run out of cores: one job per 3 GiB."""
     by_memory = memory_bytes // (3 * 1024**3)
     return max(1, min(cpus, by_memory))
+
+
+# not locked: torch and the extension are built from source at the commits its base records
+VARIANT = Variant(name=DevPlan.variant, build_variant="dev", built_from="base",
+                  from_option="image.base", verifies=frozenset({"torch", "from source"}),
+                  lock_command="", plan=plan)

@@ -30,7 +30,7 @@ class Lockable:
     lock_platform: str = ""  # the platform its wheels are for
     lock: locks.Lock | None = field(default=None, repr=False)  # the lock the build follows; None: the closure floats
     lock_state: str = ""  # what the plan says of it
-    lock_command: str = "invoke lock"  # the command that locks it (its variant module's LOCK_COMMAND)
+    lock_command: str = "invoke lock"  # the command that locks it (its variant's lock_command)
     lock_unusable: bool = False  # a lock file is there, and the build cannot follow it (corrupt, other requirements)
 
     def lock_requirements(self) -> list[str]:
@@ -125,7 +125,7 @@ BUILD_TASKS = ("build", "build-base")  # the tasks whose flags `invoke lock` tak
 
 
 def lock_command(command: str) -> str:
-    """``command`` (the variant's LOCK_COMMAND) with the flags this run's build was typed with that
+    """``command`` (the variant's lock_command) with the flags this run's build was typed with that
     the lock task takes too (the image's name, tag, Python, platforms, wheels, --config files):
     the lock it writes is the one that build looks for. Other runs (build-all) get it as it is."""
     task = next((index for index, token in enumerate(sys.argv) if token in (*BUILD_TASKS, "build-all", "lock")), None)

@@ -16,6 +16,7 @@ from torchbake.variants.common import (
     PENDING,
     Missing,
     PlanCommon,
+    Variant,
     accelerator_labels,
     build_env_of,
     check_common,
@@ -40,17 +41,10 @@ from torchbake.variants.common import (
 )
 from torchbake.variants.locking import Lockable, lock_fields
 
-NAME = "release"  # the image kind (labels, matrix cells, show-config --variant)
-BUILD_VARIANT: str | None = "release"  # the [build] variant its settings resolve with (None: build-base reads none)
-BUILT_FROM: str | None = None  # the variant whose image a matrix builds first, as this one's FROM image
-FROM_OPTION = "image.base"  # the option naming its FROM image (derived when nobody sets it: torchbake.configuration.derived)
-VERIFIES = frozenset({"torch"})  # the verify checks its images get (torchbake.checks.verify.CHECKS)
-LOCK_COMMAND = "invoke lock"  # the command that locks its images' closure (torchbake.variants.locking)
-
 
 @dataclass(frozen=True, kw_only=True)
 class ReleasePlan(Lockable, PlanCommon):
-    variant = NAME
+    variant = "release"  # the image kind (labels, matrix cells, show-config --variant)
     wheels_unpacked_natively = True
     INPUT_STEPS = (("Python environment", ("python.*",)),
                    ("torch", ("wheels.torch", "wheels.platforms", "wheels.index_url", "wheels.extra_index_urls",
@@ -202,7 +196,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         extension_module=wheels.extension_module,
         cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
         rocm_arch=settings.accelerator.pytorch_rocm_arch,
-        **lock_fields(settings, LOCK_COMMAND, requirements, reuse_context),
+        **lock_fields(settings, VARIANT.lock_command, requirements, reuse_context),
     ))
 
 
@@ -232,3 +226,8 @@ def _companion_groups(plan: ReleasePlan, resolved: list[wheelhouse.Wheel], below
         groups[f"{index:02d}-{name}"] = names
         taken |= names
     return groups
+
+
+VARIANT = Variant(name=ReleasePlan.variant, build_variant="release", built_from=None,
+                  from_option="image.base", verifies=frozenset({"torch"}),
+                  lock_command="invoke lock", plan=plan)
