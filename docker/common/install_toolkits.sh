@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install vendor toolkit tarballs (runtime/compiler, DNN, collectives) with their own scripts.
 # Usage: install_toolkits.sh DIR   where DIR/toolkits.txt lists "KEY<TAB>FILE<TAB>SCRIPT" lines
-# in install order; SCRIPT is the install script's usual name (any install*.sh is the fallback).
+# in install order; SCRIPT is the install script's usual name (any install*.sh is the fallback), or,
+# for a self-extracting installer (FILE ending in .run, as Ascend's CANN ships), its arguments.
 set -euo pipefail
 # shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
@@ -13,6 +14,12 @@ if [ ! -s "$manifest" ]; then
 fi
 while IFS=$'\t' read -r key file script; do
     [ -n "$key" ] || continue
+    if [[ "$file" == *.run ]]; then
+        echo "torchbake: installing $key from $file (the installer runs with: $script)"
+        # shellcheck disable=SC2086 # the declared arguments, one word each
+        bash "$dir/$file" $script
+        continue
+    fi
     work=$(mktemp -d /tmp/torchbake-toolkit.XXXXXX)
     echo "torchbake: installing $key from $file"
     tar -xf "$dir/$file" -C "$work"

@@ -12,14 +12,14 @@ from torchbake.core.errors import ConfigurationError, ContainerError
 from torchbake.planning import config
 
 OWN = """
-[accelerators.xpu]
+[accelerators.demo]
 description = "an accelerator of our own"
-[[accelerators.xpu.toolkits]]
+[[accelerators.demo.toolkits]]
 key = "xpu_runtime_url"
 install = "setup.sh"
 required = true
 runtime_paths = ["/opt/xpu"]
-[accelerators.xpu.devices]
+[accelerators.demo.devices]
 devices = ["/dev/xpu0"]
 any_of = ["/dev/dri/renderD*"]
 or_runtime = "xpu"
@@ -28,13 +28,13 @@ install = "Install the XPU driver"
 groups = ["render"]
 env = { XPU_VISIBLE_DEVICES = "all" }
 [accelerator]
-profile = "xpu"
+profile = "demo"
 """
 
 
 def test_the_bundled_accelerators_hold_musa_s_toolkits_and_devices():
     bundled = accelerators.bundled()
-    assert list(bundled) == ["cpu", "cuda", "rocm", "musa"]
+    assert list(bundled) == ["cpu", "cuda", "rocm", "musa", "ascend", "tpu", "xpu"]
     musa = bundled["musa"]
     assert [(t.key, t.install, t.required) for t in musa.toolkits] == [
         ("musa_toolkits_url", "install.sh", True), ("mudnn_url", "install_mudnn.sh", True), ("mccl_url", "install.sh", True)]
@@ -46,15 +46,15 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
     own = tmp_path / "xpu.toml"
     own.write_text(OWN + '[toolkits]\nxpu_runtime_url = "https://vendor.invalid/xpu.tar.gz"\n')
     settings = config.resolve([own], {}).settings()
-    assert settings.accelerator.profile == "xpu"
+    assert settings.accelerator.profile == "demo"
     assert settings.toolkits["xpu_runtime_url"] == "https://vendor.invalid/xpu.tar.gz"
-    assert settings.accelerators["xpu"].toolkit("xpu_runtime_url").runtime_paths == ("/opt/xpu",)
+    assert settings.accelerators["demo"].toolkit("xpu_runtime_url").runtime_paths == ("/opt/xpu",)
     by_env = config.resolve([own], {"TORCHBAKE_TOOLKITS_XPU_RUNTIME_URL": "https://vendor.invalid/other.tar.gz"})
     assert by_env.settings().toolkits["xpu_runtime_url"] == "https://vendor.invalid/other.tar.gz"
     with pytest.raises(ConfigurationError) as info:  # without the file that declares it
-        config.resolve([], {}, {"accelerator.profile": "xpu"})
-    assert str(info.value) == ("accelerator.profile = 'xpu' (from command line) is invalid:"
-                               " expected one of: cpu, cuda, rocm, musa.")
+        config.resolve([], {}, {"accelerator.profile": "demo"})
+    assert str(info.value) == ("accelerator.profile = 'demo' (from command line) is invalid:"
+                               " expected one of: cpu, cuda, rocm, musa, ascend, tpu, xpu.")
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -72,7 +72,9 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
      "h.toml: [accelerators.xpu] devices: '/dev/../etc/passwd' is not a device node"),
     ('[accelerators.xpu.toolkits]\nkey = "xpu_url"',
      "h.toml: [accelerators.xpu] toolkits must be a list of tables, one [[accelerators.xpu.toolkits]] per toolkit."),
-    ('[accelerators.xpu]\ncolour = "blue"', "h.toml: [accelerators.xpu]: unknown key 'colour'; expected description, toolkits, devices, flag_names."),
+    ('[accelerators.xpu]\ncolour = "blue"', "h.toml: [accelerators.xpu]: unknown key 'colour'; expected description, on_device, toolkits, devices, flag_names."),
+    ('[accelerators.xpu]\ndevices = { mounts = ["/usr/../etc"] }',
+     "h.toml: [accelerators.xpu] devices: mounts '/usr/../etc' is not a host path to mount"),
     ('[toolkits]\nmudn_url = "x"', "h.toml: unknown option 'toolkits.mudn_url'. Did you mean 'mudnn_url'?"),
 ])
 def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, text, message):
@@ -88,13 +90,64 @@ def test_declared_device_access_is_checked_on_the_host_and_given_to_the_containe
     own.write_text(OWN)
     declared = config.resolve([own], {}).settings().accelerators
     host = HostDevices(("runc",), True, {"/dev/xpu0": 0, "/dev/dri/renderD128": 109})
-    assert device_access("xpu", host, declared).flags() == (
+    assert device_access("demo", host, declared).flags() == (
         "--device", "/dev/xpu0", "--group-add", "render", "--env", "XPU_VISIBLE_DEVICES=all")
-    with pytest.raises(ContainerError, match=r"^The xpu device profile needs /dev/xpu0 on this host, which does not"
+    with pytest.raises(ContainerError, match=r"^The demo device profile needs /dev/xpu0 on this host, which does not"
                                              r" exist\. Install the XPU driver, or pass --device-profile cpu\.$"):
-        device_access("xpu", HostDevices(("runc",), True, {"/dev/dri/renderD128": 109}), declared)
-    with pytest.raises(ContainerError, match=r"^The xpu device profile needs an XPU: this host has no /dev/dri/renderD\*"
+        device_access("demo", HostDevices(("runc",), True, {"/dev/dri/renderD128": 109}), declared)
+    with pytest.raises(ContainerError, match=r"^The demo device profile needs an XPU: this host has no /dev/dri/renderD\*"
                                              r" devices and the engine no xpu runtime \(runtimes: runc\)\."):
-        device_access("xpu", HostDevices(("runc",), True, {"/dev/xpu0": 0}), declared)
-    assert device_access("xpu", HostDevices(("runc", "xpu"), True, {"/dev/xpu0": 0}), declared).devices == ("/dev/xpu0",)
-    assert device_access("xpu", HostDevices(("runc",), False, {}), declared).env == {"XPU_VISIBLE_DEVICES": "all"}
+        device_access("demo", HostDevices(("runc",), True, {"/dev/xpu0": 0}), declared)
+    assert device_access("demo", HostDevices(("runc", "xpu"), True, {"/dev/xpu0": 0}), declared).devices == ("/dev/xpu0",)
+    assert device_access("demo", HostDevices(("runc",), False, {}), declared).env == {"XPU_VISIBLE_DEVICES": "all"}
+
+
+ASCEND_NODES = {"/dev/davinci0": 0, "/dev/davinci1": 0, "/dev/davinci_manager": 0, "/dev/devmm_svm": 0, "/dev/hisi_hdc": 0}
+
+
+def test_ascend_gets_every_npu_its_managers_and_the_driver_folder_read_only():
+    """Huawei's documented run: each /dev/davinciN, davinci_manager, devmm_svm, hisi_hdc and the
+    host's driver folder, read-only at the same path (in flags and in the Engine API's mounts)."""
+    host = HostDevices(("runc",), True, ASCEND_NODES, frozenset({"/usr/local/Ascend/driver"}))
+    access = device_access("ascend", host)
+    assert access.flags() == (
+        "--device", "/dev/davinci0", "--device", "/dev/davinci1", "--device", "/dev/davinci_manager",
+        "--device", "/dev/devmm_svm", "--device", "/dev/hisi_hdc",
+        "--mount", "type=bind,source=/usr/local/Ascend/driver,target=/usr/local/Ascend/driver,readonly")
+    assert access.mount_entries() == [{"Type": "bind", "Source": "/usr/local/Ascend/driver",
+                                       "Target": "/usr/local/Ascend/driver", "ReadOnly": True}]
+    without_npus = HostDevices(("runc",), True, {k: v for k, v in ASCEND_NODES.items() if "davinci_" in k or "davinci" not in k},
+                               frozenset({"/usr/local/Ascend/driver"}))
+    with pytest.raises(ContainerError, match=r"^The ascend device profile needs /dev/davinci\[0-9\]\* on this host"):
+        device_access("ascend", without_npus)
+    with pytest.raises(ContainerError, match=r"needs /usr/local/Ascend/driver on this host, which does not exist\."
+                                             r" Install the Ascend NPU driver"):
+        device_access("ascend", HostDevices(("runc",), True, ASCEND_NODES))
+    with pytest.raises(ContainerError, match=r"passes every /dev/davinci\[0-9\]\* node of the engine's host"):
+        device_access("ascend", HostDevices(("runc",), False, {}))
+
+
+def test_tpu_runs_privileged_with_pjrt_on_a_tpu_vm_and_xpu_joins_the_groups_of_dev_dri():
+    tpu = device_access("tpu", HostDevices(("runc",), True, {"/dev/vfio": 0}))
+    assert tpu.flags() == ("--privileged", "--env", "PJRT_DEVICE=TPU")
+    with pytest.raises(ContainerError, match=r"^The tpu device profile needs a Google TPU \(a Cloud TPU VM\): this"
+                                             r" host has no /dev/accel\* or /dev/vfio devices\."):
+        device_access("tpu", HostDevices(("runc",), True, {}))
+    nodes = {"/dev/dri": 0, "/dev/dri/card0": 44, "/dev/dri/renderD128": 993}
+    assert device_access("xpu", HostDevices(("runc",), True, nodes)).flags() == (
+        "--device", "/dev/dri", "--group-add", "44", "--group-add", "993")
+    with pytest.raises(ContainerError, match=r"^The xpu device profile needs /dev/dri on this host"):
+        device_access("xpu", HostDevices(("runc",), True, {}))
+
+
+def test_the_host_is_probed_for_the_nodes_inside_a_declared_folder_and_the_mounts(tmp_path, monkeypatch):
+    from torchbake.checks import devices
+
+    monkeypatch.setattr(devices, "engine_is_local", lambda: True)
+    (tmp_path / "dev" / "dri").mkdir(parents=True)
+    (tmp_path / "dev" / "dri" / "renderD128").write_text("")
+    (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
+    bundled = accelerators.bundled()
+    host = HostDevices.probe({"Runtimes": {"runc": {}}}, [bundled["xpu"], bundled["ascend"]], root=tmp_path)
+    assert {"/dev/dri", "/dev/dri/renderD128"} <= set(host.nodes)
+    assert host.paths == frozenset({"/usr/local/Ascend/driver"})

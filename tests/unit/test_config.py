@@ -27,7 +27,7 @@ def test_the_schema_is_the_declared_options_and_the_accelerators_toolkits():
         for f in dataclasses.fields(cls)
     }
     toolkits = {f"toolkits.{t.key}" for a in accelerators.bundled().values() for t in a.toolkits}
-    assert toolkits == {"toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url"}
+    assert toolkits == {"toolkits.musa_toolkits_url", "toolkits.mudnn_url", "toolkits.mccl_url", "toolkits.cann_toolkit_url"}
     assert keys == fields | toolkits
     assert list(settings.SECTION_TYPES)[:3] == ["image", "naming", "python"]  # Settings' fields, in order
 
@@ -131,8 +131,8 @@ def test_missing_config_file_lists_the_shipped_profiles(tmp_path):
     with pytest.raises(ConfigurationError) as info:
         config.resolve([tmp_path / "nope.toml"], {})
     assert "does not exist" in str(info.value)
-    assert ("named by name (--config cuda): cpu (a profile), cuda (a profile), musa (a profile), nightly (a build-all"
-            " matrix), rocm (a profile)") in str(info.value)  # accelerators.toml is no profile to name
+    assert ("named by name (--config cuda): ascend (a profile), cpu (a profile), cuda (a profile), musa (a profile),"
+            " nightly (a build-all matrix), rocm (a profile), tpu (a profile), xpu (a profile)") in str(info.value)  # accelerators.toml is no profile to name
 
 
 def test_a_shipped_profile_is_named_by_name_and_a_name_it_does_not_ship_lists_those_it_does(tmp_path, monkeypatch):
@@ -142,8 +142,9 @@ def test_a_shipped_profile_is_named_by_name_and_a_name_it_does_not_ship_lists_th
     with pytest.raises(ConfigurationError) as info:
         config.resolve(["cudaa"], {})
     assert str(info.value) == ("--config 'cudaa' is neither a file nor a config torchbake ships. Name a file"
-                               " (path/to/file.toml) or one of: cpu (a profile), cuda (a profile), musa (a profile),"
-                               " nightly (a build-all matrix), rocm (a profile).")
+                               " (path/to/file.toml) or one of: ascend (a profile), cpu (a profile), cuda (a profile),"
+                               " musa (a profile), nightly (a build-all matrix), rocm (a profile), tpu (a profile),"
+                               " xpu (a profile).")
     (tmp_path / "cuda").write_text('[python]\nversion = "3.12"\n')  # a file of that name here is that file
     assert config.resolve(["cuda"], {}).settings().python.version == "3.12"
 
@@ -181,7 +182,7 @@ def test_bad_environment(env, message):
         ("wheels.torch", "https://host.invalid/t.whl#md5=abc", "the only URL fragment understood is '#sha256=<64 hex digits>'"),
         ("wheels.torch", "https://host.invalid/t.whl#sha256=1234", "expected a sha256 digest: 64 lowercase hex digits"),
         ("toolkits.musa_toolkits_url", "musa.tar.gz", "no such file"),
-        ("accelerator.profile", "tpu", "expected one of: cpu, cuda, rocm, musa"),
+        ("accelerator.profile", "ipu", "expected one of: cpu, cuda, rocm, musa, ascend, tpu, xpu"),
         ("accelerator.torch_cuda_arch_list", "8.0;sm_90", "expected compute capabilities separated by ';'"),
         ("accelerator.pytorch_rocm_arch", "mi300", "expected gfx targets"),
         ("build.variant", "nightly", "expected one of: dev, release"),

@@ -112,8 +112,8 @@ def test_run_options_are_checked_with_the_config():
     with pytest.raises(ConfigurationError) as error:
         resolve([], {"TORCHBAKE_RUN_SHM_SIZ": "8G"}, {})
     assert "Did you mean 'TORCHBAKE_RUN_SHM_SIZE'?" in str(error.value)
-    with pytest.raises(ConfigurationError, match="run.device_profile = 'tpu'"):
-        resolve([], {}, {"run.device_profile": "tpu"})
+    with pytest.raises(ConfigurationError, match="run.device_profile = 'ipu'"):
+        resolve([], {}, {"run.device_profile": "ipu"})
     with pytest.raises(ConfigurationError, match="run.name = 'my box'"):
         resolve([], {}, {"run.name": "my box"})
 

@@ -79,7 +79,7 @@ def test_github_matrix_json():
         ({"pyhtons": ["3.10"]}, "unknown [matrix] key 'pyhtons'. Did you mean 'pythons'?"),
         ({"pythons": []}, "[matrix] pythons is empty"),
         ({"variants": ["nightly"]}, "variant 'nightly' is not one of base, dev, release"),
-        ({"profiles": ["tpu"]}, "profile 'tpu' has no"),
+        ({"profiles": ["ipu"]}, "profile 'ipu' has no"),
         ({"tag": "{variant}-{pyver}"}, "template '{variant}-{pyver}' uses an unknown field"),
         ({"tag": "latest"}, "two cells would build the same image"),
         ({"options": {"release": {"wheels.tor": "x"}}}, "[matrix.options.release] has unknown option 'wheels.tor'"),

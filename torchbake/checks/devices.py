@@ -31,6 +31,7 @@ class HostDevices:
     runtimes: tuple[str, ...]
     local: bool  # the engine runs here, so its /dev can be looked at
     nodes: Mapping[str, int] = field(default_factory=dict)  # device path → group id
+    paths: frozenset[str] = frozenset()  # the declared mounts' host paths that exist here
 
     @classmethod
     def probe(cls, info: Mapping[str, Any], declared: Iterable[Accelerator] = (), root: Path = Path("/")) -> HostDevices:
@@ -38,12 +39,16 @@ class HostDevices:
         built-in checks' and every path the ``declared`` accelerators name."""
         local = engine_is_local()
         nodes: dict[str, int] = {}
+        paths: set[str] = set()
         if local:
             patterns = [*BUILT_IN_NODES, *(p for a in declared for p in (*a.devices.devices, *a.devices.any_of))]
             for pattern in dict.fromkeys(patterns):
                 for path in sorted(root.glob(pattern.lstrip("/"))):
                     nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
-        return cls(tuple(sorted((info.get("Runtimes") or {}).keys())), local, nodes)
+                    for inner in sorted(path.glob("*")) if path.is_dir() else ():  # a folder's nodes: their groups
+                        nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
+            paths = {p for a in declared for p in a.devices.mounts if (root / p.lstrip("/")).exists()}
+        return cls(tuple(sorted((info.get("Runtimes") or {}).keys())), local, nodes, frozenset(paths))
 
     def has(self, *prefixes: str) -> bool:
         return any(node.startswith(prefixes) for node in self.nodes)
@@ -62,6 +67,7 @@ class DeviceAccess:
     group_add: tuple[str, ...] = ()
     privileged: bool = False
     env: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[str, ...] = ()  # host paths bind-mounted read-only at the same path (a driver's)
 
     def flags(self) -> tuple[str, ...]:
         """As ``docker run`` flags."""
@@ -73,7 +79,13 @@ class DeviceAccess:
         args += ["--privileged"] if self.privileged else []
         for key, value in self.env.items():
             args += ["--env", f"{key}={value}"]
+        for path in self.mounts:
+            args += ["--mount", f"type=bind,source={path},target={path},readonly"]
         return tuple(args)
+
+    def mount_entries(self) -> list[dict[str, Any]]:
+        """The mounts as the Engine API's ``HostConfig.Mounts`` entries."""
+        return [{"Type": "bind", "Source": path, "Target": path, "ReadOnly": True} for path in self.mounts]
 
     def host_config(self) -> dict[str, Any]:
         """As keyword arguments of the SDK's ``create_host_config``."""
@@ -99,9 +111,10 @@ def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accele
 
 
 def _declared(profile: str, spec: Devices, host: HostDevices) -> DeviceAccess:
-    """The device access an accelerator declares as data, once the host is seen to have it."""
+    """The device access an accelerator declares as data, once the host is seen to have it: a
+    device that is a pattern (``*``, ``[0-9]``) passes every node of the host it matches."""
     if host.local:
-        missing = [path for path in spec.devices if not host.matches(path)]
+        missing = [path for path in (*spec.devices, *spec.mounts) if not host.matches(path) and path not in host.paths]
         if missing:
             raise ContainerError(
                 f"The {profile} device profile needs {' and '.join(missing)} on this host, which"
@@ -113,7 +126,24 @@ def _declared(profile: str, spec: Devices, host: HostDevices) -> DeviceAccess:
             raise ContainerError(
                 f"The {profile} device profile needs {spec.needs or 'one of ' + ', '.join(spec.any_of)}: this host has"
                 f" no {' or '.join(spec.any_of)} devices{engine}. {_remedy(spec)}")
-    return DeviceAccess(devices=spec.devices, group_add=spec.groups, privileged=spec.privileged, env=dict(spec.env))
+    elif any(_pattern(path) for path in spec.devices):
+        raise ContainerError(
+            f"The {profile} device profile passes every {' and '.join(p for p in spec.devices if _pattern(p))}"
+            " node of the engine's host, which torchbake can list only when the engine runs here"
+            " (DOCKER_HOST is another machine). Run the container there, or pass --device-profile cpu.")
+    devices = tuple(dict.fromkeys(node for path in spec.devices
+                                  for node in (sorted(n for n in host.nodes if fnmatch.fnmatch(n, path))
+                                               if _pattern(path) else [path])))
+    groups = spec.groups
+    if spec.device_groups:
+        given = {gid for node, gid in host.nodes.items() if node in devices or node.startswith(tuple(d + "/" for d in devices))}
+        groups += tuple(str(gid) for gid in sorted(given) if gid)
+    return DeviceAccess(devices=devices, group_add=groups, privileged=spec.privileged, env=dict(spec.env),
+                        mounts=spec.mounts)
+
+
+def _pattern(path: str) -> bool:
+    return "*" in path or "[" in path
 
 
 def _remedy(spec: Devices) -> str:

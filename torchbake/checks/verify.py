@@ -302,6 +302,9 @@ def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Acce
     def not_run(why: str) -> list[CheckResult]:
         return [CheckResult("GPU checks", SKIP, f"not run: {why}")]
 
+    if accelerator is not None and accelerator.on_device and not accelerator.devices.check:
+        return not_run(f"torchbake's probe judges NVIDIA and AMD GPUs; {accelerator.on_device} is proven only"
+                       f" on {accelerator.devices.needs or 'the device'}")
     if accelerator is None or accelerator.devices.check not in ("nvidia", "rocm"):
         return not_run(f"the image's {profile} profile has no GPUs (the cuda and rocm profiles have)")
     try:
@@ -343,6 +346,9 @@ def verify_facts(client: DockerClient, image: str, expected: Expectations, *, gp
     if facts.get("machine") and engine:
         how = "natively" if facts["machine"] == engine else f"emulated (QEMU) on this {engine} engine"
         checks.insert(1, CheckResult("machine", PASS, f"{facts['machine']}, checked {how}"))
+    if accelerator is not None and accelerator.on_device:  # said, never passed in silence
+        checks.append(CheckResult("on the device", SKIP, f"not proven here: {accelerator.on_device}"
+                                                         f" (needs {accelerator.devices.needs or 'the device'})"))
     if gpus:
         rows = gpu_checks(client, image, expected.profile, accelerator)
         checks += rows

@@ -24,7 +24,9 @@ from torchbake.core.errors import ConfigurationError
 SECTION = "accelerators"
 BUILT_IN_CHECKS = ("nvidia", "rocm")  # device checks torchbake has in code (torchbake.checks.devices)
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
-DEVICE_PATH = re.compile(r"^/dev/[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*\*?$")  # what the host is searched for: /dev only
+# what the host is searched for: /dev only (a [0-9] class and a trailing * as patterns)
+DEVICE_PATH = re.compile(r"^/dev/([A-Za-z0-9_.-]|\[0-9\])+(/([A-Za-z0-9_.-]|\[0-9\])+)*\*?$")
+HOST_PATH = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")  # a mount's host path (the same inside the container)
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Devices:
     install: str = ""
     privileged: bool = False
     groups: tuple[str, ...] = ()
+    device_groups: bool = False  # the container also joins the host's groups of the nodes it is given (by number)
+    mounts: tuple[str, ...] = ()  # host folders and files (a driver's) bind-mounted read-only at the same path
     env: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -61,6 +65,7 @@ class Accelerator:
     toolkits: tuple[Toolkit, ...] = ()
     devices: Devices = Devices()
     source: str = ""  # the file that declared it
+    on_device: str = ""  # what only the device itself proves (a verify row says it was not proven here)
     # a torchbake flag → the name its legacy script gave it (shown by that name; bundled ones only)
     flag_names: Mapping[str, str] = field(default_factory=dict)
 
@@ -119,7 +124,7 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         where = f"{source}: [{SECTION}.{name}]"
         if not KEY.match(name):
             raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
-        table = _table(table, where, ("description", "toolkits", "devices", "flag_names"))
+        table = _table(table, where, ("description", "on_device", "toolkits", "devices", "flag_names"))
         toolkits = []
         if not isinstance(table.get("toolkits", []), list):
             raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
@@ -136,18 +141,23 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
         for path in (*devices.devices, *devices.any_of):
             if not DEVICE_PATH.match(path) or {".", ".."} & set(path.split("/")):
                 raise ConfigurationError(f"{where} devices: {path!r} is not a device node: expected a path under /dev/"
-                                         " (any_of may end in a * pattern, e.g. /dev/dri/renderD*).")
+                                         " (it may end in a * pattern, e.g. /dev/dri/renderD*).")
+        for path in devices.mounts:
+            if not HOST_PATH.match(path) or {".", ".."} & set(path.split("/")):
+                raise ConfigurationError(f"{where} devices: mounts {path!r} is not a host path to mount: expected an"
+                                         " absolute path of letters, digits and _.-/ (e.g. /usr/local/Ascend/driver).")
         if devices.check and devices.check not in BUILT_IN_CHECKS:
             raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of"
                                      f" {', '.join(BUILT_IN_CHECKS)}, or no check and the devices as data.")
-        description = table.get("description", "")
-        if not isinstance(description, str):
-            raise ConfigurationError(f"{where} description must be a string.")
+        description, on_device = table.get("description", ""), table.get("on_device", "")
+        for key, text in (("description", description), ("on_device", on_device)):
+            if not isinstance(text, str):
+                raise ConfigurationError(f"{where} {key} must be a string.")
         flag_names = table.get("flag_names", {})
         if not isinstance(flag_names, dict) or not all(isinstance(v, str) and KEY.match(v) for v in flag_names.values()):
             raise ConfigurationError(f"{where} flag_names must be a table of flag = \"legacy_name\" (lower-case"
                                      " letters, digits and _).")
-        found[name] = Accelerator(name, description, tuple(toolkits), devices, source, dict(flag_names))
+        found[name] = Accelerator(name, description, tuple(toolkits), devices, source, on_device, dict(flag_names))
     return found
 
 

@@ -206,8 +206,9 @@ class ContainerSpec:
         ``create_host_config``."""
         host = {**self.devices.host_config(), "shm_size": self.shm, "network_mode": self.network or None,
                 "privileged": self.privileged or self.devices.privileged,
-                "mounts": [{"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.read_only}
-                           for m in self.mounts] or None}
+                "mounts": [*self.devices.mount_entries(),
+                           *({"Type": "bind", "Source": m.source, "Target": m.target, "ReadOnly": m.read_only}
+                             for m in self.mounts)] or None}
         return {"name": self.name, "hostname": self.hostname, "labels": dict(self.labels), "entrypoint": [self.shell],
                 **({"platform": self.platform} if self.platform else {}),
                 "environment": {**self.devices.env, **self.env} or None, "working_dir": self.workdir or None,
