@@ -147,7 +147,10 @@ def accelerators_markdown() -> str:
             lines.append(f"- containers: the built-in `{devices.check}` check and device access")
         elif devices.any_of or devices.devices:
             lines.append(f"- containers: {_cell(devices.needs or ', '.join(devices.any_of or devices.devices))}"
-                         + (", privileged" if devices.privileged else ""))
+                         + (", privileged" if devices.privileged else "")
+                         + "".join(f", `{path}` read-only" for path in devices.mounts))
+        if accelerator.on_device:
+            lines.append(f"- only on the device: {_cell(accelerator.on_device)}")
         lines.append("")
     return "\n".join(lines)
 

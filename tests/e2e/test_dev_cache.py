@@ -85,7 +85,8 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
     (its own data root, empty build cache and cache mounts), builds it and compiles that one file:
     every other object a remote hit, counted by the build's own record. A store that dies in the
     middle of a build: the build succeeds without it and says so; with --require-compile-cache a
-    build fails (exit 3) and the tag stays on the image it held. The password is in no output, log or manifest."""
+    build fails (exit 3) and the tag stays on the image it held. The password is in no output,
+    log, manifest, label or step."""
     config, credentials = large_config
     password = "store-" + uuid.uuid4().hex
     image = f"torchbake-test/dev:{run_id}-remote"
@@ -155,6 +156,8 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
             assert "could not be reached from the pytorch" in required.stderr, required.stderr[-3000:]
             assert "--require-compile-cache ([dev] ccache_required) makes that an error" in required.stderr
             assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held  # not tagged
+            shown = docker("image", "inspect", image).stdout + docker("history", "--no-trunc", image).stdout
+            assert password not in shown  # nor in a label, the image's config or a step's command
             for result in (on_a, on_b, required, down):  # a secret: in no output, log or manifest
                 manifest = re.search(r"manifest: (\S+)\)", result.stdout).group(1)
                 for text in (result.stdout + result.stderr, Path(manifest).read_text(),
