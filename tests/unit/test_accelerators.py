@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchbake.checks.devices import HostDevices, device_access
+from torchbake.checks.devices import HostDevices, device_access, host_devices
 from torchbake.configuration import accelerators
 from torchbake.core.errors import ConfigurationError, ContainerError
 from torchbake.planning import config
@@ -60,8 +60,8 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
 @pytest.mark.parametrize(("text", "message"), [
     ('accelerators = "x"', "h.toml: [accelerators] must be a table, not 'x'."),
     ('[accelerators.XPU]\ndescription = "x"', "h.toml: [accelerators.XPU]: an accelerator's name is lower-case letters, digits and _."),
-    ('[accelerators.xpu]\ndevices = { check = "intel" }',
-     "h.toml: [accelerators.xpu] devices.check = 'intel': expected one of nvidia, rocm, or no check and the devices as data."),
+    ('[accelerators.xpu]\ndevices = { check = "In tel" }',
+     "h.toml: [accelerators.xpu] devices.check = 'In tel': expected the name of a family of torchbake.checks.families"),
     ('[[accelerators.xpu.toolkits]]\nkey = "mudnn_url"',
      "h.toml: accelerator 'xpu' declares the toolkit 'mudnn_url', which 'musa' declares too; give it another key."),
     ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\nrequired = "yes"',
@@ -141,13 +141,84 @@ def test_tpu_runs_privileged_with_pjrt_on_a_tpu_vm_and_xpu_joins_the_groups_of_d
 
 
 def test_the_host_is_probed_for_the_nodes_inside_a_declared_folder_and_the_mounts(tmp_path, monkeypatch):
-    from torchbake.checks import devices
+    from torchbake.checks import access
 
-    monkeypatch.setattr(devices, "engine_is_local", lambda: True)
+    monkeypatch.setattr(access, "engine_is_local", lambda: True)
     (tmp_path / "dev" / "dri").mkdir(parents=True)
     (tmp_path / "dev" / "dri" / "renderD128").write_text("")
     (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
     bundled = accelerators.bundled()
-    host = HostDevices.probe({"Runtimes": {"runc": {}}}, [bundled["xpu"], bundled["ascend"]], root=tmp_path)
+    host = host_devices({"Runtimes": {"runc": {}}}, [bundled["xpu"], bundled["ascend"]], root=tmp_path)
     assert {"/dev/dri", "/dev/dri/renderD128"} <= set(host.nodes)
     assert host.paths == frozenset({"/usr/local/Ascend/driver"})
+
+
+def test_a_check_no_family_has_is_named_with_its_file_when_a_container_would_use_it(tmp_path):
+    own = tmp_path / "h.toml"
+    own.write_text('[accelerators.npu]\ndevices = { check = "intel" }\n')
+    declared = config.resolve([own], {}).settings().accelerators
+    with pytest.raises(ConfigurationError) as info:
+        device_access("npu", HostDevices(("runc",), True, {}), declared)
+    assert str(info.value) == (f"{own}: [accelerators.npu] devices.check = 'intel': expected one of nvidia, rocm"
+                               " (torchbake.checks.families), or no check and the devices as data.")
+
+
+DEMO_FAMILY = '''"""A made-up GPU family: its device access and its GPUs' judgement, in one module."""
+
+from torchbake.checks import gpu_probe
+from torchbake.checks.access import DeviceAccess, Family, HostGpu
+
+
+def access(profile, host):
+    return DeviceAccess(devices=tuple(n for n in host.nodes if n.startswith("/dev/demogpu")), group_add=("video",))
+
+
+def judge(gpu, label):
+    ok = gpu.arch in label.split(";")
+    return gpu_probe.Judgement(f"{gpu.name} ({gpu.arch})", gpu_probe.NATIVE if ok else gpu_probe.NONE, "demo", label + ";" + gpu.arch)
+
+
+FAMILY = Family(check="demogpu", nodes=("/dev/demogpu[0-9]*",), access=access, lister="demo-smi",
+                gpus=lambda: [HostGpu("Demo GPU", "d2")], arch_label="torchbake.demo-arch", judge=judge)
+'''
+
+USE_IT = '''
+import sys
+from torchbake.checks import gpu_check
+from torchbake.checks.devices import HostDevices, device_access
+from torchbake.checks.families import FAMILIES
+from torchbake.planning import config
+
+declared = config.resolve([sys.argv[1]], {}).settings().accelerators
+print(device_access("demo", HostDevices(("runc",), True, {"/dev/demogpu0": 44}), declared).flags())
+try:
+    gpu_check.before_run("demogpu", "x/demo:1", {"torchbake.demo-arch": "d1"}, FAMILIES["demogpu"].gpus())
+except Exception as exc:
+    print(type(exc).__name__, exc)
+'''
+
+
+def test_a_gpu_like_family_is_one_new_module(tmp_path):
+    """A made-up GPU family added as one module in a copy of the project (and its accelerator as a
+    table naming it): run-container's device access and the GPU check before a run are the
+    module's. No other file changes."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    tracked = subprocess.run(["git", "ls-files", "torchbake", "configs", "docker"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    for name in tracked:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / "torchbake/checks/families/demo.py").write_text(DEMO_FAMILY)
+    (tmp_path / "demo.toml").write_text('[accelerators.demo]\ndescription = "demo GPUs"\ndevices = { check = "demogpu" }\n')
+    result = subprocess.run([sys.executable, "-c", USE_IT, str(tmp_path / "demo.toml")], cwd=tmp_path,
+                            capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "('--device', '/dev/demogpu0', '--group-add', 'video')"
+    assert lines[1:3] == ["ContainerError x/demo:1 has no kernels for 1 GPU(s) of this host (the image's arch list: d1):",
+                          "  Demo GPU (d2): demo. Rebuild with d1;d2."], lines

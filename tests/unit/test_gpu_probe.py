@@ -8,6 +8,8 @@ import sys
 import pytest
 
 from torchbake.checks import gpu_check, gpu_probe
+from torchbake.checks.access import HostGpu
+from torchbake.checks.families import nvidia, rocm
 from torchbake.checks.gpu_probe import COMPATIBLE, NATIVE, NONE, PTX_ONLY, judge_cuda, judge_rocm
 from torchbake.core.errors import ContainerError
 
@@ -109,18 +111,18 @@ Agent 2
 
 
 def test_arch_list_labels_read_as_torch_spells_them():
-    assert gpu_check.arch_list_of_label("8.0;8.6 9.0+PTX") == ["sm_80", "sm_86", "sm_90", "compute_90"]
-    assert gpu_check.arch_list_of_label("9.0a;12.0") == ["sm_90a", "sm_120"]
+    assert nvidia.arch_list_of_label("8.0;8.6 9.0+PTX") == ["sm_80", "sm_86", "sm_90", "compute_90"]
+    assert nvidia.arch_list_of_label("9.0a;12.0") == ["sm_90a", "sm_120"]
 
 
 def test_the_hosts_gpus_are_read_from_nvidia_smi_and_rocminfo():
-    assert gpu_check.nvidia_gpus(NVIDIA_SMI) == [gpu_check.HostGpu("NVIDIA H100 80GB HBM3", "9.0"),
-                                                 gpu_check.HostGpu("NVIDIA L4", "8.9")]
-    assert gpu_check.rocm_gpus(ROCMINFO) == [gpu_check.HostGpu("AMD Instinct MI300X", "gfx942")]
+    assert nvidia.parse_gpus(NVIDIA_SMI) == [HostGpu("NVIDIA H100 80GB HBM3", "9.0"),
+                                                 HostGpu("NVIDIA L4", "8.9")]
+    assert rocm.parse_gpus(ROCMINFO) == [HostGpu("AMD Instinct MI300X", "gfx942")]
 
 
 def test_a_gpu_without_kernels_in_the_image_is_refused_naming_the_gpu_its_capability_and_the_list():
-    gpus = [gpu_check.HostGpu("NVIDIA RTX PRO 6000", "12.0")]
+    gpus = [HostGpu("NVIDIA RTX PRO 6000", "12.0")]
     with pytest.raises(ContainerError) as raised:
         gpu_check.before_run("nvidia", "x/cuda:1", {"torchbake.cuda-arch-list": "8.0;9.0"}, gpus)
     text = str(raised.value)
@@ -131,17 +133,17 @@ def test_a_gpu_without_kernels_in_the_image_is_refused_naming_the_gpu_its_capabi
 
 def test_a_compatible_or_ptx_only_gpu_is_one_line_of_warning_and_a_native_one_says_nothing():
     labels = {"torchbake.cuda-arch-list": "8.6;9.0"}
-    notes = gpu_check.before_run("nvidia", "x/cuda:1", labels, gpu_check.nvidia_gpus(NVIDIA_SMI))
+    notes = gpu_check.before_run("nvidia", "x/cuda:1", labels, nvidia.parse_gpus(NVIDIA_SMI))
     assert notes == [notes[0]] and notes[0].startswith("warning: NVIDIA L4 (8.9): compatible: runs sm_86 kernels")
     assert gpu_check.before_run("rocm", "x/rocm:1", {"torchbake.rocm-arch": "gfx90a;gfx942"},
-                                gpu_check.rocm_gpus(ROCMINFO)) == []
+                                rocm.parse_gpus(ROCMINFO)) == []
     with pytest.raises(ContainerError, match=r'AMD Instinct MI300X \(gfx942\).*PYTORCH_ROCM_ARCH="gfx90a;gfx942"'):
-        gpu_check.before_run("rocm", "x/rocm:1", {"torchbake.rocm-arch": "gfx90a"}, gpu_check.rocm_gpus(ROCMINFO))
+        gpu_check.before_run("rocm", "x/rocm:1", {"torchbake.rocm-arch": "gfx90a"}, rocm.parse_gpus(ROCMINFO))
 
 
 def test_what_cannot_be_compared_is_said_not_passed():
     assert "could not be listed" in gpu_check.before_run("nvidia", "x:1", {"torchbake.cuda-arch-list": "9.0"}, None)[0]
-    assert "records no arch list" in gpu_check.before_run("nvidia", "x:1", {}, [gpu_check.HostGpu("H100", "9.0")])[0]
+    assert "records no arch list" in gpu_check.before_run("nvidia", "x:1", {}, [HostGpu("H100", "9.0")])[0]
 
 
 # PyTorch's CUDA 13.0 aarch64 (SBSA) wheels: TORCH_CUDA_ARCH_LIST "8.0;9.0;10.0;11.0;12.0+PTX"

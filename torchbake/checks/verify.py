@@ -296,7 +296,7 @@ def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Acce
     one row per GPU (pass: native, compatible or PTX only, and the workload right; fail: no
     kernels, or a wrong result); one skip row saying why when they could not run."""
     from torchbake.checks import gpu_check
-    from torchbake.checks.devices import HostDevices, device_access
+    from torchbake.checks.devices import device_access, host_devices
     from torchbake.core.errors import ContainerError
 
     def not_run(why: str) -> list[CheckResult]:
@@ -305,10 +305,10 @@ def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Acce
     if accelerator is not None and accelerator.on_device and not accelerator.devices.check:
         return not_run(f"torchbake's probe judges NVIDIA and AMD GPUs; {accelerator.on_device} is proven only"
                        f" on {accelerator.devices.needs or 'the device'}")
-    if accelerator is None or accelerator.devices.check not in ("nvidia", "rocm"):
+    if accelerator is None or not accelerator.devices.check:
         return not_run(f"the image's {profile} profile has no GPUs (the cuda and rocm profiles have)")
     try:
-        access = device_access(profile, HostDevices.probe(client.engine_info(), [accelerator]), {profile: accelerator})
+        access = device_access(profile, host_devices(client.engine_info(), [accelerator]), {profile: accelerator})
     except ContainerError as exc:
         return not_run(f"this host cannot give a {profile} container its GPUs: {exc}")
     result = client.run_capture(image, ["-c", gpu_check.probe_source()], entrypoint="python",

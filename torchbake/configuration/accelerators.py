@@ -22,7 +22,6 @@ from torchbake.core.data import ACCELERATORS_FILE
 from torchbake.core.errors import ConfigurationError
 
 SECTION = "accelerators"
-BUILT_IN_CHECKS = ("nvidia", "rocm")  # device checks torchbake has in code (torchbake.checks.devices)
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 # what the host is searched for: /dev only (a [0-9] class and a trailing * as patterns)
 DEVICE_PATH = re.compile(r"^/dev/([A-Za-z0-9_.-]|\[0-9\])+(/([A-Za-z0-9_.-]|\[0-9\])+)*\*?$")
@@ -45,7 +44,7 @@ class Toolkit:
 class Devices:
     """What a container of the accelerator gets from the engine's host, and what the host must have."""
 
-    check: str = ""  # one of BUILT_IN_CHECKS, or "" (this table's data)
+    check: str = ""  # a family with checks in code (torchbake.checks.families), or "" (this table's data)
     devices: tuple[str, ...] = ()
     any_of: tuple[str, ...] = ()
     or_runtime: str = ""
@@ -146,9 +145,10 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
             if not HOST_PATH.match(path) or {".", ".."} & set(path.split("/")):
                 raise ConfigurationError(f"{where} devices: mounts {path!r} is not a host path to mount: expected an"
                                          " absolute path of letters, digits and _.-/ (e.g. /usr/local/Ascend/driver).")
-        if devices.check and devices.check not in BUILT_IN_CHECKS:
-            raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of"
-                                     f" {', '.join(BUILT_IN_CHECKS)}, or no check and the devices as data.")
+        if devices.check and not KEY.match(devices.check):  # which families exist: torchbake.checks.families
+            raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected the name of a family of"
+                                     " torchbake.checks.families (lower-case letters, digits and _), or no check"
+                                     " and the devices as data.")
         description, on_device = table.get("description", ""), table.get("on_device", "")
         for key, text in (("description", description), ("on_device", on_device)):
             if not isinstance(text, str):

@@ -25,7 +25,8 @@ from torchbake import __version__
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local
 from torchbake.checks import gpu_check
-from torchbake.checks.devices import DeviceAccess, HostDevices, device_access
+from torchbake.checks.devices import DeviceAccess, device_access, host_devices
+from torchbake.checks.families import FAMILIES
 from torchbake.configuration import platforms, validation
 from torchbake.configuration.accelerators import Accelerator
 from torchbake.configuration.accelerators import bundled as accelerators_declared
@@ -387,10 +388,10 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
         output.channel().say(f"warning: --shm-size {request.shm_size} is more than the engine host's memory"
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
-    devices = device_access(profile, HostDevices.probe(info, request.accelerators.values()), request.accelerators)
+    devices = device_access(profile, host_devices(info, request.accelerators.values()), request.accelerators)
     check = request.accelerators[profile].devices.check
-    if request.gpu_check and check in ("nvidia", "rocm") and engine_is_local():  # the host's GPUs are the engine's
-        for note in gpu_check.before_run(check, request.image, labels, gpu_check.host_gpus(check)):
+    if request.gpu_check and check and engine_is_local():  # the host's GPUs are the engine's
+        for note in gpu_check.before_run(check, request.image, labels, FAMILIES[check].gpus()):
             output.channel().say(note)
     name = request.name or default_name(request.image) + (foreign.suffix if foreign else "")
     if foreign is not None:
