@@ -108,7 +108,7 @@ print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
 
 
-# The groups of checks a variant's images get (its module's VERIFIES); python version and pip
+# The groups of checks a variant's images get (its Variant's verifies); python version and pip
 # check are every image's.
 SOURCES = "sources"  # each source tree at the commit its label records
 TORCH = "torch"  # torch (and the extension) import at the recorded versions, and pip cannot replace torch
@@ -129,7 +129,7 @@ class Expectations:
 
     @property
     def checks(self) -> frozenset[str]:
-        """The groups of :data:`CHECKS` the image's variant declares (``VERIFIES``); an image of
+        """The groups of :data:`CHECKS` the image's variant declares (its ``verifies``); an image of
         a variant this torchbake does not know gets a release image's."""
         kind = variants.VARIANTS.get(self.variant) or variants.VARIANTS["release"]
         return kind.verifies
