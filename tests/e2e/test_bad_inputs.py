@@ -84,7 +84,7 @@ CASES = [
     ("config-checksum", ["build", *CPU, "--config", "BAD_SUM", "--base-img", B], {},
      "checksums.kit.tar.gz = 'abc' (from BAD_SUM) is invalid: expected a sha256 digest: 64 lowercase hex digits."),
     ("config-profile", ["build", *CPU, "--config", "BAD_PROFILE"], {},
-     "accelerator.profile = 'tpu' (from BAD_PROFILE) is invalid: expected one of: cpu, cuda, rocm, musa."),
+     "accelerator.profile = 'ipu' (from BAD_PROFILE) is invalid: expected one of: cpu, cuda, rocm, musa, ascend, tpu, xpu."),
     # environment variables
     ("env-unknown", ["show-config"], {"TORCHBAKE_PYTHON_VERSON": "3.11"},
      "Unknown environment variable TORCHBAKE_PYTHON_VERSON. Did you mean 'TORCHBAKE_PYTHON_VERSION'?"),
@@ -251,7 +251,7 @@ def files(tmp_path_factory, base_image):
         "BAD_TYPE": '[build]\nverify = "yes"\n',
         "NOT_TOML": "not toml = = \n",
         "BAD_SUM": '[checksums]\n"kit.tar.gz" = "abc"\n',
-        "BAD_PROFILE": '[accelerator]\nprofile = "tpu"\n',
+        "BAD_PROFILE": '[accelerator]\nprofile = "ipu"\n',
         "NOT_PEM": "hello\n",
         "MISSPELT_STEP": "FROM scratch\n# @torchbake-if toolkit@\nRUN true\n",
     }

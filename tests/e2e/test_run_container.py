@@ -249,7 +249,7 @@ def gpu_less_engine(second_engine, base_image):
     (["IMAGE", "--env", "9LIVES=1"], "'9LIVES' is not a valid environment variable name", 2),
     (["IMAGE", "--mount", "relative-only"], "--mount 'relative-only' is invalid: expected HOST:CONTAINER", 2),
     (["IMAGE", "--shm-size", "0"], "run.shm_size = '0'", 2),
-    (["IMAGE", "--device-profile", "tpu"], "run.device_profile = 'tpu' (from command line) is invalid: expected one of: cpu, cuda, rocm, musa (or \"\" for the image's profile)", 2),
+    (["IMAGE", "--device-profile", "ipu"], "run.device_profile = 'ipu' (from command line) is invalid: expected one of: cpu, cuda, rocm, musa, ascend, tpu, xpu (or \"\" for the image's profile)", 2),
     (["IMAGE", "--device-profile", "cuda"], "The cuda device profile needs the NVIDIA Container Toolkit", 8),
     (["IMAGE", "--device-profile", "rocm"], "The rocm device profile needs /dev/kfd and /dev/dri on this host", 8),
     (["IMAGE", "--device-profile", "musa"], "The musa device profile needs a Moore Threads GPU", 8),
