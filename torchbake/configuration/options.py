@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torchbake.configuration import accelerators, settings
+from torchbake.core.data import bundled_configs
 from torchbake.core.errors import ConfigurationError
 
 VALUE = None  # the default of a flag that takes a value (none given: the option keeps its layers' value)
@@ -131,8 +132,9 @@ TOOLKIT_URLS = tuple(Flag(toolkit.key, toolkit.help or f"URL or path of the {too
                       for accelerator in accelerators.bundled().values() for toolkit in accelerator.toolkits)
 
 CONFIG = Flag("config", "TOML config file layered over torchbake's defaults (`invoke show-config --format toml` shows"
-                        " every option), or the name of one torchbake ships: cpu, cuda, rocm, musa (profiles),"
-                        " nightly (build-all's matrix); repeatable, later files win", repeatable=True)
+                        " every option), or the name of one torchbake ships: "
+                        + ", ".join(name for name, kind in bundled_configs().items() if kind == "a profile")
+                        + " (profiles), nightly (build-all's matrix); repeatable, later files win", repeatable=True)
 DRY_RUN = Flag("dry_run", "Print what would be done (the plan, the exact commands) and touch nothing", aliases=("dry_run",),
                default=SWITCH)
 NO_CACHE = Flag("no_cache", "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
