@@ -38,6 +38,16 @@ def test_musa_profile_names_every_missing_value_and_its_flag():
     ]
 
 
+def test_another_profile_is_told_the_extension_flag_by_its_own_name_not_musa_s():
+    """--torch-musa-whl-url is MUSA's legacy script's name for --extension-whl-url: an Ascend user
+    is told the flag's own name (both spellings work everywhere)."""
+    with pytest.raises(MissingValuesError) as info:
+        plan_release(settings("ascend.toml", **{"wheels.torch": "torch==2.13.0"}))
+    assert [key for key, _ in info.value.missing] == ["wheels.extension", "toolkits.cann_toolkit_url"]
+    assert "'torch_npu' names an extension to check. Set it with --extension-whl-url, [wheels] extension" in str(info.value)
+    assert "musa" not in str(info.value)
+
+
 def test_musa_profile_requires_each_toolkit(tmp_path):
     wheel = tmp_path / "torch_musa-1.0-cp310-cp310-linux_x86_64.whl"
     wheel.write_bytes(b"")

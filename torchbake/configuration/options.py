@@ -47,7 +47,7 @@ class Flag:
 
 
 @functools.cache
-def _legacy_names() -> dict[str, str]:
+def legacy_names() -> dict[str, str]:
     """A flag's name → the name the bundled accelerators' legacy scripts gave it (``flag_names``):
     the flag is shown by that name, and its own stays a spelling of it."""
     return {flag: legacy for accelerator in accelerators.bundled().values()
@@ -60,7 +60,7 @@ def option_flag(key: str) -> Flag:
     if not declared.flag:
         raise ValueError(f"internal: option {key} declares no flag")
     param, aliases = declared.flag, declared.aliases
-    if legacy := _legacy_names().get(param):
+    if legacy := legacy_names().get(param):
         param, aliases = legacy, (legacy, *aliases, param.replace("_", "-"))
     section, name = key.split(".", 1)
     help_text = f"{declared.flag_help or declared.help}. [{section}] {name}"

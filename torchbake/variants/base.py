@@ -142,7 +142,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     missing += [Missing(f"sources.{name}_repo", f"build-base clones {name}")
                 for name in SOURCE_NAMES if not getattr(src, f"{name}_repo")]
     missing += missing_python_source(settings)
-    raise_missing(missing)
+    raise_missing(missing, settings)
     return pinned(BasePlan(
         **common_fields(settings, reuse_context, no_cache),
         base_image=settings.base.sys,

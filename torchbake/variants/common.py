@@ -19,7 +19,7 @@ from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration import os_releases, platforms
 from torchbake.configuration.accelerators import Accelerator, Toolkit
 from torchbake.configuration.network import DownloadPolicy
-from torchbake.configuration.options import flag_setting
+from torchbake.configuration.options import flag_setting, legacy_names
 from torchbake.configuration.settings import (
     BuildOptions,
     DownloadOptions,
@@ -234,33 +234,40 @@ class Missing:
     why: str
 
 
-def ways_to_set(key: str, *, matrix: bool = False) -> list[str]:
+def ways_to_set(key: str, *, matrix: bool = False, accelerator: Accelerator | None = None) -> list[str]:
     """Where the user sets ``key``: the flag of ``invoke build`` (or, for build-all, the matrix
-    option template), a --config file, or the environment."""
+    option template), a --config file, or the environment. A flag shown by a legacy script's name
+    (``flag_names``) is named by its own for an ``accelerator`` whose scripts never had it."""
     section, name = key.split(".", 1)
     ways = [f"[{section}] {name} = ... in a --config file", env_var_name(key)]
+    flag = flag_setting(key)
+    own = {legacy: own for own, legacy in legacy_names().items()}.get(flag.removeprefix("--").replace("-", "_"))
+    if own and accelerator is not None and own not in accelerator.flag_names:
+        flag = "--" + own.replace("_", "-")
     if matrix and section == "wheels":
         ways.insert(0, f'[matrix.options.release] "{key}" (a template: {{cp}} is cp310 for Python 3.10)')
-    elif not matrix and flag_setting(key):
-        ways.insert(0, flag_setting(key))
+    elif not matrix and flag:
+        ways.insert(0, flag)
     return ways
 
 
-def how_to_set(key: str, *, matrix: bool = False) -> str:
-    ways = ways_to_set(key, matrix=matrix)
+def how_to_set(key: str, *, matrix: bool = False, accelerator: Accelerator | None = None) -> str:
+    ways = ways_to_set(key, matrix=matrix, accelerator=accelerator)
     return ", ".join(ways[:-1]) + f" or {ways[-1]}"
 
 
-def missing_error(missing: list[Missing]) -> MissingValuesError:
-    lines = [f"  {m.key}: {m.why}. Set it with {how_to_set(m.key)}." for m in missing]
+def missing_error(missing: list[Missing], accelerator: Accelerator | None = None) -> MissingValuesError:
+    lines = [f"  {m.key}: {m.why}. Set it with {how_to_set(m.key, accelerator=accelerator)}." for m in missing]
     head = (f"{missing[0].key} is not set" if len(missing) == 1
             else f"{len(missing)} values this build needs are not set")
     return MissingValuesError(head + ":\n" + "\n".join(lines), missing=[(m.key, m.why) for m in missing])
 
 
-def raise_missing(missing: list[Missing]) -> None:
+def raise_missing(missing: list[Missing], settings: Settings | None = None) -> None:
+    """A MissingValuesError naming each of ``missing`` and how to set it (the flags as the
+    profile's ``settings`` know them)."""
     if missing:
-        raise missing_error(missing)
+        raise missing_error(missing, settings.accelerators.get(settings.accelerator.profile) if settings else None)
 
 
 def accelerator_of(settings: Settings) -> Accelerator:

@@ -248,7 +248,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         if settings.wheels.extension_module and not src.extension_repo:
             missing.append(Missing("sources.extension_repo", f"[wheels] extension_module ="
                                    f" {settings.wheels.extension_module!r} names an extension to build"))
-    raise_missing(missing)
+    raise_missing(missing, settings)
     extension = sources.SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
     vision = sources.SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
     return pinned(DevPlan(

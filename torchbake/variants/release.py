@@ -175,7 +175,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     if not reuse_context:  # with --no-prepare the inputs are those of the prepared context
         missing += missing_inputs(settings)
     missing += missing_python_source(settings)
-    raise_missing(missing)
+    raise_missing(missing, settings)
     template = template_of(settings, "release")
     sources = {"torch": wheels.torch, "extension": wheels.extension,
                "torchvision": wheels.torchvision, "torchaudio": wheels.torchaudio}
