@@ -15,9 +15,12 @@ fi
 while IFS=$'\t' read -r key file script; do
     [ -n "$key" ] || continue
     if [[ "$file" == *.run ]]; then
-        echo "torchbake: installing $key from $file (the installer runs with: $script)"
-        # shellcheck disable=SC2086 # the declared arguments, one word each
-        bash "$dir/$file" $script
+        # the declared arguments, one word each (never a pattern); the default install key (a
+        # tarball's script name, install.sh) gives the installer none
+        args=()
+        [ "$script" = install.sh ] || read -r -a args <<<"$script"
+        echo "torchbake: installing $key from $file (the installer runs with: ${args[*]:-no arguments})"
+        bash "$dir/$file" "${args[@]}"
         continue
     fi
     work=$(mktemp -d /tmp/torchbake-toolkit.XXXXXX)

@@ -99,6 +99,11 @@ def test_a_vendor_profile_builds_verifies_and_plans_its_devices(name, base_image
                     os.chown(path, 0, 44)  # the video group's number
                 made.append(Path(path))
             planned = run_invoke(*run, env=tb_env)
+            if name == "ascend":  # Huawei's docs mount the driver folder by hand: the profile does, once
+                twice = run_invoke(*run, "--mount", "/usr/local/Ascend/driver:/usr/local/Ascend/driver", env=tb_env)
+                assert twice.returncode == 2, twice.stdout + twice.stderr
+                assert ("The mount at /usr/local/Ascend/driver (--mount or run.mounts) is one the ascend device"
+                        " profile already makes") in " ".join(twice.stderr.split()), twice.stderr
         finally:
             for path in reversed(made):
                 path.rmdir() if path.is_dir() and not path.is_char_device() else path.unlink()

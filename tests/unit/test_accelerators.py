@@ -75,6 +75,18 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
     ('[accelerators.xpu]\ncolour = "blue"', "h.toml: [accelerators.xpu]: unknown key 'colour'; expected description, on_device, toolkits, devices, flag_names."),
     ('[accelerators.xpu]\ndevices = { mounts = ["/usr/../etc"] }',
      "h.toml: [accelerators.xpu] devices: mounts '/usr/../etc' is not a host path to mount"),
+    ('[accelerators.xpu]\ndevices = { mounts = ["/tmp\\n"] }',
+     "h.toml: [accelerators.xpu] devices: mounts '/tmp\\n' is not a host path to mount"),
+    ('[accelerators.xpu]\ndevices = { devices = ["/dev/null\\n"] }',
+     "h.toml: [accelerators.xpu] devices: '/dev/null\\n' is not a device node"),
+    ('[accelerators.xpu]\ndevices = { mounts = ["/opt/d,readonly=false"] }',
+     "h.toml: [accelerators.xpu] devices: mounts '/opt/d,readonly=false' is not a host path to mount"),
+    ('[accelerators.xpu]\ndevices = { groups = ["a b"] }',
+     "h.toml: [accelerators.xpu] devices: groups 'a b' is not a group: expected a group's name"),
+    ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\ninstall = "--install *"',
+     "h.toml: [accelerators.xpu] toolkits[0]: install = '--install *': expected the install script's name, or a .run"),
+    ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\ninstall = "--install\\nsneaky\\t../evil.run"',
+     "h.toml: [accelerators.xpu] toolkits[0]: install = '--install\\nsneaky\\t../evil.run': expected"),
     ('[toolkits]\nmudn_url = "x"', "h.toml: unknown option 'toolkits.mudn_url'. Did you mean 'mudnn_url'?"),
 ])
 def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, text, message):
@@ -222,3 +234,17 @@ def test_a_gpu_like_family_is_one_new_module(tmp_path):
     assert lines[0] == "('--device', '/dev/demogpu0', '--group-add', 'video')"
     assert lines[1:3] == ["ContainerError x/demo:1 has no kernels for 1 GPU(s) of this host (the image's arch list: d1):",
                           "  Demo GPU (d2): demo. Rebuild with d1;d2."], lines
+
+
+def test_a_check_no_family_has_is_refused_before_any_work(tmp_path, monkeypatch):
+    """`invoke build --dry-run` of a config whose accelerator names a family torchbake lacks: exit 2,
+    naming the file, the key and the families there are, before the plan."""
+    from tests.conftest import run_invoke
+
+    own = tmp_path / "h.toml"
+    own.write_text('[accelerators.npu]\ndevices = { check = "intel" }\n[accelerator]\nprofile = "npu"\n')
+    result = run_invoke("build", "--release", "--config", str(own), "--dry-run", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (f"{own}: [accelerators.npu] devices.check = 'intel': expected one of nvidia, rocm"
+            " (torchbake.checks.families), or no check and the devices as data.") in " ".join(result.stderr.split())
+    assert "Plan for" not in result.stdout

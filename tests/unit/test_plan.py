@@ -148,3 +148,19 @@ def test_every_option_declares_which_images_it_decides_and_those_are_hashed(tmp_
         other = dataclasses.replace(plan, configuration={**plan.configuration, key: ["another value"]})
         changed = input_hash.fingerprint(other, facts, cache) != digest
         assert changed == (key in declared), key
+
+
+def test_how_a_toolkit_is_installed_is_in_the_input_hash(tmp_path):
+    """A toolkit's install script, or a .run installer's arguments, is what its step runs: another
+    one is another image (an image of no toolkit hashes as before)."""
+    facts = Preflight(base_id="sha256:" + "0" * 64)
+    kit = tmp_path / "kit.tar.gz"
+    kit.write_bytes(b"a toolkit")
+    resolved = settings("cpu.toml", **{"paths.cache_dir": str(tmp_path), "toolkits.mccl_url": str(kit)})
+    cache = DownloadCache.for_settings(resolved)
+    cache.known_digest(str(kit))
+    plan = plan_release(resolved)
+    assert plan.toolkit_scripts == {"mccl_url": "install.sh"}
+    other = dataclasses.replace(plan, toolkit_scripts={"mccl_url": "--install --quiet"})
+    assert input_hash.fingerprint(other, facts, cache) != input_hash.fingerprint(plan, facts, cache)
+    assert plan_release(settings("cpu.toml", **{"paths.cache_dir": str(tmp_path)})).hash_inputs() == {}

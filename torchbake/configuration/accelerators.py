@@ -26,6 +26,8 @@ KEY = re.compile(r"^[a-z][a-z0-9_]*$")
 # what the host is searched for: /dev only (a [0-9] class and a trailing * as patterns)
 DEVICE_PATH = re.compile(r"^/dev/([A-Za-z0-9_.-]|\[0-9\])+(/([A-Za-z0-9_.-]|\[0-9\])+)*\*?$")
 HOST_PATH = re.compile(r"^(/[A-Za-z0-9_.-]+)+$")  # a mount's host path (the same inside the container)
+GROUP = re.compile(r"[a-z_][a-z0-9_-]{0,31}|[0-9]+")  # a group the container joins, by name or number
+INSTALL = re.compile(r"[A-Za-z0-9_.=/+:@-]+( [A-Za-z0-9_.=/+:@-]+)*")  # a script's name, or an installer's arguments
 
 
 @dataclass(frozen=True)
@@ -115,49 +117,70 @@ def _fields(cls: type, table: Mapping[str, Any], where: str) -> dict[str, Any]:
     return found
 
 
+def _toolkits(entries: Any, where: str, name: str) -> tuple[Toolkit, ...]:
+    if not isinstance(entries, list):
+        raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
+                                 " per toolkit.")
+    toolkits = []
+    for index, entry in enumerate(entries):
+        spot = f"{where} toolkits[{index}]"
+        entry = _table(entry, spot, [f.name for f in Toolkit.__dataclass_fields__.values()])
+        if not isinstance(entry.get("key"), str) or not KEY.fullmatch(entry["key"]):
+            raise ConfigurationError(f"{spot}: key must name the option [toolkits] KEY (lower-case letters,"
+                                     " digits and _).")
+        toolkit = Toolkit(**_fields(Toolkit, entry, spot))
+        if not INSTALL.fullmatch(toolkit.install):
+            raise ConfigurationError(f"{spot}: install = {toolkit.install!r}: expected the install script's name, or"
+                                     " a .run installer's arguments, as words of letters, digits and _.=/+:@-"
+                                     " separated by single spaces (no quotes, patterns, tabs or new lines).")
+        toolkits.append(toolkit)
+    return tuple(toolkits)
+
+
+def _devices(table: Any, where: str) -> Devices:
+    devices = Devices(**_fields(Devices, _table(table, f"{where} devices", list(Devices.__dataclass_fields__)),
+                                f"{where} devices"))
+    for path in (*devices.devices, *devices.any_of):
+        if not DEVICE_PATH.fullmatch(path) or {".", ".."} & set(path.split("/")):
+            raise ConfigurationError(f"{where} devices: {path!r} is not a device node: expected a path under /dev/"
+                                     " of letters, digits and _.-/, without . or .. (a pattern may use [0-9] and"
+                                     " end in *, e.g. /dev/dri/renderD* or /dev/davinci[0-9]*).")
+    for path in devices.mounts:
+        if not HOST_PATH.fullmatch(path) or {".", ".."} & set(path.split("/")) or len(path) > 255:
+            raise ConfigurationError(f"{where} devices: mounts {path!r} is not a host path to mount: expected an"
+                                     " absolute path of letters, digits and _.-/, without . or .. and at most 255"
+                                     " characters (e.g. /usr/local/Ascend/driver).")
+    for group in devices.groups:
+        if not GROUP.fullmatch(group):
+            raise ConfigurationError(f"{where} devices: groups {group!r} is not a group: expected a group's name"
+                                     " (lower-case letters, digits, _ and -) or its number, e.g. video or 44.")
+    if devices.check and not KEY.fullmatch(devices.check):  # which families exist: torchbake.checks.families
+        raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected the name of a family of"
+                                 " torchbake.checks.families (lower-case letters, digits and _), or no check"
+                                 " and the devices as data.")
+    return devices
+
+
 def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
     """The accelerators of one file's ``[accelerators]`` table; a clear error naming the file and
     the key for anything that is not what the bundled file's comments describe."""
     found = {}
     for name, table in _table(tables, f"{source}: [{SECTION}]", tables).items():
         where = f"{source}: [{SECTION}.{name}]"
-        if not KEY.match(name):
+        if not KEY.fullmatch(name):
             raise ConfigurationError(f"{where}: an accelerator's name is lower-case letters, digits and _.")
         table = _table(table, where, ("description", "on_device", "toolkits", "devices", "flag_names"))
-        toolkits = []
-        if not isinstance(table.get("toolkits", []), list):
-            raise ConfigurationError(f"{where} toolkits must be a list of tables, one [[{SECTION}.{name}.toolkits]]"
-                                     " per toolkit.")
-        for index, entry in enumerate(table.get("toolkits", [])):
-            spot = f"{where} toolkits[{index}]"
-            entry = _table(entry, spot, [f.name for f in Toolkit.__dataclass_fields__.values()])
-            if not isinstance(entry.get("key"), str) or not KEY.match(entry["key"]):
-                raise ConfigurationError(f"{spot}: key must name the option [toolkits] KEY (lower-case letters,"
-                                         " digits and _).")
-            toolkits.append(Toolkit(**_fields(Toolkit, entry, spot)))
-        devices = Devices(**_fields(Devices, _table(table.get("devices", {}), f"{where} devices",
-                                                    list(Devices.__dataclass_fields__)), f"{where} devices"))
-        for path in (*devices.devices, *devices.any_of):
-            if not DEVICE_PATH.match(path) or {".", ".."} & set(path.split("/")):
-                raise ConfigurationError(f"{where} devices: {path!r} is not a device node: expected a path under /dev/"
-                                         " (it may end in a * pattern, e.g. /dev/dri/renderD*).")
-        for path in devices.mounts:
-            if not HOST_PATH.match(path) or {".", ".."} & set(path.split("/")):
-                raise ConfigurationError(f"{where} devices: mounts {path!r} is not a host path to mount: expected an"
-                                         " absolute path of letters, digits and _.-/ (e.g. /usr/local/Ascend/driver).")
-        if devices.check and not KEY.match(devices.check):  # which families exist: torchbake.checks.families
-            raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected the name of a family of"
-                                     " torchbake.checks.families (lower-case letters, digits and _), or no check"
-                                     " and the devices as data.")
+        toolkits = _toolkits(table.get("toolkits", []), where, name)
+        devices = _devices(table.get("devices", {}), where)
         description, on_device = table.get("description", ""), table.get("on_device", "")
         for key, text in (("description", description), ("on_device", on_device)):
             if not isinstance(text, str):
                 raise ConfigurationError(f"{where} {key} must be a string.")
         flag_names = table.get("flag_names", {})
-        if not isinstance(flag_names, dict) or not all(isinstance(v, str) and KEY.match(v) for v in flag_names.values()):
+        if not isinstance(flag_names, dict) or not all(isinstance(v, str) and KEY.fullmatch(v) for v in flag_names.values()):
             raise ConfigurationError(f"{where} flag_names must be a table of flag = \"legacy_name\" (lower-case"
                                      " letters, digits and _).")
-        found[name] = Accelerator(name, description, tuple(toolkits), devices, source, on_device, dict(flag_names))
+        found[name] = Accelerator(name, description, toolkits, devices, source, on_device, dict(flag_names))
     return found
 
 

@@ -389,6 +389,10 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
              f" ({memory / (1 << 30):.0f} GiB); /dev/shm lives in memory, so filling it would end in the OOM killer"
              " long before the limit. Half the memory (--shm-size auto) is the usual size.")
     devices = device_access(profile, host_devices(info, request.accelerators.values()), request.accelerators)
+    clash = sorted(set(devices.mounts) & {mount.target for mount in request.mounts})
+    if clash:  # the engine refuses two mounts at one place
+        raise ConfigurationError(f"The mount at {clash[0]} (--mount or run.mounts) is one the {profile} device profile"
+                                 f" already makes (the host's {clash[0]}, read-only): leave yours out.")
     check = request.accelerators[profile].devices.check
     if request.gpu_check and check and engine_is_local():  # the host's GPUs are the engine's
         for note in gpu_check.before_run(check, request.image, labels, FAMILIES[check].gpus()):

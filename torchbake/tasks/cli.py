@@ -22,6 +22,7 @@ from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
 from torchbake.configuration import writable
+from torchbake.configuration.accelerators import Accelerator
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError, FatalError
 from torchbake.core.lazy import LazyModule
@@ -207,8 +208,23 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
                    variant: str | None = None) -> config.ResolvedConfig:
     """Every layer merged (the project of the current folder's among them), and the options
     nobody set derived for a ``variant`` build (base, dev, release; default ``build.variant``)."""
-    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
-                          project=current_project())
+    resolved = config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
+                              project=current_project())
+    check_families(resolved.accelerators)
+    return resolved
+
+
+def check_families(declared: Mapping[str, Accelerator]) -> None:
+    """Every ``devices.check`` an accelerator names is a family torchbake has (torchbake.checks.families):
+    a misspelt one is named with its file before any work, not when a container first needs it."""
+    from torchbake.checks.families import FAMILIES
+
+    for name, accelerator in declared.items():
+        check = accelerator.devices.check
+        if check and check not in FAMILIES:
+            raise ConfigurationError(
+                f"{accelerator.source}: [accelerators.{name}] devices.check = {check!r}: expected one of"
+                f" {', '.join(FAMILIES)} (torchbake.checks.families), or no check and the devices as data.")
 
 
 def current_project() -> Project | None:

@@ -295,6 +295,12 @@ def toolkits_of(settings: Settings) -> dict[str, str]:
     return {t.key: settings.toolkits[t.key] for t in given_toolkits(settings)}
 
 
+def toolkit_material(scripts: Mapping[str, str]) -> dict[str, object]:
+    """How each toolkit is installed (its script's name, or a .run installer's arguments), for the
+    input hash: what its step runs (nothing when the image installs no toolkit)."""
+    return {"toolkit_scripts": dict(scripts)} if scripts else {}
+
+
 def toolkit_scripts(settings: Settings) -> dict[str, str]:
     """Toolkit key → the install script its tarball carries, of those given."""
     return {t.key: t.install for t in given_toolkits(settings)}

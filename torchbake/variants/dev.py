@@ -31,6 +31,7 @@ from torchbake.variants.common import (
     raise_missing,
     template_of,
     toolkit_context,
+    toolkit_material,
     toolkit_scripts,
     toolkits_of,
 )
@@ -108,7 +109,7 @@ class DevPlan(PlanCommon):
         }
 
     def hash_inputs(self) -> dict[str, object]:
-        return {"runtime_env": self.runtime_env}
+        return {"runtime_env": self.runtime_env, **toolkit_material(self.toolkit_scripts)}
 
     def vision_tree(self) -> sources.SourceTree | None:
         """The vision clone of sources.vision_root (None: the base image's /home/vision)."""

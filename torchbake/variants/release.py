@@ -35,6 +35,7 @@ from torchbake.variants.common import (
     raise_missing,
     template_of,
     toolkit_context,
+    toolkit_material,
     toolkit_scripts,
     toolkits_of,
     wheel_machine,
@@ -66,6 +67,9 @@ class ReleasePlan(Lockable, PlanCommon):
     extension_module: str
     cuda_arch_list: str
     rocm_arch: str
+
+    def hash_inputs(self) -> dict[str, object]:
+        return toolkit_material(self.toolkit_scripts)
 
     def lock_requirements(self) -> list[str]:
         """What a lock of this image resolves: the configured wheels and extra requirements, as given."""
