@@ -44,7 +44,6 @@ def test_every_place_that_lists_the_formats_reads_the_table():
 def test_a_format_taken_out_of_the_table_is_gone_everywhere(monkeypatch):
     kept = tuple(f for f in sbom_formats.TABLE if f.name != "spdx3")
     monkeypatch.setattr(sbom_formats, "TABLE", kept)
-    monkeypatch.setattr(sbom_formats, "BY_NAME", {f.name: f for f in kept})
     monkeypatch.setattr(sbom_formats, "NAMES", tuple(f.name for f in kept))
     try:
         found = everywhere()

@@ -20,7 +20,7 @@ from torchbake.configuration import accelerators
 from torchbake.configuration.accelerators import Accelerator, Devices
 from torchbake.core.errors import ConfigurationError, ContainerError
 
-__all__ = ["DeviceAccess", "HostDevices", "device_access", "host_devices"]
+__all__ = ["DeviceAccess", "HostDevices", "check_families", "device_access", "host_devices"]
 
 
 def host_devices(info: Mapping[str, Any], declared: Iterable[Accelerator] = (), root: Path = Path("/")) -> HostDevices:
@@ -41,12 +41,20 @@ def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accele
                                  " (or an accelerator declared in a --config file: configs/accelerators.toml shows how).")
     spec = found[profile].devices
     if spec.check:
-        if spec.check not in FAMILIES:
-            raise ConfigurationError(
-                f"{found[profile].source}: [accelerators.{profile}] devices.check = {spec.check!r}: expected one of"
-                f" {', '.join(FAMILIES)} (torchbake.checks.families), or no check and the devices as data.")
+        check_families({profile: found[profile]})
         return FAMILIES[spec.check].access(profile, host)
     return _declared(profile, spec, host)
+
+
+def check_families(declared: Mapping[str, Accelerator]) -> None:
+    """Every ``devices.check`` the ``declared`` accelerators name is a family torchbake has
+    (torchbake.checks.families), or a ConfigurationError names the file, the key and the families."""
+    for name, accelerator in declared.items():
+        check = accelerator.devices.check
+        if check and check not in FAMILIES:
+            raise ConfigurationError(
+                f"{accelerator.source}: [accelerators.{name}] devices.check = {check!r}: expected one of"
+                f" {', '.join(FAMILIES)} (torchbake.checks.families), or no check and the devices as data.")
 
 
 def _declared(profile: str, spec: Devices, host: HostDevices) -> DeviceAccess:

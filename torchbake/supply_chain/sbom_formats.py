@@ -57,8 +57,7 @@ TABLE: tuple[SbomFormat, ...] = (
     SbomFormat("cyclonedx", "CycloneDX 1.6 JSON", "CycloneDX SBOM", "application/vnd.cyclonedx+json",
                "https://cyclonedx.org/bom", ".cdx.json", _cyclonedx),
 )
-BY_NAME = {entry.name: entry for entry in TABLE}
-NAMES = tuple(BY_NAME)
+NAMES = tuple(entry.name for entry in TABLE)
 
 
 def documents(inventory: Inventory, inputs: Sequence[Mapping[str, Any]] = (), tool_version: str = "",

@@ -215,16 +215,11 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
 
 
 def check_families(declared: Mapping[str, Accelerator]) -> None:
-    """Every ``devices.check`` an accelerator names is a family torchbake has (torchbake.checks.families):
-    a misspelt one is named with its file before any work, not when a container first needs it."""
-    from torchbake.checks.families import FAMILIES
+    """A misspelt ``devices.check`` is named with its file before any work, not when a container
+    first needs it (torchbake.checks.devices.check_families)."""
+    from torchbake.checks import devices
 
-    for name, accelerator in declared.items():
-        check = accelerator.devices.check
-        if check and check not in FAMILIES:
-            raise ConfigurationError(
-                f"{accelerator.source}: [accelerators.{name}] devices.check = {check!r}: expected one of"
-                f" {', '.join(FAMILIES)} (torchbake.checks.families), or no check and the devices as data.")
+    devices.check_families(declared)
 
 
 def current_project() -> Project | None:
