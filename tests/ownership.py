@@ -27,6 +27,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "torchbake/building/": ("test_release.py", "test_layers.py", "test_faults.py"),
     "torchbake/checks/signatures.py": ("test_publishing.py", "test_trust.py"),
     "torchbake/checks/": ("test_release.py", "test_run_container.py"),
+    "torchbake/families/": ("test_run_container.py", "test_vendor_accelerators.py"),
     "torchbake/configuration/platforms.py": ("test_platforms.py", "test_bad_inputs.py"),
     "torchbake/configuration/": ("test_bad_inputs.py", "test_installed.py"),
     "torchbake/core/": ("test_hostile_day.py", "test_faults.py"),

@@ -61,7 +61,7 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
     ('accelerators = "x"', "h.toml: [accelerators] must be a table, not 'x'."),
     ('[accelerators.XPU]\ndescription = "x"', "h.toml: [accelerators.XPU]: an accelerator's name is lower-case letters, digits and _."),
     ('[accelerators.xpu]\ndevices = { check = "In tel" }',
-     "h.toml: [accelerators.xpu] devices.check = 'In tel': expected the name of a family of torchbake.checks.families"),
+     "h.toml: [accelerators.xpu] devices.check = 'In tel': expected one of nvidia, rocm (torchbake.families)"),
     ('[[accelerators.xpu.toolkits]]\nkey = "mudnn_url"',
      "h.toml: accelerator 'xpu' declares the toolkit 'mudnn_url', which 'musa' declares too; give it another key."),
     ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\nrequired = "yes"',
@@ -153,9 +153,9 @@ def test_tpu_runs_privileged_with_pjrt_on_a_tpu_vm_and_xpu_joins_the_groups_of_d
 
 
 def test_the_host_is_probed_for_the_nodes_inside_a_declared_folder_and_the_mounts(tmp_path, monkeypatch):
-    from torchbake.checks import access
+    from torchbake.checks import devices
 
-    monkeypatch.setattr(access, "engine_is_local", lambda: True)
+    monkeypatch.setattr(devices, "engine_is_local", lambda: True)
     (tmp_path / "dev" / "dri").mkdir(parents=True)
     (tmp_path / "dev" / "dri" / "renderD128").write_text("")
     (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
@@ -165,24 +165,35 @@ def test_the_host_is_probed_for_the_nodes_inside_a_declared_folder_and_the_mount
     assert host.paths == frozenset({"/usr/local/Ascend/driver"})
 
 
-def test_a_check_no_family_has_is_named_with_its_file_when_a_container_would_use_it(tmp_path):
+def test_a_check_no_family_has_is_named_with_its_file_when_the_file_is_read(tmp_path):
     own = tmp_path / "h.toml"
     own.write_text('[accelerators.npu]\ndevices = { check = "intel" }\n')
-    declared = config.resolve([own], {}).settings().accelerators
     with pytest.raises(ConfigurationError) as info:
-        device_access("npu", HostDevices(("runc",), True, {}), declared)
+        config.resolve([own], {}).settings()
     assert str(info.value) == (f"{own}: [accelerators.npu] devices.check = 'intel': expected one of nvidia, rocm"
-                               " (torchbake.checks.families), or no check and the devices as data.")
+                               " (torchbake.families), or no check and the devices as data.")
 
 
-DEMO_FAMILY = '''"""A made-up GPU family: its device access and its GPUs' judgement, in one module."""
+DEMO_FAMILY = '''"""A made-up GPU family in one module: its arch list (an option, ENV and label), its device
+access, its host's GPUs and their judgement."""
 
-from torchbake.checks import gpu_probe
-from torchbake.checks.access import DeviceAccess, Family, HostGpu
+import re
+
+from torchbake.families import gpu_probe
+from torchbake.families.family import ArchList, DeviceAccess, Family, HostGpu
+
+
+def check(value):
+    if not all(re.fullmatch(r"d[0-9]+", a) for a in value.split(";") if a):
+        raise ValueError("expected demo targets separated by ';', e.g. 'd1;d2'")
 
 
 def access(profile, host):
     return DeviceAccess(devices=tuple(n for n in host.nodes if n.startswith("/dev/demogpu")), group_add=("video",))
+
+
+def parse_gpus(output):
+    return [HostGpu(*line.split(",")) for line in output.splitlines()]
 
 
 def judge(gpu, label):
@@ -190,50 +201,72 @@ def judge(gpu, label):
     return gpu_probe.Judgement(f"{gpu.name} ({gpu.arch})", gpu_probe.NATIVE if ok else gpu_probe.NONE, "demo", label + ";" + gpu.arch)
 
 
-FAMILY = Family(check="demogpu", nodes=("/dev/demogpu[0-9]*",), access=access, lister="demo-smi",
-                gpus=lambda: [HostGpu("Demo GPU", "d2")], arch_label="torchbake.demo-arch", judge=judge)
+ARCH = ArchList(setting="demo_arch", env="DEMO_ARCH", label="torchbake.demo-arch", check=check, help="DEMO_ARCH")
+FAMILY = Family(check="demogpu", arch=ARCH, nodes=("/dev/demogpu[0-9]*",), access=access, lister=("demo-smi", "-l"),
+                parse_gpus=parse_gpus, judge=judge)
 '''
 
 USE_IT = '''
 import sys
 from torchbake.checks import gpu_check
 from torchbake.checks.devices import HostDevices, device_access
-from torchbake.checks.families import FAMILIES
 from torchbake.planning import config
 
 declared = config.resolve([sys.argv[1]], {}).settings().accelerators
 print(device_access("demo", HostDevices(("runc",), True, {"/dev/demogpu0": 44}), declared).flags())
 try:
-    gpu_check.before_run("demogpu", "x/demo:1", {"torchbake.demo-arch": "d1"}, FAMILIES["demogpu"].gpus())
+    gpu_check.before_run("demogpu", "x/demo:1", {"torchbake.demo-arch": "d1"}, gpu_check.host_gpus("demogpu"))
 except Exception as exc:
     print(type(exc).__name__, exc)
+from torchbake.checks import verify
+print(verify.gpu_checks(None, "x/demo:1", "demo", declared["demo"]))
 '''
 
 
 def test_a_gpu_like_family_is_one_new_module(tmp_path):
     """A made-up GPU family added as one module in a copy of the project (and its accelerator as a
-    table naming it): run-container's device access and the GPU check before a run are the
-    module's. No other file changes."""
+    table naming it): its arch option (checked, kept as ENV and label), run-container's device
+    access and the GPU check before a run (its lister's output parsed) are the module's. No other
+    file changes."""
     import shutil
     import subprocess
     import sys
 
-    from tests.conftest import ROOT
+    from tests.conftest import ROOT, run_invoke
 
-    tracked = subprocess.run(["git", "ls-files", "torchbake", "configs", "docker"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(["git", "ls-files", "torchbake", "configs", "docker", "tasks.py"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
     for name in tracked:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, tmp_path / name)
-    (tmp_path / "torchbake/checks/families/demo.py").write_text(DEMO_FAMILY)
+    (tmp_path / "torchbake/families/demo.py").write_text(DEMO_FAMILY)
     (tmp_path / "demo.toml").write_text('[accelerators.demo]\ndescription = "demo GPUs"\ndevices = { check = "demogpu" }\n')
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/demo-smi").write_text("#!/bin/sh\n[ \"$1\" = -l ] && echo 'Demo GPU,d2'\n")
+    (tmp_path / "bin/demo-smi").chmod(0o755)
     result = subprocess.run([sys.executable, "-c", USE_IT, str(tmp_path / "demo.toml")], cwd=tmp_path,
-                            capture_output=True, text=True, env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+                            capture_output=True, text=True,
+                            env={"PYTHONPATH": str(tmp_path), "PATH": f"{tmp_path}/bin:/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "('--device', '/dev/demogpu0', '--group-add', 'video')"
     assert lines[1:3] == ["ContainerError x/demo:1 has no kernels for 1 GPU(s) of this host (the image's arch list: d1):",
                           "  Demo GPU (d2): demo. Rebuild with d1;d2."], lines
+    assert lines[4] == ("[CheckResult(name='GPU checks', status='skip', detail=\"not run: torchbake's probe judges the GPUs"
+                        " of CUDA and ROCm builds of torch; the demogpu family's are not probed in the image\")]")
+
+    def plan(arch: str) -> subprocess.CompletedProcess[str]:
+        return run_invoke("build", "--release", "--dry-run", "--docker", "/usr/bin/docker", cwd=tmp_path, root=tmp_path,
+                          env={"PYTHONPATH": str(tmp_path), "TORCHBAKE_ACCELERATOR_DEMO_ARCH": arch})
+
+    planned = plan("d1;d2")
+    assert planned.returncode == 0, planned.stderr
+    assert "ENV             DEMO_ARCH=d1;d2" in planned.stdout
+    assert "--label 'torchbake.demo-arch=d1;d2'" in planned.stdout
+    refused = plan("sm_90")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert ("accelerator.demo_arch = 'sm_90' (from environment TORCHBAKE_ACCELERATOR_DEMO_ARCH) is invalid: expected"
+            " demo targets separated by ';', e.g. 'd1;d2'") in " ".join(refused.stderr.split())
 
 
 def test_a_check_no_family_has_is_refused_before_any_work(tmp_path, monkeypatch):
@@ -246,5 +279,5 @@ def test_a_check_no_family_has_is_refused_before_any_work(tmp_path, monkeypatch)
     result = run_invoke("build", "--release", "--config", str(own), "--dry-run", cwd=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert (f"{own}: [accelerators.npu] devices.check = 'intel': expected one of nvidia, rocm"
-            " (torchbake.checks.families), or no check and the devices as data.") in " ".join(result.stderr.split())
+            " (torchbake.families), or no check and the devices as data.") in " ".join(result.stderr.split())
     assert "Plan for" not in result.stdout

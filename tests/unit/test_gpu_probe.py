@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from torchbake.checks import gpu_check, gpu_probe
-from torchbake.checks.access import HostGpu
-from torchbake.checks.families import nvidia, rocm
-from torchbake.checks.gpu_probe import COMPATIBLE, NATIVE, NONE, PTX_ONLY, judge_cuda, judge_rocm
+from torchbake.checks import gpu_check
 from torchbake.core.errors import ContainerError
+from torchbake.families import gpu_probe, nvidia, rocm
+from torchbake.families.family import HostGpu
+from torchbake.families.gpu_probe import COMPATIBLE, NATIVE, NONE, PTX_ONLY, judge_cuda, judge_rocm
 
 # torch 2.11.0+cu130 from PyPI, read on a real H100 (compute capability 9.0, driver 580)
 CU130 = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
@@ -79,8 +79,8 @@ def test_rocm_gpus_run_only_their_own_gfx_target():
 
 
 def test_the_probe_runs_as_a_module_and_says_when_no_gpu_can_be_judged():
-    """`python -m torchbake.checks.gpu_probe` against a Python without torch (this one): exit 2, and why."""
-    result = subprocess.run([sys.executable, "-m", "torchbake.checks.gpu_probe", "--table"], capture_output=True, text=True,
+    """`python -m torchbake.families.gpu_probe` against a Python without torch (this one): exit 2, and why."""
+    result = subprocess.run([sys.executable, "-m", "torchbake.families.gpu_probe", "--table"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no GPU judged: torch does not import" in result.stdout

@@ -61,7 +61,7 @@ def test_musa_profile_requires_each_toolkit(tmp_path):
 def test_cuda_profile_carries_the_arch_list_as_env():
     plan = plan_release(settings("cuda.toml", **{"wheels.torch": "torch==2.6.0"}))
     assert plan.image_env == {"TORCH_CUDA_ARCH_LIST": "7.5;8.0;8.6;8.9;9.0"}
-    assert plan.cuda_arch_list == "7.5;8.0;8.6;8.9;9.0"
+    assert plan.arch_lists["torchbake.cuda-arch-list"] == "7.5;8.0;8.6;8.9;9.0"
 
 
 @pytest.mark.parametrize(

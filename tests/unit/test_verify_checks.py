@@ -35,7 +35,8 @@ def test_extension_import_failure():
 
 
 def test_cuda_arch_list():
-    expected = Expectations(python="3.11", torch="2.6.0+cu124", cuda_arch_list="8.0;9.0+PTX", profile="cuda")
+    expected = Expectations(python="3.11", torch="2.6.0+cu124", arch_lists=(("torchbake.cuda-arch-list", "8.0;9.0+PTX"),),
+                            profile="cuda")
     cuda = {**GOOD, "torch": "2.6.0+cu124", "cuda": "12.4", "arch_flags": "-gencode compute=compute_80,code=sm_80 sm_90 compute_90"}
     assert statuses(cuda, expected)["CUDA arch list"] == PASS
     missing = {**cuda, "arch_flags": "sm_80 sm_86"}
@@ -49,6 +50,8 @@ def test_cuda_arch_list():
 def test_expectations_from_labels_with_overrides():
     labels = {"torchbake.python": "3.11", "torchbake.torch-version": "2.13.0+cpu", "torchbake.profile": "cpu"}
     assert Expectations.from_labels(labels, python="3.12", torch=None) == Expectations(python="3.12", torch="2.13.0+cpu")
+
+
 @pytest.mark.parametrize(("found", "expected", "matches"), [
     ("2.13.0+cpu", "2.13.0+cpu", True),
     ("2.13.0+cu130", "2.13.0", True),  # PyPI's wheel: version 2.13.0, torch.__version__ with its build

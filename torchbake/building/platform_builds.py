@@ -25,6 +25,7 @@ from torchbake.configuration.platforms import Platform
 from torchbake.configuration.settings import Settings
 from torchbake.core import output
 from torchbake.core.errors import BuildError, ConfigurationError
+from torchbake.families import FAMILIES
 from torchbake.planning import config
 
 
@@ -35,14 +36,25 @@ def per_platform(settings: Settings) -> list[tuple[Platform | None, Settings]]:
     if not wanted:
         return [(None, settings)]
     several = len(wanted) > 1
-    arch_lists = {platforms.parse(name): text for name, text in settings.accelerator.platform_arch_lists.items()}
     return [(platform, config.build_settings({
         **settings.values,
         "image.platforms": [platform.name],
         "wheels.platforms": platforms.wheel_tags_for(platform, settings.wheels.platforms),
         "image.tag": settings.image.tag + (platform.suffix if several else ""),
-        "accelerator.torch_cuda_arch_list": arch_lists.get(platform, settings.accelerator.torch_cuda_arch_list),
+        **_arch_lists_of(platform, settings),
     }, settings.accelerators)) for platform in wanted]
+
+
+def _arch_lists_of(platform: Platform, settings: Settings) -> dict[str, str]:
+    """The arch lists of ``platform``'s image: a family's per-platform table's entry for it, else
+    its one list (torchbake.families)."""
+    found = {}
+    for family in FAMILIES.values():
+        arch = family.arch
+        if arch.per_platform:
+            given = {platforms.parse(name): text for name, text in getattr(settings.accelerator, arch.per_platform).items()}
+            found[f"accelerator.{arch.setting}"] = given.get(platform, getattr(settings.accelerator, arch.setting))
+    return found
 
 
 def plans(settings: Settings, make_plan: Callable[[Settings], Any]) -> list[tuple[Platform | None, Any]]:

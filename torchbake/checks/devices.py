@@ -1,7 +1,7 @@
 """Device profiles: what a container of each accelerator needs from the engine's host.
 
 :func:`device_access` checks that the host has it (a family's checks in code:
-torchbake.checks.families; or what an accelerator declares as data: torchbake.configuration.accelerators) before
+torchbake.families; or what an accelerator declares as data: torchbake.configuration.accelerators) before
 anything is created, and says what the container gets: one :class:`DeviceAccess`, which renders
 as ``docker run`` flags (for ``--dry-run`` and a terminal session) and as the Engine API's host
 configuration (for every other run).
@@ -14,22 +14,33 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from torchbake.checks.access import DeviceAccess, HostDevices
-from torchbake.checks.families import FAMILIES, NODES
+from torchbake.adapters.engine import engine_is_local
 from torchbake.configuration import accelerators
 from torchbake.configuration.accelerators import Accelerator, Devices
 from torchbake.core.errors import ConfigurationError, ContainerError
+from torchbake.families import FAMILIES, NODES
+from torchbake.families.family import DeviceAccess, HostDevices
 
-__all__ = ["DeviceAccess", "HostDevices", "check_families", "device_access", "host_devices"]
+__all__ = ["DeviceAccess", "HostDevices", "device_access", "host_devices"]
 
 
 def host_devices(info: Mapping[str, Any], declared: Iterable[Accelerator] = (), root: Path = Path("/")) -> HostDevices:
     """The engine's runtimes and, when it runs here, the device nodes the checks look at: the
-    families' (torchbake.checks.families) and every path the ``declared`` accelerators name, with
+    families' (torchbake.families) and every path the ``declared`` accelerators name, with
     which of their mounts exist."""
     declared = list(declared)
     patterns = [*NODES, *(p for a in declared for p in (*a.devices.devices, *a.devices.any_of))]
-    return HostDevices.probe(info, patterns, [p for a in declared for p in a.devices.mounts], root)
+    runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
+    if not engine_is_local():
+        return HostDevices(runtimes, local=False)
+    nodes: dict[str, int] = {}
+    for pattern in dict.fromkeys(patterns):  # each node matching, and a folder's nodes too: their groups
+        for path in sorted(root.glob(pattern.lstrip("/"))):
+            nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
+            for inner in sorted(path.glob("*")) if path.is_dir() else ():
+                nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
+    mounts = {p for a in declared for p in a.devices.mounts if (root / p.lstrip("/")).exists()}
+    return HostDevices(runtimes, local=True, nodes=nodes, paths=frozenset(mounts))
 
 
 def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accelerator] | None = None) -> DeviceAccess:
@@ -40,21 +51,9 @@ def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accele
         raise ConfigurationError(f"Unknown device profile {profile!r}; expected one of: {', '.join(found)}"
                                  " (or an accelerator declared in a --config file: configs/accelerators.toml shows how).")
     spec = found[profile].devices
-    if spec.check:
-        check_families({profile: found[profile]})
+    if spec.check:  # a family torchbake has: checked when the file was read
         return FAMILIES[spec.check].access(profile, host)
     return _declared(profile, spec, host)
-
-
-def check_families(declared: Mapping[str, Accelerator]) -> None:
-    """Every ``devices.check`` the ``declared`` accelerators name is a family torchbake has
-    (torchbake.checks.families), or a ConfigurationError names the file, the key and the families."""
-    for name, accelerator in declared.items():
-        check = accelerator.devices.check
-        if check and check not in FAMILIES:
-            raise ConfigurationError(
-                f"{accelerator.source}: [accelerators.{name}] devices.check = {check!r}: expected one of"
-                f" {', '.join(FAMILIES)} (torchbake.checks.families), or no check and the devices as data.")
 
 
 def _declared(profile: str, spec: Devices, host: HostDevices) -> DeviceAccess:

@@ -1,22 +1,23 @@
 """The GPUs of this host against an image's kernels: ``run-container`` looks before it creates a
-container, and ``verify --gpus`` runs the probe (:mod:`torchbake.checks.gpu_probe`) in the image with the
+container, and ``verify --gpus`` runs the probe (:mod:`torchbake.families.gpu_probe`) in the image with the
 profile's device access.
 
 The host's GPUs and the image's recorded arch list are the profile's family's
-(:mod:`torchbake.checks.families`: ``nvidia-smi`` against ``torchbake.cuda-arch-list``, ``rocminfo``
+(:mod:`torchbake.families`: ``nvidia-smi`` against ``torchbake.cuda-arch-list``, ``rocminfo``
 against ``torchbake.rocm-arch``); the judgement is the probe's own (native, compatible, PTX only,
 none).
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
-from torchbake.checks import gpu_probe
-from torchbake.checks.access import HostGpu
-from torchbake.checks.families import FAMILIES
+from torchbake.adapters import command
 from torchbake.core.errors import ContainerError
+from torchbake.families import FAMILIES, gpu_probe
+from torchbake.families.family import HostGpu
 
 
 def probe_source() -> str:
@@ -24,10 +25,20 @@ def probe_source() -> str:
     return Path(gpu_probe.__file__).read_text()
 
 
+def host_gpus(check: str) -> list[HostGpu] | None:
+    """The host's GPUs as the ``check`` family's lister sees them (None: it is missing or failed)."""
+    family = FAMILIES[check]
+    tool = shutil.which(family.lister[0])
+    if tool is None:
+        return None
+    result = command.run([tool, *family.lister[1:]], capture=True, check=False, echo=False, timeout=30)
+    return family.parse_gpus(result.output) if result.returncode == 0 else None
+
+
 def judge(check: str, gpus: list[HostGpu], labels: Mapping[str, str]) -> list[gpu_probe.Judgement]:
     """Each host GPU judged against the image's recorded arch list ([] when it records none)."""
     family = FAMILIES[check]
-    label = labels.get(family.arch_label)
+    label = labels.get(family.arch.label)
     return [family.judge(gpu, label) for gpu in gpus] if label else []
 
 
@@ -36,9 +47,9 @@ def before_run(check: str, image: str, labels: Mapping[str, str], gpus: list[Hos
     compared); a ContainerError when a GPU has no kernels in the image, naming it, its capability
     and the image's list, before anything is created."""
     family = FAMILIES[check]
-    label = family.arch_label
+    label = family.arch.label
     if gpus is None:
-        return [f"GPU check: the host's GPUs could not be listed ({family.lister}"
+        return [f"GPU check: the host's GPUs could not be listed ({family.lister[0]}"
                 " is not installed or failed); the container starts without it."]
     if not labels.get(label):
         return [f"GPU check: {image} records no arch list ({label}), so its kernels were not compared with this"

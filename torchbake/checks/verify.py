@@ -18,6 +18,8 @@ from torchbake.core import output
 from torchbake.core.errors import ImageNotFoundError, VerificationError
 from torchbake.core.lazy import LazyModule
 from torchbake.core.output import styled
+from torchbake.families import FAMILIES
+from torchbake.families.family import FAIL, PASS, SKIP
 from torchbake.supply_chain import inventory
 
 if TYPE_CHECKING:
@@ -25,7 +27,6 @@ if TYPE_CHECKING:
 else:
     variants = LazyModule("torchbake.variants")  # an image's variant names its checks; read when one is verified
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
 MARK = "TORCHBAKE-VERIFY "
 
 PROBE_SCRIPT = r'''
@@ -121,8 +122,7 @@ class Expectations:
     python: str
     torch: str
     extension_module: str = ""
-    cuda_arch_list: str = ""
-    rocm_arch: str = ""
+    arch_lists: tuple[tuple[str, str], ...] = ()  # (a family's arch label, the list) of each family (torchbake.families)
     profile: str = "cpu"
     variant: str = "release"
     source_commits: tuple[tuple[str, str], ...] = ()  # (name, commit) from torchbake.source.* labels
@@ -135,28 +135,33 @@ class Expectations:
         return kind.verifies
 
     @classmethod
-    def of_image(cls, client: DockerClient, image: str, **overrides: str | None) -> Expectations:
+    def of_image(cls, client: DockerClient, image: str, arch_lists: Mapping[str, str] | None = None,
+                 **overrides: str | None) -> Expectations:
         """What the image's torchbake labels promise; an image the engine lacks is an error."""
         info = client.inspect_image(image)
         if info is None:
             raise ImageNotFoundError(image)
-        return cls.from_labels((info.get("Config") or {}).get("Labels") or {}, **overrides)
+        return cls.from_labels((info.get("Config") or {}).get("Labels") or {}, arch_lists, **overrides)
 
     @classmethod
-    def from_labels(cls, labels: Mapping[str, str], **overrides: str | None) -> Expectations:
+    def from_labels(cls, labels: Mapping[str, str], arch_lists: Mapping[str, str] | None = None,
+                    **overrides: str | None) -> Expectations:
+        """What ``labels`` promise; ``arch_lists`` (arch label → list) and ``overrides`` (a field →
+        value) expect other values where given."""
         values = {
             "python": labels.get("torchbake.python", ""),
             "torch": labels.get("torchbake.torch-version", ""),
             "extension_module": labels.get("torchbake.extension-module", ""),
-            "cuda_arch_list": labels.get("torchbake.cuda-arch-list", ""),
-            "rocm_arch": labels.get("torchbake.rocm-arch", ""),
             "profile": labels.get("torchbake.profile", "cpu"),
             "variant": labels.get("torchbake.variant", "release"),
         }
         values.update({k: v for k, v in overrides.items() if v})
+        wanted = ((f.arch.label, (arch_lists or {}).get(f.arch.label) or labels.get(f.arch.label, ""))
+                  for f in FAMILIES.values())
         commits = sorted((key.split(".")[2], value) for key, value in labels.items()
                          if key.startswith("torchbake.source.") and key.endswith(".commit"))
-        return cls(**values, source_commits=tuple(commits))
+        return cls(**values, arch_lists=tuple((label, text) for label, text in wanted if text),
+                   source_commits=tuple(commits))
 
 
 @dataclass(frozen=True)
@@ -250,34 +255,24 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
                 ok = facts.get("git_version") == wanted
             add("torch from source", ok, f"{built['name']} {built['version']} built at {built['commit'][:12]}"
                 f" (expected {wanted[:12] or 'not recorded'})")
-        for key, wanted in (("TORCH_CUDA_ARCH_LIST", expected.cuda_arch_list), ("PYTORCH_ROCM_ARCH", expected.rocm_arch)):
-            if wanted:
+    return checks + _arch_rows(facts, expected)
+
+
+def _arch_rows(facts: dict, expected: Expectations) -> list[CheckResult]:
+    """Each family's arch list the image is for (torchbake.families): where torch was built in it,
+    the ENV PyTorch's build read; then the family's own row of what torch has."""
+    wanted = {family: dict(expected.arch_lists).get(family.arch.label, "") for family in FAMILIES.values()}
+    rows = []
+    if FROM_SOURCE in expected.checks:
+        for family, arch_list in wanted.items():
+            key = family.arch.env
+            if arch_list:
                 found = facts.get("env", {}).get(key, "")
-                add(f"{key} recorded", found == wanted, f"ENV {key}={found!r} (expected {wanted!r})")
-    if expected.cuda_arch_list:
-        checks.append(_arch_check(facts, expected.cuda_arch_list))
-    return checks
-
-
-def _arch_check(facts: dict, arch_list: str) -> CheckResult:
-    wanted = [a for a in arch_list.replace(" ", ";").split(";") if a]
-    if torch_error := facts.get("torch_error"):
-        return CheckResult("CUDA arch list", FAIL, f"torch does not import: {torch_error}")
-    if not facts.get("cuda"):
-        return CheckResult("CUDA arch list", FAIL, f"torch {facts.get('torch')} is not a CUDA build")
-    compiled = facts.get("arch_list") or (facts.get("arch_flags") or "").split()
-    if not compiled:
-        return CheckResult("CUDA arch list", SKIP, "no GPU here and torch reports no arch flags")
-    compiled_text = " ".join(compiled)
-    missing = []
-    for arch in wanted:
-        number = arch.replace("+PTX", "").replace(".", "")
-        if f"sm_{number}" not in compiled_text:
-            missing.append(arch)
-        if arch.endswith("+PTX") and f"compute_{number}" not in compiled_text:
-            missing.append(arch)
-    return CheckResult("CUDA arch list", FAIL if missing else PASS,
-                       f"missing {';'.join(missing)} in {compiled_text}" if missing else compiled_text)
+                rows.append(CheckResult(f"{key} recorded", PASS if found == arch_list else FAIL,
+                                        f"ENV {key}={found!r} (expected {arch_list!r})"))
+    rows += [CheckResult(*family.verify_row(facts, arch_list)) for family, arch_list in wanted.items()
+             if arch_list and family.verify_row is not None]
+    return rows
 
 
 def render_table(image: str, checks: list[CheckResult]) -> None:
@@ -292,7 +287,7 @@ def render_table(image: str, checks: list[CheckResult]) -> None:
 
 
 def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Accelerator | None) -> list[CheckResult]:
-    """The GPU probe (:mod:`torchbake.checks.gpu_probe`) in ``image`` with the profile's device access:
+    """The GPU probe (:mod:`torchbake.families.gpu_probe`) in ``image`` with the profile's device access:
     one row per GPU (pass: native, compatible or PTX only, and the workload right; fail: no
     kernels, or a wrong result); one skip row saying why when they could not run."""
     from torchbake.checks import gpu_check
@@ -307,6 +302,9 @@ def gpu_checks(client: DockerClient, image: str, profile: str, accelerator: Acce
                        f" on {accelerator.devices.needs or 'the device'}")
     if accelerator is None or not accelerator.devices.check:
         return not_run(f"the image's {profile} profile has no GPUs (the cuda and rocm profiles have)")
+    if not FAMILIES[accelerator.devices.check].probed:
+        return not_run(f"torchbake's probe judges the GPUs of CUDA and ROCm builds of torch; the"
+                       f" {accelerator.devices.check} family's are not probed in the image")
     try:
         access = device_access(profile, host_devices(client.engine_info(), [accelerator]), {profile: accelerator})
     except ContainerError as exc:

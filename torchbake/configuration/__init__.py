@@ -5,5 +5,5 @@ releases as data (``accelerators``, ``platforms``, ``os_releases``), how hard to
 (``network``) and where torchbake writes (``writable``). Resolving the layers for one image is
 ``torchbake.planning.config``: it needs the variants, which sit above.
 
-May use: ``torchbake.core``.
+May use: ``torchbake.families`` and the layers below it.
 """

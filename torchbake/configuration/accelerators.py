@@ -20,6 +20,7 @@ from typing import Any
 from torchbake.configuration import validation
 from torchbake.core.data import ACCELERATORS_FILE
 from torchbake.core.errors import ConfigurationError
+from torchbake.families import FAMILIES
 
 SECTION = "accelerators"
 KEY = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -46,7 +47,7 @@ class Toolkit:
 class Devices:
     """What a container of the accelerator gets from the engine's host, and what the host must have."""
 
-    check: str = ""  # a family with checks in code (torchbake.checks.families), or "" (this table's data)
+    check: str = ""  # a family whose parts are code (torchbake.families), or "" (this table's data)
     devices: tuple[str, ...] = ()
     any_of: tuple[str, ...] = ()
     or_runtime: str = ""
@@ -154,10 +155,9 @@ def _devices(table: Any, where: str) -> Devices:
         if not GROUP.fullmatch(group):
             raise ConfigurationError(f"{where} devices: groups {group!r} is not a group: expected a group's name"
                                      " (lower-case letters, digits, _ and -) or its number, e.g. video or 44.")
-    if devices.check and not KEY.fullmatch(devices.check):  # which families exist: torchbake.checks.families
-        raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected the name of a family of"
-                                 " torchbake.checks.families (lower-case letters, digits and _), or no check"
-                                 " and the devices as data.")
+    if devices.check and devices.check not in FAMILIES:
+        raise ConfigurationError(f"{where} devices.check = {devices.check!r}: expected one of {', '.join(FAMILIES)}"
+                                 " (torchbake.families), or no check and the devices as data.")
     return devices
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from torchbake.configuration import accelerators, settings
 from torchbake.core.data import bundled_configs
 from torchbake.core.errors import ConfigurationError
+from torchbake.families import FAMILIES
 
 VALUE = None  # the default of a flag that takes a value (none given: the option keeps its layers' value)
 SWITCH = False  # the default of a flag that takes none
@@ -266,8 +267,7 @@ VERIFY_CHECKS = (  # what verify expects of the image; not with --reproducible
     Flag("python", "Expected Python X.Y (default: the image's torchbake.python label)"),
     Flag("torch_version", "Expected torch version (default: the torchbake.torch-version label)"),
     Flag("extension_module", "Extension module that must import (default: the torchbake.extension-module label)"),
-    Flag("cuda_arch_list", "CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list"
-                           " label)"),
+    *(Flag(f.arch.verify_flag, f.arch.verify_help) for f in FAMILIES.values() if f.arch.verify_flag),  # --cuda-arch-list
 )
 VERIFY_FLAGS = (
     Flag("image", "Image to verify, NAME:TAG or id", positional=True),

@@ -24,6 +24,7 @@ from typing import Any
 
 from torchbake.configuration import accelerators, platforms, validation
 from torchbake.configuration.accelerators import Accelerator
+from torchbake.families import FAMILIES
 
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
 TOOLKITS_SECTION = "toolkits"  # [toolkits] KEY: one option per toolkit the accelerators declare
@@ -194,21 +195,31 @@ class WheelOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AcceleratorOptions:
+class AcceleratorProfile:
     """The accelerator the image is for."""
 
     profile: str = option("cpu", decides=EVERY_IMAGE,  # a label; one of the accelerators declared (checked in resolve)
                           help="An accelerator of configs/accelerators.toml or your own [accelerators.NAME] (recorded"
                                " in labels; selects verify checks)")
-    torch_cuda_arch_list: str = option("", validation.cuda_arch_list, decides=EVERY_IMAGE,
-                                       help="TORCH_CUDA_ARCH_LIST, kept as ENV in the image and checked by verify")
-    platform_arch_lists: Mapping[str, str] = option({}, validation.platform_arch_lists, decides=EVERY_IMAGE,
-                                                    help="TORCH_CUDA_ARCH_LIST of another platform's image, where its"
-                                                         " torch wheel was built for other GPUs, e.g. {"
-                                                         ' "linux/arm64" = "8.0;9.0;10.0;11.0;12.0+PTX" } (PyTorch\'s'
-                                                         " CUDA 13 aarch64 wheels)")
-    pytorch_rocm_arch: str = option("", validation.rocm_arch, decides=EVERY_IMAGE,
-                                    help="PYTORCH_ROCM_ARCH, kept as ENV in the image")
+
+
+def _family_options() -> list[tuple[str, Any, Any]]:
+    """Each accelerator family's arch list options (torchbake.families: its module declares them)."""
+    found: list[tuple[str, Any, Any]] = []
+    for family in FAMILIES.values():
+        arch = family.arch
+        found.append((arch.setting, str, option("", arch.check, decides=EVERY_IMAGE, help=arch.help)))
+        if arch.per_platform:
+            found.append((arch.per_platform, Mapping[str, str],
+                          option({}, validation.platform_table(arch.check), decides=EVERY_IMAGE,
+                                 help=arch.per_platform_help)))
+    return found
+
+
+# [accelerator]: the profile, and each family's arch list
+AcceleratorOptions = dataclasses.make_dataclass("AcceleratorOptions", _family_options(), bases=(AcceleratorProfile,),
+                                                frozen=True, kw_only=True, namespace={"__module__": __name__})
+AcceleratorOptions.__doc__ = AcceleratorProfile.__doc__
 
 
 @dataclass(frozen=True, kw_only=True)

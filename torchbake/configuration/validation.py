@@ -7,7 +7,7 @@ import re
 import stat
 import string
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,7 +33,6 @@ _NAME_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-_ARCH_RE = re.compile(r"^\d+\.\d+(\+PTX)?$")
 _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -223,22 +222,16 @@ def _fragment(url: str) -> None:
         raise ValueError("the only URL fragment understood is '#sha256=<64 hex digits>'")
 
 
-def cuda_arch_list(value: str) -> None:
-    if value and not all(_ARCH_RE.match(a) for a in value.replace(" ", ";").split(";") if a):
-        raise ValueError("expected compute capabilities separated by ';', e.g. '7.5;8.0;8.6;8.9;9.0+PTX'")
+def platform_table(check: Callable[[str], None]) -> Callable[[Mapping[str, str]], None]:
+    """The check of a table of platform → value (a table of strings: the option's type, checked
+    before), each value by ``check``."""
 
+    def checked(value: Mapping[str, str]) -> None:
+        for name, item in value.items():
+            platforms.parse(name)
+            check(item)
 
-def platform_arch_lists(value: dict[str, str]) -> None:
-    """[accelerator] platform_arch_lists: platform → TORCH_CUDA_ARCH_LIST (a table of strings: the
-    option's type, checked before)."""
-    for name, arch_list in value.items():
-        platforms.parse(name)
-        cuda_arch_list(arch_list)
-
-
-def rocm_arch(value: str) -> None:
-    if value and not all(re.fullmatch(r"gfx[0-9a-f]+", a) for a in value.split(";") if a):
-        raise ValueError("expected gfx targets separated by ';', e.g. 'gfx90a;gfx942'")
+    return checked
 
 
 def env_names(value: dict) -> None:

@@ -26,7 +26,6 @@ from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local
 from torchbake.checks import gpu_check
 from torchbake.checks.devices import DeviceAccess, device_access, host_devices
-from torchbake.checks.families import FAMILIES
 from torchbake.configuration import platforms, validation
 from torchbake.configuration.accelerators import Accelerator
 from torchbake.configuration.accelerators import bundled as accelerators_declared
@@ -395,7 +394,7 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
                                  f" already makes (the host's {clash[0]}, read-only): leave yours out.")
     check = request.accelerators[profile].devices.check
     if request.gpu_check and check and engine_is_local():  # the host's GPUs are the engine's
-        for note in gpu_check.before_run(check, request.image, labels, FAMILIES[check].gpus()):
+        for note in gpu_check.before_run(check, request.image, labels, gpu_check.host_gpus(check)):
             output.channel().say(note)
     name = request.name or default_name(request.image) + (foreign.suffix if foreign else "")
     if foreign is not None:

@@ -22,7 +22,6 @@ from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
 from torchbake.configuration import writable
-from torchbake.configuration.accelerators import Accelerator
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError, FatalError
 from torchbake.core.lazy import LazyModule
@@ -210,16 +209,7 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
     nobody set derived for a ``variant`` build (base, dev, release; default ``build.variant``)."""
     resolved = config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
                               project=current_project())
-    check_families(resolved.accelerators)
     return resolved
-
-
-def check_families(declared: Mapping[str, Accelerator]) -> None:
-    """A misspelt ``devices.check`` is named with its file before any work, not when a container
-    first needs it (torchbake.checks.devices.check_families)."""
-    from torchbake.checks import devices
-
-    devices.check_families(declared)
 
 
 def current_project() -> Project | None:

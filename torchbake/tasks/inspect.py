@@ -22,6 +22,7 @@ from torchbake.configuration.options import (
 from torchbake.core import output, redaction
 from torchbake.core.errors import ConfigurationError, ImageNotFoundError, SignatureError
 from torchbake.core.lazy import LazyModule
+from torchbake.families import FAMILIES
 from torchbake.supply_chain.manifest import describe, find_manifest
 from torchbake.tasks.cli import docker_client, flag_task, reports_errors, resolve_config
 
@@ -53,7 +54,8 @@ def verify(c, **given):
     Print a pass/fail table; fail if any check fails. With --reproducible: build the image again
     without any cache and compare."""
     image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
-    python, cuda_arch_list = given["python"], given["cuda_arch_list"]
+    python = given["python"]
+    arch_flags = {f.arch.verify_flag: f.arch for f in FAMILIES.values() if f.arch.verify_flag}
     if given["signatures"]:
         checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks or given["reproducible"]:
@@ -75,7 +77,7 @@ def verify(c, **given):
         return
     settings = resolve_config(config, cli).settings()
     for flag, value, check in (("--python", python, validation.python_version),
-                               ("--cuda-arch-list", cuda_arch_list, validation.cuda_arch_list)):
+                               *((f"--{name.replace('_', '-')}", given[name], arch.check) for name, arch in arch_flags.items())):
         try:
             if value:
                 check(value)
@@ -86,7 +88,8 @@ def verify(c, **given):
     client = docker_client(settings, for_build=False)
     client.check_engine()
     expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
-                                     extension_module=given["extension_module"], cuda_arch_list=cuda_arch_list)
+                                     extension_module=given["extension_module"],
+                                     arch_lists={arch.label: given[name] for name, arch in arch_flags.items()})
     verify_image(client, image, expected, gpus=given["gpus"], accelerator=settings.accelerators.get(expected.profile))
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
-from torchbake import __version__
+from torchbake import __version__, families
 from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration import os_releases, platforms
 from torchbake.configuration.accelerators import Accelerator, Toolkit
@@ -171,8 +171,7 @@ PENDING = "<computed after preparing the context>"
 
 
 def accelerator_labels(plan) -> dict[str, str]:
-    return {"torchbake.extension-module": plan.extension_module, "torchbake.cuda-arch-list": plan.cuda_arch_list,
-            "torchbake.rocm-arch": plan.rocm_arch}
+    return {"torchbake.extension-module": plan.extension_module, **plan.arch_lists}
 
 
 def os_build_args(plan) -> dict[str, str]:
@@ -387,10 +386,7 @@ def build_env_of(settings: Settings, *extra: dict[str, str]) -> dict[str, str]:
     env = dict(settings.image.env)
     for table in extra:
         env.update(table)
-    if settings.accelerator.torch_cuda_arch_list:
-        env["TORCH_CUDA_ARCH_LIST"] = settings.accelerator.torch_cuda_arch_list
-    if settings.accelerator.pytorch_rocm_arch:
-        env["PYTORCH_ROCM_ARCH"] = settings.accelerator.pytorch_rocm_arch
+    env.update(families.arch_env(settings.accelerator))
     return env
 
 

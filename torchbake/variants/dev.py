@@ -4,9 +4,11 @@ from source FROM a base image, with ccache; optionally a slim runtime image besi
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchbake import families
 from torchbake.adapters import registry
 from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration.network import DownloadPolicy
@@ -63,8 +65,7 @@ class DevPlan(PlanCommon):
     runtime_base: str  # "" = the OS image of the base image
     runtime_paths: tuple[str, ...]
     runtime_env: dict[str, str]
-    cuda_arch_list: str
-    rocm_arch: str
+    arch_lists: Mapping[str, str]  # each family's arch list label → the list (torchbake.families)
     keep_git: bool
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
@@ -277,8 +278,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
                        *(path for toolkit in given_toolkits(settings) for path in toolkit.runtime_paths
                          if path not in settings.dev.runtime_paths)),
         runtime_env=build_env_of(settings),
-        cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
-        rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        arch_lists=families.arch_labels(settings.accelerator),
         keep_git=src.keep_git,
     ))
 

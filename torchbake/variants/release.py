@@ -4,9 +4,11 @@ image is labelled with the versions the wheels carry."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchbake import families
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
 from torchbake.core.errors import DownloadError
@@ -65,8 +67,7 @@ class ReleasePlan(Lockable, PlanCommon):
     image_env: dict[str, str]
     render_gid: int
     extension_module: str
-    cuda_arch_list: str
-    rocm_arch: str
+    arch_lists: Mapping[str, str]  # each family's arch list label → the list (torchbake.families)
 
     def hash_inputs(self) -> dict[str, object]:
         return toolkit_material(self.toolkit_scripts)
@@ -198,8 +199,7 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         image_env=build_env_of(settings),
         render_gid=image.render_gid,
         extension_module=wheels.extension_module,
-        cuda_arch_list=settings.accelerator.torch_cuda_arch_list,
-        rocm_arch=settings.accelerator.pytorch_rocm_arch,
+        arch_lists=families.arch_labels(settings.accelerator),
         **lock_fields(settings, VARIANT.lock_command, requirements, reuse_context),
     ))
 

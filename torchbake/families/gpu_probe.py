@@ -13,7 +13,7 @@ judged against the arch list:
 - none: fail, with the error users know ("no kernel image is available for execution on the
   device", sm_XY) and the ``TORCH_CUDA_ARCH_LIST`` (or ``PYTORCH_ROCM_ARCH``) that would fix it.
 
-Standard library and torch only, so it runs anywhere: ``python -m torchbake.checks.gpu_probe`` against any
+Standard library and torch only, so it runs anywhere: ``python -m torchbake.families.gpu_probe`` against any
 Python with torch (no Docker needed), and inside an image, where ``invoke verify --gpus`` runs this
 file's text. It prints one JSON object after :data:`MARK`; ``--table`` prints it for people.
 """

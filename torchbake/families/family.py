@@ -1,46 +1,27 @@
-"""What a container of an accelerator gets from the engine's host, as data: the host's devices
-(:class:`HostDevices`), the access a container is given (:class:`DeviceAccess`, rendered as
-``docker run`` flags and as the Engine API's host configuration), a GPU of the host
-(:class:`HostGpu`), and what an accelerator family with checks in code declares (:class:`Family`,
-one module each in :mod:`torchbake.checks.families`)."""
+"""What an accelerator family whose parts are code declares (:class:`Family`, one module each in
+:mod:`torchbake.families`): its arch list (:class:`ArchList`: an option, an ENV, a label), and
+as data what its containers get from the engine's host: the host's devices (:class:`HostDevices`),
+the access a container is given (:class:`DeviceAccess`, rendered as ``docker run`` flags and as
+the Engine API's host configuration), a GPU of the host (:class:`HostGpu`)."""
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from torchbake.adapters.engine import engine_is_local
-from torchbake.checks import gpu_probe
+from torchbake.families.gpu_probe import Judgement
 
 
 @dataclass(frozen=True)
 class HostDevices:
-    """What the engine's host offers the device profiles."""
+    """What the engine's host offers the device profiles (seen by torchbake.checks.devices.host_devices)."""
 
     runtimes: tuple[str, ...]
     local: bool  # the engine runs here, so its /dev can be looked at
     nodes: Mapping[str, int] = field(default_factory=dict)  # device path → group id
     paths: frozenset[str] = frozenset()  # the declared mounts' host paths that exist here
-
-    @classmethod
-    def probe(cls, info: Mapping[str, Any], patterns: Iterable[str], mounts: Iterable[str] = (),
-              root: Path = Path("/")) -> HostDevices:
-        """The engine's runtimes and, when it runs here, the device nodes matching ``patterns``
-        (a folder's nodes too: their groups) and which of ``mounts`` exist."""
-        local = engine_is_local()
-        nodes: dict[str, int] = {}
-        paths: set[str] = set()
-        if local:
-            for pattern in dict.fromkeys(patterns):
-                for path in sorted(root.glob(pattern.lstrip("/"))):
-                    nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
-                    for inner in sorted(path.glob("*")) if path.is_dir() else ():
-                        nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
-            paths = {p for p in mounts if (root / p.lstrip("/")).exists()}
-        return cls(tuple(sorted((info.get("Runtimes") or {}).keys())), local, nodes, frozenset(paths))
 
     def has(self, *prefixes: str) -> bool:
         return any(node.startswith(prefixes) for node in self.nodes)
@@ -87,6 +68,10 @@ class DeviceAccess:
                 "privileged": self.privileged}
 
 
+PASS, FAIL, SKIP = "pass", "fail", "skip"  # a verify row's status
+Row = tuple[str, str, str]  # a verify row: its name, status and detail
+
+
 @dataclass(frozen=True)
 class HostGpu:
     name: str
@@ -94,14 +79,34 @@ class HostGpu:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ArchList:
+    """The arch list a family's torch is built for: one ``[accelerator]`` option, the variable the
+    image keeps as ENV (PyTorch's build reads it), and the label that records it."""
+
+    setting: str  # the [accelerator] option (TORCHBAKE_ACCELERATOR_<SETTING>)
+    env: str  # the image's ENV, which PyTorch's build reads
+    label: str  # the image's label recording it
+    check: Callable[[str], None]  # raises ValueError saying what is accepted
+    help: str
+    per_platform: str = ""  # an [accelerator] table of platform → arch list, for images of other platforms
+    per_platform_help: str = ""
+    verify_flag: str = ""  # verify's flag expecting another list than the label's ("": none)
+    verify_help: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Family:
-    """An accelerator family whose checks are code (``[accelerators.NAME.devices] check = CHECK``),
-    declared once by its module (``FAMILY = Family(...)``) in :mod:`torchbake.checks.families`."""
+    """An accelerator family whose parts are code (``[accelerators.NAME.devices] check = CHECK``),
+    declared once by its module (``FAMILY = Family(...)``) in :mod:`torchbake.families`."""
 
     check: str  # what [accelerators.NAME.devices] check names it by
+    arch: ArchList  # its option, ENV and label
     nodes: tuple[str, ...]  # the host's device nodes its access looks at (patterns)
     access: Callable[[str, HostDevices], DeviceAccess]  # the profile's container access, or a ContainerError
-    lister: str  # the tool that lists the host's GPUs, named when it cannot
-    gpus: Callable[[], list[HostGpu] | None]  # the host's GPUs (None: the lister is missing or failed)
-    arch_label: str  # the image label recording the arch list its kernels were built for
-    judge: Callable[[HostGpu, str], gpu_probe.Judgement]  # a GPU against that label's text
+    lister: tuple[str, ...]  # the command that lists the host's GPUs (its first word a tool on PATH)
+    parse_gpus: Callable[[str], list[HostGpu]]  # that command's output as the host's GPUs
+    judge: Callable[[HostGpu, str], Judgement]  # a GPU against the arch label's text
+    verify_row: Callable[[Mapping[str, Any], str], Row] | None = None  # the image's torch (verify's facts)
+    # against the arch list it should have: verify's row, where torch can say without a GPU
+    probed: bool = False  # verify --gpus's probe (gpu_probe, run in the image) judges its devices: torch's
+    # CUDA or HIP build; another family's are said not probed (a skip row)

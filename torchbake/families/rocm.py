@@ -1,16 +1,19 @@
-"""AMD GPUs: ``/dev/kfd`` and ``/dev/dri`` with the host's groups of their nodes, the host's GPUs
-from ``rocminfo``, and each judged against the image's ``PYTORCH_ROCM_ARCH``
-(``torchbake.rocm-arch``)."""
+"""AMD GPUs: ``[accelerator] pytorch_rocm_arch``, kept as ``PYTORCH_ROCM_ARCH`` and the
+``torchbake.rocm-arch`` label; ``/dev/kfd`` and ``/dev/dri`` with the host's groups of their nodes;
+the host's GPUs from ``rocminfo``, each judged against the image's list."""
 
 from __future__ import annotations
 
 import re
-import shutil
 
-from torchbake.adapters import command
-from torchbake.checks import gpu_probe
-from torchbake.checks.access import DeviceAccess, Family, HostDevices, HostGpu
 from torchbake.core.errors import ContainerError
+from torchbake.families import gpu_probe
+from torchbake.families.family import ArchList, DeviceAccess, Family, HostDevices, HostGpu
+
+
+def check_arch(value: str) -> None:
+    if value and not all(re.fullmatch(r"gfx[0-9a-f]+", a) for a in value.split(";") if a):
+        raise ValueError("expected gfx targets separated by ';', e.g. 'gfx90a;gfx942'")
 
 
 def access(profile: str, host: HostDevices) -> DeviceAccess:
@@ -38,17 +41,11 @@ def parse_gpus(output: str) -> list[HostGpu]:
     return found
 
 
-def gpus() -> list[HostGpu] | None:
-    tool = shutil.which("rocminfo")
-    if tool is None:
-        return None
-    result = command.run([tool], capture=True, check=False, echo=False, timeout=30)
-    return parse_gpus(result.output) if result.returncode == 0 else None
-
-
 def judge(gpu: HostGpu, label: str) -> gpu_probe.Judgement:
     return gpu_probe.judge_rocm(gpu.name, gpu.arch, [a for a in re.split(r"[;\s]+", label) if a])
 
 
-FAMILY = Family(check="rocm", nodes=("/dev/kfd", "/dev/dri", "/dev/dri/renderD*"), access=access, lister="rocminfo",
-                gpus=gpus, arch_label="torchbake.rocm-arch", judge=judge)
+ARCH = ArchList(setting="pytorch_rocm_arch", env="PYTORCH_ROCM_ARCH", label="torchbake.rocm-arch", check=check_arch,
+                help="PYTORCH_ROCM_ARCH, kept as ENV in the image")
+FAMILY = Family(check="rocm", arch=ARCH, nodes=("/dev/kfd", "/dev/dri", "/dev/dri/renderD*"), access=access,
+                lister=("rocminfo",), parse_gpus=parse_gpus, judge=judge, probed=True)
