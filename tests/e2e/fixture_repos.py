@@ -107,7 +107,7 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
             "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }\n"),
     })
     commits["extension-lite"] = _publish(work / "extension-lite", srv / "private" / "extension-lite.git", "dev1.5.1")
-    commits["pytorch-large"] = write_large_pytorch(work, srv, run=uuid.uuid4().hex)
+    commits["pytorch-large"] = write_large_pytorch(work, srv, run=uuid.uuid4().hex, units=TEST_UNITS)
     return commits
 
 
@@ -132,19 +132,21 @@ def git_credentials(url: str, password: str) -> str:
     return f"http://builder:{password}@{url.split('://', 1)[1]}\n"
 
 
-LARGE_UNITS = 300  # translation units of pytorch-large
+LARGE_UNITS = 300  # translation units of pytorch-large in the benchmark (benchmarks/compile_cache.py)
+TEST_UNITS = 40  # and in the suite's (test_dev_cache): as many files as prove one compiled, the rest from the store
 
 
-def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None, weight: int = 0) -> str:
+def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None, weight: int = 0,
+                        units: int = LARGE_UNITS) -> str:
     """pytorch-large (tag v2.0.0): the pytorch fixture's package as PyTorch is shaped where the
-    compile cache matters, a C extension of LARGE_UNITS translation units, built by the same
+    compile cache matters, a C extension of ``units`` translation units, built by the same
     scripts as PyTorch's source. Each unit includes a header naming the session (``run``), so a
     session's first compile misses every cache whatever an earlier session left; ``changed``:
     the unit whose body changes (committed, the tag moved), every other unit as it was; ``weight``:
     loops in each unit for the compiler to optimize (about 4 ms of gcc -O2 each here: 300 make a
     unit cost what one of PyTorch's does; the benchmark's, not the tests')."""
     folder = work / "pytorch-large"
-    units = [f"csrc/unit_{index:03d}.c" for index in range(LARGE_UNITS)]
+    count, units = units, [f"csrc/unit_{index:03d}.c" for index in range(units)]
 
     def unit(index: int, more: str = "") -> str:
         loops = "".join(f"int fixture_work_{index:03d}_{k}(const int *a, int n) {{ int s = {k};"
@@ -172,7 +174,7 @@ def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | 
             # a typedef, not a macro: it stays in the preprocessed unit, so ccache's preprocessor mode
             # misses as well as its direct mode (a macro is gone after preprocessing)
             "csrc/fixture_large.h": (f"typedef int fixture_run_{run};\n"
-                                     + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(LARGE_UNITS))),
+                                     + "".join(f"int fixture_unit_{index:03d}(void);\n" for index in range(count))),
             **{name: unit(index) for index, name in enumerate(units)},
         })
     if (folder / ".git").exists():

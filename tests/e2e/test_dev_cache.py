@@ -1,5 +1,5 @@
 """The dev images' compile cache on the fixture sources with the stand-in torch (conftest's
-lite_dev_config, PyTorch's source the one of 300 translation units): a build's ccache statistics
+lite_dev_config, PyTorch's source the one of TEST_UNITS translation units): a build's ccache statistics
 are its own beside another build, and a fresh engine compiles only the file that changed, every
 other object from the shared store another engine filled. (In a module of its own: beside
 test_dev on another worker, not after it on the same one.)"""
@@ -17,13 +17,13 @@ import pytest
 from tests.conftest import run_invoke
 from tests.support import redis_store
 
-from .fixture_repos import LARGE_UNITS, write_large_pytorch
+from .fixture_repos import TEST_UNITS, write_large_pytorch
 from .helpers import copy_image, docker
 
 
 @pytest.fixture(scope="module")
 def large_config(lite_dev_config, tmp_path_factory):
-    """lite_dev_config with PyTorch's source of LARGE_UNITS translation units (fixture_repos:
+    """lite_dev_config with PyTorch's source of TEST_UNITS translation units (fixture_repos:
     pytorch-large), and its git credentials."""
     config, credentials = lite_dev_config
     large = tmp_path_factory.mktemp("large") / "fixture-large.toml"
@@ -80,7 +80,7 @@ def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_s
 def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_store_and_a_store_down_is_said_or_refused(
         lite_dev_base, tb_env, large_config, run_id, tmp_path, second_engine, repos, base_image):
     """[dev] ccache_remote on a real store (Debian's redis-server on loopback, with a password):
-    engine A builds the dev image cold, compiling PyTorch's LARGE_UNITS translation units (and the
+    engine A builds the dev image cold, compiling PyTorch's TEST_UNITS translation units (and the
     extension) into the store. One source file changes (its tag moved, a new base). Engine B, fresh
     (its own data root, empty build cache and cache mounts), builds it and compiles that one file:
     every other object a remote hit, counted by the build's own record. A store that dies in the
@@ -112,12 +112,12 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
             # the build says, and records, what each compile step compiled: every unit of PyTorch's
             # source and the extension's (the fixture's audio has no C), each step with the store
             compiled_a = recorded_compiles(on_a.stdout)
-            assert compiled_a["pytorch"]["compiled"] == LARGE_UNITS + 1, compiled_a  # and the module's own file
+            assert compiled_a["pytorch"]["compiled"] == TEST_UNITS + 1, compiled_a  # and the module's own file
             assert compiled_a["extension"]["compiled"] + compiled_a["extension"]["local_hits"] >= 1, compiled_a
             assert all(c["remote"] and not c["store_errors"] for c in compiled_a.values()), compiled_a
-            assert re.search(rf"^Compiled: pytorch: {LARGE_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
+            assert re.search(rf"^Compiled: pytorch: {TEST_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
 
-            write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7)  # one file, the tag moved
+            write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7, units=TEST_UNITS)  # one file, the tag moved
             changed_base = build_base(config, f"{run_id}-changed", base_image, tb_env)
             try:
                 copy_image(changed_base, second_engine)
@@ -130,10 +130,10 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
             # in its own cache mount: an earlier session's extension) came from the store
             compiled_b = recorded_compiles(on_b.stdout)
             expected = {role: (0, c["compiled"] + c["local_hits"]) for role, c in compiled_a.items()}
-            expected["pytorch"] = (1, LARGE_UNITS)
+            expected["pytorch"] = (1, TEST_UNITS)
             assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == expected, (
                 compiled_a, compiled_b)
-            print(f"dev build of {LARGE_UNITS + 1} units: cold {cold:.0f} s; a fresh engine after one changed file,"
+            print(f"dev build of {TEST_UNITS + 1} units: cold {cold:.0f} s; a fresh engine after one changed file,"
                   f" with the store: {fresh:.0f} s")
 
             # the store dies in the middle of a build: its first compile reached it, then nothing listens;
