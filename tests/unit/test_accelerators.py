@@ -88,6 +88,12 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
     ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\ninstall = "--install\\nsneaky\\t../evil.run"',
      "h.toml: [accelerators.xpu] toolkits[0]: install = '--install\\nsneaky\\t../evil.run': expected"),
     ('[toolkits]\nmudn_url = "x"', "h.toml: unknown option 'toolkits.mudn_url'. Did you mean 'mudnn_url'?"),
+    ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\naliases = ["x"]',
+     "h.toml: [accelerators.xpu] toolkits[0].aliases: only the toolkits torchbake ships have flags (the tasks' flags"
+     ' are made before any --config is read). Set this one with [toolkits] xpu_url = "URL or path" in a --config file,'
+     " or TORCHBAKE_TOOLKITS_XPU_URL; leave aliases out."),
+    ('[accelerators.xpu]\nflag_names = { extension_whl_url = "xpu_whl_url" }',
+     "h.toml: [accelerators.xpu] flag_names: only the accelerators torchbake ships give flags other names"),
 ])
 def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, text, message):
     path = tmp_path / "h.toml"
@@ -95,6 +101,16 @@ def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, tex
     with pytest.raises(ConfigurationError) as info:
         config.resolve([path], {})
     assert str(info.value).replace(str(tmp_path) + "/", "").startswith(message)
+
+
+def test_a_teams_toolkit_is_shown_with_its_help_in_the_documented_configuration(tmp_path):
+    from tests.conftest import run_invoke
+
+    path = tmp_path / "h.toml"
+    path.write_text('[[accelerators.npu.toolkits]]\nkey = "npu_url"\nhelp = "The NPU runtime tarball"\n')
+    shown = run_invoke("show-config", "--config", str(path), "--format", "toml", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert '# The NPU runtime tarball\nnpu_url = ""\n' in shown.stdout
 
 
 def test_declared_device_access_is_checked_on_the_host_and_given_to_the_container(tmp_path):
@@ -281,3 +297,13 @@ def test_a_check_no_family_has_is_refused_before_any_work(tmp_path, monkeypatch)
     assert (f"{own}: [accelerators.npu] devices.check = 'intel': expected one of nvidia, rocm"
             " (torchbake.families), or no check and the devices as data.") in " ".join(result.stderr.split())
     assert "Plan for" not in result.stdout
+
+
+def test_a_device_pattern_matches_within_one_path_component_as_the_host_is_searched(tmp_path):
+    """`/dev/npu*` passes /dev/npu0 and the /dev/npu folder (its nodes with it), never a node inside
+    that folder on its own: `*` does not cross `/`, as the glob that searched the host did not."""
+    own = tmp_path / "h.toml"
+    own.write_text('[accelerators.npu]\ndevices = { devices = ["/dev/npu*"] }\n')
+    declared = config.resolve([own], {}).settings().accelerators
+    host = HostDevices(("runc",), True, {"/dev/npu": 0, "/dev/npu/queue0": 0, "/dev/npu0": 0})
+    assert device_access("npu", host, declared).devices == ("/dev/npu", "/dev/npu0")

@@ -9,7 +9,6 @@ configuration (for every other run).
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,7 +77,7 @@ def _declared(profile: str, spec: Devices, host: HostDevices) -> DeviceAccess:
             " node of the engine's host, which torchbake can list only when the engine runs here"
             " (DOCKER_HOST is another machine). Run the container there, or pass --device-profile cpu.")
     devices = tuple(dict.fromkeys(node for path in spec.devices
-                                  for node in (sorted(n for n in host.nodes if fnmatch.fnmatch(n, path))
+                                  for node in (host.matching(path)
                                                if _pattern(path) else [path])))
     groups = spec.groups
     if spec.device_groups:

@@ -184,6 +184,26 @@ def parse(tables: Mapping[str, Any], source: str) -> dict[str, Accelerator]:
     return found
 
 
+def _refuse_flags(accelerator: Accelerator) -> None:
+    """A team's accelerator gets no flags of its own (``flag_names``, a toolkit's ``aliases``) beyond
+    the bundled one's of its name: the tasks' flags are made before any --config is read. Its
+    values are set in a --config file, the environment, or torchbake's own flags."""
+    shipped = bundled().get(accelerator.name)
+    where = f"{accelerator.source}: [{SECTION}.{accelerator.name}]"
+    if not set(accelerator.flag_names.items()) <= set(shipped.flag_names.items() if shipped else ()):
+        raise ConfigurationError(
+            f"{where} flag_names: only the accelerators torchbake ships give flags other names (the tasks' flags"
+            " are made before any --config is read). Your accelerator's values are set by torchbake's own flags"
+            " (e.g. --extension-whl-url), a --config file or the environment; leave flag_names out.")
+    for index, toolkit in enumerate(accelerator.toolkits):
+        known = shipped.toolkit(toolkit.key) if shipped else None
+        if not set(toolkit.aliases) <= set(known.aliases if known else ()):
+            raise ConfigurationError(
+                f"{where} toolkits[{index}].aliases: only the toolkits torchbake ships have flags (the tasks' flags"
+                f" are made before any --config is read). Set this one with [toolkits] {toolkit.key} = \"URL or"
+                f" path\" in a --config file, or TORCHBAKE_TOOLKITS_{toolkit.key.upper()}; leave aliases out.")
+
+
 @functools.cache
 def bundled() -> dict[str, Accelerator]:
     """The accelerators of configs/accelerators.toml."""
@@ -197,7 +217,9 @@ def declared(tables: Iterable[tuple[Mapping[str, Any], str]]) -> dict[str, Accel
     accelerators both declare must mean the same option, so it is refused."""
     found = dict(bundled())
     for table, source in tables:
-        found.update(parse(table, source))
+        for accelerator in parse(table, source).values():
+            _refuse_flags(accelerator)
+            found[accelerator.name] = accelerator
     owners: dict[str, str] = {}
     for accelerator in found.values():
         for toolkit in accelerator.toolkits:

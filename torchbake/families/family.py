@@ -6,9 +6,9 @@ the Engine API's host configuration), a GPU of the host (:class:`HostGpu`)."""
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any
 
 from torchbake.families.gpu_probe import Judgement
@@ -27,7 +27,12 @@ class HostDevices:
         return any(node.startswith(prefixes) for node in self.nodes)
 
     def matches(self, pattern: str) -> bool:
-        return any(fnmatch.fnmatch(node, pattern) for node in self.nodes)
+        return bool(self.matching(pattern))
+
+    def matching(self, pattern: str) -> list[str]:
+        """The host's nodes ``pattern`` (``/dev/davinci[0-9]*``) names, sorted: its ``*`` and
+        ``[0-9]`` within one path component, as the host was searched (a glob)."""
+        return sorted(node for node in self.nodes if PurePosixPath(node).match(pattern))
 
 
 @dataclass(frozen=True)

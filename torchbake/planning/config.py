@@ -335,7 +335,8 @@ def build_settings(values: Mapping[str, Any], declared: Mapping[str, Accelerator
     return Settings(**built, checksums=checksums, toolkits=toolkits, accelerators=dict(declared), values=dict(values))
 
 
-def to_toml(values: Mapping[str, Any], *, documented: bool = False) -> str:
+def to_toml(values: Mapping[str, Any], *, documented: bool = False,
+            declared: Mapping[str, Accelerator] | None = None) -> str:
     """The resolved configuration (``ResolvedConfig.values``, ``Settings.values``) as a TOML file
     that --config reads back to the same settings, credentials masked; ``documented``: each
     section and option with its help as a comment above it (what ``show-config`` prints)."""
@@ -343,7 +344,7 @@ def to_toml(values: Mapping[str, Any], *, documented: bool = False) -> str:
     for key, value in values.items():
         section, name = key.split(".", 1)
         tables.setdefault(section, {})[name] = redaction.redact_all(value)
-    text = _documented(tables) if documented else tomli_w.dumps(tables)
+    text = _documented(tables, declared) if documented else tomli_w.dumps(tables)
     note = ("# Credentials are shown as ***: give them again (e.g. in TORCHBAKE_<SECTION>_<KEY>) to use this file.\n"
             if redaction.MASK in text else "")
     return "# torchbake show-config --format toml: every option, as resolved\n" + note + text
@@ -353,10 +354,12 @@ def _comment(text: str, indent: str = "") -> str:
     return "".join(f"{indent}# {line}\n" for line in textwrap.wrap(text, 100 - len(indent) - 2, break_on_hyphens=False))
 
 
-def _documented(tables: Mapping[str, Mapping[str, Any]]) -> str:
-    """TOML of ``tables`` with every value inline, under its help (:mod:`torchbake.configuration.settings`)."""
-    helps = {**{key: declared.help for key, declared in settings.declarations().items()},
-             **{f"{TOOLKITS_SECTION}.{toolkit.key}": toolkit.help for accelerator in accelerators.bundled().values()
+def _documented(tables: Mapping[str, Mapping[str, Any]], declared: Mapping[str, Accelerator] | None) -> str:
+    """TOML of ``tables`` with every value inline, under its help (:mod:`torchbake.configuration.settings`;
+    a toolkit's, the accelerators ``declared``: by default the bundled ones)."""
+    helps = {**{key: option.help for key, option in settings.declarations().items()},
+             **{f"{TOOLKITS_SECTION}.{toolkit.key}": toolkit.help
+                for accelerator in (accelerators.bundled() if declared is None else declared).values()
                 for toolkit in accelerator.toolkits}}
     parts = []
     for section, table in tables.items():

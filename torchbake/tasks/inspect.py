@@ -209,7 +209,7 @@ def show_config(c, **given):
     resolved = resolve_config(config, {"build.variant": variants.VARIANTS[variant].build_variant if variant else None},
                               variant=variant)
     if format == "toml":
-        output.result(configuration.to_toml(resolved.values, documented=True))
+        output.result(configuration.to_toml(resolved.values, documented=True, declared=resolved.accelerators))
         return
     table = output.table(title="torchbake configuration" + (f" ({variant} build)" if variant else ""))
     for column in ("option", "value", "source"):
