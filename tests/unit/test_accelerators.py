@@ -88,12 +88,23 @@ def test_a_team_s_own_accelerator_is_an_option_its_toolkit_an_option_and_its_pro
     ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\ninstall = "--install\\nsneaky\\t../evil.run"',
      "h.toml: [accelerators.xpu] toolkits[0]: install = '--install\\nsneaky\\t../evil.run': expected"),
     ('[toolkits]\nmudn_url = "x"', "h.toml: unknown option 'toolkits.mudn_url'. Did you mean 'mudnn_url'?"),
-    ('[[accelerators.xpu.toolkits]]\nkey = "xpu_url"\naliases = ["x"]',
-     "h.toml: [accelerators.xpu] toolkits[0].aliases: only the toolkits torchbake ships have flags (the tasks' flags"
-     ' are made before any --config is read). Set this one with [toolkits] xpu_url = "URL or path" in a --config file,'
-     " or TORCHBAKE_TOOLKITS_XPU_URL; leave aliases out."),
+    ('[[accelerators.npu.toolkits]]\nkey = "npu_url"\naliases = ["n"]',
+     "h.toml: [accelerators.npu] toolkits[0].aliases 'n': only the toolkits torchbake ships have flags, with the"
+     " spellings it gives them (the tasks' flags are made before any --config is read). Set npu_url with [toolkits]"
+     ' npu_url = "URL or path" in a --config file, or TORCHBAKE_TOOLKITS_NPU_URL; leave it out.'),
+    ('[[accelerators.musa.toolkits]]\nkey = "mudnn_url"\naliases = ["mudnn_url", "m"]',
+     "h.toml: [accelerators.musa] toolkits[0].aliases 'm': only the toolkits torchbake ships have flags, with the"
+     " spellings it gives them (the tasks' flags are made before any --config is read); the shipped mudnn_url's are"
+     " 'mudnn_url'; leave it out."),
     ('[accelerators.xpu]\nflag_names = { extension_whl_url = "xpu_whl_url" }',
-     "h.toml: [accelerators.xpu] flag_names: only the accelerators torchbake ships give flags other names"),
+     "h.toml: [accelerators.xpu] flag_names extension_whl_url = 'xpu_whl_url': only the accelerators torchbake ships"
+     " give flags other names; the tasks' flags"),
+    ('[accelerators.musa]\nflag_names = { extension_whl_url = "torch_musa_whl_url", python = "py" }',
+     "h.toml: [accelerators.musa] flag_names python = 'py': only the accelerators torchbake ships give flags other"
+     " names (the shipped musa's are extension_whl_url = 'torch_musa_whl_url', extension_tag = 'torch_musa_tag');"),
+    ('[accelerator]\nplatform_arch_lists = { "linux/arm64" = 9 }',
+     "accelerator.platform_arch_lists = {'linux/arm64': 9} (from h.toml) is invalid: 'linux/arm64' = 9: expected a"
+     ' string for each platform, e.g. { "linux/arm64" = "8.0;9.0" }.'),
 ])
 def test_a_mistake_in_a_declaration_is_named_with_its_file_and_key(tmp_path, text, message):
     path = tmp_path / "h.toml"
@@ -236,6 +247,14 @@ except Exception as exc:
     print(type(exc).__name__, exc)
 from torchbake.checks import verify
 print(verify.gpu_checks(None, "x/demo:1", "demo", declared["demo"]))
+import os, subprocess
+class Local:  # the image: this Python, its ENV DEMO_ARCH as a dev build keeps it
+    def run_capture(self, image, argv, entrypoint):
+        done = subprocess.run([sys.executable, *argv], capture_output=True, text=True, env={**os.environ, "DEMO_ARCH": "d1"})
+        return type("Result", (), {"output": done.stdout + done.stderr, "returncode": done.returncode})()
+facts = verify.probe(Local(), "x/demo:1", "")
+labels = {"torchbake.python": "3.11", "torchbake.variant": "dev", "torchbake.demo-arch": "d1"}
+print([(c.name, c.status) for c in verify.evaluate(facts, verify.Expectations.from_labels(labels)) if "ARCH" in c.name])
 '''
 
 
@@ -268,6 +287,7 @@ def test_a_gpu_like_family_is_one_new_module(tmp_path):
     assert lines[0] == "('--device', '/dev/demogpu0', '--group-add', 'video')"
     assert lines[1:3] == ["ContainerError x/demo:1 has no kernels for 1 GPU(s) of this host (the image's arch list: d1):",
                           "  Demo GPU (d2): demo. Rebuild with d1;d2."], lines
+    assert lines[5] == "[('DEMO_ARCH recorded', 'pass')]"  # verify reads the family's ENV in the image
     assert lines[4] == ("[CheckResult(name='GPU checks', status='skip', detail=\"not run: torchbake's probe judges the GPUs"
                         " of CUDA and ROCm builds of torch; the demogpu family's are not probed in the image\")]")
 

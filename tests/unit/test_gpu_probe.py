@@ -84,6 +84,7 @@ def test_the_probe_runs_as_a_module_and_says_when_no_gpu_can_be_judged():
                             timeout=60)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "no GPU judged: torch does not import" in result.stdout
+    assert result.stderr == ""  # nothing imported it before runpy ran it (a RuntimeWarning said so)
 
 
 def test_the_probe_is_standard_library_and_torch_only():

@@ -53,7 +53,7 @@ def pip(*args):
 
 
 out = {"python": "%d.%d" % sys.version_info[:2], "python_full": sys.version.split()[0], "machine": platform.machine()}
-out["env"] = {k: os.environ.get(k, "") for k in ("TORCH_CUDA_ARCH_LIST", "PYTORCH_ROCM_ARCH")}
+out["env"] = {k: os.environ.get(k, "") for k in ARCH_ENV}  # each family's (torchbake.families)
 out["built"] = {}
 for path in sorted(glob.glob("/etc/torchbake/built/*.json")):
     with open(path) as fh:
@@ -173,7 +173,8 @@ class CheckResult:
 
 def probe(client: DockerClient, image: str, extension_module: str) -> dict:
     # what the image holds (its SBOM's packages) is read in the same container
-    argv = ["-c", inventory.script() + PROBE_SCRIPT] + ([extension_module] if extension_module else [])
+    arch_env = f"ARCH_ENV = {tuple(family.arch.env for family in FAMILIES.values())!r}\n"
+    argv = ["-c", inventory.script() + arch_env + PROBE_SCRIPT] + ([extension_module] if extension_module else [])
     result = client.run_capture(image, argv, entrypoint="python")
     facts = marked_json(result.output, MARK)
     if facts is not None:

@@ -190,18 +190,30 @@ def _refuse_flags(accelerator: Accelerator) -> None:
     values are set in a --config file, the environment, or torchbake's own flags."""
     shipped = bundled().get(accelerator.name)
     where = f"{accelerator.source}: [{SECTION}.{accelerator.name}]"
-    if not set(accelerator.flag_names.items()) <= set(shipped.flag_names.items() if shipped else ()):
+    allowed = shipped.flag_names if shipped else {}
+    extra = {flag: name for flag, name in accelerator.flag_names.items() if allowed.get(flag) != name}
+    if extra:
+        kept = f" (the shipped {accelerator.name}'s are {_listed(allowed.items())})" if allowed else ""
         raise ConfigurationError(
-            f"{where} flag_names: only the accelerators torchbake ships give flags other names (the tasks' flags"
-            " are made before any --config is read). Your accelerator's values are set by torchbake's own flags"
-            " (e.g. --extension-whl-url), a --config file or the environment; leave flag_names out.")
+            f"{where} flag_names {_listed(extra.items())}: only the accelerators torchbake ships give flags other"
+            f" names{kept}; the tasks' flags are made before any --config is read. Your accelerator's values are"
+            " set by torchbake's own flags (e.g. --extension-whl-url), a --config file or the environment; leave"
+            " those entries out.")
     for index, toolkit in enumerate(accelerator.toolkits):
         known = shipped.toolkit(toolkit.key) if shipped else None
-        if not set(toolkit.aliases) <= set(known.aliases if known else ()):
+        extra_aliases = [alias for alias in toolkit.aliases if alias not in (known.aliases if known else ())]
+        if extra_aliases:
+            kept = (f"; the shipped {toolkit.key}'s are {', '.join(map(repr, known.aliases)) or 'none'}" if known
+                    else f". Set {toolkit.key} with [toolkits] {toolkit.key} = \"URL or path\" in a --config file, or"
+                         f" TORCHBAKE_TOOLKITS_{toolkit.key.upper()}")
             raise ConfigurationError(
-                f"{where} toolkits[{index}].aliases: only the toolkits torchbake ships have flags (the tasks' flags"
-                f" are made before any --config is read). Set this one with [toolkits] {toolkit.key} = \"URL or"
-                f" path\" in a --config file, or TORCHBAKE_TOOLKITS_{toolkit.key.upper()}; leave aliases out.")
+                f"{where} toolkits[{index}].aliases {', '.join(map(repr, extra_aliases))}: only the toolkits"
+                f" torchbake ships have flags, with the spellings it gives them (the tasks' flags are made before any"
+                f" --config is read){kept}; leave {'it' if len(extra_aliases) == 1 else 'them'} out.")
+
+
+def _listed(pairs: Iterable[tuple[str, str]]) -> str:
+    return ", ".join(f"{flag} = {name!r}" for flag, name in pairs)
 
 
 @functools.cache

@@ -223,12 +223,14 @@ def _fragment(url: str) -> None:
 
 
 def platform_table(check: Callable[[str], None]) -> Callable[[Mapping[str, str]], None]:
-    """The check of a table of platform → value (a table of strings: the option's type, checked
-    before), each value by ``check``."""
+    """The check of a table of platform → a string, each string by ``check``."""
 
     def checked(value: Mapping[str, str]) -> None:
         for name, item in value.items():
             platforms.parse(name)
+            if not isinstance(item, str):
+                raise ValueError(f"{name!r} = {item!r}: expected a string for each platform,"
+                                 ' e.g. { "linux/arm64" = "8.0;9.0" }')
             check(item)
 
     return checked

@@ -11,28 +11,41 @@ May use: ``torchbake.core``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
+from typing import TYPE_CHECKING
 
 from torchbake.families.family import Family
 
+if TYPE_CHECKING:  # found on first use (__getattr__): `python -m torchbake.families.gpu_probe` imports no family
+    FAMILIES: dict[str, Family]
+    NODES: tuple[str, ...]  # the host's device nodes the families look at (patterns)
 
-def _discover() -> dict[str, Family]:
+
+@functools.cache
+def found() -> dict[str, Family]:
+    """Every family of this package, by its ``check`` name: the modules that declare a ``FAMILY``."""
     modules = (importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__))
-    found = [module.FAMILY for module in modules if hasattr(module, "FAMILY")]
-    return {family.check: family for family in sorted(found, key=lambda f: f.check)}
+    families = [module.FAMILY for module in modules if hasattr(module, "FAMILY")]
+    return {family.check: family for family in sorted(families, key=lambda f: f.check)}
 
 
-FAMILIES: dict[str, Family] = _discover()
-NODES = tuple(dict.fromkeys(node for family in FAMILIES.values() for node in family.nodes))  # what the host is probed for
+def __getattr__(name: str) -> object:
+    """:data:`FAMILIES` and :data:`NODES`, found when first asked for."""
+    if name == "FAMILIES":
+        return found()
+    if name == "NODES":
+        return tuple(dict.fromkeys(node for family in found().values() for node in family.nodes))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def arch_labels(options: object) -> dict[str, str]:
     """Each family's arch list label → the list ``options`` (the settings' ``[accelerator]``) sets
     ("" where none), in the families' order."""
-    return {family.arch.label: getattr(options, family.arch.setting) for family in FAMILIES.values()}
+    return {family.arch.label: getattr(options, family.arch.setting) for family in found().values()}
 
 
 def arch_env(options: object) -> dict[str, str]:
     """The ENV an image keeps of the arch lists ``options`` sets (PyTorch's build reads them)."""
-    return {family.arch.env: value for family in FAMILIES.values() if (value := getattr(options, family.arch.setting))}
+    return {family.arch.env: value for family in found().values() if (value := getattr(options, family.arch.setting))}

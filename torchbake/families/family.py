@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torchbake.families.gpu_probe import Judgement
+if TYPE_CHECKING:
+    from torchbake.families.gpu_probe import Judgement
 
 
 @dataclass(frozen=True)
