@@ -156,8 +156,8 @@ class Expectations:
             "variant": labels.get("torchbake.variant", "release"),
         }
         values.update({k: v for k, v in overrides.items() if v})
-        wanted = ((f.arch.label, (arch_lists or {}).get(f.arch.label) or labels.get(f.arch.label, ""))
-                  for f in FAMILIES.values())
+        given = arch_lists or {}
+        wanted = ((f.arch.label, given.get(f.arch.label) or labels.get(f.arch.label, "")) for f in FAMILIES.values())
         commits = sorted((key.split(".")[2], value) for key, value in labels.items()
                          if key.startswith("torchbake.source.") and key.endswith(".commit"))
         return cls(**values, arch_lists=tuple((label, text) for label, text in wanted if text),
@@ -262,7 +262,8 @@ def evaluate(facts: dict, expected: Expectations) -> list[CheckResult]:
 def _arch_rows(facts: dict, expected: Expectations) -> list[CheckResult]:
     """Each family's arch list the image is for (torchbake.families): where torch was built in it,
     the ENV PyTorch's build read; then the family's own row of what torch has."""
-    wanted = {family: dict(expected.arch_lists).get(family.arch.label, "") for family in FAMILIES.values()}
+    recorded = dict(expected.arch_lists)
+    wanted = {family: recorded.get(family.arch.label, "") for family in FAMILIES.values()}
     rows = []
     if FROM_SOURCE in expected.checks:
         for family, arch_list in wanted.items():

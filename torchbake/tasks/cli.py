@@ -207,9 +207,8 @@ def resolve_config(config_files: Iterable[str] | None, overrides: Mapping[str, A
                    variant: str | None = None) -> config.ResolvedConfig:
     """Every layer merged (the project of the current folder's among them), and the options
     nobody set derived for a ``variant`` build (base, dev, release; default ``build.variant``)."""
-    resolved = config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
-                              project=current_project())
-    return resolved
+    return config.resolve(list(config_files or []), dict(os.environ), dict(overrides), variant=variant,
+                          project=current_project())
 
 
 def current_project() -> Project | None:

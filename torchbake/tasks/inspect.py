@@ -55,7 +55,8 @@ def verify(c, **given):
     without any cache and compare."""
     image, config, cli = given["image"], given["config"], overrides(VERIFY_FLAGS, given)
     python = given["python"]
-    arch_flags = {f.arch.verify_flag: f.arch for f in FAMILIES.values() if f.arch.verify_flag}
+    arches = {family.arch.verify_flag: family.arch for family in FAMILIES.values() if family.arch.verify_flag}
+    arch_flags = [(flag, arches[flag.param]) for flag in VERIFY_CHECKS if flag.param in arches]  # --cuda-arch-list
     if given["signatures"]:
         checks = [flag.spelling for flag in (*VERIFY_CHECKS, VERIFY_GPUS) if given[flag.param]]
         if checks or given["reproducible"]:
@@ -77,7 +78,7 @@ def verify(c, **given):
         return
     settings = resolve_config(config, cli).settings()
     for flag, value, check in (("--python", python, validation.python_version),
-                               *((f"--{name.replace('_', '-')}", given[name], arch.check) for name, arch in arch_flags.items())):
+                               *((flag.spelling, given[flag.param], arch.check) for flag, arch in arch_flags)):
         try:
             if value:
                 check(value)
@@ -89,7 +90,7 @@ def verify(c, **given):
     client.check_engine()
     expected = Expectations.of_image(client, image, python=python, torch=given["torch_version"],
                                      extension_module=given["extension_module"],
-                                     arch_lists={arch.label: given[name] for name, arch in arch_flags.items()})
+                                     arch_lists={arch.label: given[flag.param] for flag, arch in arch_flags})
     verify_image(client, image, expected, gpus=given["gpus"], accelerator=settings.accelerators.get(expected.profile))
 
 
