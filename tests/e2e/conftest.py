@@ -227,12 +227,13 @@ TINY_PROFILE = '[python]\nversion = "3.11"\n[wheels]\ntorch = "{wheel}"\nextra =
 
 
 @pytest.fixture(scope="session")
-def dev_config(repos, tmp_path_factory):
-    """A profile for the fixture projects (the same keys as configs/musa.toml uses) and git credentials."""
+def dev_config(repos, tiny_torch, tmp_path_factory):
+    """A profile for the fixture projects (the same keys as configs/musa.toml uses) on the stand-in
+    torch, and git credentials."""
     folder = tmp_path_factory.mktemp("dev-config")
     url = repos["url"]
     config = folder / "fixture.toml"
-    config.write_text(dev_profile(url, supplier=SUPPLIER))
+    config.write_text(dev_profile(url, supplier=SUPPLIER, torch=str(tiny_torch)))
     credentials = folder / "git-credentials"
     credentials.write_text(git_credentials(url, CANARY))
     return config, credentials
@@ -240,9 +241,8 @@ def dev_config(repos, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lite_dev_config(dev_config, tiny_torch, repos):
-    """dev_config on the stand-in torch ("fixture-lite"): the base installs the tiny torch wheel and
-    the vendor extension is the plain C one (fixture_repos: extension-lite). For tests about the
-    matrix and the registry; the dev tests keep the real torch and its C++ extension."""
+    """dev_config ("fixture-lite") with the one-file extension (fixture_repos: extension-lite): for
+    the tests about the matrix and the registry (test_dev moves dev_config's extension's tag)."""
     config, credentials = dev_config
     lite = config.with_name("fixture-lite.toml")
     lite.write_text(dev_profile(repos["url"], supplier=SUPPLIER, torch=str(tiny_torch), extension="private/extension-lite"))

@@ -5,14 +5,16 @@ extension, as git repositories tagged like the real ones and served over HTTP.
   it compiles against;
 - vision (v0.15.2) and audio (v2.0.1): packages that import torch;
 - apex (24.04.01): an extra extension whose setup.py imports torch (so only --no-build-isolation works);
-- private/extension (dev1.5.1, behind Basic auth): a real C++ extension built with
-  torch.utils.cpp_extension against the installed torch, from two source files;
+- private/extension (dev1.5.1, behind Basic auth): a C extension whose setup.py imports the
+  installed torch, from two source files (test_dev changes one: ccache serves the other);
 - pytorch-large (v2.0.0): the pytorch package with 300 C translation units, for the shared
   compile cache (one changed file compiles one unit);
-- private/extension-lite (dev1.5.1, behind Basic auth): the same package as a plain C extension
-  whose setup.py imports torch: for the tests about torchbake's machinery (build-all over dev
-  cells, the registry), which build on the small stand-in torch instead of compiling against the
-  real one's headers.
+- private/extension-lite (dev1.5.1, behind Basic auth): the same package from one C file, for
+  the tests about the matrix and the registry (test_dev moves private/extension's tag).
+
+Every dev test builds on the small stand-in torch (tests.e2e.helpers.make_tiny_torch): what a
+dev image proves of torchbake (sources at their tags, credentials, --no-build-isolation, ccache,
+the slim stage) is the same on it, and the real wheel's dev base cost four minutes a run.
 """
 
 from __future__ import annotations
@@ -111,10 +113,10 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     return commits
 
 
-def dev_profile(url: str, *, supplier: str, torch: str = "torch==2.13.0", extension: str = "private/extension",
+def dev_profile(url: str, *, supplier: str, torch: str, extension: str = "private/extension",
                 pytorch: str = "pytorch", extras: bool = True) -> str:
     """A dev profile for the fixture projects served at ``url`` (the keys configs/musa.toml uses):
-    ``torch`` the base's requirement (the real wheel, or the stand-in's path), ``extension`` and
+    ``torch`` the base's requirement (the stand-in's path), ``extension`` and
     ``pytorch`` the repositories of those names, ``extras`` apex as a further extension."""
     return (f'[sources]\npytorch_repo = "{url}/{pytorch}.git"\nvision_repo = "{url}/vision.git"\n'
             f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/{extension}.git"\n'
@@ -187,34 +189,28 @@ def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | 
 
 
 def write_extension(work: Path, srv: Path, tag: str, b_body: str) -> str:
-    """The vendor extension: two C++ files, a.cpp compiled against torch's headers (a torch
-    operator and the module) and b.cpp, plain C++ whose body varies (``return 1;``): touching it
-    recompiles b.cpp alone, a.cpp comes from ccache."""
+    """The vendor extension: a C extension of two files whose setup.py imports the installed torch
+    (so only a --no-build-isolation build can run it): a.c, the module (plus_one), and b.c, whose
+    body varies (``return 1;``): touching it recompiles b.c alone, a.c comes from ccache."""
     write(work / "extension", {
         "setup.py": (
-            "from setuptools import setup\n"
-            "from torch.utils.cpp_extension import BuildExtension, CppExtension\n"
+            "from setuptools import Extension, setup\n"
+            "import torch  # built against the installed torch: --no-build-isolation\n"
             "setup(name='torchbake-fixture-ext', version='1.5.1', author='Fixture Authors <fixtures@example.com>', packages=['torchbake_fixture_ext'],\n"
-            "      ext_modules=[CppExtension('torchbake_fixture_ext._C', ['csrc/a.cpp', 'csrc/b.cpp'])],\n"
-            "      cmdclass={'build_ext': BuildExtension.with_options(use_ninja=False)})\n"),
-        "torchbake_fixture_ext/__init__.py": (
-            "import torch\nfrom . import _C  # registers torch.ops.torchbake_fixture_ext\n"
-            "plus_one = torch.ops.torchbake_fixture_ext.plus_one\n"),
-        # An operator registered with the dispatcher and a bare Python module (PyTorch's custom
-        # operator tutorial's layout): torch's own headers, a fifth of <torch/extension.h>'s compile.
-        "csrc/a.cpp": (
-            "#include <Python.h>\n#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n"
-            "double amount();\n"
-            "at::Tensor plus_one(const at::Tensor& x) { return x.add(amount()); }\n"
-            "TORCH_LIBRARY(torchbake_fixture_ext, m) { m.def(\"plus_one(Tensor x) -> Tensor\"); }\n"
-            "TORCH_LIBRARY_IMPL(torchbake_fixture_ext, CompositeExplicitAutograd, m) { m.impl(\"plus_one\", &plus_one); }\n"
-            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_C\", 0, -1, 0};\n"
+            "      ext_modules=[Extension('torchbake_fixture_ext._C', ['csrc/a.c', 'csrc/b.c'])])\n"),
+        "torchbake_fixture_ext/__init__.py": "import torch\nfrom ._C import plus_one\n",
+        "csrc/a.c": (
+            "#include <Python.h>\n"
+            "double amount(void);\n"
+            "static PyObject *plus_one(PyObject *s, PyObject *x) { return PyNumber_Add(x, PyFloat_FromDouble(amount())); }\n"
+            "static PyMethodDef m[] = {{\"plus_one\", plus_one, METH_O, \"\"}, {0}};\n"
+            "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"_C\", 0, -1, m};\n"
             "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&d); }\n"),
-        "csrc/b.cpp": f"double amount() {{ {b_body} }}\n",
+        "csrc/b.c": f"double amount(void) {{ {b_body} }}\n",
     })
     if (work / "extension" / ".git").exists():
         git("add", "-A", cwd=work / "extension")
-        git("commit", "-q", "-m", "touch b.cpp", cwd=work / "extension")
+        git("commit", "-q", "-m", "touch b.c", cwd=work / "extension")
         git("tag", "-f", tag, cwd=work / "extension")
         git("push", "-q", "--force", "origin", "main", f"refs/tags/{tag}", cwd=work / "extension")
         return git("rev-parse", "HEAD", cwd=work / "extension")

@@ -129,11 +129,12 @@ def layer_file_names(image: str) -> list[str]:
     return names
 
 
-def make_wheel(folder: Path, name: str, version: str, requires: list[str], files: dict[str, str]) -> Path:
-    """A real (pure Python) wheel, as pip expects it."""
+def make_wheel(folder: Path, name: str, version: str, requires: list[str], files: dict[str, str],
+               metadata_lines: str = "") -> Path:
+    """A real (pure Python) wheel, as pip expects it (``metadata_lines``: more of its METADATA)."""
     dist = f"{name.replace('-', '_')}-{version}"
     path = folder / f"{dist}-py3-none-any.whl"
-    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{metadata_lines}" + "".join(
         f"Requires-Dist: {r}\n" for r in requires)
     entries = {**files, f"{dist}.dist-info/METADATA": metadata,
                f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: torchbake-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
@@ -197,7 +198,7 @@ def make_tiny_torch(folder: Path) -> Path:
         "torch/__init__.py": f"__version__ = {TINY_TORCH_VERSION!r}\nfrom . import cuda, version\n",
         "torch/version.py": f"__version__ = {TINY_TORCH_VERSION!r}\ncuda = None\nhip = None\ngit_version = 'tiny'\n",
         "torch/cuda.py": "def is_available():\n    return False\n\n\ndef get_arch_list():\n    return []\n",
-    })
+    }, metadata_lines="Author-email: PyTorch Team <packages@pytorch.org>\nLicense: BSD-3-Clause\n")  # who supplies it, as the real wheel says
 
 
 _UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000 ** 2, "GB": 1000 ** 3, "TB": 1000 ** 4}
