@@ -153,16 +153,16 @@ def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env, t
     assert ElementTree.parse(folder / "r4.xml").getroot().get("failures") == "1"
 
 
-def test_push_records_digests_that_pull_back(nightly, registry, tb_env, run_id):
-    folder, _lean, write = nightly
-    matrix = write(registry=f"{registry}/team")
-    result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--push",
-                        "--report", str(folder / "r5.json"), env=tb_env)
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    cell = json.loads((folder / "r5.json").read_text())["cells"][0]
+def test_push_records_digests_that_pull_back(pushed, tb_env, run_id, tmp_path):
+    """The matrix pushed (the module's pushed fixture, which the fresh-engine tests below read too):
+    each cell's report names the digest the registry holds, with the SBOMs and the provenance beside it."""
+    registry, _log, _images, _manifests, cells = pushed
+    cell = cells["tiny-release-py311"]
     assert cell["digest"].startswith("sha256:")
     image = f"{registry}/team/torchbake-test/nightly-tiny:release-py311-{run_id}"
+    assert cell["image"] == image
     repo = image.rsplit(":", 1)[0]
+    folder = tmp_path
     try:
         # The SBOMs and the provenance hang beside the image, found through the referrers tag
         # schema (docker-registry 2.8 has no referrers API), read back by a client nobody here
@@ -288,8 +288,8 @@ def layer_of_step(host: str, image: str, manifest: dict, text: str) -> int:
 @pytest.fixture(scope="module")
 def pushed(nightly, tb_env, tmp_path_factory):
     """Engine A's matrix, every cell built (--force) and pushed to a registry of this module's own
-    (its access log kept), once for the fresh-engine tests below: (host, access log, {cell: image},
-    {cell: manifest as pushed})."""
+    (its access log kept), once for the push and fresh-engine tests: (host, access log, {cell: image},
+    {cell: manifest as pushed}, {cell: its entry in the report})."""
     _folder, _lean, write = nightly
     where = tmp_path_factory.mktemp("pushed")
     log = where / "registry-access.log"
@@ -297,8 +297,9 @@ def pushed(nightly, tb_env, tmp_path_factory):
         first = run_invoke("build-all", "--config", str(write(registry=f"{host}/team")), "--force", "--push", "--report",
                            str(where / "a.json"), env=tb_env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-5000:]
-        images = {c["id"]: c["image"] for c in json.loads((where / "a.json").read_text())["cells"]}
-        yield host, log, images, {cell: registry_manifest(host, image) for cell, image in images.items()}
+        cells = {c["id"]: c for c in json.loads((where / "a.json").read_text())["cells"]}
+        images = {cell: c["image"] for cell, c in cells.items()}
+        yield host, log, images, {cell: registry_manifest(host, image) for cell, image in images.items()}, cells
 
 
 def test_a_fresh_engine_remembers_through_the_registry(nightly, pushed, second_engine, tb_env, tmp_path, base_image):
@@ -307,7 +308,7 @@ def test_a_fresh_engine_remembers_through_the_registry(nightly, pushed, second_e
     a layer; after one wheel changed it rebuilds that cell alone, torch's steps from the registry's
     cache, and pushes only the layers above torch."""
     folder, lean, write = nightly
-    host, log, images, manifests = pushed
+    host, log, images, manifests, _cells = pushed
     on_b = {**tb_env, **second_engine}
     matrix = write(registry=f"{host}/team")
     assert all(image.startswith(f"{host}/team/") for image in images.values()), images
@@ -530,7 +531,7 @@ def test_a_fresh_engine_compiles_only_the_extension_whose_tag_moved(nightly, pus
     runs in it), the extension's step runs, every layer below the extension's is the same blob,
     and the labels name the new commit. (Last in this module: the tag stays moved.)"""
     folder, _lean, write = nightly
-    host, _log, images, manifests = pushed
+    host, _log, images, manifests, _cells = pushed
     only = ("--only", "fixture-lite-*")
     matrix = write(registry=f"{host}/team")
     dev, old = images["fixture-lite-dev-py311"], manifests["fixture-lite-dev-py311"]
