@@ -131,7 +131,8 @@ def layer_file_names(image: str) -> list[str]:
 
 def make_wheel(folder: Path, name: str, version: str, requires: list[str], files: dict[str, str],
                metadata_lines: str = "") -> Path:
-    """A real (pure Python) wheel, as pip expects it (``metadata_lines``: more of its METADATA)."""
+    """A real (pure Python) wheel, as pip expects it (``metadata_lines``: more of its METADATA),
+    the same bytes for the same arguments."""
     dist = f"{name.replace('-', '_')}-{version}"
     path = folder / f"{dist}-py3-none-any.whl"
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{metadata_lines}" + "".join(
@@ -146,7 +147,11 @@ def make_wheel(folder: Path, name: str, version: str, requires: list[str], files
     entries[f"{dist}.dist-info/RECORD"] = "\n".join(record) + "\n"
     with zipfile.ZipFile(path, "w") as zf:
         for entry, text in entries.items():
-            zf.writestr(entry, text)
+            # the same files make the same bytes, run after run (no time of making in the archive):
+            # an engine that built with the wheel before finds its steps in its build cache
+            info = zipfile.ZipInfo(entry, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, text)
     return path
 
 

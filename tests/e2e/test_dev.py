@@ -111,7 +111,8 @@ def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image
     name, first = dev_image
     assert first.returncode == 0
     config, credentials = dev_config
-    write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", "return 2;")
+    # this run's own change (an engine that built it in an earlier run would find every step cached)
+    write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", f"return 2; /* {run_id} */")
     result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
                         "--base-img", dev_base[0], "-c", str(credentials), "--slim", env=tb_env)
     slim = f"{name}-slim"

@@ -211,10 +211,8 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
         return probed
     reasons = []
     candidates = candidate_clients(environ.get("PATH", os.defpath))
-    with ThreadPoolExecutor(max_workers=max(1, len(candidates))) as pool:  # all at once; the first usable wins
-        probes = [pool.submit(probe_client, binary, environ, for_build=for_build, timeout=timeout) for binary in candidates]
-    for binary, probe in zip(candidates, probes, strict=True):
-        probed = probe.result()
+    for binary in candidates:  # one after another: the first usable wins, and the others are not started
+        probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
         if isinstance(probed, DockerCLI):
             return probed
         reasons.append(f"  {binary}: {probed}")
