@@ -57,7 +57,7 @@ def test_build_push_publishes_one_image_with_its_attestations(registry, base_ima
         assert "unchanged" in second.stdout and f"pushed {image}@{digest}" in second.stdout
         # [sbom] supplier set after the build: the image is unchanged, the SBOMs the push attaches name it
         # (made again from the build's record): the SPDX document the registry holds passes every row of
-        # NTIA's minimum elements but the suppliers of the stand-in torch, whose METADATA names no author
+        # NTIA's minimum elements (the stand-in torch names its supplier, as the real wheel does)
         supplier = tiny_profile.parent / f"supplier-{run_id}.toml"
         supplier.write_text('[sbom]\nsupplier = "ML Platform <ml-platform@example.com>"\n')
         third = run_invoke(*args, "--config", str(supplier), env=tb_env)
@@ -75,11 +75,11 @@ def test_build_push_publishes_one_image_with_its_attestations(registry, base_ima
         judged = subprocess.run([str(checker), "--comply", "ntia", str(path)], capture_output=True, text=True,
                                 timeout=300)
         rows = dict(re.findall(r"^(.+?\?)\s*\|\s*(True|False)$", judged.stdout, re.M))
-        assert len(rows) == 7 and [row for row, ok in rows.items() if ok == "False"] == [
-            "All component suppliers provided?"], judged.stdout + judged.stderr
+        assert len(rows) == 7 and [row for row, ok in rows.items() if ok == "False"] == [], judged.stdout + judged.stderr
+        assert judged.returncode == 0 and "Conformant: True" in judged.stdout, judged.stdout
         document = json.loads(newest)
-        assert [(p["name"], p["versionInfo"]) for p in document["packages"] if p.get("supplier", "NOASSERTION")
-                == "NOASSERTION"] == [("torch", "2.13.0+tiny")]
+        assert [p["name"] for p in document["packages"] if p.get("supplier", "NOASSERTION") == "NOASSERTION"] == []
+        assert {p["name"]: p["supplier"] for p in document["packages"]}["torch"] == "Organization: PyTorch Team (packages@pytorch.org)"
         assert {p["name"]: p["supplier"] for p in document["packages"]}[f"{registry}/team/{name}"] == (
             "Organization: ML Platform (ml-platform@example.com)")
         assert "Organization: ML Platform (ml-platform@example.com)" in document["creationInfo"]["creators"]
