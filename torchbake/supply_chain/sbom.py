@@ -425,6 +425,7 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     component: half the writer's time for an image of 700 packages). What it would add is here
     already: every component has its dependency entry, each naming only components of the BOM,
     and no component has a licence expression beside another licence."""
+    from cyclonedx.contrib.bom.utils import BomDependencyGraphFlatMerger, BomRefDiscriminator
     from cyclonedx.model import ExternalReference, ExternalReferenceType, HashAlgorithm, HashType, Property, XsUri
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component as CdxComponent
@@ -432,7 +433,6 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     from cyclonedx.model.contact import OrganizationalEntity
     from cyclonedx.model.dependency import Dependency
     from cyclonedx.model.license import DisjunctiveLicense, LicenseExpression
-    from cyclonedx.contrib.bom.utils import BomDependencyGraphFlatMerger, BomRefDiscriminator
     from cyclonedx.model.tool import ToolRepository
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.schema.schema import SCHEMA_VERSIONS
