@@ -35,10 +35,16 @@ if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk. After
     # the tests, not beside them: a prune beside them deleted records the run had yet to use (the least
     # recently used go first, and the last run's are as old as the ones this run needs), and the dev
-    # base's apt and torch steps ran again (two runs of 13 min instead of 11). One run uses about 12 GB
-    # of build cache, so 20 GB keeps all of it for the next; deleting the rest takes about 20 s.
-    /usr/bin/docker builder prune --force --keep-storage 20GB >/dev/null \
+    # base's apt and torch steps ran again (two runs of 13 min instead of 11). The tests' inputs are
+    # the same bytes run after run (tests/e2e/helpers.make_wheel), so the next run finds their steps
+    # here, the emulated arm64 ones too: 20 GB kept, the oldest of them (the first modules') were
+    # gone by the next run (2026-11-27), so 30 GB. Deleting the rest takes about 20 s.
+    cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
+    before=$(cache_size)
+    /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
         || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
+    after=$(cache_size)
+    echo "test.sh: the engine's build cache: ${before:-?} after the run, ${after:-?} kept." >&2
 fi
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2

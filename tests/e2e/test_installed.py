@@ -1,7 +1,8 @@
 """torchbake as other teams get it: its wheel (built here, offline) installed each way the README
-names, outside the checkout: pip into a fresh venv, pipx, and `uv tool install`; a team's own
-repository as the project. pip and pipx compile the installed .py files (``__pycache__/`` beside the
-in-image scripts), uv does not: each is built with."""
+names, outside the checkout: pip into a fresh venv and `uv tool install` (pipx, the README's own
+way: test_as_typed follows the "your own repository" page as typed, which installs with pipx and
+builds with it); a team's own repository as the project. pip compiles the installed .py files
+(``__pycache__/`` beside the in-image scripts), uv does not: each is built with."""
 
 from __future__ import annotations
 
@@ -16,8 +17,7 @@ from tests.conftest import ROOT
 
 from .helpers import docker, labels, make_wheel
 
-UV = Path(sys.executable).parent / "uv"  # the pinned uv and pipx of the test tools (pyproject.toml [test])
-PIPX = Path(sys.executable).parent / "pipx"
+UV = Path(sys.executable).parent / "uv"  # the pinned uv of the test tools (pyproject.toml [test])
 # torchbake's dependencies as wheels: scripts/setup.sh fills this folder once per machine
 DEPENDENCY_WHEELS = Path(os.environ.get("TORCHBAKE_DEV_WHEELS")
                          or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbake-dev/wheels")
@@ -57,17 +57,6 @@ def installed(wheel, tmp_path_factory) -> Path:
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(venv.glob("lib/python*/site-packages/torchbake/_data/docker/common/__pycache__"))  # as users have it
     return venv / "bin"
-
-
-@pytest.fixture(scope="module")
-def pipx_installed(wheel, tmp_path_factory) -> Path:
-    """torchbake installed by `pipx install` (its pip backend: bytecode compiled), offline."""
-    home = tmp_path_factory.mktemp("pipx")
-    env = {"PIPX_HOME": str(home / "home"), "PIPX_BIN_DIR": str(home / "bin"), "PIPX_MAN_DIR": str(home / "man")}
-    done = run([PIPX, "install", "--backend", "pip", "--python", sys.executable,
-                "--pip-args", f"--no-index --find-links {DEPENDENCY_WHEELS}", wheel], cwd=home, env=env)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return home / "bin"
 
 
 @pytest.fixture(scope="module")
@@ -162,11 +151,12 @@ def test_a_teams_repository_builds_verifies_and_shows_its_image(installed, tmp_p
         docker("image", "rm", "--force", image, check=False)
 
 
-@pytest.mark.parametrize("method", ["pipx", "uv tool"])
-def test_the_command_installed_by_pipx_and_uv_tool_builds_and_verifies_a_teams_image(
-        method, request, tmp_path, base_image, tiny_torch, tb_env, run_id):
-    """The team build with each other way of installing (the pip venv's is the test above)."""
-    tools = request.getfixturevalue({"pipx": "pipx_installed", "uv tool": "uv_tool_installed"}[method])
+def test_the_command_installed_by_uv_tool_builds_and_verifies_a_teams_image(uv_tool_installed, tmp_path, base_image,
+                                                                            tiny_torch, tb_env, run_id):
+    """The team build with the command `uv tool install` made (the pip venv's is the test above;
+    pipx's, the README's own way, is test_as_typed's "your own repository" page as typed: the
+    wheel installed by pipx builds, verifies and runs the page's image)."""
+    method, tools = "uv tool", uv_tool_installed
     version = run([tools / "torchbake", "--version"], cwd=Path("/"))
     assert version.stdout.strip() == "torchbake 0.1.0", version.stdout + version.stderr
     # the profiles it ships, named by name outside any checkout: the profile's values, not its name only
