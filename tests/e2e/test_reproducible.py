@@ -19,13 +19,13 @@ from .helpers import docker, engine_state, labels, listing
 NAME = "torchbake-test/reproducible"
 
 
-def test_verify_reproducible_builds_the_image_again_without_any_cache_and_gets_the_same_image_as_force_does(
+def test_check_reproducible_builds_the_image_again_without_any_cache_and_gets_the_same_image_as_force_does(
         tiny_torch, base_image, tb_env, tmp_path, run_id):
     """Engine A builds with --check-reproducible: the same context built again without any cache
-    gives the same image id; built again, the image
-    is unchanged, and --force makes the same image from the layer cache. (Two engines with nothing
-    in common push the same digest: test_locks' fresh engine; a changed input changes the digest:
-    test_layers' and test_release's siblings; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
+    gives the same image id; built again, the image is unchanged, and --force makes the same image
+    from the layer cache. (Two engines with nothing in common push the same digest: test_locks'
+    fresh engine; a changed input changes the digest: test_release's diff pair, test_layers'
+    toolkit sibling; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
     `verify --reproducible` makes the same comparison later, from this host's record: the next test.)"""
     profile = tmp_path / "tiny.toml"
     profile.write_text(TINY_PROFILE.format(wheel=tiny_torch))
@@ -58,7 +58,7 @@ def test_verify_reproducible_builds_the_image_again_without_any_cache_and_gets_t
         docker("image", "rm", "--force", image, check=False)
 
 
-def test_check_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, base_image, tb_env,
+def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, base_image, tb_env,
                                                                                    tmp_path, run_id):
     template = tmp_path / "dockerfile.stamp"
     template.write_text((Path(__file__).parents[2] / "docker/ubuntu/dockerfile.release").read_text().replace(

@@ -381,7 +381,7 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
                  for ref, text in sorted(refs.items())]
     document = Document(info, packages=packages, relationships=relationships, extracted_licensing_info=extracted)
     stream = io.StringIO()
-    # no de-duplicating deep copy of the document (half the writer's time): each package's lists
+    # no de-duplicating deep copy of the document (a third of the writer's time): each package's lists
     # here hold one checksum and one purl at most
     write_document_to_stream(document, stream, validate=False, drop_duplicates=False)
     return json.dumps(json.loads(stream.getvalue()), indent=2, sort_keys=True) + "\n"
@@ -422,7 +422,7 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     validator costs a second and a half of imports a build: the tests run it on every kind of
     image torchbake builds). Serialized as the library's ``JsonV1Dot6.generate`` does, less its
     ``Bom.validate`` (deprecated there; its dependency registration scans every entry for each
-    component: half the writer's time for an image of 700 packages). What it would add is here
+    component: a tenth of the writer's time for an image of 700 packages). What it would add is here
     already: every component has its dependency entry, each naming only components of the BOM,
     and no component has a licence expression beside another licence."""
     from cyclonedx.contrib.bom.utils import BomDependencyGraphFlatMerger, BomRefDiscriminator
