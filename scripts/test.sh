@@ -36,9 +36,9 @@ if [ -n "${CI:-}" ]; then
     # the tests, not beside them: a prune beside them deleted records the run had yet to use (the least
     # recently used go first, and the last run's are as old as the ones this run needs), and the dev
     # base's apt and torch steps ran again (two runs of 13 min instead of 11). The tests' inputs are
-    # the same bytes run after run (tests/e2e/helpers.make_wheel), so the next run finds their steps
-    # here, the emulated arm64 ones too: 20 GB kept, the oldest of them (the first modules') were
-    # gone by the next run (2026-11-27), so 30 GB. Deleting the rest takes about 20 s.
+    # the same bytes run after run (tests/e2e/helpers.make_wheel), so the next run can find their
+    # steps here. A run leaves 34 to 43 GB (2026-11-27); 30 GB are kept, the least recently used
+    # going first (the first modules' steps among them). Deleting the rest takes about 20 s.
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
     before=$(cache_size)
     /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
