@@ -23,6 +23,9 @@ class FakeEngine:
     def images(self, **_kwargs):
         return self.listed
 
+    def disk_usage(self):
+        return self.call("system df", "df")
+
     def check_engine(self):
         return "26.1.5"
 
@@ -237,6 +240,9 @@ class BuildCacheEngine:
             self.pruned.append(kwargs)
             return {}
         return {"df": {"BuildCache": self.RECORDS, "LayersSize": 0}, "containers": []}[method]
+
+    def disk_usage(self):
+        return self.call("system df", "df")
 
 
 def _limits(budget, engine=False):

@@ -69,6 +69,27 @@ def test_an_image_list_that_meets_an_image_removed_meanwhile_is_asked_again():
         refused.images()
 
 
+def test_a_disk_usage_that_meets_a_container_removed_meanwhile_is_asked_again():
+    """`docker system df` beside another client's removal (seen in the suite: `invoke gc` failed)."""
+    gone = docker.errors.APIError("500 Server Error", explanation="failed to retrieve container list: rw layer"
+                                  " snapshot not found for container bdb30157afde")
+    answers = [gone, {"LayersSize": 7}]
+
+    def listing():
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    assert client_with(FakeAPI(df=listing)).disk_usage() == {"LayersSize": 7}
+    assert answers == []
+    with pytest.raises(EngineError, match="`docker system df` failed: failed to retrieve container list"):
+        client_with(FakeAPI(df=gone)).disk_usage()  # not forever
+    refused = client_with(FakeAPI(df=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
+    with pytest.raises(EngineError, match="disk I/O error"):
+        refused.disk_usage()
+
+
 def test_push_reports_progress_and_its_digest(tmp_path):
     events = [
         {"status": "Preparing", "id": "l1"},

@@ -40,7 +40,7 @@ else:  # the SDK is imported at the first engine call, not when the tasks are li
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 _RAISE = object()  # DockerClient.call: a missing object is an error
-_LISTING_ATTEMPTS = 5  # DockerClient.images: listings asked while images are removed beside them
+_LISTING_ATTEMPTS = 5  # DockerClient._listing: listings asked while objects are removed beside them
 
 
 def marked_json(output: str, mark: str) -> Any:
@@ -81,16 +81,27 @@ class DockerClient(DockerCLI):
                 return missing
 
     def images(self, *, all: bool = False) -> list[dict]:  # noqa: A002 - the Engine API's name
-        """The engine's image list. The containerd image store reads each image's content while it
-        lists, so an image another client removes meanwhile makes the whole listing fail as "not
-        found"; such a listing is asked again, a few times, and a lasting failure is raised."""
+        """The engine's image list (see :meth:`_listing`)."""
+        return self._listing("images", "images", all=all)
+
+    def disk_usage(self) -> dict[str, Any]:
+        """``docker system df``: the engine's images, containers and build cache records, with
+        their sizes (see :meth:`_listing`)."""
+        return self._listing("system df", "df")
+
+    def _listing(self, what: str, method: str, **kwargs: Any) -> Any:
+        """A listing of the engine's objects. The containerd image store reads each object's
+        content while it lists, so an image or container another client removes meanwhile makes
+        the whole listing fail as "not found" (`docker system df`: "rw layer snapshot not found
+        for container …", seen beside another test's removal); such a listing is asked again, a
+        few times, and a lasting failure is raised."""
         for _attempt in range(_LISTING_ATTEMPTS - 1):
             try:
-                return self.call("images", "images", all=all)
+                return self.call(what, method, **kwargs)
             except EngineError as exc:
-                if not isinstance(exc.__cause__, docker.errors.NotFound):
+                if not (isinstance(exc.__cause__, docker.errors.NotFound) or "not found" in str(exc.__cause__)):
                     raise
-        return self.call("images", "images", all=all)
+        return self.call(what, method, **kwargs)
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         """A BuildKit build (see :meth:`DockerCLI.build`); one that failed because the engine

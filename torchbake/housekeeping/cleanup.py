@@ -215,7 +215,7 @@ def log_removals(log_dir: Path, older_than: float, now: float) -> list[Removal]:
 
 def disk_use(client: DockerClient, cache_dir: Path) -> tuple[int, int]:
     """(bytes of the engine's image layers and build cache, bytes of the cache folder)."""
-    df = client.call("system df", "df")
+    df = client.disk_usage()
     engine = int(df.get("LayersSize") or 0) + _own_bytes(df.get("BuildCache") or [])
     return engine, tree_size(cache_dir) if cache_dir.is_dir() else 0
 
@@ -244,7 +244,7 @@ def build_cache_removals(client: DockerClient, limits: Limits) -> list[Removal]:
     first; other users' and tools' records are never touched. With ``engine_build_cache`` (asked
     for by name), the engine's whole shared build cache instead."""
     budget = limits.max_build_cache
-    records = client.call("system df", "df").get("BuildCache") or []
+    records = client.disk_usage().get("BuildCache") or []
     if limits.engine_build_cache:
         size = _own_bytes(records)
         if size <= budget:
