@@ -162,7 +162,6 @@ def test_push_records_digests_that_pull_back(pushed, tb_env, run_id, tmp_path):
     image = f"{registry}/team/torchbake-test/nightly-tiny:release-py311-{run_id}"
     assert cell["image"] == image
     repo = image.rsplit(":", 1)[0]
-    folder = tmp_path
     try:
         # The SBOMs and the provenance hang beside the image, found through the referrers tag
         # schema (docker-registry 2.8 has no referrers API), read back by a client nobody here
@@ -179,7 +178,7 @@ def test_push_records_digests_that_pull_back(pushed, tb_env, run_id, tmp_path):
         for entry in index["manifests"]:
             artifact = json.loads(run(*skopeo, f"docker://{repo}@{entry['digest']}"))
             assert artifact["subject"]["digest"] == cell["digest"]
-            copied = folder / entry["digest"].split(":")[1]
+            copied = tmp_path / entry["digest"].split(":")[1]
             run("skopeo", "copy", "--quiet", "--src-tls-verify=false", f"docker://{repo}@{entry['digest']}",
                 f"dir:{copied}")
             document = (copied / artifact["layers"][0]["digest"].split(":")[1]).read_text()

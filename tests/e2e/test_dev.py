@@ -1,8 +1,8 @@
 """Dev images end to end: build-base from real git repositories at pinned tags, a dev build that
 compiles PyTorch's stand-in source and a vendor C extension whose setup.py imports the installed
 (stand-in) torch (private, credentials as a BuildKit secret), ccache across builds, and the bad
-inputs of source handling. (ccache's statistics beside
-another build and its remote storage on a fresh engine: test_dev_cache.)"""
+inputs of source handling. (ccache's statistics beside another build and its remote storage on a
+fresh engine: test_dev_cache.)"""
 
 from __future__ import annotations
 

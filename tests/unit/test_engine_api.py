@@ -48,20 +48,27 @@ def test_not_found_is_none_and_other_failures_are_engine_errors():
         refused.tag("a", "b:c")
 
 
-def test_an_image_list_that_meets_an_image_removed_meanwhile_is_asked_again():
-    response = requests.Response()
-    response.status_code = 404
-    vanished = docker.errors.NotFound("404", response=response, explanation="content digest sha256:19df: not found")
-    answers = [vanished, vanished, [{"Id": "sha256:1"}]]
+def in_turn(*answers):
+    """A fake engine call that gives ``answers`` one after another, raising those that are errors."""
+    left = list(answers)
 
-    def listing(**_kwargs):
-        answer = answers.pop(0)
+    def call(**_kwargs):
+        answer = left.pop(0)
         if isinstance(answer, BaseException):
             raise answer
         return answer
 
+    call.left = left
+    return call
+
+
+def test_an_image_list_that_meets_an_image_removed_meanwhile_is_asked_again():
+    response = requests.Response()
+    response.status_code = 404
+    vanished = docker.errors.NotFound("404", response=response, explanation="content digest sha256:19df: not found")
+    listing = in_turn(vanished, vanished, [{"Id": "sha256:1"}])
     assert client_with(FakeAPI(images=listing)).images() == [{"Id": "sha256:1"}]
-    assert answers == []
+    assert listing.left == []
     with pytest.raises(EngineError, match="`docker images` failed: content digest sha256:19df: not found"):
         client_with(FakeAPI(images=vanished)).images()  # not forever
     refused = client_with(FakeAPI(images=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
@@ -73,16 +80,9 @@ def test_a_disk_usage_that_meets_a_container_removed_meanwhile_is_asked_again():
     """`docker system df` beside another client's removal (seen in the suite: `invoke gc` failed)."""
     gone = docker.errors.APIError("500 Server Error", explanation="failed to retrieve container list: rw layer"
                                   " snapshot not found for container bdb30157afde")
-    answers = [gone, {"LayersSize": 7}]
-
-    def listing():
-        answer = answers.pop(0)
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer
-
+    listing = in_turn(gone, {"LayersSize": 7})
     assert client_with(FakeAPI(df=listing)).disk_usage() == {"LayersSize": 7}
-    assert answers == []
+    assert listing.left == []
     with pytest.raises(EngineError, match="`docker system df` failed: failed to retrieve container list"):
         client_with(FakeAPI(df=gone)).disk_usage()  # not forever
     refused = client_with(FakeAPI(df=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
