@@ -15,7 +15,7 @@ from tests.conftest import run_invoke
 from tests.support import git_server, serve_registry, start_second_engine
 
 from .fixture_repos import dev_profile, git_credentials, make_repos
-from .helpers import docker, make_tiny_torch
+from .helpers import STAND_IN_PYTHON, docker, make_tiny_torch
 
 CANARY = "canary-" + uuid.uuid4().hex
 
@@ -223,7 +223,7 @@ def tiny_profile(tiny_torch, tmp_path_factory) -> Path:
     return path
 
 
-TINY_PROFILE = '[python]\nversion = "3.11"\n[wheels]\ntorch = "{wheel}"\nextra = []\n[build]\nvariant = "release"\n'
+TINY_PROFILE = STAND_IN_PYTHON + '[wheels]\ntorch = "{wheel}"\nextra = []\n[build]\nvariant = "release"\n'
 
 
 @pytest.fixture(scope="session")

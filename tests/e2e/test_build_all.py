@@ -36,7 +36,7 @@ from tests.support import (
 )
 
 from .fixture_repos import git
-from .helpers import copy_image, docker, listing, make_wheel, table_rows
+from .helpers import STAND_IN_PYTHON, copy_image, docker, listing, make_wheel, table_rows
 
 CELLS = ["tiny-release-py311", "lean-release-py311", "fixture-lite-base-py311", "fixture-lite-dev-py311"]
 
@@ -46,7 +46,7 @@ def nightly(tmp_path_factory, run_id, base_image, lite_dev_config, tiny_profile,
     folder = tmp_path_factory.mktemp("nightly")
     fixture_profile, credentials = lite_dev_config
     lean = folder / "lean.toml"
-    lean.write_text(f'[image]\nname = "x/lean"\n[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
+    lean.write_text(f'[image]\nname = "x/lean"\n{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                     '[build]\nvariant = "release"\n')
 
     def write(extra_profiles=(), registry="", extra_excludes=(), tag=f"{{variant}}-py{{py}}-{run_id}"):
@@ -138,7 +138,7 @@ def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
 def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env, tiny_torch):
     folder, _lean, write = nightly
     broken = folder / "broken.toml"
-    broken.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["torchbake-no-such-package==1.0"]\n'
+    broken.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = ["torchbake-no-such-package==1.0"]\n'
                       '[build]\nvariant = "release"\n')
     matrix = write(extra_profiles=[str(broken)])
     result = run_invoke("build-all", "--config", str(matrix), "--keep-going", "--report", str(folder / "r4.json"),
@@ -231,7 +231,7 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     with tarfile.open(tmp_path / "bad_kit.tar.gz", "w:gz") as tar:
         tar.add(kit / "bad_kit", arcname="bad_kit")
     extension = make_wheel(tmp_path, "torchbake-fixture-vendor", "1.0", [], {"vendor_ext/__init__.py": ""})
-    release = f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n[build]\nvariant = "release"\n'
+    release = f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\n[build]\nvariant = "release"\n'
     profiles = {
         "runfail": release + f'[toolkits]\nmusa_toolkits_url = "{tmp_path / "bad_kit.tar.gz"}"\n',
         "prepfail": release.replace('[build]', 'extra = ["torchbake-no-such-package==1.0"]\n[build]'),
@@ -428,7 +428,7 @@ def test_a_cold_download_cache_decides_as_the_plan_does_unchanged_in_the_registr
     (www / tiny_torch.name).write_bytes(tiny_torch.read_bytes())
     with http_server(www) as url:
         remote = tmp_path / "remote.toml"
-        remote.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{url}/{tiny_torch.name}"\nextra = []\n'
+        remote.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{url}/{tiny_torch.name}"\nextra = []\n'
                           '[build]\nvariant = "release"\n')
         matrix = write(extra_profiles=[str(remote)], registry=f"{registry}/team", extra_excludes=["remote-base-*",
                                                                                                "remote-dev-*"])

@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import copy_image, docker, listing, make_wheel
+from .helpers import STAND_IN_PYTHON, copy_image, docker, listing, make_wheel
 
 KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
 
@@ -259,7 +259,7 @@ def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(b
     with start_second_engine(tmp_path_factory.mktemp("engine-dies")) as engine:
         copy_image(base_image, engine)
         profile = tmp_path / "lean.toml"
-        profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
+        profile.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                            f'extension = "{slow}"\nextension_module = "slow_ext"\n'
                            '[build]\nvariant = "release"\nnetwork = "host"\nengine_timeout = 15\n')
         matrix = tmp_path / "nightly.toml"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import run_invoke
 
-from .helpers import docker
+from .helpers import STAND_IN_PYTHON, docker
 
 DAMAGE = b"\xff\xfe not utf-8 \x80"
 
@@ -107,7 +107,7 @@ def test_an_index_pip_cannot_reach_is_said_plainly_and_with_require_index_fails(
         probe.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{probe.getsockname()[1]}/simple"
     profile = tmp_path / "index.toml"
-    profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n'
+    profile.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\n'
                        f'extra = ["torchbake-index-{run_id}"]\nfind_links = ["{wheels}"]\nextra_index_urls = ["{dead}"]\n'
                        '[build]\nvariant = "release"\n')
     image = f"torchbake-test/index-{run_id}:1"

@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.conftest import run_invoke
 from tests.support import registry_digest, serve_registry
 
-from .helpers import cached_run_steps, copy_image, docker, http_server, make_wheel
+from .helpers import STAND_IN_PYTHON, cached_run_steps, copy_image, docker, http_server, make_wheel
 
 
 def publish(root: Path, wheel: Path) -> None:
@@ -59,7 +59,7 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
     stack = contextlib.ExitStack()
     url = stack.enter_context(http_server(index))
     (project / "torchbake.toml").write_text(
-        f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["lockdep"]\n'
+        f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = ["lockdep"]\n'
         f'extra_index_urls = ["{url}/simple"]\n[build]\nvariant = "release"\nnetwork = "host"\n[image]\nname = "{name}"\ntag = "1"\n'
         f'base = "{base_image}"\n')
     try:
@@ -194,7 +194,7 @@ def test_each_platform_and_each_release_cell_gets_its_own_lock_with_its_own_whee
     locks every release cell of a matrix, each for its Python and platform; no engine is asked."""
     project = tmp_path / "team"
     project.mkdir()
-    (project / "tiny.toml").write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n'
+    (project / "tiny.toml").write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\n'
                                        'extra = ["numpy"]\n[build]\nvariant = "release"\n')
     (project / "torchbake.toml").write_text(
         '[matrix]\nprofiles = ["tiny.toml"]\npythons = ["3.11"]\nvariants = ["dev", "release"]\n'
@@ -238,7 +238,7 @@ def test_a_lock_builds_the_bytes_it_names_or_nothing(base_image, tb_env, run_id,
     config = project / "torchbake.toml"
 
     def configure(torch: str) -> None:
-        config.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{torch}"\nextra = []\n[build]\n'
+        config.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{torch}"\nextra = []\n[build]\n'
                           f'variant = "release"\nnetwork = "host"\n[image]\nname = "{name}"\ntag = "1"\nbase = "{base_image}"\n')
 
     configure(str(wheel))

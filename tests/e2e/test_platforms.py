@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from tests.conftest import run_invoke
 from tests.support import serve_registry
 
-from .helpers import docker, listing
+from .helpers import STAND_IN_PYTHON, docker, listing
 
 MULTI_BASE = "torchbake-test/debian:bookworm-multi"  # made once per engine, kept between runs (as SHARED_BASE)
 # Made with every OS package a release image needs: the arm64 build runs no emulated apt step.
@@ -49,7 +49,7 @@ def multi_base(run_id, tb_env):
 def numpy_profile(tiny_torch, tmp_path_factory) -> Path:
     """The release profile "tiny": the stand-in torch and the real numpy wheels (one per machine)."""
     profile = tmp_path_factory.mktemp("platforms") / "tiny.toml"
-    profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\nextra = ["{NUMPY}"]\n'
+    profile.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = ["{NUMPY}"]\n'
                        '[build]\nvariant = "release"\n')
     return profile
 

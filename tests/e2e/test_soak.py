@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import copy_image, docker, listing, make_wheel, system_df
+from .helpers import STAND_IN_PYTHON, copy_image, docker, listing, make_wheel, system_df
 
 NIGHTS = 2  # enough to pass both budgets below without gc (gc must free bytes: asserted); a third proved
 # nothing more and cost 90 s of the suite's 2 cores
@@ -62,7 +62,7 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
             companion = padded_wheel(wheels, "torchbake-soak-companion", f"1.0.{(night + 1) // 2}", "soak_companion")
             extension = padded_wheel(wheels, "torchbake-soak-ext", f"2.0.{night // 2}", "soak_ext")
             sibling = work / "sibling.toml"
-            sibling.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{tiny_torch}"\n'
+            sibling.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\n'
                                f'extra = ["torchbake-soak-companion=={companion.name.split("-")[1]}"]\n'
                                f'find_links = ["{wheels}"]\nextension = "{extension}"\nextension_module = "soak_ext"\n'
                                '[build]\nvariant = "release"\nnetwork = "host"\n')

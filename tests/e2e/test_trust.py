@@ -67,10 +67,12 @@ def test_pip_instead_of_uv_no_uv_kept_and_the_bundle_in_the_trust_store_when_ask
     real build: pip installed every group, the image has no uv, the bundle is in the image's trust
     store (the one case where it is written into a layer: the user asked), and the image verifies."""
     ca, _cert, _key = make_test_ca(tmp_path / "ca")
+    kept = tmp_path / "kept.toml"  # the stand-in profile leaves uv out: here the options file is what does
+    kept.write_text(tiny_profile.read_text().replace("keep_uv = false", "keep_uv = true"))
     options = tmp_path / "options.toml"
     options.write_text('[python]\ninstaller = "pip"\nkeep_uv = false\n[downloads]\nca_bundle_in_image = true\n')
     image = f"torchbake-test/trust-options-{run_id}:1"
-    result = run_invoke("build", "--config", str(tiny_profile), "--config", str(options), "--name", image.split(":")[0],
+    result = run_invoke("build", "--config", str(kept), "--config", str(options), "--name", image.split(":")[0],
                         "--tag", "1", "--base-img", base_image, "--ca-bundle", str(ca), env=tb_env)
     output = result.stdout + result.stderr
     try:

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, http_server, labels, make_wheel, sha256_of
+from .helpers import STAND_IN_PYTHON, docker, http_server, labels, make_wheel, sha256_of
 
 CANN = """#!/bin/bash
 # A stand-in for Ascend-cann-toolkit_VERSION_linux-x86_64.run: installs where CANN does.
@@ -71,7 +71,7 @@ def test_a_vendor_profile_builds_verifies_and_plans_its_devices(name, base_image
     own = tmp_path / "own.toml"
     with http_server(www) as url:
         flags, lines = stand_ins(name, www, url, tiny_torch)
-        own.write_text('[python]\nversion = "3.11"\n' + lines)
+        own.write_text(STAND_IN_PYTHON + lines)
         result = run_invoke("build", "--release", "--config", name, "--config", str(own), "--name", image.split(":")[0],
                             "--tag", run_id, "--base-img", base_image, *flags, env=tb_env)
     try:
