@@ -125,3 +125,19 @@ def test_requirement_name_from_wheel_files_and_requirements():
     assert project_name("torch==2.13.0") == "torch"
     assert project_name("/w/torch-2.0.0-cp38-cp38-linux_x86_64.whl") == "torch"
     assert project_name("Torch_Vision>=0.1") == "torch-vision"
+
+
+def test_a_release_image_has_a_step_for_uv_only_when_it_keeps_uv(tmp_path):
+    """[python] keep_uv = false: no keep_uv step (it would add an empty layer, two in a row with
+    the next stage's; docker/buildx#537), and uv kept: its own step."""
+    from types import SimpleNamespace
+
+    from torchbake.inputs.context import Staging
+
+    template = (data.ROOT / "docker/ubuntu/dockerfile.release").read_text()
+    for keep in (True, False):
+        stage = Staging(tmp_path / str(keep), temporary=False)
+        stage.installer(SimpleNamespace(keep_uv=keep, installer="pip"), "3.11", None, tmp_path, None, wanted=False)
+        rendered = render_dockerfile(template, {}, "cpu", steps=stage.steps)
+        assert ("step.sh keep_uv.sh /tmp/torchbake/uv" in rendered) is keep
+        assert ("# (no keep-uv)" in rendered) is not keep

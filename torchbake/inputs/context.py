@@ -54,7 +54,7 @@ STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before 
 # layer, and two empty layers in a row make BuildKit's mode=max cache export take minutes and
 # gigabytes (docker/buildx#537; measured: 313 s and 12 GB for a tiny release image, 3.5 s without).
 OPTIONAL_STEP = re.compile(r"^# @torchbake-if ([a-z-]+)@\n((?:.+\n?)*)", re.MULTILINE)
-OPTIONAL_STEPS = ("toolkits", "extension")  # what a context can have something for
+OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have something for
 
 
 def unknown_optional_steps(template: str) -> list[str]:
@@ -318,6 +318,8 @@ class Staging:
         folder = self.path / "uv"
         folder.mkdir(exist_ok=True)
         (folder / ".keep").write_text("")
+        if python.keep_uv:
+            self.steps.add("keep-uv")
         if not (wanted if wanted is not None else (python.installer == "uv" or python.keep_uv)):
             return
         programs = {folder: options}

@@ -11,6 +11,7 @@ from pathlib import Path
 from torchbake import families
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
+from torchbake.core import output
 from torchbake.core.errors import DownloadError
 from torchbake.inputs import context, wheelhouse
 from torchbake.inputs.context import Staging
@@ -132,6 +133,8 @@ class ReleasePlan(Lockable, PlanCommon):
             )
         stage.installer(self.python_options, self.python_version, options, cache.root, log_file,
                         machine=wheel_machine(self))
+        if not self.python_options.keep_uv:  # no step for it (an empty layer): said here instead
+            output.channel().say("torchbake: uv is not kept in the image ([python] keep_uv = false)")
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.python(python_artifact)
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, [],
