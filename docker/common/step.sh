@@ -54,8 +54,10 @@ done
 # -c: not what was removed above
 xargs -0 -r touch -c -h -d "@$SOURCE_DATE_EPOCH" < "$changed"
 if [ -s "$compiled" ] && command -v python3 >/dev/null; then
-    python3 "$here/pyc_timestamps.py" < "$compiled"
-    xargs -0 -r touch -c -h -d "@$SOURCE_DATE_EPOCH" < "$compiled"
+    # -S -B: no site (a .pth file imports its module) and no .pyc written: a .pyc Python wrote
+    # here would give its __pycache__ folder this moment's time, after the touch above.
+    python3 -S -B "$here/pyc_timestamps.py" < "$compiled"
+    xargs -0 -r touch -c -h -d "@$SOURCE_DATE_EPOCH" < "$changed"
 fi
 # BuildKit writes the stubs of its /etc/hosts and /etc/resolv.conf mounts before the step starts:
 # /etc's time is then the moment of the build, whether or not the step itself changed /etc.
