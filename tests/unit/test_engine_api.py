@@ -62,32 +62,36 @@ def in_turn(*answers):
     return call
 
 
-def test_an_image_list_that_meets_an_image_removed_meanwhile_is_asked_again():
+def _image_removed_meanwhile() -> docker.errors.NotFound:
     response = requests.Response()
     response.status_code = 404
-    vanished = docker.errors.NotFound("404", response=response, explanation="content digest sha256:19df: not found")
-    listing = in_turn(vanished, vanished, [{"Id": "sha256:1"}])
-    assert client_with(FakeAPI(images=listing)).images() == [{"Id": "sha256:1"}]
-    assert listing.left == []
-    with pytest.raises(EngineError, match="`docker images` failed: content digest sha256:19df: not found"):
-        client_with(FakeAPI(images=vanished)).images()  # not forever
-    refused = client_with(FakeAPI(images=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
-    with pytest.raises(EngineError, match="disk I/O error"):
-        refused.images()
+    return docker.errors.NotFound("404", response=response, explanation="content digest sha256:19df: not found")
 
 
-def test_a_disk_usage_that_meets_a_container_removed_meanwhile_is_asked_again():
-    """`docker system df` beside another client's removal (seen in the suite: `invoke gc` failed)."""
-    gone = docker.errors.APIError("500 Server Error", explanation="failed to retrieve container list: rw layer"
-                                  " snapshot not found for container bdb30157afde")
-    listing = in_turn(gone, {"LayersSize": 7})
-    assert client_with(FakeAPI(df=listing)).disk_usage() == {"LayersSize": 7}
+# Each listing DockerClient asks again (its _listing): the method, the SDK call, what the engine
+# answers when an object goes meanwhile (seen in the suite: `invoke gc` failed on `docker system
+# df`), how often it answers so, the listing, and the error a lasting failure gives.
+LISTINGS = [
+    ("images", "images", _image_removed_meanwhile(), 2, [{"Id": "sha256:1"}],
+     "`docker images` failed: content digest sha256:19df: not found"),
+    ("disk_usage", "df", docker.errors.APIError("500 Server Error", explanation="failed to retrieve container list:"
+                                                " rw layer snapshot not found for container bdb30157afde"),
+     1, {"LayersSize": 7}, "`docker system df` failed: failed to retrieve container list"),
+]
+
+
+@pytest.mark.parametrize(("method", "sdk_call", "gone", "times", "listed", "lasting"), LISTINGS,
+                         ids=[entry[0] for entry in LISTINGS])
+def test_a_listing_that_meets_an_object_removed_meanwhile_is_asked_again(method, sdk_call, gone, times, listed,
+                                                                           lasting):
+    listing = in_turn(*[gone] * times, listed)
+    assert getattr(client_with(FakeAPI(**{sdk_call: listing})), method)() == listed
     assert listing.left == []
-    with pytest.raises(EngineError, match="`docker system df` failed: failed to retrieve container list"):
-        client_with(FakeAPI(df=gone)).disk_usage()  # not forever
-    refused = client_with(FakeAPI(df=docker.errors.APIError("500 Server Error", explanation="disk I/O error")))
+    with pytest.raises(EngineError, match=lasting):
+        getattr(client_with(FakeAPI(**{sdk_call: gone})), method)()  # not forever
+    refused = client_with(FakeAPI(**{sdk_call: docker.errors.APIError("500 Server Error", explanation="disk I/O error")}))
     with pytest.raises(EngineError, match="disk I/O error"):
-        refused.disk_usage()
+        getattr(refused, method)()
 
 
 def test_push_reports_progress_and_its_digest(tmp_path):
