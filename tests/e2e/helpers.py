@@ -313,6 +313,13 @@ def table_rows(text: str) -> list[list[str]]:
     return rows
 
 
+def table_header(text: str) -> list[str]:
+    """The column names of a table torchbake printed (rich's heavy head), each name's folded lines
+    joined: ["cell", "image", "status", ...]."""
+    lines = [[cell.strip() for cell in line.strip("┃").split("┃")] for line in text.splitlines() if line.startswith("┃")]
+    return ["".join(parts) for parts in zip(*lines, strict=True)]
+
+
 def image_exists(reference: str) -> bool:
     return docker("image", "inspect", reference, check=False).returncode == 0
 

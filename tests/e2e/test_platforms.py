@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from tests.conftest import run_invoke
 from tests.support import serve_registry
 
-from .helpers import STAND_IN_PYTHON, docker, listing
+from .helpers import STAND_IN_PYTHON, docker, listing, make_wheel
 
 MULTI_BASE = "torchbake-test/debian:bookworm-multi"  # made once per engine, kept between runs (as SHARED_BASE)
 # Made with every OS package a release image needs: the arm64 build runs no emulated apt step.
@@ -55,9 +55,16 @@ def numpy_profile(tiny_torch, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def two_platform_image(multi_base, numpy_profile, run_id, tb_env):
-    """torchbake-test/platforms:RUN for both platforms, and the build's output."""
-    args = ("build", "--config", str(numpy_profile), "--name", "torchbake-test/platforms", "--tag", run_id,
+def two_platform_image(multi_base, numpy_profile, run_id, tb_env, tmp_path_factory):
+    """torchbake-test/platforms:RUN for both platforms, and the build's output. Its profile adds
+    a companion wheel of this run's own after numpy: its stage runs in every run, on the engine's
+    warm cache too (numpy's stage is then a cached step, and its log says nothing of where it ran)."""
+    folder = tmp_path_factory.mktemp("two-platforms")
+    marker = make_wheel(folder, "torchbake-platforms-marker", f"1.0+{run_id}", [], {"platforms_marker/__init__.py": ""})
+    profile = folder / "tiny.toml"
+    profile.write_text(numpy_profile.read_text().replace(f'"{NUMPY}"]', f'"{NUMPY}", "{marker}"]'))
+    assert str(marker) in profile.read_text()
+    args = ("build", "--config", str(profile), "--name", "torchbake-test/platforms", "--tag", run_id,
             "--base-img", multi_base, "--platform", "linux/amd64,aarch64")
     result = run_invoke(*args, env=tb_env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -102,7 +109,7 @@ def test_the_arm64_wheels_are_unpacked_on_this_machine_not_emulated(two_platform
     log = Path(next(line.rsplit("(log: ", 1)[1].rstrip(")") for line in result.stdout.splitlines()
                     if line.startswith(f"Built {name}-arm64")))
     text = log.read_text()
-    assert "staged 1 wheels for manylinux_2_28_aarch64 with uv on x86_64" in text  # numpy's stage
+    assert "staged 1 wheels for manylinux_2_28_aarch64 with uv on x86_64" in text  # the marker's stage (and numpy's, cold)
     assert "staged 1 wheels for manylinux_2_28_aarch64 with uv on aarch64" not in text
 
 
