@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from torchbake.building import input_hash
 from torchbake.core import build_time
 from torchbake.core.errors import ConfigurationError
+from torchbake.housekeeping import cleanup
 from torchbake.inputs import wheelhouse
 from torchbake.planning.config import resolve
 from torchbake.variants.release import plan as plan_release
@@ -179,3 +181,29 @@ def test_an_index_behind_an_intercepting_proxy_answers_when_its_ca_is_trusted_as
         assert [line.split(" ")[0] for line in untrusted] == [index, dead]  # the CA is not the host's
         with command.environment({"PIP_CERT": str(ca)}):
             assert [line.split(" ")[0] for line in unanswered_indexes(options, timeout=5)] == [dead]
+
+
+def _uv_like_wheel(folder: Path, program: bytes) -> Path:
+    wheel = folder / "uv-9.9-py3-none-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("uv-9.9.data/scripts/uv", program)
+        archive.writestr("uv-9.9.dist-info/METADATA", "Metadata-Version: 2.1\nName: uv\nVersion: 9.9\n")
+    return wheel
+
+
+def test_a_wheels_program_is_unpacked_once_and_again_only_when_its_kept_bytes_are_not_the_wheels(tmp_path):
+    tools = tmp_path / "tools"
+    wheel = _uv_like_wheel(tmp_path, b"#!/bin/sh\necho uv\n" * 100)
+    kept = wheelhouse.kept_script(wheel, "uv", tools)
+    assert kept.read_bytes() == b"#!/bin/sh\necho uv\n" * 100 and kept.stat().st_mode & 0o111
+    inode = kept.stat().st_ino
+    assert wheelhouse.kept_script(wheel, "uv", tools).stat().st_ino == inode  # read from the cache, not unpacked
+    kept.write_bytes(b"#!/bin/sh\necho uv\n" * 99)  # cut short
+    assert wheelhouse.kept_script(wheel, "uv", tools).read_bytes() == b"#!/bin/sh\necho uv\n" * 100
+    kept.write_bytes(b"#!/bin/sh\necho vu\n" * 100)  # same size, other bytes
+    assert wheelhouse.kept_script(wheel, "uv", tools).read_bytes() == b"#!/bin/sh\necho uv\n" * 100
+    (tmp_path / "other").mkdir()
+    other = wheelhouse.kept_script(_uv_like_wheel(tmp_path / "other", b"new uv"), "uv", tools)  # same name, new bytes
+    assert other.read_bytes() == b"new uv" and sorted(tools.iterdir()) == sorted([kept, other])  # a file of its own
+    assert [(kind, str(path)) for kind, path, _ in cleanup._entries(tmp_path) if kind == "program"] == [
+        ("program", str(p)) for p in sorted(tools.iterdir())]  # each one `invoke gc` may remove

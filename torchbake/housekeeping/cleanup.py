@@ -128,8 +128,8 @@ def _named(image: dict) -> str:
 # -- cache folder -------------------------------------------------------------------------------
 
 def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
-    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel, a suite's
-    debootstrap packages, a kept context."""
+    """(kind, path, lock) of each removable cache entry: a download's folder, a wheel, a program
+    unpacked from its wheel, a suite's debootstrap packages, a kept context."""
     downloads = cache_dir / "downloads"
     if downloads.is_dir():
         for folder in sorted(downloads.iterdir()):
@@ -139,6 +139,11 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
     if wheelhouse.is_dir():
         for wheel in sorted(wheelhouse.glob("*/*.whl")):
             yield "wheel", wheel, wheel.parent.with_suffix(".lock")
+    tools = cache_dir / "tools"  # programs unpacked from their wheels (uv), one per wheel's bytes
+    if tools.is_dir():
+        for program in sorted(tools.iterdir()):
+            if program.is_file():
+                yield "program", program, None
     for folder in package_caches(cache_dir):
         yield "debootstrap packages", folder, package_lock(folder)
     contexts = cache_dir / "contexts"  # builds' temporary contexts (each locked while its build lives), kept ones

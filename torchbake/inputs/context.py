@@ -333,7 +333,8 @@ class Staging:
                                        link_into=target, log_file=log_file)
             for wheel in found:
                 self.record(str(wheel.path.relative_to(folder)), wheel.path)
-                wheelhouse.extract_script(wheel.path, "uv", target / "uv")  # once here, not in every step
+                # once here, not in every step; unpacked once per machine (the cache's tools/)
+                link_or_copy(wheelhouse.kept_script(wheel.path, "uv", cache_root / "tools"), target / "uv")
                 self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
                 wheel.path.unlink()
 

@@ -186,13 +186,7 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
     with tempfile.TemporaryDirectory(prefix="torchbake-uv-") as tmp:
         found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, host_options,
                                    link_into=Path(tmp), log_file=log_file)
-        program = cache_root / "tools" / f"uv-{found[0].version}-{host.machine}"
-        if not program.is_file():
-            program.parent.mkdir(parents=True, exist_ok=True)
-            partial = program.with_name(f".{program.name}.{os.getpid()}")
-            wheelhouse.extract_script(found[0].path, "uv", partial)
-            partial.replace(program)
-    return program
+        return wheelhouse.kept_script(found[0].path, "uv", cache_root / "tools")
 
 
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,

@@ -362,11 +362,39 @@ def wheel_metadata(wheel: Path) -> dict[str, str]:
         ("maintainer", "Maintainer"), ("license_expression", "License-Expression"), ("license", "License"))}
 
 
+def _script_member(archive: zipfile.ZipFile, wheel: Path, name: str) -> zipfile.ZipInfo:
+    member = next((m for m in archive.infolist() if m.filename.endswith(f".data/scripts/{name}")), None)
+    if member is None:
+        raise CommandError(f"{wheel.name} holds no {name} program (expected {name}-*.data/scripts/{name}).")
+    return member
+
+
 def extract_script(wheel: Path, name: str, target: Path) -> None:
     """The wheel's ``<dist>.data/scripts/<name>`` (e.g. uv's binary) as ``target``, executable."""
     with zipfile.ZipFile(wheel) as archive:
-        member = next((m for m in archive.namelist() if m.endswith(f".data/scripts/{name}")), None)
-        if member is None:
-            raise CommandError(f"{wheel.name} holds no {name} program (expected {name}-*.data/scripts/{name}).")
-        target.write_bytes(archive.read(member))
+        target.write_bytes(archive.read(_script_member(archive, wheel, name)))
     target.chmod(0o755)
+
+
+def kept_script(wheel: Path, name: str, tools: Path) -> Path:
+    """The wheel's ``<dist>.data/scripts/<name>`` program, unpacked once into the cache folder
+    ``tools`` (``<name>-<size>-<crc32>``, as the wheel's own directory names it) and read from
+    there by later builds: uv is 38 MB unpacked, 0.2 s of CPU each time. A kept copy whose bytes
+    no longer match the wheel's record of them (damaged, cut short) is unpacked again."""
+    import zlib
+
+    with zipfile.ZipFile(wheel) as archive:
+        member = _script_member(archive, wheel, name)
+        program = tools / f"{name}-{member.file_size}-{member.CRC:08x}"
+        try:
+            kept = program.read_bytes()
+        except OSError:
+            kept = None
+        if kept is None or len(kept) != member.file_size or zlib.crc32(kept) != member.CRC:
+            program.parent.mkdir(parents=True, exist_ok=True)
+            partial = program.with_name(f".{program.name}.{os.getpid()}.partial")
+            partial.write_bytes(archive.read(member))
+            partial.chmod(0o755)
+            partial.replace(program)
+    mark_used(program)
+    return program
