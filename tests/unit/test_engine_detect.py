@@ -171,3 +171,52 @@ def test_layers_get_the_compression_asked_for_with_oci_media_types(compression, 
     client = DockerClient(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", compression=compression)
     argv, _ = client.build_command(context=Path("/ctx"), dockerfile=Path("/ctx/Dockerfile"), tag="t:1")
     assert argv[3] == flag
+
+
+def counting_docker(folder, buildx: bool = True) -> tuple[str, Path]:
+    """fake_docker that also writes a line into ``folder``/asked for each time it is started."""
+    asked = folder / "asked"
+    binary = fake_client(folder, f'echo "$@" >> {asked}\n'
+                         'if [ "$1" = "--version" ]; then echo "Docker version 26.1.5, build abc"; exit 0; fi\n'
+                         f'if [ "$1" = "buildx" ]; then {"exit 0" if buildx else "exit 1"}; fi\n')
+    return binary, asked
+
+
+def test_a_clients_answer_is_kept_until_the_binary_its_plugin_or_its_settings_change(tmp_path):
+    """Every command used to start the client twice (`--version`, `buildx version`) before any work;
+    an answer is kept in the cache folder and asked again only when what it depends on changed."""
+    kept = tmp_path / "cache"
+    kept.mkdir()
+    binary, asked = counting_docker(tmp_path / "bin")
+    environ = {"DOCKER_CONFIG": str(tmp_path / "config")}
+
+    def find():
+        return find_client(binary, environ, kept=kept)
+
+    assert (find().version, find().build_mode) == ("26.1.5", "buildx")
+    assert len(asked.read_text().splitlines()) == 2  # asked once: `--version` and `buildx version`
+    plugin = tmp_path / "config" / "cli-plugins" / "docker-buildx"  # a buildx plugin of the user's appears
+    plugin.parent.mkdir(parents=True)
+    plugin.write_text("#!/bin/sh\n")
+    find()
+    find()
+    assert len(asked.read_text().splitlines()) == 4
+    Path(binary).write_text(Path(binary).read_text().replace("26.1.5", "27.0.3"))  # the client is upgraded
+    assert find().version == "27.0.3" and len(asked.read_text().splitlines()) == 6
+    assert find_client(binary, {**environ, "DOCKER_CLI_HINTS": "false"}, kept=kept).version == "27.0.3"
+    assert len(asked.read_text().splitlines()) == 8  # other DOCKER_* settings: asked again
+    (kept / "docker-clients.json").write_text("{not json")  # damaged: asked again, written anew
+    assert find().version == "27.0.3" and len(asked.read_text().splitlines()) == 10
+    find()
+    assert len(asked.read_text().splitlines()) == 10
+
+
+def test_a_client_that_cannot_build_is_asked_again_every_time(tmp_path):
+    kept = tmp_path / "cache"
+    kept.mkdir()
+    binary, asked = counting_docker(tmp_path / "bin", buildx=False)
+    for _ in range(2):
+        with pytest.raises(EngineError, match="has no buildx plugin"):
+            find_client(binary, {}, kept=kept)
+    assert len(asked.read_text().splitlines()) == 4
+    assert not (kept / "docker-clients.json").exists()

@@ -10,7 +10,9 @@ install or which binary to pass with ``--docker``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import os
 import re
 import shutil
@@ -22,6 +24,7 @@ from pathlib import Path
 from torchbake.adapters import command
 from torchbake.core import data
 from torchbake.core.errors import BuildError, CommandError, EngineError
+from torchbake.core.files import read_back_object, write_atomically
 
 STALL_TIMEOUT = 3600.0  # seconds a build may print nothing before it is stopped
 FALLBACK_CLIENTS = ("/usr/bin/docker",)
@@ -182,6 +185,54 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
     return f"client {version} has no buildx plugin (`{binary} buildx version` failed), so it cannot build"
 
 
+# Where the docker CLI looks for its plugins besides $DOCKER_CONFIG/cli-plugins (Docker 26's list).
+PLUGIN_FOLDERS = ("/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
+                  "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
+KEPT_PROBES = "docker-clients.json"  # in the cache folder: probe_client's answers, by what they depend on
+
+
+def _probe_identity(binary: str, environ: Mapping[str, str], for_build: bool) -> str:
+    """What a probe's answer depends on: the binary's file and, for a build, the buildx plugin it
+    would load (the user's and the system's plugin folders, the CLI's configuration) and the
+    DOCKER_* settings. Any change to any of them: a new identity, probed again."""
+    config = Path(environ.get("DOCKER_CONFIG") or Path(environ.get("HOME") or Path.home()) / ".docker")
+    files = [binary]
+    if for_build:
+        files += [str(config / "config.json"), str(config / "cli-plugins" / "docker-buildx"),
+                  *(f"{folder}/docker-buildx" for folder in PLUGIN_FOLDERS)]
+
+    def identity(path: str) -> list[int] | None:
+        try:
+            info = os.stat(path)
+        except OSError:
+            return None
+        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode]
+
+    settings = sorted((k, v) for k, v in environ.items() if k.startswith("DOCKER_") and k != "DOCKER_HOST")
+    return json.dumps([os.path.realpath(binary), for_build, [identity(f) for f in files], settings])
+
+
+def kept_probe(binary: str, environ: Mapping[str, str], *, for_build: bool, timeout: float,
+               kept: Path | None) -> DockerCLI | str:
+    """:func:`probe_client`, its answer kept in the folder ``kept`` (the cache folder; None: not
+    kept): a client that answered is not asked again (two programs started by every command)
+    until the binary, its buildx plugin or its settings change. A client that failed is asked
+    again every time, so that its error is today's."""
+    record = kept / KEPT_PROBES if kept is not None else None
+    identity = _probe_identity(binary, environ, for_build)
+    answers = (read_back_object(record) or {}) if record is not None else {}
+    answer = answers.get(identity)
+    if isinstance(answer, dict) and {"version", "build_mode"} <= answer.keys():
+        return DockerCLI(binary, str(answer["version"]), str(answer["build_mode"]), environ)
+    probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
+    if isinstance(probed, DockerCLI) and record is not None and record.parent.is_dir():
+        answers = {key: value for key, value in answers.items() if key != identity}
+        answers[identity] = {"version": probed.version, "build_mode": probed.build_mode}
+        with contextlib.suppress(OSError):  # a folder that takes no file: asked again next time
+            write_atomically(record, json.dumps(dict(list(answers.items())[-16:]), indent=1) + "\n")
+    return probed
+
+
 def candidate_clients(path_env: str) -> list[str]:
     """Every ``docker`` executable on PATH, in order, then the known fallbacks."""
     found: list[str] = []
@@ -193,9 +244,11 @@ def candidate_clients(path_env: str) -> list[str]:
     return found
 
 
-def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True, timeout: float = 20.0) -> DockerCLI:
+def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True, timeout: float = 20.0,
+                kept: Path | None = None) -> DockerCLI:
     """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
-    ``for_build``, the first that answers at all)."""
+    ``for_build``, the first that answers at all); ``kept``: the folder that keeps the probes'
+    answers (:func:`kept_probe`)."""
     if choice != "auto":
         binary = choice if os.sep in choice else (shutil.which(choice) or choice)
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
@@ -203,7 +256,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
                 f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
                 " Pass a name on PATH or a path, or 'auto'."
             )
-        probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
+        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept)
         if isinstance(probed, str):
             hint = ("Pass a docker client with --docker (build.docker), or 'auto'." if probed.startswith(NOT_DOCKER)
                     else INSTALL_HINT)
@@ -212,7 +265,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
     reasons = []
     candidates = candidate_clients(environ.get("PATH", os.defpath))
     for binary in candidates:  # one after another: the first usable wins, and the others are not started
-        probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
+        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept)
         if isinstance(probed, DockerCLI):
             return probed
         reasons.append(f"  {binary}: {probed}")

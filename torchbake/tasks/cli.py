@@ -242,7 +242,7 @@ def docker_client(settings: Settings, *, for_build: bool = True, choice: str | N
 
     try:
         found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
-                            timeout=min(20.0, settings.build.engine_timeout))
+                            timeout=min(20.0, settings.build.engine_timeout), kept=settings.paths.cache_dir)
     except EngineError:  # no client would do: say so only if the engine itself answers, else that it does not
         check_answers(dict(os.environ), settings.build.engine_timeout)
         raise
