@@ -119,6 +119,22 @@ def test_a_suite_s_debootstrap_packages_are_one_cache_entry_under_the_bootstrap_
     assert [r.what for r in cleanup.cache_removals(tmp_path, 30 * DAY, 0, time.time())] == [str(old.parent)]
     assert (str(old.parent), old.parent.with_suffix(".lock")) in {(str(p), lock) for _, p, lock in cleanup._entries(tmp_path)}
 
+def test_gc_removes_every_kind_of_cache_entry_it_lists(tmp_path):
+    """What the plan lists, carry_out removes: a program unpacked from its wheel and a suite's
+    debootstrap packages as well as a download and a wheel (the first two were listed as removed
+    and stayed, so the cache never came within --max-cache)."""
+    entries = [tmp_path / "downloads" / "aaaa" / "kit.tar.gz", tmp_path / "wheelhouse" / "cp311" / "a-1-py3-none-any.whl",
+               tmp_path / "tools" / "uv-38409000-ec3a0775", tmp_path / "bootstrap" / "debs" / "trixie" / "bash_5.2_amd64.deb"]
+    for path in entries:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+        age(path, 40)
+    removals = cleanup.cache_removals(tmp_path, 30 * DAY, 0, time.time())
+    assert sorted(r.kind for r in removals) == ["debootstrap packages", "download", "program", "wheel"]
+    outcome = cleanup.carry_out(FakeEngine([]), removals, tmp_path, _limits(0))
+    assert outcome.kept == [] and [path for path in entries if path.exists()] == []
+
+
 def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_path):
     def manifest(name, image, status, days):
         path = tmp_path / f"{name}.manifest.json"

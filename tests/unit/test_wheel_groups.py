@@ -4,7 +4,9 @@ and the companions add), and the image's creation time."""
 from __future__ import annotations
 
 import json
+import os
 import zipfile
+import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -207,3 +209,29 @@ def test_a_wheels_program_is_unpacked_once_and_again_only_when_its_kept_bytes_ar
     assert other.read_bytes() == b"new uv" and sorted(tools.iterdir()) == sorted([kept, other])  # a file of its own
     assert [(kind, str(path)) for kind, path, _ in cleanup._entries(tmp_path) if kind == "program"] == [
         ("program", str(p)) for p in sorted(tools.iterdir())]  # each one `invoke gc` may remove
+
+
+def test_cells_side_by_side_unpack_one_program_without_tripping_on_each_other(tmp_path):
+    """build-all's cells run in threads of one process: each unpacks into a file of its own and
+    renames it into place (a name of the process's alone: one cell's rename took the other's file,
+    "internal error: FileNotFoundError")."""
+    import threading
+
+    program = os.urandom(1 << 20) * 8
+    wheel = _uv_like_wheel(tmp_path, program)
+    start, found, failed = threading.Barrier(6), [], []
+
+    def unpack():
+        start.wait()
+        try:
+            found.append(wheelhouse.kept_script(wheel, "uv", tmp_path / "tools").read_bytes() == program)
+        except OSError as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=unpack) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failed == [] and found == [True] * 6
+    assert [p.name for p in (tmp_path / "tools").iterdir()] == [f"uv-{len(program)}-{zlib.crc32(program):08x}"]

@@ -49,7 +49,7 @@ class Limits:
 
 @dataclass(frozen=True)
 class Removal:
-    kind: str  # image | download | wheel | context | log | build cache
+    kind: str  # image | container | download | wheel | program | debootstrap packages | context | log | build cache
     what: str  # as shown: tags, a path
     size: int  # bytes
     why: str
@@ -308,8 +308,8 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
             except EngineError as exc:
                 kept.append(f"{removal.what}: {str(exc).splitlines()[0]}")
                 continue
-        elif removal.kind in ("download", "wheel", "context"):
-            lock = locks.get(removal.target or removal.what)
+        elif (removal.target or removal.what) in locks:  # a cache folder entry, of any kind _entries lists
+            lock = locks[removal.target or removal.what]
             try:
                 with filelock.FileLock(lock, timeout=0) if lock else contextlib.nullcontext():
                     _remove(Path(removal.what))

@@ -334,7 +334,10 @@ class Staging:
             for wheel in found:
                 self.record(str(wheel.path.relative_to(folder)), wheel.path)
                 # once here, not in every step; unpacked once per machine (the cache's tools/)
-                link_or_copy(wheelhouse.kept_script(wheel.path, "uv", cache_root / "tools"), target / "uv")
+                try:
+                    link_or_copy(wheelhouse.kept_script(wheel.path, "uv", cache_root / "tools"), target / "uv")
+                except FileNotFoundError:  # `invoke gc` removed the kept copy meanwhile
+                    wheelhouse.extract_script(wheel.path, "uv", target / "uv")
                 self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
                 wheel.path.unlink()
 

@@ -17,6 +17,7 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
+import uuid
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -392,9 +393,13 @@ def kept_script(wheel: Path, name: str, tools: Path) -> Path:
             kept = None
         if kept is None or len(kept) != member.file_size or zlib.crc32(kept) != member.CRC:
             program.parent.mkdir(parents=True, exist_ok=True)
-            partial = program.with_name(f".{program.name}.{os.getpid()}.partial")
-            partial.write_bytes(archive.read(member))
-            partial.chmod(0o755)
-            partial.replace(program)
+            # a name of this call's own: build-all's cells unpack side by side in one process
+            partial = program.with_name(f".{program.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
+            try:
+                partial.write_bytes(archive.read(member))
+                partial.chmod(0o755)
+                partial.replace(program)
+            finally:
+                partial.unlink(missing_ok=True)
     mark_used(program)
     return program
