@@ -135,6 +135,15 @@ def test_gc_removes_every_kind_of_cache_entry_it_lists(tmp_path):
     assert outcome.kept == [] and [path for path in entries if path.exists()] == []
 
 
+def test_a_program_being_unpacked_is_left_to_its_run_until_it_is_a_day_old(tmp_path):
+    young, old = tmp_path / "tools" / ".uv-1-0.7.aaaa.partial", tmp_path / "tools" / ".uv-1-0.9.bbbb.partial"
+    for path, days in ((young, 0.01), (old, 2)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x" * 100)
+        age(path, days)
+    assert [r.what for r in cleanup.cache_removals(tmp_path, 30 * DAY, 1, time.time())] == [str(old)]
+
+
 def test_logs_go_by_age_but_a_failure_stays_until_that_image_built_again(tmp_path):
     def manifest(name, image, status, days):
         path = tmp_path / f"{name}.manifest.json"

@@ -203,12 +203,28 @@ def test_a_clients_answer_is_kept_until_the_binary_its_plugin_or_its_settings_ch
     assert len(asked.read_text().splitlines()) == 4
     Path(binary).write_text(Path(binary).read_text().replace("26.1.5", "27.0.3"))  # the client is upgraded
     assert find().version == "27.0.3" and len(asked.read_text().splitlines()) == 6
-    assert find_client(binary, {**environ, "DOCKER_CLI_HINTS": "false"}, kept=kept).version == "27.0.3"
-    assert len(asked.read_text().splitlines()) == 8  # other DOCKER_* settings: asked again
+    assert find_client(binary, {**environ, "DOCKER_CLI_EXPERIMENTAL": "enabled"}, kept=kept).version == "27.0.3"
+    assert len(asked.read_text().splitlines()) == 8  # a setting the client reads: asked again
+    secret = "dckr_pat_" + "7" * 24
+    find_client(binary, {**environ, "DOCKER_PASSWORD": secret, "DOCKER_METADATA_OUTPUT_TAGS": "x:1"}, kept=kept)
+    assert len(asked.read_text().splitlines()) == 8  # others (a CI's per-run ones): not asked again ...
+    record = (kept / "docker-clients.json").read_text()
+    assert secret not in record and str(tmp_path) not in record  # ... and the record holds no value of the caller's
     (kept / "docker-clients.json").write_text("{not json")  # damaged: asked again, written anew
     assert find().version == "27.0.3" and len(asked.read_text().splitlines()) == 10
     find()
     assert len(asked.read_text().splitlines()) == 10
+
+
+def test_a_dry_run_reads_a_kept_answer_and_writes_none(tmp_path):
+    kept = tmp_path / "cache"
+    kept.mkdir()
+    binary, asked = counting_docker(tmp_path / "bin")
+    find_client(binary, {}, kept=kept, writes=False)
+    assert list(kept.iterdir()) == [] and len(asked.read_text().splitlines()) == 2
+    find_client(binary, {}, kept=kept)
+    find_client(binary, {}, kept=kept, writes=False)
+    assert len(asked.read_text().splitlines()) == 4  # the kept answer serves the dry run
 
 
 def test_a_client_that_cannot_build_is_asked_again_every_time(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import re
@@ -189,13 +190,16 @@ def probe_client(binary: str, environ: Mapping[str, str] | None = None, *, for_b
 PLUGIN_FOLDERS = ("/usr/local/lib/docker/cli-plugins", "/usr/local/libexec/docker/cli-plugins",
                   "/usr/lib/docker/cli-plugins", "/usr/libexec/docker/cli-plugins")
 KEPT_PROBES = "docker-clients.json"  # in the cache folder: probe_client's answers, by what they depend on
+PROBE_SETTINGS = ("DOCKER_CONFIG", "DOCKER_CLI_EXPERIMENTAL")  # the variables `--version`, `buildx version` read
 
 
 def _probe_identity(binary: str, environ: Mapping[str, str], for_build: bool) -> str:
-    """What a probe's answer depends on: the binary's file and, for a build, the buildx plugin it
-    would load (the user's and the system's plugin folders, the CLI's configuration) and the
-    DOCKER_* settings. Any change to any of them: a new identity, probed again."""
-    config = Path(environ.get("DOCKER_CONFIG") or Path(environ.get("HOME") or Path.home()) / ".docker")
+    """What a probe's answer depends on, hashed: the binary's file and, for a build, the buildx
+    plugin it would load (the user's and the system's plugin folders, the CLI's configuration) and
+    the settings the client reads. Any change to any of them (a file rewritten in place too: its
+    change time): a new identity, probed again. Hashed: the record holds no value of the caller's."""
+    home = environ.get("HOME") or os.path.expanduser("~")
+    config = Path(environ.get("DOCKER_CONFIG") or Path(home) / ".docker")
     files = [binary]
     if for_build:
         files += [str(config / "config.json"), str(config / "cli-plugins" / "docker-buildx"),
@@ -206,26 +210,30 @@ def _probe_identity(binary: str, environ: Mapping[str, str], for_build: bool) ->
             info = os.stat(path)
         except OSError:
             return None
-        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_mode]
+        return [info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode]
 
-    settings = sorted((k, v) for k, v in environ.items() if k.startswith("DOCKER_") and k != "DOCKER_HOST")
-    return json.dumps([os.path.realpath(binary), for_build, [identity(f) for f in files], settings])
+    settings = [environ.get(name, "") for name in PROBE_SETTINGS]
+    text = json.dumps([os.path.realpath(binary), for_build, [identity(f) for f in files], settings])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def kept_probe(binary: str, environ: Mapping[str, str], *, for_build: bool, timeout: float,
-               kept: Path | None) -> DockerCLI | str:
+               kept: Path | None, writes: bool = True) -> DockerCLI | str:
     """:func:`probe_client`, its answer kept in the folder ``kept`` (the cache folder; None: not
-    kept): a client that answered is not asked again (two programs started by every command)
-    until the binary, its buildx plugin or its settings change. A client that failed is asked
-    again every time, so that its error is today's."""
-    record = kept / KEPT_PROBES if kept is not None else None
+    kept; ``writes`` false: read, never written, as in a dry run): a client that answered is not
+    asked again (two programs started by every command) until the binary, its buildx plugin or
+    its settings change. A client that failed is asked again every time, so that its error is
+    today's. Deleting the file makes every client asked again."""
+    if kept is None:
+        return probe_client(binary, environ, for_build=for_build, timeout=timeout)
+    record = kept / KEPT_PROBES
     identity = _probe_identity(binary, environ, for_build)
-    answers = (read_back_object(record) or {}) if record is not None else {}
+    answers = read_back_object(record) or {}
     answer = answers.get(identity)
     if isinstance(answer, dict) and {"version", "build_mode"} <= answer.keys():
         return DockerCLI(binary, str(answer["version"]), str(answer["build_mode"]), environ)
     probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
-    if isinstance(probed, DockerCLI) and record is not None and record.parent.is_dir():
+    if isinstance(probed, DockerCLI) and writes and kept.is_dir():
         answers = {key: value for key, value in answers.items() if key != identity}
         answers[identity] = {"version": probed.version, "build_mode": probed.build_mode}
         with contextlib.suppress(OSError):  # a folder that takes no file: asked again next time
@@ -245,10 +253,10 @@ def candidate_clients(path_env: str) -> list[str]:
 
 
 def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = True, timeout: float = 20.0,
-                kept: Path | None = None) -> DockerCLI:
+                kept: Path | None = None, writes: bool = True) -> DockerCLI:
     """The client named by ``choice`` ("auto" = the first BuildKit-capable one found; without
-    ``for_build``, the first that answers at all); ``kept``: the folder that keeps the probes'
-    answers (:func:`kept_probe`)."""
+    ``for_build``, the first that answers at all); ``kept``, ``writes``: where the probes' answers
+    are kept, and whether a new one is written (:func:`kept_probe`)."""
     if choice != "auto":
         binary = choice if os.sep in choice else (shutil.which(choice) or choice)
         if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
@@ -256,7 +264,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
                 f"Docker client {choice!r} (build.docker / --docker) was not found or is not executable."
                 " Pass a name on PATH or a path, or 'auto'."
             )
-        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept)
+        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept, writes=writes)
         if isinstance(probed, str):
             hint = ("Pass a docker client with --docker (build.docker), or 'auto'." if probed.startswith(NOT_DOCKER)
                     else INSTALL_HINT)
@@ -265,7 +273,7 @@ def find_client(choice: str, environ: Mapping[str, str], *, for_build: bool = Tr
     reasons = []
     candidates = candidate_clients(environ.get("PATH", os.defpath))
     for binary in candidates:  # one after another: the first usable wins, and the others are not started
-        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept)
+        probed = kept_probe(binary, environ, for_build=for_build, timeout=timeout, kept=kept, writes=writes)
         if isinstance(probed, DockerCLI):
             return probed
         reasons.append(f"  {binary}: {probed}")

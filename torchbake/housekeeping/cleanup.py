@@ -142,7 +142,11 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
     tools = cache_dir / "tools"  # programs unpacked from their wheels (uv), one per wheel's bytes
     if tools.is_dir():
         for program in sorted(tools.iterdir()):
-            if program.is_file():
+            try:
+                unpacking = program.name.startswith(".") and time.time() - program.stat().st_mtime < 86400
+            except OSError:  # renamed or removed meanwhile
+                continue
+            if program.is_file() and not unpacking:  # .NAME.PID.*.partial: another run's, until a day old
                 yield "program", program, None
     for folder in package_caches(cache_dir):
         yield "debootstrap packages", folder, package_lock(folder)

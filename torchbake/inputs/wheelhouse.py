@@ -392,13 +392,16 @@ def kept_script(wheel: Path, name: str, tools: Path) -> Path:
         except OSError:
             kept = None
         if kept is None or len(kept) != member.file_size or zlib.crc32(kept) != member.CRC:
-            program.parent.mkdir(parents=True, exist_ok=True)
             # a name of this call's own: build-all's cells unpack side by side in one process
             partial = program.with_name(f".{program.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
             try:
+                program.parent.mkdir(parents=True, exist_ok=True)
                 partial.write_bytes(archive.read(member))
                 partial.chmod(0o755)
                 partial.replace(program)
+            except OSError as exc:
+                raise CommandError(f"Cannot keep {name} unpacked in {tools} ({exc.strerror or exc}): the cache"
+                                   " folder ([paths] cache_dir) must be writable by whoever builds.") from None
             finally:
                 partial.unlink(missing_ok=True)
     mark_used(program)

@@ -32,7 +32,7 @@ def bootstrap_os(c, **given):
                                platforms=tuple(p.name for p in platforms.parse_all(settings.image.platforms)),
                                include=validation.debian_packages(settings.bootstrap.include))
     check_folders(settings, create=not given["dry_run"])
-    client = docker_client(settings)
+    client = docker_client(settings, writes=not given["dry_run"])
     base_os.bootstrap_os_image(spec, client, settings.paths.cache_dir / base_os.BOOTSTRAP_DIR, dry_run=given["dry_run"])
 
 

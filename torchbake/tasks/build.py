@@ -36,7 +36,7 @@ def _run(make_plan, settings, given) -> None:
     if push:
         publishing.check_publishable([target, *(plan.image for _, plan in builds)], settings.sign)
     check_folders(settings, create=not dry_run)
-    client = docker_client(settings)
+    client = docker_client(settings, writes=not dry_run)
     results = []
     for _, plan in builds:
         if dry_run:

@@ -233,16 +233,19 @@ def check_folders(settings: Settings, *, create: bool) -> None:
     writable.check_folder(settings.paths.log_dir, "paths.log_dir", create=create)
 
 
-def docker_client(settings: Settings, *, for_build: bool = True, choice: str | None = None) -> DockerClient:
+def docker_client(settings: Settings, *, for_build: bool = True, choice: str | None = None,
+                  writes: bool = True) -> DockerClient:
     """The docker client of ``--docker`` / ``build.docker`` (or ``choice``), with the engine
-    timeouts of ``[build]``."""
+    timeouts of ``[build]``; ``writes`` false (a dry run, a plan): its answer is not written into
+    the cache folder."""
     # imported here: listing tasks and --help need no engine
     from torchbake.adapters.docker_cli import check_builder, find_client
     from torchbake.adapters.engine import DockerClient, check_answers
 
     try:
         found = find_client(choice or settings.build.docker, dict(os.environ), for_build=for_build,
-                            timeout=min(20.0, settings.build.engine_timeout), kept=settings.paths.cache_dir)
+                            timeout=min(20.0, settings.build.engine_timeout), kept=settings.paths.cache_dir,
+                            writes=writes)
     except EngineError:  # no client would do: say so only if the engine itself answers, else that it does not
         check_answers(dict(os.environ), settings.build.engine_timeout)
         raise

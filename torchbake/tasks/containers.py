@@ -55,7 +55,7 @@ def run_container(c, **given):
 
 
 def _run_session(settings, image: str, *, request_fields: dict, dry_run: bool) -> tuple[int, running.Session]:
-    client = docker_client(settings, for_build=False)
+    client = docker_client(settings, for_build=False, writes=not dry_run)
     if not image:
         image = running.most_recent_image(client, settings.paths.log_dir)
         output.channel().say(f"torchbake: no IMAGE given; using {image}, the most recent successful build on this host.")

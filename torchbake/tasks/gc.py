@@ -70,7 +70,7 @@ def gc(c, **given):
             raise ConfigurationError(f"--keep {given['keep']!r}: expected a whole number of images, 0 or more.") from None
     settings = resolve_config(given["config"], overrides(GC_FLAGS, given)).settings()
     check_folders(settings, create=False)
-    client = docker_client(settings, for_build=False)
+    client = docker_client(settings, for_build=False, writes=not given["dry_run"])
     collect(settings, client, dry_run=given["dry_run"])
 
 

@@ -118,7 +118,7 @@ def build_all(c, **given):
         if signer is not None:
             signer.ready()
     check_folders(settings, create=not plan)
-    client = docker_client(settings, choice=given["docker"])
+    client = docker_client(settings, choice=given["docker"], writes=not plan)
     client.check_engine()
     if plan:
         _print_plan(cells, plans, needs, client, force=force)
