@@ -7,8 +7,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from invoke.exceptions import Exit
 
-from torchbake.adapters.docker_cli import find_client
+from torchbake.adapters.docker_cli import find_client, keep_answers
 from torchbake.core import data
 from torchbake.core.errors import EngineError
 
@@ -173,6 +174,16 @@ def test_layers_get_the_compression_asked_for_with_oci_media_types(compression, 
     assert argv[3] == flag
 
 
+@pytest.fixture(autouse=True)
+def nothing_learnt_before():
+    """Each test starts with no answer learnt by another (the process-wide record of this run's)."""
+    import torchbake.adapters.docker_cli as clients
+
+    clients._TO_KEEP.clear()
+    yield
+    clients._TO_KEEP.clear()
+
+
 def counting_docker(folder, buildx: bool = True) -> tuple[str, Path]:
     """fake_docker that also writes a line into ``folder``/asked for each time it is started."""
     asked = folder / "asked"
@@ -190,8 +201,11 @@ def test_a_clients_answer_is_kept_until_the_binary_its_plugin_or_its_settings_ch
     binary, asked = counting_docker(tmp_path / "bin")
     environ = {"DOCKER_CONFIG": str(tmp_path / "config")}
 
-    def find():
-        return find_client(binary, environ, kept=kept)
+    def find(env=environ):
+        """A command that succeeded: what it learnt of the client is written (reports_errors)."""
+        found = find_client(binary, env, kept=kept)
+        keep_answers()
+        return found
 
     assert (find().version, find().build_mode) == ("26.1.5", "buildx")
     assert len(asked.read_text().splitlines()) == 2  # asked once: `--version` and `buildx version`
@@ -203,10 +217,10 @@ def test_a_clients_answer_is_kept_until_the_binary_its_plugin_or_its_settings_ch
     assert len(asked.read_text().splitlines()) == 4
     Path(binary).write_text(Path(binary).read_text().replace("26.1.5", "27.0.3"))  # the client is upgraded
     assert find().version == "27.0.3" and len(asked.read_text().splitlines()) == 6
-    assert find_client(binary, {**environ, "DOCKER_CLI_EXPERIMENTAL": "enabled"}, kept=kept).version == "27.0.3"
+    assert find({**environ, "DOCKER_CLI_EXPERIMENTAL": "enabled"}).version == "27.0.3"
     assert len(asked.read_text().splitlines()) == 8  # a setting the client reads: asked again
     secret = "dckr_pat_" + "7" * 24
-    find_client(binary, {**environ, "DOCKER_PASSWORD": secret, "DOCKER_METADATA_OUTPUT_TAGS": "x:1"}, kept=kept)
+    find({**environ, "DOCKER_PASSWORD": secret, "DOCKER_METADATA_OUTPUT_TAGS": "x:1"})
     assert len(asked.read_text().splitlines()) == 8  # others (a CI's per-run ones): not asked again ...
     record = (kept / "docker-clients.json").read_text()
     assert secret not in record and str(tmp_path) not in record  # ... and the record holds no value of the caller's
@@ -221,10 +235,37 @@ def test_a_dry_run_reads_a_kept_answer_and_writes_none(tmp_path):
     kept.mkdir()
     binary, asked = counting_docker(tmp_path / "bin")
     find_client(binary, {}, kept=kept, writes=False)
+    keep_answers()
     assert list(kept.iterdir()) == [] and len(asked.read_text().splitlines()) == 2
     find_client(binary, {}, kept=kept)
+    keep_answers()
     find_client(binary, {}, kept=kept, writes=False)
     assert len(asked.read_text().splitlines()) == 4  # the kept answer serves the dry run
+
+
+def test_only_a_command_that_succeeds_keeps_what_it_learnt_of_its_client(tmp_path):
+    """Bad input leaves the cache folder as it was (test_bad_inputs: `verify` of a missing image
+    had written the client's answer before the engine said there is no such image)."""
+    from torchbake.core.errors import ConfigurationError
+    from torchbake.tasks.cli import reports_errors
+
+    kept = tmp_path / "cache"
+    kept.mkdir()
+    binary, asked = counting_docker(tmp_path / "bin")
+
+    @reports_errors
+    def task(fail: bool):
+        find_client(binary, {}, kept=kept)
+        if fail:
+            raise ConfigurationError("no such image")
+
+    with pytest.raises(Exit):
+        task(True)
+    assert list(kept.iterdir()) == []
+    task(False)
+    assert [p.name for p in kept.iterdir()] == ["docker-clients.json"]
+    task(False)
+    assert len(asked.read_text().splitlines()) == 4  # the failed command's probe, the first good one's
 
 
 def test_a_client_that_cannot_build_is_asked_again_every_time(tmp_path):

@@ -222,23 +222,37 @@ def kept_probe(binary: str, environ: Mapping[str, str], *, for_build: bool, time
     """:func:`probe_client`, its answer kept in the folder ``kept`` (the cache folder; None: not
     kept; ``writes`` false: read, never written, as in a dry run): a client that answered is not
     asked again (two programs started by every command) until the binary, its buildx plugin or
-    its settings change. A client that failed is asked again every time, so that its error is
-    today's. Deleting the file makes every client asked again."""
+    its settings change; a new answer is written when the command succeeds (:func:`keep_answers`).
+    A client that failed is asked again every time, so that its error is today's. Deleting the
+    file makes every client asked again."""
     if kept is None:
         return probe_client(binary, environ, for_build=for_build, timeout=timeout)
     record = kept / KEPT_PROBES
     identity = _probe_identity(binary, environ, for_build)
-    answers = read_back_object(record) or {}
-    answer = answers.get(identity)
+    answer = _TO_KEEP.get(record, {}).get(identity) or (read_back_object(record) or {}).get(identity)
     if isinstance(answer, dict) and {"version", "build_mode"} <= answer.keys():
         return DockerCLI(binary, str(answer["version"]), str(answer["build_mode"]), environ)
     probed = probe_client(binary, environ, for_build=for_build, timeout=timeout)
-    if isinstance(probed, DockerCLI) and writes and kept.is_dir():
-        answers = {key: value for key, value in answers.items() if key != identity}
-        answers[identity] = {"version": probed.version, "build_mode": probed.build_mode}
+    if isinstance(probed, DockerCLI) and writes:
+        _TO_KEEP.setdefault(record, {})[identity] = {"version": probed.version, "build_mode": probed.build_mode}
+    return probed
+
+
+_TO_KEEP: dict[Path, dict[str, dict[str, str]]] = {}  # the answers this run learnt, until it succeeds
+
+
+def keep_answers(*, write: bool = True) -> None:
+    """Write the answers this run learnt into their records when its command succeeded (``write``);
+    forget them either way (a command that fails, bad input among them, leaves the cache folder
+    as it found it)."""
+    for record, learnt in _TO_KEEP.items() if write else ():
+        if not record.parent.is_dir():
+            continue
+        answers = {key: value for key, value in (read_back_object(record) or {}).items() if key not in learnt}
+        answers.update(learnt)
         with contextlib.suppress(OSError):  # a folder that takes no file: asked again next time
             write_atomically(record, json.dumps(dict(list(answers.items())[-16:]), indent=1) + "\n")
-    return probed
+    _TO_KEEP.clear()
 
 
 def candidate_clients(path_env: str) -> list[str]:

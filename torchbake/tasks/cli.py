@@ -187,8 +187,11 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(body)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         previous = signal.signal(signal.SIGTERM, _terminate)
+        succeeded = False
         try:
-            return body(*args, **kwargs)
+            done = body(*args, **kwargs)
+            succeeded = True
+            return done
         except FatalError as exc:
             sys.stdout.flush()
             raise Exit(message=redact(output.as_typed(f"torchbake: error: {exc}")), code=exc.exit_code) from None
@@ -199,6 +202,8 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
                        code=code) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
+            if (clients := sys.modules.get("torchbake.adapters.docker_cli")) is not None:
+                clients.keep_answers(write=succeeded)  # what it learnt of its docker client: kept if it succeeded
 
     return wrapper
 
