@@ -136,7 +136,7 @@ def test_gc_removes_every_kind_of_cache_entry_it_lists(tmp_path):
 
 
 def test_a_program_being_unpacked_is_left_to_its_run_until_it_is_a_day_old(tmp_path):
-    young, old = tmp_path / "tools" / ".uv-1-0.7.aaaa.partial", tmp_path / "tools" / ".uv-1-0.9.bbbb.partial"
+    young, old = tmp_path / "tools" / ".uv-1-0.7.aaaa.tmp", tmp_path / "tools" / ".uv-1-0.9.bbbb.tmp"
     for path, days in ((young, 0.01), (old, 2)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"x" * 100)

@@ -25,12 +25,15 @@ else:
     filelock = LazyModule("filelock")  # read when a lock is taken: `invoke --list` imports this module
 
 
-def write_atomically(path: Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` (its folder made if missing) in one rename."""
+def write_atomically(path: Path, data: bytes | str, *, mode: int | None = None) -> Path:
+    """Write ``data`` to ``path`` (its folder made if missing) in one rename; ``mode``: its
+    permissions, set before it appears under its name (an executable is never seen without x)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+        if mode is not None:
+            tmp.chmod(mode)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -146,7 +146,7 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
                 unpacking = program.name.startswith(".") and time.time() - program.stat().st_mtime < 86400
             except OSError:  # renamed or removed meanwhile
                 continue
-            if program.is_file() and not unpacking:  # .NAME.PID.*.partial: another run's, until a day old
+            if program.is_file() and not unpacking:  # .NAME.PID.*.tmp: another run's, until a day old
                 yield "program", program, None
     for folder in package_caches(cache_dir):
         yield "debootstrap packages", folder, package_lock(folder)

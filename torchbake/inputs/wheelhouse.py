@@ -17,7 +17,6 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
-import uuid
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from torchbake.adapters import command
 from torchbake.configuration.settings import WheelOptions
 from torchbake.core import output
 from torchbake.core.errors import CommandError, DiskSpaceError, DownloadError
-from torchbake.core.files import mark_used
+from torchbake.core.files import mark_used, write_atomically
 from torchbake.core.output import human_size
 from torchbake.core.redaction import redact, split_credentials
 from torchbake.inputs.downloads import file_lock, link_or_copy
@@ -392,17 +391,10 @@ def kept_script(wheel: Path, name: str, tools: Path) -> Path:
         except OSError:
             kept = None
         if kept is None or len(kept) != member.file_size or zlib.crc32(kept) != member.CRC:
-            # a name of this call's own: build-all's cells unpack side by side in one process
-            partial = program.with_name(f".{program.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.partial")
-            try:
-                program.parent.mkdir(parents=True, exist_ok=True)
-                partial.write_bytes(archive.read(member))
-                partial.chmod(0o755)
-                partial.replace(program)
+            try:  # through a file of this call's own: build-all's cells unpack side by side in one process
+                write_atomically(program, archive.read(member), mode=0o755)
             except OSError as exc:
                 raise CommandError(f"Cannot keep {name} unpacked in {tools} ({exc.strerror or exc}): the cache"
                                    " folder ([paths] cache_dir) must be writable by whoever builds.") from None
-            finally:
-                partial.unlink(missing_ok=True)
     mark_used(program)
     return program
