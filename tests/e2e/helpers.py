@@ -263,9 +263,14 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
 
     images = {f"{ref} {image_id}" for ref, image_id in listed if concerns(ref)}
     containers = set()
-    for line in listing("ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Image}} {{.Names}}", env=env).splitlines():
+    # A probe container (label torchbake.probe) lives only during the call that made it, and any
+    # command on a shared image makes them, on any worker: counting them would count another test's
+    # command. Their leaks are test_faults' leftovers check.
+    for line in listing("ps", "-a", "--no-trunc", "--format", 'probe={{.Label "torchbake.probe"}} {{.ID}} {{.Image}} {{.Names}}',
+                        env=env).splitlines():
+        probe, line = line.split(" ", 1)
         _container_id, image, name = line.split(" ", 2)
-        if concerns(image) or name in names:
+        if probe != "probe=true" and (concerns(image) or name in names):
             containers.add(line)
     return {"images": images, "containers": containers}
 
