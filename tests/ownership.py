@@ -35,6 +35,7 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "torchbake/housekeeping/": ("test_gc.py",),
     "torchbake/inputs/base_os.py": ("test_bootstrap.py",),
     "torchbake/inputs/locks.py": ("test_locks.py",),
+    "torchbake/inputs/pip_configuration.py": ("test_locks.py",),  # and scripts/setup.sh: the whole suite
     "torchbake/inputs/sources.py": ("test_dev.py",),
     "torchbake/inputs/": ("test_release.py", "test_promises.py", "test_faults.py"),
     "torchbake/planning/": ("test_bad_inputs.py", "test_release.py"),

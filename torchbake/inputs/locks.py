@@ -36,7 +36,7 @@ from torchbake.configuration import platforms
 from torchbake.configuration.settings import PythonOptions, WheelOptions
 from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.redaction import redact
-from torchbake.inputs import wheelhouse
+from torchbake.inputs import pip_configuration, wheelhouse
 from torchbake.inputs.downloads import file_sha256
 
 REMAKE = ("Make it again with the build's flags and --config files: `invoke lock` (`invoke lock --base` for a base"
@@ -243,18 +243,8 @@ def _index_arguments(options: WheelOptions) -> list[str]:
     """uv's arguments for the indexes the unlocked builds' ``pip download`` asks: [wheels]
     index_url, extra_index_urls and find_links over pip's own configuration (its files and
     PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints."""
-    pip = _pip_configuration()
-    argv: list[str] = ["--index-strategy", "unsafe-best-match"]  # as pip chooses: the best version of any index
-    index = options.index_url or next(iter(pip.get("index-url", [])), "")
-    if index:
-        argv += ["--index-url", index]
-    for url in dict.fromkeys([*pip.get("extra-index-url", []), *options.extra_index_urls]):
-        argv += ["--extra-index-url", url]
-    for link in dict.fromkeys([*pip.get("find-links", []), *options.find_links]):
-        argv += ["--find-links", link]
-    for constraint in pip.get("constraint", []):
-        argv += ["--constraint", constraint]
-    return argv
+    return pip_configuration.uv_arguments(_pip_configuration(), index_url=options.index_url,
+                                          extra_index_urls=options.extra_index_urls, find_links=options.find_links)
 
 
 def fetch(wheel: LockedWheel, lock_name: str, cache, options: WheelOptions):
@@ -286,18 +276,12 @@ def index_credentials(location: str, options: WheelOptions) -> str:
 
 @functools.cache
 def _pip_configuration() -> dict[str, list[str]]:
-    """Key → values of pip's configuration that decide what it resolves (index-url,
-    extra-index-url, find-links, constraint), the environment's over the files'."""
+    """pip's configuration where it decides what ``pip download`` resolves
+    (:func:`torchbake.inputs.pip_configuration.parse`)."""
     import sys
 
     result = command.run([sys.executable, "-m", "pip", "config", "list"], capture=True, check=False, echo=False)
-    found: dict[str, dict[str, list[str]]] = {}
-    for line in result.output.splitlines():
-        match = re.fullmatch(r"(:env:|global|download|install)\.([a-z-]+)='(.*)'", line.strip())
-        if match and match[2] in ("index-url", "extra-index-url", "find-links", "constraint"):
-            found.setdefault(match[2], {})[match[1]] = match[3].split()
-    return {key: by_origin.get(":env:") or by_origin.get("download") or by_origin.get("global")
-            or by_origin.get("install") or [] for key, by_origin in found.items()}
+    return pip_configuration.parse(result.output, "download")
 
 
 def changes(old: Lock | None, new: Lock) -> list[tuple[str, str, str]]:
