@@ -55,6 +55,20 @@ def _run_reading_the_log(args: tuple[str, ...], *, check: bool, env: dict | None
     return result
 
 
+def file_in_image(image: str, path: str, env: dict | None = None) -> str:
+    """The text of the file ``path`` in ``image``, copied out of a container created (never
+    started) from it: nothing runs, so no output stream can lose it (under load, a container's
+    log can miss what it wrote: `cat` with exit status 0 and an empty log, seen in run 11)."""
+    container = docker("create", image, "true", env=env).stdout.strip()
+    try:
+        archive = subprocess.run([DOCKER, "cp", f"{container}:{path}", "-"], capture_output=True, check=True,
+                                 env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL).stdout
+    finally:
+        docker("rm", "--force", container, check=False, env=env)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return tar.extractfile(tar.next()).read().decode()
+
+
 def listing(*args: str, env: dict | None = None) -> str:
     """`docker images …` / `docker ps -a …`: on the containerd image store a listing reads each
     image's content, and fails as "not found" when another test removes an image meanwhile; such a
