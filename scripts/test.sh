@@ -33,15 +33,18 @@ esac
 status=$?
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk. After
-    # the tests, not beside them: a prune beside them deleted records the run had yet to use (the least
-    # recently used go first, and the last run's are as old as the ones this run needs), and the dev
-    # base's apt and torch steps ran again (two runs of 13 min instead of 11). The tests' inputs are
-    # the same bytes run after run (tests/e2e/helpers.make_wheel), so the next run can find their
-    # steps here. A run leaves 34 to 43 GB (2026-11-27); 30 GB are kept, the least recently used
-    # going first (the first modules' steps among them). Deleting the rest takes about 20 s.
+    # the tests, not beside them: a prune beside them deleted records the run had yet to use. First
+    # the copies of the build contexts (type source.local, 4 to 5 GB a run): BuildKit keeps one per
+    # context folder, and every build's context folder is a new one, so no later build reuses them.
+    # Then the rest down to 30 GB. BuildKit deletes first what ranks low on both last use and
+    # use count: the steps of a run's own inputs (run-unique wheels, a fresh CA, fixture sources),
+    # used once. Trimmed to 30 GB without the first prune, the cut (14 GB) reached the records the
+    # next run needs (made in the last run, used a few times): the next run built its dev base's
+    # apt step again, and a dozen more (12:51 in pytest instead of 11:36; 2026-11-28).
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
     before=$(cache_size)
-    /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
+    { /usr/bin/docker builder prune --force --filter type=source.local >/dev/null \
+        && /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null; } \
         || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
     after=$(cache_size)
     echo "test.sh: the engine's build cache: ${before:-?} after the run, ${after:-?} kept." >&2
