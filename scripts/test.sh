@@ -33,18 +33,20 @@ esac
 status=$?
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk. After
-    # the tests, not beside them: a prune beside them deleted records the run had yet to use. First
-    # the copies of the build contexts (type source.local, 4 to 5 GB a run): BuildKit keeps one per
-    # context folder, and every build's context folder is a new one, so no later build reuses them.
-    # Then the rest down to 30 GB. BuildKit deletes first what ranks low on both last use and
-    # use count: the steps of a run's own inputs (run-unique wheels, a fresh CA, fixture sources),
-    # used once. Trimmed to 30 GB without the first prune, the cut (14 GB) reached the records the
-    # next run needs (made in the last run, used a few times): the next run built its dev base's
-    # apt step again, and a dozen more (12:51 in pytest instead of 11:36; 2026-11-28).
+    # the tests, not beside them: a prune beside them deleted records the run had yet to use.
+    # BuildKit (0.13, Docker 26) files a step's cache under the copy of the build context (a record of
+    # type source.local) of the build that first ran it: delete that copy and every step it ran is
+    # forgotten, although other builds used it since and its layers are still there (measured: a
+    # toolkit step built again after the first build's three source.local records were pruned by ID;
+    # pruning all of them made the next run 13:31 in pytest instead of 11:36, 2026-11-28). So the
+    # context copies go only once nobody used them for a day (a step first run that long ago is built
+    # again, once), and the size trim takes only the steps' own records: down to 30 GB, the least used
+    # and least recently used first, which are a run's own inputs' steps (run-unique wheels, a fresh
+    # CA, fixture sources), used once.
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
     before=$(cache_size)
-    { /usr/bin/docker builder prune --force --filter type=source.local >/dev/null \
-        && /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null; } \
+    { /usr/bin/docker builder prune --force --filter type=source.local --filter until=24h >/dev/null \
+        && /usr/bin/docker builder prune --force --filter type=regular --keep-storage 30GB >/dev/null; } \
         || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
     after=$(cache_size)
     echo "test.sh: the engine's build cache: ${before:-?} after the run, ${after:-?} kept." >&2
