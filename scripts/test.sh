@@ -32,24 +32,32 @@ esac
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
 status=$?
 if [ -n "${CI:-}" ]; then
-    # CI machines are reused between runs: keep the engine's build cache from filling the disk. After
-    # the tests, not beside them: a prune beside them deleted records the run had yet to use.
-    # BuildKit (0.13, Docker 26) files a step's cache under the copy of the build context (a record of
-    # type source.local) of the build that first ran it: delete that copy and every step it ran is
-    # forgotten, although other builds used it since and its layers are still there (measured: a
-    # toolkit step built again after the first build's three source.local records were pruned by ID;
-    # pruning all of them made the next run 13:31 in pytest instead of 11:36, 2026-11-28). So the
-    # context copies go only once nobody used them for a day (a step first run that long ago is built
-    # again, once), and the size trim takes only the steps' own records: down to 30 GB, the least used
-    # and least recently used first, which are a run's own inputs' steps (run-unique wheels, a fresh
-    # CA, fixture sources), used once.
+    # CI machines are reused between runs: keep the engine's build cache from filling the disk, after
+    # the tests (a prune beside them deleted records the run had yet to use), and only when the disk
+    # needs it: every trim costs the next run steps it had cached. BuildKit (0.13, Docker 26) ranks
+    # records by creation more than by use (a cache hit updates neither the use count nor the last
+    # use of the records it reuses), so a trim deletes the steps the next run needs along with a
+    # run's own (run-unique wheels, a fresh CA, fixture sources); and it files a step's cache under
+    # the context upload (type source.local) of the build that first ran it, so deleting that upload
+    # forgets the step for every later build (docs/housekeeping.md). Measured, 2026-11-28: runs of
+    # 12:51 to 14:03 in pytest right after trims, 10:35 to 10:45 on a cache never trimmed. A run adds
+    # about 10 GB; below 20 GB free on the engine's disk the steps' own records go down to 30 GB, and
+    # the uploads too if that is not enough.
+    engine_free() { df --output=avail -B1 "$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -1; }
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
+    wanted=$((20 * 1000 * 1000 * 1000))
     before=$(cache_size)
-    { /usr/bin/docker builder prune --force --filter type=source.local --filter until=24h >/dev/null \
-        && /usr/bin/docker builder prune --force --filter type=regular --keep-storage 30GB >/dev/null; } \
-        || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
-    after=$(cache_size)
-    echo "test.sh: the engine's build cache: ${before:-?} after the run, ${after:-?} kept." >&2
+    if [ "$(engine_free)" -lt "$wanted" ]; then
+        /usr/bin/docker builder prune --force --filter type=regular --keep-storage 30GB >/dev/null \
+            || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
+        if [ "$(engine_free)" -lt "$wanted" ]; then
+            /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
+                || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
+        fi
+        echo "test.sh: the engine's build cache: ${before:-?} after the run, $(cache_size) kept." >&2
+    else
+        echo "test.sh: the engine's build cache: ${before:-?} after the run, kept (over 20 GB free)." >&2
+    fi
 fi
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
