@@ -34,30 +34,25 @@ status=$?
 if [ -n "${CI:-}" ]; then
     # CI machines are reused between runs: keep the engine's build cache from filling the disk, after
     # the tests (a prune beside them deleted records the run had yet to use), and only when the disk
-    # needs it: every trim costs the next run steps it had cached. BuildKit (0.13, Docker 26) ranks
-    # records by creation more than by use (a cache hit updates neither the use count nor the last
-    # use of the records it reuses), so a trim deletes the steps the next run needs along with a
-    # run's own (run-unique wheels, a fresh CA, fixture sources); and it files a step's cache under
-    # the context upload (type source.local) of the build that first ran it, so deleting that upload
-    # forgets the step for every later build (docs/housekeeping.md). Measured, 2026-11-28: runs of
-    # 12:51 to 14:03 in pytest right after trims, 10:35 to 10:45 on a cache never trimmed. A run adds
-    # about 10 GB; below 20 GB free on the engine's disk the steps' own records go down to 30 GB, and
-    # the uploads too if that is not enough.
+    # needs it: every cut costs the next run steps it had cached, whatever is cut. BuildKit (0.13,
+    # Docker 26) ranks records by creation more than by use (a cache hit updates neither the use
+    # count nor the last use of what it reuses), so a cut takes the steps the next run needs along
+    # with a run's own (run-unique wheels, a fresh CA, fixture sources); and it files a step's cache
+    # under the context upload (type source.local) of the build that first ran it, so pruning that
+    # upload forgets the step for every later build (docs/housekeeping.md, docs/speed.md). Keeping
+    # the uploads and cutting only the steps' records does not help: a run adds 4.5 GB of uploads,
+    # and within a day they left the steps a few GB. Measured, 2026-11-28: 13:02 to 14:03 in
+    # pytest right after cuts, 11:03 after none. A run adds about 10 GB: under 20 GB free on the
+    # engine's disk, the cache goes down to 30 GB, BuildKit's own order.
     engine_free() { df --output=avail -B1 "$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -1; }
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
-    wanted=$((20 * 1000 * 1000 * 1000))
     before=$(cache_size)
-    if [ "$(engine_free)" -lt "$wanted" ]; then
-        /usr/bin/docker builder prune --force --filter type=regular --keep-storage 30GB >/dev/null \
+    if [ "$(engine_free)" -lt $((20 * 1000 * 1000 * 1000)) ]; then
+        /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
             || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
-        if [ "$(engine_free)" -lt "$wanted" ]; then
-            /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
-                || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
-        fi
-        echo "test.sh: the engine's build cache: ${before:-?} after the run, $(cache_size) kept." >&2
-    else
-        echo "test.sh: the engine's build cache: ${before:-?} after the run, kept (over 20 GB free)." >&2
     fi
+    echo "test.sh: the engine's build cache: ${before:-?} after the run, $(cache_size) kept," \
+        "$(($(engine_free) / 1000000000)) GB free." >&2
 fi
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
