@@ -45,7 +45,8 @@ if [ -n "${CI:-}" ]; then
     # pytest right after cuts, 11:03 after none. A run adds about 10 GB to the cache and holds a few
     # GB more while it runs (second engines, test folders): under 15 GB free on the engine's disk
     # after a run, the cache goes down to 30 GB, in BuildKit's own order.
-    engine_free() { df --output=avail -B1 "$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null || echo /)" | tail -1; }
+    engine_root=$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null) || engine_root=/
+    engine_free() { df --output=avail -B1 "$engine_root" | tail -1; }
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
     before=$(cache_size)
     if [ "$(engine_free)" -lt $((15 * 1000 * 1000 * 1000)) ]; then
