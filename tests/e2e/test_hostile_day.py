@@ -184,10 +184,10 @@ def test_the_context_of_a_killed_build_is_found_by_gc_and_a_live_ones_is_not(bas
     try:
         deadline = time.monotonic() + 120
         contexts = cache / "contexts"
-        while time.monotonic() < deadline and not list(contexts.glob("context-*/Dockerfile")):
+        while time.monotonic() < deadline and not list(contexts.glob("context-*/*/Dockerfile")):
             assert build.poll() is None, (tmp_path / "build.out").read_text()
             time.sleep(0.05)
-        assert list(contexts.glob("context-*/Dockerfile")), "the build never prepared its context"
+        assert list(contexts.glob("context-*/*/Dockerfile")), "the build never prepared its context"
         live = run_invoke("gc", "--dry-run", env={k: v for k, v in env.items() if k.startswith("TORCHBAKE_")})
         assert live.returncode == 0 and "a build that was killed" not in live.stdout, live.stdout
         os.killpg(build.pid, signal.SIGKILL)

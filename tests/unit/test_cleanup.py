@@ -312,3 +312,22 @@ def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path)
     candidates.let_go(live)
     assert not candidates.is_live(live)
     assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=3)] == [live]
+
+
+def test_every_temporary_context_of_one_kind_of_image_has_one_base_name_and_goes_whole(tmp_path):
+    """buildx keys the engine's copy of a context by its folder's base name: one name per variant
+    and platform lets builds reuse one copy (a new name each build left a copy each time). Two
+    builds at once still get two folders; gc sees each as one entry, held by its lock."""
+    from torchbake.inputs.context import choose_context_dir, context_name, remove_context
+
+    root = tmp_path / "contexts"
+    first, temporary = choose_context_dir("", root, context_name("release"))
+    second, _ = choose_context_dir("", root, context_name("release"))
+    other, _ = choose_context_dir("", root, context_name("release", "linux/arm64/v8"))
+    assert temporary and first.is_dir() and second.is_dir() and first != second
+    assert first.name == second.name == "release" and other.name == "release-linux-arm64-v8"
+    assert {p.name for p in root.iterdir() if p.is_dir()} == {first.parent.name, second.parent.name, other.parent.name}
+    listed = {path: lock for kind, path, lock in cleanup._entries(tmp_path) if kind == "context"}
+    assert listed[first.parent] == root / f"{first.parent.name}.lock" and listed[first.parent].is_file()
+    remove_context(first)
+    assert not first.parent.exists() and not (root / f"{first.parent.name}.lock").exists() and second.is_dir()

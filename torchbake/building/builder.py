@@ -48,6 +48,7 @@ from torchbake.core.status import Status
 from torchbake.inputs.context import (
     PreparedContext,
     choose_context_dir,
+    context_name,
     load_prepared,
     remove_context,
 )
@@ -331,6 +332,12 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     return replace(result, gpu_checks=record.facts.get("gpu_checks", {}))
 
 
+def _context_dir(plan: Plan) -> tuple[Path, bool]:
+    """The folder ``plan``'s context is prepared in, and whether it is temporary."""
+    return choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts",
+                              context_name(plan.variant, plan.platform))
+
+
 def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
     """The context folder the user named (--build-dir), checked, and with --no-prepare the context
     kept there: before anything is written. None: a temporary folder will be made."""
@@ -338,7 +345,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
         folder = Path(plan.build_dir).expanduser().resolve()
         return folder, load_prepared(folder)
     if plan.build_dir:
-        return choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")[0], None
+        return _context_dir(plan)[0], None
     return None
 
 
@@ -362,7 +369,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     if user_context is not None:
         (folder, prepared), temporary = user_context, False
     else:
-        folder, temporary = choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")
+        folder, temporary = _context_dir(plan)
         prepared = None
     held = contextlib.ExitStack()  # secret files: they exist while the builds below run, no longer
     try:
@@ -490,7 +497,7 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
     facts, digest, _found = assess(plan, client, look=False)
     cache = plan.download_cache()
     log_file = log_path(plan.path_options.log_dir, plan.image)
-    folder, temporary = choose_context_dir(plan.build_dir, plan.path_options.cache_dir / "contexts")
+    folder, temporary = _context_dir(plan)
     with contextlib.ExitStack() as held:
         if temporary:
             held.callback(remove_context, folder)

@@ -154,13 +154,27 @@ def tree_sha256(folder: Path, *, skip: set[str] = frozenset(), files: Iterable[P
     return digest.hexdigest()
 
 
-def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]:
-    """The folder to prepare in (``build_dir``, or a new one below ``contexts_root``), and whether it
-    is temporary. Refuses to touch a user folder that torchbake did not create."""
+def context_name(variant: str, platform: str = "") -> str:
+    """The base name of every temporary context of a ``variant``'s image for ``platform`` ("": the
+    engine's own). buildx keys the engine's copy of a context by its folder's base name: builds
+    under one name send only the files that changed into a copy they reuse, where a new name each
+    build left a new copy in the build cache each time (4.5 GB a suite run). Builds at the same
+    time each get a copy of their own. buildx compares files by size and modification time, as
+    `docker build` in one folder does; a staged file is written new, or is a hard link to (copy of)
+    a file torchbake checked."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(filter(None, (variant, platform))))
+
+
+def choose_context_dir(build_dir: str, contexts_root: Path, name: str) -> tuple[Path, bool]:
+    """The folder to prepare in (``build_dir``, or a new one called ``name`` (:func:`context_name`),
+    alone in a new folder below ``contexts_root``), and whether it is temporary. Refuses to touch
+    a user folder that torchbake did not create."""
     if not build_dir:
         contexts_root.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root))
-        hold_lock(context_lock(folder))
+        holder = Path(tempfile.mkdtemp(prefix="context-", dir=contexts_root))
+        hold_lock(context_lock(holder))
+        folder = holder / name
+        folder.mkdir()
         return folder, True
     folder = Path(build_dir).expanduser().resolve()
     if folder.exists() and not folder.is_dir():
@@ -181,16 +195,16 @@ def choose_context_dir(build_dir: str, contexts_root: Path) -> tuple[Path, bool]
     return folder, False
 
 
-def context_lock(folder: Path) -> Path:
-    """The lock a build holds on its temporary context while it lives (the kernel lets it go when the
-    process dies): `invoke gc` finds the contexts of killed builds by it."""
-    return folder.with_name(folder.name + ".lock")
+def context_lock(holder: Path) -> Path:
+    """The lock a build holds on the folder of its temporary context while it lives (the kernel
+    lets it go when the process dies): `invoke gc` finds the contexts of killed builds by it."""
+    return holder.with_name(holder.name + ".lock")
 
 
 def remove_context(folder: Path) -> None:
-    """A temporary context, gone with its lock (the build is over)."""
-    shutil.rmtree(folder, ignore_errors=True)
-    release_lock(context_lock(folder))
+    """A temporary context, gone with the folder that holds it and its lock (the build is over)."""
+    shutil.rmtree(folder.parent, ignore_errors=True)
+    release_lock(context_lock(folder.parent))
 
 
 def files_in(folder: Path) -> list[str]:
