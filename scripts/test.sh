@@ -42,14 +42,15 @@ if [ -n "${CI:-}" ]; then
     # upload forgets the step for every later build (docs/housekeeping.md, docs/speed.md). Keeping
     # the uploads and cutting only the steps' records does not help: a run adds 4.5 GB of uploads,
     # and within a day they left the steps a few GB. Measured, 2026-11-28: 13:02 to 14:03 in
-    # pytest right after cuts, 11:03 after none. A run adds about 10 GB to the cache and holds a few
-    # GB more while it runs (second engines, test folders): under 15 GB free on the engine's disk
-    # after a run, the cache goes down to 30 GB, in BuildKit's own order.
+    # pytest right after cuts, 11:03 after none. A run adds about 5 GB to the cache (10 GB before
+    # builds reused their context's upload) and holds a few GB more while it runs (second engines,
+    # test folders): under 10 GB free on the engine's disk after a run, the cache goes down to 30 GB,
+    # in BuildKit's own order.
     engine_root=$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null) || engine_root=/
     engine_free() { df --output=avail -B1 "$engine_root" | tail -1; }
     cache_size() { /usr/bin/docker system df --format '{{.Type}} {{.Size}}' 2>/dev/null | sed -n 's/^Build Cache //p'; }
     before=$(cache_size)
-    if [ "$(engine_free)" -lt $((15 * 1000 * 1000 * 1000)) ]; then
+    if [ "$(engine_free)" -lt $((10 * 1000 * 1000 * 1000)) ]; then
         /usr/bin/docker builder prune --force --keep-storage 30GB >/dev/null \
             || echo "test.sh: docker builder prune failed; the build cache was not trimmed." >&2
     fi
