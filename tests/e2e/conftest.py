@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_invoke
+from tests.conftest import ROOT, run_invoke
 from tests.support import git_server, serve_registry, start_second_engine
 
 from .fixture_repos import dev_profile, git_credentials, make_repos
@@ -169,6 +170,28 @@ def base_image(run_id, tb_env):
             if run_id in found:
                 docker("image", "rm", "--force", image_id, check=False)
     docker("image", "rm", "--force", name, check=False)
+
+
+@pytest.fixture(scope="session")
+def packaged_base(run_base, run_folder) -> str:
+    """run_base with the OS packages a release image needs already in it, once per run: an empty
+    second engine builds FROM it without an apt run of its own (install_os_packages.sh installs only
+    what the base lacks; its own list, run here as the image's step runs it). This engine's cache
+    keeps the step across runs. For the tests whose second engines prove other things than a first
+    build's apt run (the soak, an engine that dies)."""
+    name = f"torchbake-test/debian:packaged-run-{RUN}"
+
+    def build():
+        context = run_folder / "packaged-base"
+        context.mkdir(exist_ok=True)
+        (context / "Dockerfile").write_text(
+            f"FROM {run_base}\nRUN --mount=type=bind,source=common,target=/tmp/common"
+            " bash /tmp/common/install_os_packages.sh os 0\n")
+        shutil.copytree(ROOT / "docker" / "common", context / "common", dirs_exist_ok=True)
+        docker("build", "--quiet", "--tag", name, str(context))
+        return name
+
+    return once_per_run(run_folder, "packaged-base", build)
 
 
 @pytest.fixture(scope="session")

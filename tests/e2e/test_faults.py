@@ -248,7 +248,7 @@ def test_build_all_interrupted_stops_its_builds_and_cleans_up(base_image, tmp_pa
     downloads_are_complete_and_verified(cache)
 
 
-def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(base_image, tmp_path, run_id, tb_env,
+def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(packaged_base, tmp_path, run_id, tb_env,
                                                                                tmp_path_factory, tiny_torch):
     """dockerd killed (SIGKILL) in the middle of a build-all cell, while its candidate image is being
     verified: the run ends within the engine timeout saying the engine stopped answering (exit 4),
@@ -257,7 +257,7 @@ def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(b
     slow = make_wheel(tmp_path, "torchbake-slow-ext", "1.0", [],  # verify imports it: a window of 20 s
                       {"slow_ext/__init__.py": "import time\ntime.sleep(20)\n"})
     with start_second_engine(tmp_path_factory.mktemp("engine-dies")) as engine:
-        copy_image(base_image, engine)
+        copy_image(packaged_base, engine)
         profile = tmp_path / "lean.toml"
         profile.write_text(f'{STAND_IN_PYTHON}[wheels]\ntorch = "{tiny_torch}"\nextra = []\n'
                            f'extension = "{slow}"\nextension_module = "slow_ext"\n'
@@ -265,7 +265,7 @@ def test_an_engine_that_dies_during_a_build_is_named_and_the_next_run_succeeds(b
         matrix = tmp_path / "nightly.toml"
         matrix.write_text(f'[matrix]\nprofiles = ["{profile}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
                           f'name = "torchbake-test/dies"\ntag = "{{variant}}-{run_id}"\n'
-                          f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
+                          f'[matrix.options.release]\n"image.base" = "{packaged_base}"\n')
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **tb_env, **engine}
         on_b = dict(engine)
 

@@ -42,16 +42,16 @@ def user_build(context, tag: str, engine: dict) -> None:
     docker("image", "rm", f"{tag}-new", env=engine)
 
 
-def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile, tiny_torch, tmp_path_factory, run_id):
+def test_nights_of_build_all_stay_within_their_budgets(packaged_base, tiny_profile, tiny_torch, tmp_path_factory, run_id):
     work = tmp_path_factory.mktemp("soak")
     cache = work / "cache"
     wheels = work / "wheels"
     wheels.mkdir()
     with start_second_engine(work / "engine") as engine:
-        copy_image(base_image, engine)
+        copy_image(packaged_base, engine)
         own = work / "own"  # a context of its own: the engine's data root is under `work`
         own.mkdir()
-        (own / "Dockerfile").write_text(f"FROM {base_image}\nLABEL made.by=the-user\n")
+        (own / "Dockerfile").write_text(f"FROM {packaged_base}\nLABEL made.by=the-user\n")
         docker("build", "--quiet", "--tag", f"user/own:{run_id}", str(own), env=engine)
         matrix = work / "nightly.toml"
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}, **engine,
@@ -69,7 +69,7 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
             matrix.write_text(
                 f'[matrix]\nprofiles = ["{tiny_profile}", "{sibling}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
                 f'name = "torchbake-soak/{{profile}}"\ntag = "{{variant}}-{run_id}"\n'
-                f'[matrix.options.release]\n"image.base" = "{base_image}"\n"build.network" = "host"\n'
+                f'[matrix.options.release]\n"image.base" = "{packaged_base}"\n"build.network" = "host"\n'
                 f'[gc]\nafter_build_all = true\nkeep = 1\nmax_cache = "{MAX_CACHE}"\nmax_build_cache = "{MAX_BUILD_CACHE}"\n'
                 f'engine_build_cache = true\n')  # an engine of its own: its whole cache within the budget
             result = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build-all", "--config",
@@ -85,7 +85,7 @@ def test_nights_of_build_all_stay_within_their_budgets(base_image, tiny_profile,
                 (own / "Dockerfile").write_text(f"FROM {sibling_image}\nRUN echo mine > /mine\n")
                 user_build(own, f"user/derived:{run_id}", engine)
                 derived = docker("image", "inspect", "--format", "{{.Id}}", f"user/derived:{run_id}", env=engine).stdout.strip()
-                (own / "Dockerfile").write_text(f"FROM {base_image}\nRUN echo mine again > /mine\n")
+                (own / "Dockerfile").write_text(f"FROM {packaged_base}\nRUN echo mine again > /mine\n")
                 user_build(own, f"user/derived:{run_id}", engine)
                 assert docker("image", "inspect", "--format", '{{index .Config.Labels "org.opencontainers.image.title"}}',
                               derived, env=engine).stdout.strip() == "torchbake-soak/sibling"
