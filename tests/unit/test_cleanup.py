@@ -331,3 +331,32 @@ def test_every_temporary_context_of_one_kind_of_image_has_one_base_name_and_goes
     assert listed[first.parent] == root / f"{first.parent.name}.lock" and listed[first.parent].is_file()
     remove_context(first)
     assert not first.parent.exists() and not (root / f"{first.parent.name}.lock").exists() and second.is_dir()
+
+
+def test_a_temporary_context_is_named_after_the_files_it_holds_whatever_their_size_and_time(tmp_path):
+    """buildx sends into a reused copy only the files whose size or modification time changed:
+    new bytes under the same size and time must give another name, so the engine never builds
+    from the last build's bytes. A recorded input counts by its sha256, whichever file holds it."""
+    import os
+
+    from torchbake.inputs.context import Staging, choose_context_dir, content_digest, context_name
+
+    def staged(text: str, wheel: Path) -> Path:
+        folder, temporary = choose_context_dir("", tmp_path / "contexts", context_name("release"))
+        stage = Staging(folder, temporary)
+        (stage.path / "requirements.txt").write_text(text)
+        os.utime(stage.path / "requirements.txt", ns=(0, 10**18))  # the same time for every build
+        (stage.path / "wheelhouse").mkdir()
+        os.link(wheel, stage.path / "wheelhouse" / wheel.name)
+        stage.record(wheel.name, wheel)
+        return content_digest(stage.path, stage.linked)
+
+    one, two = tmp_path / "one" / "w-1.whl", tmp_path / "two" / "w-1.whl"
+    for path in (one, two):
+        path.parent.mkdir()
+        path.write_bytes(b"wheel")
+    same = staged("torch==1\n", one)
+    assert staged("torch==1\n", two) == same  # the same bytes, other files: one name
+    assert staged("torch==2\n", one) != same  # the same size and time, other bytes
+    two.write_bytes(b"WHEEL")
+    assert staged("torch==1\n", two) != same  # an input with other bytes

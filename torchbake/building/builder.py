@@ -376,6 +376,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         if prepared is None:
             output.channel().say(f"Preparing the build context in {folder}")
             prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
+            folder = prepared.path  # a temporary one is named after what it holds once prepared
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
         record.facts.update({
@@ -503,6 +504,7 @@ def reproduce(plan: Plan, client: DockerClient, image_id: str, input_hash: str) 
             held.callback(remove_context, folder)
         output.channel().say(f"Preparing the build context of {plan.image} in {folder} (log: {log_file})")
         prepared = plan.prepare(facts, cache, folder, temporary=temporary, log_file=log_file)
+        folder = prepared.path  # a temporary one is named after what it holds once prepared
         digest = digest or fingerprint(plan, facts, cache)
         if digest != input_hash:
             raise VerificationError(

@@ -26,9 +26,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import platform as platform_module
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -155,14 +157,34 @@ def tree_sha256(folder: Path, *, skip: set[str] = frozenset(), files: Iterable[P
 
 
 def context_name(variant: str, platform: str = "") -> str:
-    """The base name of every temporary context of a ``variant``'s image for ``platform`` ("": the
-    engine's own). buildx keys the engine's copy of a context by its folder's base name: builds
-    under one name send only the files that changed into a copy they reuse, where a new name each
-    build left a new copy in the build cache each time (4.5 GB a suite run). Builds at the same
-    time each get a copy of their own. buildx compares files by size and modification time, as
-    `docker build` in one folder does; a staged file is written new, or is a hard link to (copy of)
-    a file torchbake checked."""
+    """The first part of the base name of a temporary context of a ``variant``'s image for
+    ``platform`` ("": the engine's own); the rest is the digest of what it holds
+    (:func:`content_digest`). buildx keys the engine's copy of a context by its folder's base name,
+    and sends into a copy it reuses only the files whose size or modification time changed: a
+    file with new bytes under the same size and time would stay as it was. So only a context of
+    the very same files reuses a copy (what a rebuild or another engine's cache check sends), and
+    a new name each build no longer leaves a new copy each time (4.5 GB a suite run)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(filter(None, (variant, platform))))
+
+
+def content_digest(folder: Path, linked: Mapping[tuple[int, int], str]) -> str:
+    """One digest of every file and link below ``folder`` (the marker aside), each by its path and
+    what it holds: a hard link to a recorded input by that input's sha256 (``linked``: by device
+    and inode), another hard link (a source tree's file) by its device, inode, size and
+    modification time, a file of the context's own by its bytes, a link by its target."""
+    digest = hashlib.sha256()
+    for name in files_in(folder):
+        path = folder / name
+        found = path.lstat()
+        if stat.S_ISLNK(found.st_mode):
+            held = "link " + os.readlink(path)
+        elif found.st_nlink > 1:
+            known = linked.get((found.st_dev, found.st_ino))
+            held = known or f"inode {found.st_dev} {found.st_ino} {found.st_size} {found.st_mtime_ns}"
+        else:
+            held = file_sha256(path)
+        digest.update(f"{name}\0{stat.S_IMODE(found.st_mode):o}\0{held}\0".encode())
+    return digest.hexdigest()
 
 
 def choose_context_dir(build_dir: str, contexts_root: Path, name: str) -> tuple[Path, bool]:
@@ -252,10 +274,13 @@ class Staging:
         self.sha512: dict[str, str] = {}
         self.tools: dict[str, dict[str, str]] = {}  # a program taken out of its wheel → the wheel's metadata
         self.steps: set[str] = set()  # the template's optional steps with something to do
+        self.linked: dict[tuple[int, int], str] = {}  # a recorded input's file (device, inode) → its sha256
 
     def record(self, name: str, path: Path) -> None:
         """An input file of the image, by name: its sha256 and sha512, read once."""
         self.inputs[name], self.sha512[name] = file_digests(path, "sha256", "sha512")
+        found = path.stat()
+        self.linked[(found.st_dev, found.st_ino)] = self.inputs[name]
 
     def toolkits(self, artifacts: dict[str, Artifact], scripts: Mapping[str, str]) -> None:
         toolkit_dir = self.path / "toolkits"
@@ -385,6 +410,10 @@ class Staging:
         fields.setdefault("pins", {})
         fields.setdefault("extension", "")
         fields.setdefault("sources", {})
+        if self.temporary:  # named after what it holds: the engine reuses its copy only for the very same files
+            named = self.folder.with_name(f"{self.folder.name}-{content_digest(self.path, self.linked)[:16]}")
+            self.path.rename(named)
+            self.folder = self.path = named
         prepared = PreparedContext(
             path=self.folder, inputs=dict(sorted(self.inputs.items())), sha512=dict(sorted(self.sha512.items())),
             tools=self.tools,
