@@ -179,7 +179,7 @@ def packaged_base(run_base, run_folder) -> str:
     what the base lacks; its own list, run here as the image's step runs it). This engine's cache
     keeps the step across runs. For the tests whose second engines prove other things than a first
     build's apt run (the soak, an engine that dies)."""
-    name = f"torchbake-test/debian:packaged-run-{RUN}"
+    name = f"torchbake-test/debian-packaged:run-{RUN}"
 
     def build():
         context = run_folder / "packaged-base"

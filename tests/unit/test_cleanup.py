@@ -360,3 +360,8 @@ def test_a_temporary_context_is_named_after_the_files_it_holds_whatever_their_si
     assert staged("torch==2\n", one) != same  # the same size and time, other bytes
     two.write_bytes(b"WHEEL")
     assert staged("torch==1\n", two) != same  # an input with other bytes
+    folder, temporary = choose_context_dir("", tmp_path / "contexts", context_name("release"))
+    (tmp_path / "template").write_text("FROM scratch\n")
+    prepared = Staging(folder, temporary).finish(tmp_path / "template", {}, "cpu", [])
+    assert prepared.path.parent == folder.parent and not folder.exists()
+    assert prepared.path.name == f"release-{content_digest(prepared.path, {})[:16]}"
