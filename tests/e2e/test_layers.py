@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -69,13 +70,7 @@ def test_a_toolkit_adds_only_layers_above_torch(base_image, tb_env, tmp_path, ru
     below it with the image without one: a toolkit, added or changed, builds only above torch.
     (A changed extension wheel: test_release's diff of two builds; an unchanged build and --force:
     test_reproducible.)"""
-    kit = tmp_path / "kit" / "musa_toolkits"
-    kit.mkdir(parents=True)
-    (kit / "install.sh").write_text(
-        "#!/bin/bash\nset -e\nmkdir -p /usr/local/musa\necho 'fake toolkit 3.2' > /usr/local/musa/version.txt\n")
-    tarball = tmp_path / "musa_toolkits-3.2.tar.gz"
-    with tarfile.open(tarball, "w:gz") as tar:
-        tar.add(kit, arcname="musa_toolkits")
+    tarball = toolkit(tmp_path / "musa_toolkits-3.2.tar.gz", "3.2")
     name = sibling(tmp_path, base_image, tb_env, f"{run_id}-kit3.2", f'[toolkits]\nmusa_toolkits_url = "{tarball}"\n')
     try:
         shared, added = new_layer_bytes(name, cpu)
@@ -83,5 +78,41 @@ def test_a_toolkit_adds_only_layers_above_torch(base_image, tb_env, tmp_path, ru
         assert added <= 5 * MB, added
         assert file_in_image(name, "/usr/local/musa/version.txt") == "fake toolkit 3.2\n"
         print(f"toolkit: {added} new layer bytes")
+        # Another toolkit under the same file name, size and modification time (new bytes only): the
+        # image holds its bytes, although buildx would keep a reused context copy's file of that size and time.
+        other = same_size_toolkit(tarball, tmp_path / "other")
+        again = sibling(tmp_path, base_image, tb_env, f"{run_id}-kit3.2b", f'[toolkits]\nmusa_toolkits_url = "{other}"\n')
+        try:
+            assert file_in_image(again, "/usr/local/musa/version.txt") == "fake toolkit 3.3\n"
+        finally:
+            docker("image", "rm", "--force", again, check=False)
     finally:
         docker("image", "rm", "--force", name, check=False)
+
+
+def toolkit(path: Path, version: str) -> Path:
+    """A fake vendor toolkit tarball whose size does not depend on its version's digits (gzip
+    stores the tar's fixed-size records as they are)."""
+    import gzip
+    import io
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    script = ("#!/bin/bash\nset -e\nmkdir -p /usr/local/musa\n"
+              f"echo 'fake toolkit {version}' > /usr/local/musa/version.txt\n").encode()
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        info = tarfile.TarInfo("musa_toolkits/install.sh")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    path.write_bytes(gzip.compress(raw.getvalue(), compresslevel=0, mtime=0))
+    return path
+
+
+def same_size_toolkit(first: Path, folder: Path) -> Path:
+    """``first``'s toolkit saying 3.3: a tarball of ``first``'s name, size and modification time."""
+    import os
+
+    other = toolkit(folder / first.name, "3.3")
+    assert other.stat().st_size == first.stat().st_size and other.read_bytes() != first.read_bytes()
+    os.utime(other, ns=(first.stat().st_atime_ns, first.stat().st_mtime_ns))
+    return other

@@ -277,3 +277,44 @@ def test_a_client_that_cannot_build_is_asked_again_every_time(tmp_path):
             find_client(binary, {}, kept=kept)
     assert len(asked.read_text().splitlines()) == 4
     assert not (kept / "docker-clients.json").exists()
+
+
+@pytest.mark.parametrize("second", ["ok", "race", "other"])
+def test_a_build_that_lost_a_layer_to_the_image_stores_race_runs_once_more(second, tmp_path, monkeypatch, capsys):
+    """moby/buildkit#6521: an image removed beside a build's unpacking takes a shared layer's
+    snapshot from under it. That failure (only that one) is built once more; once, not again."""
+    from torchbake.adapters.engine import DockerClient
+    from torchbake.core.errors import BuildError
+
+    race = ('#16 ERROR: failed to prepare extraction snapshot "extract-1-RJVM sha256:9483": parent snapshot'
+            ' sha256:1668 does not exist: not found')
+    later = {"ok": "#16 DONE 0.2s", "race": race, "other": "#9 ERROR: process did not complete successfully"}[second]
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/bash\necho x >> {calls}\nif [ $(wc -l < {calls}) = 1 ]; then echo '{race}'; exit 1; fi\n"
+                    f"echo '{later}'\n[ '{second}' = ok ]\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(DockerClient, "check_engine", lambda self: "26.1.5")
+    client = DockerClient(binary=str(fake), version="26.1.5", build_mode="buildx")
+    log = tmp_path / "build.log"
+    if second == "ok":
+        client.build([str(fake), "buildx", "build", "."], {}, log)
+    else:
+        with pytest.raises(BuildError):
+            client.build([str(fake), "buildx", "build", "."], {}, log)
+    assert len(calls.read_text().split()) == 2
+    assert "building once more" in capsys.readouterr().out
+
+
+def test_a_build_that_failed_otherwise_is_not_built_again(tmp_path, monkeypatch):
+    from torchbake.adapters.engine import DockerClient
+    from torchbake.core.errors import BuildError
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/bash\necho x >> {calls}\necho 'ERROR: failed to solve: process did not complete'\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(DockerClient, "check_engine", lambda self: "26.1.5")
+    with pytest.raises(BuildError):
+        DockerClient(binary=str(fake), version="26.1.5", build_mode="buildx").build([str(fake)], {}, tmp_path / "log")
+    assert len(calls.read_text().split()) == 1

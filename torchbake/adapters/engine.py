@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from torchbake.adapters import command
 from torchbake.adapters.docker_cli import DockerCLI
 from torchbake.configuration import platforms
-from torchbake.core import data
+from torchbake.core import data, output
 from torchbake.core.errors import BuildError, EngineError, RegistryError
 from torchbake.core.lazy import LazyModule
 
@@ -48,6 +49,20 @@ def marked_json(output: str, mark: str) -> Any:
     is the image's own), or None when it printed none."""
     line = next((line for line in output.splitlines() if line.startswith(mark)), None)
     return None if line is None else json.loads(line[len(mark):])
+
+
+# The image store's race (moby/buildkit#6521, containerd/containerd#3787): an image removed while a
+# build unpacks another that shares a layer with it takes the layer's snapshot from under the unpacking.
+UNPACK_RACE = re.compile(r"failed to prepare extraction snapshot .*parent snapshot \S+ does not exist")
+
+
+def _log_since(log_file: Path, offset: int) -> str:
+    try:
+        with log_file.open("rb") as handle:
+            handle.seek(offset)
+            return handle.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 @dataclass(frozen=True)
@@ -105,18 +120,26 @@ class DockerClient(DockerCLI):
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:
         """A BuildKit build (see :meth:`DockerCLI.build`); one that failed because the engine
-        stopped answering says so, within the engine timeout."""
-        try:
-            super().build(argv, env, log_file)
-        except BuildError as exc:
+        stopped answering says so, within the engine timeout. One that lost a layer to the image
+        store's race (:data:`UNPACK_RACE`) runs once more: its steps are cached by then."""
+        for attempt in (1, 2):
+            started = log_file.stat().st_size if log_file.exists() else 0
             try:
-                self.check_engine()
-            except EngineError:
-                raise EngineError(
-                    f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
-                    f" ({data.engine_hint()}) and run the same command again; the steps"
-                    " that finished come from the layer cache.") from exc
-            raise
+                super().build(argv, env, log_file)
+                return
+            except BuildError as exc:
+                try:
+                    self.check_engine()
+                except EngineError:
+                    raise EngineError(
+                        f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
+                        f" ({data.engine_hint()}) and run the same command again; the steps"
+                        " that finished come from the layer cache.") from exc
+                if attempt == 2 or not UNPACK_RACE.search(_log_since(log_file, started)):
+                    raise
+                output.channel().say("The engine's image store lost a layer while unpacking the image (a race with an"
+                                     " image removed beside it: moby/buildkit#6521); building once more, from the"
+                                     " cache.")
 
     def check_engine(self) -> str:
         """The engine's version; a clear error if none answers."""
