@@ -162,8 +162,8 @@ def context_name(variant: str, platform: str = "") -> str:
     (:func:`content_digest`). buildx keys the engine's copy of a context by its folder's base name,
     and sends into a copy it reuses only the files whose size or modification time changed: a
     file with new bytes under the same size and time would stay as it was. So only a context of
-    the very same files reuses a copy (what a rebuild or another engine's cache check sends), and
-    a new name each build no longer leaves a new copy each time (4.5 GB a suite run)."""
+    the very same files reuses a copy (a rebuild, another tag of one image); a new name for every
+    build left a new copy every time (4.5 GB a suite run)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", "-".join(filter(None, (variant, platform))))
 
 
