@@ -371,12 +371,15 @@ class Staging:
             found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, wheel_options,
                                        link_into=target, log_file=log_file)
             for wheel in found:
-                self.record(str(wheel.path.relative_to(folder)), wheel.path)
+                name = str(wheel.path.relative_to(folder))
+                self.record(name, wheel.path)
                 # once here, not in every step; unpacked once per machine (the cache's tools/)
                 try:
                     link_or_copy(wheelhouse.kept_script(wheel.path, "uv", cache_root / "tools"), target / "uv")
                 except FileNotFoundError:  # `invoke gc` removed the kept copy meanwhile
                     wheelhouse.extract_script(wheel.path, "uv", target / "uv")
+                program = (target / "uv").stat()  # what it holds: the program of that wheel, whichever copy
+                self.linked[(program.st_dev, program.st_ino)] = f"uv of {self.inputs[name]}"
                 self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
                 wheel.path.unlink()
 
