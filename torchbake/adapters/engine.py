@@ -56,15 +56,6 @@ def marked_json(output: str, mark: str) -> Any:
 UNPACK_RACE = re.compile(r"failed to prepare extraction snapshot .*parent snapshot \S+ does not exist")
 
 
-def _log_since(log_file: Path, offset: int) -> str:
-    try:
-        with log_file.open("rb") as handle:
-            handle.seek(offset)
-            return handle.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @dataclass(frozen=True)
 class DockerClient(DockerCLI):
     """The CLI torchbake builds with, and the engine it talks to."""
@@ -123,7 +114,6 @@ class DockerClient(DockerCLI):
         stopped answering says so, within the engine timeout. One that lost a layer to the image
         store's race (:data:`UNPACK_RACE`) runs once more: its steps are cached by then."""
         for attempt in (1, 2):
-            started = log_file.stat().st_size if log_file.exists() else 0
             try:
                 super().build(argv, env, log_file)
                 return
@@ -135,7 +125,7 @@ class DockerClient(DockerCLI):
                         f"The Docker engine stopped answering during the build (log: {log_file}). Start it again"
                         f" ({data.engine_hint()}) and run the same command again; the steps"
                         " that finished come from the layer cache.") from exc
-                if attempt == 2 or not UNPACK_RACE.search(_log_since(log_file, started)):
+                if attempt == 2 or not UNPACK_RACE.search(str(exc)):  # the build's last lines
                     raise
                 output.channel().say("The engine's image store lost a layer while unpacking the image (a race with an"
                                      " image removed beside it: moby/buildkit#6521); building once more, from the"
