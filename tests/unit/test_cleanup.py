@@ -315,9 +315,9 @@ def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path)
 
 
 def test_every_temporary_context_of_one_kind_of_image_has_one_base_name_and_goes_whole(tmp_path):
-    """buildx keys the engine's copy of a context by its folder's base name: one name per variant
-    and platform lets builds reuse one copy (a new name each build left a copy each time). Two
-    builds at once still get two folders; gc sees each as one entry, held by its lock."""
+    """A temporary context is staged under the kind of image and its platform (the digest of its
+    files joins the name once staged: the test below), alone in a folder of its own: two builds at
+    once get two folders; gc sees each as one entry, held by its lock."""
     from torchbake.inputs.context import choose_context_dir, context_name, remove_context
 
     root = tmp_path / "contexts"
@@ -341,7 +341,7 @@ def test_a_temporary_context_is_named_after_the_files_it_holds_whatever_their_si
 
     from torchbake.inputs.context import Staging, choose_context_dir, content_digest, context_name
 
-    def staged(text: str, wheel: Path) -> Path:
+    def staged(text: str, wheel: Path) -> str:
         folder, temporary = choose_context_dir("", tmp_path / "contexts", context_name("release"))
         stage = Staging(folder, temporary)
         (stage.path / "requirements.txt").write_text(text)
