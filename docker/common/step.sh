@@ -21,6 +21,11 @@ trap 'rm -f "$marker" "$compiled" "$changed"' EXIT
 # Two seconds back: the kernel stamps files with a coarse clock, so a file the step makes at once
 # can carry the marker's own time; and BuildKit's mount stubs, made just before, count too.
 touch -d "@$(($(date +%s) - 2))" "$marker"
+# Only the installers' own compilation writes .pyc files (uv's and pip's ignore this): an import in
+# the step writes none. uv's compile workers import what a .pth file names (setuptools'
+# _distutils_hack) as they start, and one could write its timestamp-based .pyc over the compiled
+# one: a .pyc that is stale once the touch below runs, and that a later step wrote again.
+export PYTHONDONTWRITEBYTECODE=1
 if [ -f "$here/$1" ]; then
     bash "$here/$1" "${@:2}"
 else

@@ -87,3 +87,17 @@ def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wro
         assert "Building" not in refused.stdout + refused.stderr
     finally:
         docker("image", "rm", "--force", image, check=False)
+
+
+def test_an_import_in_a_build_step_writes_no_pyc_only_the_installers_compilation_does(packaged_base, run_id):
+    """uv's compile workers import what a .pth file names as they start; a .pyc an import wrote
+    over the compiled one was stale once step.sh gave its source SOURCE_DATE_EPOCH's time, and a
+    later step wrote it again: one image in thirty differed from its no-cache build by that file."""
+    common = Path(__file__).parents[2] / "docker/common"
+    script = ('mkdir /tmp/m && echo "x = 1" > /tmp/m/mod.py'
+              ' && bash /opt/torchbake/common/step.sh python3 -c "import sys; sys.path.insert(0, \\"/tmp/m\\"); import mod"'
+              ' && ls -A /tmp/m')
+    result = docker("run", "--rm", "--name", f"torchbake-test-pyc-{run_id}", "--network", "none",
+                    "-e", "SOURCE_DATE_EPOCH=1700000000", "-v", f"{common}:/opt/torchbake/common:ro",
+                    packaged_base, "bash", "-c", script)
+    assert result.stdout.split() == ["mod.py"], result.stdout + result.stderr
