@@ -49,16 +49,34 @@ def recorded(argv: list[str]):
     if not path:
         yield
         return
-    started, cpu = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    at, started, cpu = time.time(), time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         yield
     finally:
         used = resource.getrusage(resource.RUSAGE_CHILDREN)
-        line = {"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "argv": argv,
-                "seconds": round(time.monotonic() - started, 2),
-                "cpu": round(used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime, 2)}
-        with open(path, "a", encoding="utf-8") as out:  # one write of one line: whole beside other workers'
-            out.write(json.dumps(line) + "\n")
+        _record(path, {"test": os.environ.get("PYTEST_CURRENT_TEST", ""), "argv": argv, "at": round(at, 2),
+                       "seconds": round(time.monotonic() - started, 2),
+                       "cpu": round(used.ru_utime + used.ru_stime - cpu.ru_utime - cpu.ru_stime, 2)})
+
+
+def _record(path: str, line: dict) -> None:
+    line["worker"] = os.environ.get("PYTEST_XDIST_WORKER", "")
+    with open(path, "a", encoding="utf-8") as out:  # one write of one line: whole beside other workers'
+        out.write(json.dumps(line) + "\n")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item):
+    """Where SUITE_INVOCATIONS names a file, each test is a line of it too (no argv): when it began on
+    which worker, and its seconds (setup, call, teardown): the run's timeline, worker by worker
+    (scripts/suite-timeline.py)."""
+    path = os.environ.get("SUITE_INVOCATIONS")
+    at, started = time.time(), time.monotonic()
+    try:
+        return (yield)
+    finally:
+        if path:
+            _record(path, {"test": item.nodeid, "at": round(at, 2), "seconds": round(time.monotonic() - started, 2)})
 
 
 # The modules that take longest, longest first (worker seconds in `--durations`, 2026-11-24):
