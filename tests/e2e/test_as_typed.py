@@ -60,8 +60,9 @@ def test_build_release_then_run_container_then_your_repository_as_typed(scratch,
     image nor its FROM image (the user's own under those names are set aside meanwhile and given
     back): debian:bookworm is made with debootstrap, the image built and verified; `run-container`
     without IMAGE then runs it. A cache of the test's own holds no record of earlier builds, so
-    nothing can be re-tagged instead of built. Then, on that engine, the "your own repository"
-    page as typed (:func:`follow_your_repository_page`)."""
+    nothing can be re-tagged instead of built; built again, it is unchanged, and deciding so
+    imports neither the engine's SDK nor rich (benchmarks/startup.py times it). Then, on that
+    engine, the "your own repository" page as typed (:func:`follow_your_repository_page`)."""
     env = {**tb_env, "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache")}
     with set_aside(DEFAULT_RELEASE), set_aside("debian:bookworm"), set_aside(PAGE_IMAGE):
         built = as_typed(scratch, env, "build", "--release")
@@ -73,6 +74,11 @@ def test_build_release_then_run_container_then_your_repository_as_typed(scratch,
         assert re.search(r"torch version\s*│\s*pass\s*│\s*2\.13\.0\+cpu", output), output[-3000:]
         assert docker("image", "inspect", "--format", "{{index .Config.Labels \"org.opencontainers.image.base.name\"}}",
                       DEFAULT_RELEASE).stdout.strip() == "debian:bookworm"
+        again = as_typed(scratch, {**env, "PYTHONPROFILEIMPORTTIME": "1"}, "build", "--release")
+        assert again.returncode == 0 and f"{DEFAULT_RELEASE} unchanged: " in again.stdout, again.stdout[-3000:]
+        libraries = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in again.stderr.splitlines()
+                     if line.startswith("import time:")}
+        assert "torchbake" in libraries and not libraries & {"docker", "requests", "urllib3", "rich"}, sorted(libraries)
 
         ran = as_typed(scratch, env, "run-container", "--rm", "--command",
                        'python -c "import torch; print(torch.__version__)"')

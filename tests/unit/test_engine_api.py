@@ -32,7 +32,9 @@ def client_with(api: FakeAPI) -> DockerClient:
         def api(self):
             return api
 
-    return Client(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", timeout=3)
+    # an engine on no local socket: every call goes to the SDK's client, here the fake
+    return Client(binary="/usr/bin/docker", version="26.1.5", build_mode="buildx", timeout=3,
+                  environ={"DOCKER_HOST": "tcp://engine.invalid:2375"})
 
 
 def test_not_found_is_none_and_other_failures_are_engine_errors():

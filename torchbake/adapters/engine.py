@@ -1,5 +1,7 @@
 """The Docker engine, through the docker SDK's Engine API client: every engine call but a
-BuildKit build or a terminal session (those are the CLI's, :mod:`torchbake.adapters.docker_cli`).
+BuildKit build or a terminal session (those are the CLI's, :mod:`torchbake.adapters.docker_cli`),
+and but the two an unchanged build makes, asked over this host's socket without the SDK
+(:func:`quick_get`).
 
 The engine is found as the CLI finds it: ``DOCKER_HOST`` (unix, tcp with ``DOCKER_TLS_VERIFY`` /
 ``DOCKER_CERT_PATH``, ssh), else the docker context (``DOCKER_CONTEXT``, or the current one),
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -24,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from torchbake.adapters import command
 from torchbake.adapters.docker_cli import DockerCLI
@@ -77,7 +81,14 @@ class DockerClient(DockerCLI):
     def call(self, what: str, method: str, *args: Any, missing: Any = _RAISE, limit: float = 0, **kwargs: Any) -> Any:
         """``self.api.<method>(*args, **kwargs)``, failures as torchbake errors naming ``docker
         <what>``, bounded by ``limit`` seconds (0: the engine timeout); ``missing`` is returned
-        when the engine has no such object (else that is an error too)."""
+        when the engine has no such object (else that is an error too). The engine's version and
+        an image's inspection, asked of an engine on this host's socket, are asked without the SDK
+        (:func:`quick_get`)."""
+        if method in _QUICK and not kwargs:
+            found = quick_get(self.environ, _QUICK[method].format(*(quote(str(arg), safe="/:") for arg in args)),
+                              what, limit or self.timeout)
+            if found is not None:
+                return missing if found is _NOT_FOUND and missing is not _RAISE else found
         with engine_errors(what, limit or self.timeout):
             try:
                 return getattr(self.api, method)(*args, **kwargs)
@@ -154,7 +165,7 @@ class DockerClient(DockerCLI):
         return self.call("info", "info")
 
     def tag(self, source: str, target: str) -> None:
-        self.call(f"tag {source} {target}", "tag", source, *docker.utils.parse_repository_tag(target))
+        self.call(f"tag {source} {target}", "tag", source, *repository_and_tag(target))
 
     def remove_image(self, reference: str, *, force: bool = True) -> bool:
         """Remove the image (or the tag); False when there was none. Without ``force`` the engine
@@ -332,13 +343,23 @@ INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", 
                     "StopSignal", "OnBuild", "Healthcheck")
 
 
+def repository_and_tag(reference: str) -> tuple[str, str | None]:
+    """NAME[:TAG] or NAME@DIGEST as the Engine API takes it: (repository, tag or digest or None);
+    a ':' before the last '/' is a registry's port."""
+    if "@" in reference:
+        repository, digest = reference.rsplit("@", 1)
+        return repository, digest
+    repository, colon, tag = reference.rpartition(":")
+    return (repository, tag) if colon and "/" not in tag else (reference, None)
+
+
 def manifest_digest(info: Mapping[str, Any], reference: str) -> str:
     """The digest of the manifest (or index) ``reference`` names, as a registry knows it: the
     image's ``RepoDigests`` entry for the reference's repository (an image pulled or pushed; on
     the containerd image store every image, whose id is that digest); "" when the engine knows
     none (an image made here on the classic store and never pushed, whose id is its config's
     digest)."""
-    repository = docker.utils.parse_repository_tag(reference.split("@", 1)[0])[0]
+    repository = repository_and_tag(reference.split("@", 1)[0])[0]
     for entry in info.get("RepoDigests") or []:
         name, _, digest = entry.partition("@")
         if name == repository and digest.startswith("sha256:"):
@@ -388,6 +409,53 @@ def _relay(attached: Any, stdin: bool) -> None:
 
 
 _API_CLIENTS: dict[tuple, docker.APIClient] = {}
+
+# The engine calls an unchanged build makes, answered without the SDK (whose import, with requests
+# and urllib3, took longer than all of the build's own work): the Engine API path of each, as the
+# SDK asks it (its arguments quoted as the SDK quotes them).
+_QUICK = {"version": "/version", "inspect_image": "/images/{}/json"}
+_NOT_FOUND = object()
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """HTTP over the engine's unix socket."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.path)
+
+
+def quick_get(environ: Mapping[str, str], path: str, what: str, timeout: float) -> Any:
+    """``GET path`` of the engine the CLI would use, when it answers on a unix socket here: its
+    JSON, ``_NOT_FOUND`` for a 404, or None when the SDK should ask instead (an engine elsewhere
+    or behind a docker context, no socket, a connection refused, any other answer: the SDK's call
+    then gives the result or its own error). No answer within ``timeout`` is the engine timeout's
+    error, as the SDK's call would give it."""
+    where = where_engine(environ)
+    if not where.startswith("unix://"):
+        return None
+    connection = _UnixConnection(where.removeprefix("unix://"), timeout)
+    try:
+        connection.request("GET", path)
+        response = connection.getresponse()
+        body = response.read()
+    except TimeoutError:
+        raise EngineError(no_answer(what, timeout)) from None
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+    if response.status == 404:
+        return _NOT_FOUND
+    try:
+        return json.loads(body) if response.status == 200 else None
+    except ValueError:
+        return None
 
 
 def _sdk_client(environ: Mapping[str, str], timeout: float) -> docker.DockerClient:
@@ -475,14 +543,19 @@ def engine_errors(what: str, timeout: float, setting: str = "[build] engine_time
                                   " container needs longer (another platform's image runs emulated by QEMU, ten or"
                                   " more times slower), raise it: TORCHBAKE_BUILD_STALL_TIMEOUT=SECONDS, or"
                                   " stall_timeout under [build] in the configuration.") from exc
-            raise EngineError(f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
-                              f" {timeout:g} s ({setting}). Check that dockerd is running there and is"
-                              f" not stuck ({data.engine_hint()}), or point DOCKER_HOST /"
-                              " DOCKER_CONTEXT at an engine that answers.") from exc
+            raise EngineError(no_answer(what, timeout, setting)) from exc
         raise EngineError(
             f"No Docker engine answers at {where_engine(os.environ)}: {exc}\n"
             f"Start one: {data.engine_hint()}; or set DOCKER_HOST to an engine that answers."
         ) from exc
+
+
+def no_answer(what: str, timeout: float, setting: str = "[build] engine_timeout") -> str:
+    """The error of an engine that did not answer ``docker what`` within ``timeout`` seconds."""
+    return (f"The Docker engine at {where_engine(os.environ)} did not answer `docker {what}` within"
+            f" {timeout:g} s ({setting}). Check that dockerd is running there and is"
+            f" not stuck ({data.engine_hint()}), or point DOCKER_HOST /"
+            " DOCKER_CONTEXT at an engine that answers.")
 
 
 LOCAL_SOCKET = "/var/run/docker.sock"

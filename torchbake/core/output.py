@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any
@@ -25,8 +26,9 @@ def as_typed(text: str) -> str:
     return text if PROGRAM == "invoke" else text.replace("`invoke ", f"`{PROGRAM} ")
 
 
-# rich is imported where a console, a table or a bar is made: listing tasks or an unchanged build
-# imports none of it (tests/unit/test_startup.py holds the import graph to that)
+# rich is imported where a console, a table or a bar is made: listing tasks imports none of it
+# (tests/unit/test_startup.py), nor does an unchanged build that prints to no terminal
+# (tests/e2e/test_as_typed.py)
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
@@ -65,15 +67,31 @@ class Channel:
 
     _lock = threading.RLock()
 
-    def __init__(self, console: Console, *, commands: bool = True):
-        self.console, self.commands = console, commands
+    def __init__(self, console: Console | None = None, *, commands: bool = True):
+        self._console, self.commands = console, commands
+
+    @property
+    def console(self) -> Console:
+        """Its rich console: standard output's, made at first use, when none was given."""
+        if self._console is None:
+            self._console = console()
+        return self._console
 
     @property
     def is_terminal(self) -> bool:
         return self.console.is_terminal
 
     def say(self, *parts: str | tuple[str, str]) -> None:
-        """A note: plain text, or styled parts as :func:`styled` takes them."""
+        """A note: plain text, or styled parts as :func:`styled` takes them. Where no style can
+        show (standard output is no terminal, and nothing forces colour), it is written as rich
+        would write it, without rich (imported only to draw: an unchanged build prints one line)."""
+        text = plain(*parts)
+        if (self._console is None and text is not None and not sys.stdout.isatty()
+                and not any(map(os.environ.get, _COLOUR_FORCED))):
+            with self._lock:
+                sys.stdout.write(redact(as_typed(text)))
+                sys.stdout.flush()
+            return
         self.show(styled(*parts))
 
     def show(self, renderable: Any) -> None:
@@ -85,8 +103,9 @@ class Channel:
         """A ``+ command`` echo or a line of a command's output, as it is."""
         if self.commands:
             with self._lock:
-                self.console.file.write(text if text.endswith("\n") else text + "\n")  # a redacting stream
-                self.console.file.flush()
+                stream = self._console.file if self._console else _Redacting(sys.stdout)  # a redacting stream
+                stream.write(text if text.endswith("\n") else text + "\n")
+                stream.flush()
 
     def progress(self, *, transient: bool = False) -> Progress:
         """A transfer progress bar on this channel, drawn only on a terminal."""
@@ -98,7 +117,7 @@ _current: contextvars.ContextVar[Channel | None] = contextvars.ContextVar("chann
 
 def channel() -> Channel:
     """The current channel (standard output unless a task or a matrix cell chose another)."""
-    return _current.get() or Channel(console())
+    return _current.get() or Channel()
 
 
 @contextlib.contextmanager
@@ -151,6 +170,26 @@ def human_size(count: int) -> str:
         if count >= factor:
             return f"{count / factor:.1f} {unit}" if unit != "GB" else f"{count / factor:.2f} GB"
     return f"{count} B"
+
+
+# rich colours a stream that is no terminal when one of these is set (rich.console.Console)
+_COLOUR_FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
+# what rich removes from text (rich.control.strip_control_codes): bell, backspace, vertical tab,
+# form feed, carriage return
+_CONTROL = dict.fromkeys((7, 8, 11, 12, 13))
+
+
+def plain(*parts: str | tuple[str, str]) -> str | None:
+    """:func:`styled` ``parts`` as a console that is no terminal prints them: the text without its
+    styles, control codes removed and tabs expanded as rich does, then a newline; None for a tab
+    in text that is not ASCII (rich expands it by the width of wide characters) or for a part that
+    is rich's own Text."""
+    if not all(isinstance(part, str) or (isinstance(part, tuple) and isinstance(part[0], str)) for part in parts):
+        return None  # a rich Text among them: rich writes it
+    text = "".join(part if isinstance(part, str) else part[0] for part in parts).translate(_CONTROL)
+    if "\t" in text and not text.isascii():
+        return None
+    return "\n".join(line.expandtabs(8) for line in text.split("\n")) + "\n"
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:
