@@ -18,6 +18,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local, marked_json
@@ -63,6 +64,7 @@ from torchbake.variants.common import labels_name
 from torchbake.variants.dev import DevPlan
 
 CONTEXT_PLACEHOLDER = Path("<context>")
+ASK = object()  # find_unchanged: the image's inspection is asked of the engine
 
 
 @dataclass(frozen=True)
@@ -172,17 +174,19 @@ def preflight(plan: Plan, client: DockerClient, *, writes: bool = True) -> Prefl
 
 
 def find_unchanged(client: DockerClient, image: str, digest: str, *, state: Path | None = None,
-                   apply: bool = True) -> tuple[Status, str] | None:
+                   apply: bool = True, current: Any = ASK) -> tuple[Status, str] | None:
     """("unchanged", id) when ``image`` already has this input hash; ("retagged", id) when an
     image torchbake built for ``image`` (recorded in ``state``, however long ago) has it — tagged
-    ``image`` when ``apply``; None when it must be built.
+    ``image`` when ``apply``; None when it must be built. ``current``: ``image``'s inspection
+    (None: no such image) when the caller has just asked for it.
 
     A tag only ever lands on an image built from that tag's inputs *for that name*: the input
     hash, the record (images derived FROM a torchbake image inherit its labels) and the image's
     own title and version labels must all fit. An image built under another name keeps its
     labels, which would then lie about the tag, so it is never re-tagged."""
     recorded = read_record(state).get(digest)
-    current = client.inspect_image(image)
+    if current is ASK:
+        current = client.inspect_image(image)
     if (current and input_hash_of(current) == digest and labels_fit(current, image)
             and (recorded is None or current["Id"] in recorded)):  # no record at all: the image's labels decide
         return Status.UNCHANGED, current["Id"]
@@ -246,7 +250,7 @@ def in_plan_environment(body):
 
 @in_plan_environment
 def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool = True, make_base: bool = True,
-           ) -> tuple[Preflight, str, tuple[Status, str] | None]:
+           current: Any = ASK) -> tuple[Preflight, str, tuple[Status, str] | None]:
     """Preflight, the input hash ("" if an input is not downloaded yet) and, when ``look``,
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
@@ -258,7 +262,7 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     plan.check_preflight(facts)  # what the plan holds the FROM image to (a lock's base): before any download
     digest = fingerprint(plan, facts, plan.download_cache(read_only=not apply))
     state = built_images_file(plan.path_options.cache_dir)
-    found = find_unchanged(client, plan.image, digest, state=state, apply=apply) if look and digest else None
+    found = find_unchanged(client, plan.image, digest, state=state, apply=apply, current=current) if look and digest else None
     if found and plan.slim and input_hash_of(client.inspect_image(f"{plan.image}-slim") or {}) != digest:
         found = None  # --slim asks for the runtime image too, and it is missing or older: build
     return facts, digest, found
@@ -281,8 +285,9 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
     built again without any cache, and the two compared)."""
     started = time.monotonic()
     source_date_epoch()  # a bad value is an error before any work
-    tagged = (client.inspect_image(plan.image) or {}).get("Id", "")  # the image this run may replace
-    facts, digest, found = assess(plan, client, look=skip_unchanged)
+    current = client.inspect_image(plan.image)
+    tagged = (current or {}).get("Id", "")  # the image this run may replace
+    facts, digest, found = assess(plan, client, look=skip_unchanged, current=current)
     say = output.channel().say
     if getattr(plan, "lock_unusable", False):  # a lock is there and not followed: said whether built or not
         say(("Warning:", "yellow"), f" {plan.image}'s closure {plan.lock_state}")
@@ -310,7 +315,7 @@ def build_image(plan: Plan, client: DockerClient, *, skip_unchanged: bool = Fals
                              log_file=log_path(plan.path_options.log_dir, plan.image))
         record.facts.update({"input_hash": digest, "unchanged_id": image_id, "reason": reason})
         record.write(status)
-        info = client.inspect_image(plan.image) or {}
+        info = (current if status is Status.UNCHANGED else client.inspect_image(plan.image)) or {}
         return BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)), log_file=None,
                            input_hash=digest, seconds=time.monotonic() - started, status=status, reason=reason)
     user_context = _user_context(plan)
