@@ -116,3 +116,31 @@ def test_a_note_on_no_terminal_imports_no_rich_and_is_redacted(capsys, monkeypat
 
 def test_a_note_with_a_rich_text_in_it_is_left_to_rich():
     assert output.plain("a ", output.styled(("b", "bold"))) is None
+
+
+def test_a_lazy_module_is_imported_by_one_thread_while_the_others_wait(monkeypatch):
+    """build-all's workers reach the SDK at the same moment (run 33: "module 'docker' has no
+    attribute 'errors'" in every cell once nothing imported it before them)."""
+    from torchbake.core import lazy
+
+    importing, most = [0], [0]
+
+    def slow_import(name):
+        importing[0] += 1
+        most[0] = max(most[0], importing[0])
+        time.sleep(0.05)
+        importing[0] -= 1
+        return json
+
+    monkeypatch.setattr(lazy.importlib, "import_module", slow_import)
+    module = lazy.LazyModule("json", "json.decoder")
+    barrier = threading.Barrier(4)
+
+    def use():
+        barrier.wait()
+        assert module.dumps
+
+    threads = [threading.Thread(target=use) for _ in range(4)]
+    [thread.start() for thread in threads]
+    [thread.join() for thread in threads]
+    assert most[0] == 1
