@@ -144,3 +144,10 @@ def test_a_lazy_module_is_imported_by_one_thread_while_the_others_wait(monkeypat
     [thread.start() for thread in threads]
     [thread.join() for thread in threads]
     assert most[0] == 1
+
+
+def test_no_such_object_where_that_is_an_error_is_the_sdks_error_not_a_marker(tmp_path):
+    """call() with no ``missing``: a 404 over the socket goes to the SDK, which raises its error."""
+    fake_engine(tmp_path / "e.sock", {}, [])  # every path: 404
+    with pytest.raises(EngineError, match="404 Client Error"):
+        client_of(tmp_path / "e.sock").check_engine()

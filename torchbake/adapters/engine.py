@@ -87,8 +87,11 @@ class DockerClient(DockerCLI):
         if method in _QUICK and not kwargs:
             found = quick_get(self.environ, _QUICK[method].format(*(quote(str(arg), safe="/:") for arg in args)),
                               what, limit or self.timeout)
-            if found is not None:
-                return missing if found is _NOT_FOUND and missing is not _RAISE else found
+            if found is _NOT_FOUND and missing is not _RAISE:
+                return missing
+            if found is not None and found is not _NOT_FOUND:
+                return found
+            # None, or no such object where that is an error: the SDK's call gives the answer or its error
         with engine_errors(what, limit or self.timeout):
             try:
                 return getattr(self.api, method)(*args, **kwargs)

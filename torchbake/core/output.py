@@ -85,13 +85,11 @@ class Channel:
         """A note: plain text, or styled parts as :func:`styled` takes them. Where no style can
         show (standard output is no terminal, and nothing forces colour), it is written as rich
         would write it, without rich (imported only to draw: an unchanged build prints one line)."""
-        text = plain(*parts)
-        if (self._console is None and text is not None and not sys.stdout.isatty()
-                and not any(map(os.environ.get, _COLOUR_FORCED))):
-            with self._lock:
-                sys.stdout.write(redact(as_typed(text)))
-                sys.stdout.flush()
-            return
+        if self._console is None and not sys.stdout.isatty() and not any(map(os.environ.get, _COLOUR_FORCED)):
+            text = plain(*parts)
+            if text is not None:
+                result(text)
+                return
         self.show(styled(*parts))
 
     def show(self, renderable: Any) -> None:
