@@ -14,6 +14,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+# The settings scripts/ensure-engine.sh gives an engine it starts (merged into daemon.json).
+ENGINE_SETTINGS = Path(__file__).resolve().parent.parent / "scripts" / "engine-settings.json"
+
 
 @contextmanager
 def serving(httpd: http.server.HTTPServer):
@@ -356,7 +359,7 @@ class SecondEngine(dict):
         self.starts += 1
         log = self.root / "dockerd.log"
         settings = self.root / "daemon.json"  # not the host's /etc/docker/daemon.json: no GPU runtimes, no pools
-        settings.write_text('{"features": {"containerd-snapshotter": true}}\n')  # as scripts/ensure-engine.sh sets the engine up
+        settings.write_text(ENGINE_SETTINGS.read_text())  # as scripts/ensure-engine.sh sets the engine up
         with open(log, "ab") as sink:
             self.process = subprocess.Popen(
                 ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.short / f"exec{self.starts}"),

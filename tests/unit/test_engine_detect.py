@@ -318,3 +318,33 @@ def test_a_build_that_failed_otherwise_is_not_built_again(tmp_path, monkeypatch)
     with pytest.raises(BuildError):
         DockerClient(binary=str(fake), version="26.1.5", build_mode="buildx").build([str(fake)], {}, tmp_path / "log")
     assert len(calls.read_text().split()) == 1
+
+
+def engine_settings(tmp_path, text: str | None) -> tuple[int, str, dict | None]:
+    """scripts/engine_settings.py run on a daemon.json holding ``text`` (None: no file)."""
+    import json
+    import subprocess
+    import sys
+
+    settings = tmp_path / "etc" / "docker" / "daemon.json"
+    if text is not None:
+        settings.parent.mkdir(parents=True)
+        settings.write_text(text)
+    script = Path(__file__).resolve().parents[2] / "scripts" / "engine_settings.py"
+    done = subprocess.run([sys.executable, str(script), str(settings)], capture_output=True, text=True)
+    return done.returncode, done.stderr, json.loads(settings.read_text()) if settings.exists() else None
+
+
+def test_the_engine_settings_are_added_and_the_users_own_kept(tmp_path):
+    """ensure-engine's settings: the containerd image store and a bound on BuildKit's build
+    history, added where daemon.json lacks them; a value the user set stays theirs."""
+    code, _, written = engine_settings(tmp_path / "a", None)
+    assert code == 0 and written == {"features": {"containerd-snapshotter": True},
+                                     "builder": {"history": {"maxAge": "10m", "maxEntries": 50}}}
+    user = '{"features": {"buildkit": true}, "builder": {"history": {"maxAge": "48h"}, "gc": {"enabled": true}}, "debug": true}'
+    code, _, written = engine_settings(tmp_path / "b", user)
+    assert code == 0 and written == {"features": {"buildkit": True, "containerd-snapshotter": True},
+                                     "builder": {"history": {"maxAge": "48h", "maxEntries": 50}, "gc": {"enabled": True}},
+                                     "debug": True}
+    code, message, written = engine_settings(tmp_path / "c", "[]")
+    assert code == 2 and "holds no JSON object" in message and written == []
