@@ -1,11 +1,10 @@
-"""Issue 13 against the real engine: torch shipped once (a toolkit adds only layers above it),
-installs with uv and pip that keep torch pinned in derived images. (A sibling with one more
-companion and another extension shares torch's layer and every layer below it, adding about its
-own bytes: test_release's diff test, which builds that sibling anyway.)"""
+"""Issue 13 against the real engine: torch shipped once (a toolkit adds only layers above it).
+(uv and pip keep torch pinned in derived images: test_release's derived-image test. A sibling
+with one more companion and another extension shares torch's layer and every layer below it,
+adding about its own bytes: test_release's diff test, which builds that sibling anyway.)"""
 
 from __future__ import annotations
 
-import re
 import tarfile
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .helpers import docker, file_in_image, make_wheel, new_layer_bytes, torch_layer
+from .helpers import docker, file_in_image, new_layer_bytes, torch_layer
 
 MB = 1 << 20
 
@@ -33,36 +32,6 @@ def sibling(tmp_path, base_image, tb_env, tag: str, config: str, *flags: str):
                         "torchbake-test/pytorch-cpu", "--tag", tag, "--base-img", base_image, *flags, env=tb_env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     return name
-
-
-def test_uv_and_pip_in_a_derived_image_cannot_replace_torch(cpu, tmp_path):
-    """Each installer refuses torch 0.0.1 because of the image's constraint (its own message, exit
-    1), and the very same command without the constraint (the control) would install it: the
-    refusal is the constraint's, not a bad flag's or a missing wheel's."""
-    make_wheel(tmp_path, "torch", "0.0.1", [], {"torch_fake.py": ""})
-    install = {"uv": "uv pip install --offline --no-index --find-links /tmp/w torch==0.0.1",
-               "pip": "pip install --no-index --find-links /tmp/w torch==0.0.1"}
-    (tmp_path / "Dockerfile").write_text(
-        f"FROM {cpu}\n"
-        "COPY torch-0.0.1-py3-none-any.whl /tmp/w/\n"
-        + "".join(f"RUN {command}; echo \"{name} exit $?\"\n" for name, command in install.items())
-        + f"RUN env -u UV_CONSTRAINT {install['uv']} --dry-run && echo 'uv control ok'\n"
-        + f"RUN env -u PIP_CONSTRAINT {install['pip']} --dry-run && echo 'pip control ok'\n"
-        "RUN python -c 'import torch; print(\"torch is\", torch.__version__)'\n"
-    )
-    tag = cpu + "-derived"
-    result = docker("build", "--progress=plain", "--no-cache", "--tag", tag, str(tmp_path), check=False)
-    output = result.stdout + result.stderr
-    try:
-        assert result.returncode == 0, output[-3000:]
-        assert "uv exit 1" in output and "pip exit 1" in output, output[-4000:]
-        assert "The user requested (constraint) torch==2.13.0+cpu" in output  # pip's constraint message
-        assert re.search(r"torch==0\.0\.1 and torch==2\.13\.0\+cpu|torch==2\.13\.0\+cpu and torch==0\.0\.1", output), \
-            output[-4000:]  # uv's: the two requirements cannot both hold
-        assert "uv control ok" in output and "pip control ok" in output, output[-4000:]
-        assert "torch is 2.13.0+cpu" in output
-    finally:
-        docker("image", "rm", "--force", tag, check=False)
 
 
 def test_a_toolkit_adds_only_layers_above_torch(base_image, tb_env, tmp_path, run_id, cpu):

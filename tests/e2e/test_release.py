@@ -195,7 +195,9 @@ def test_labels_record_versions_and_inputs(cpu_image):
 def test_derived_image_cannot_replace_torch(cpu_image, tmp_path):
     """In an image FROM the CPU image, pip refuses torch 0.0.1 and a torchvision that needs it (the
     image's constraint, pip's own message, exit 1) and installs a package that needs any torch,
-    keeping the image's. One build, a step per package, each saying its exit status."""
+    keeping the image's; uv refuses torch 0.0.1 too. The very same commands without the constraint
+    (the controls) would install it: the refusal is the constraint's, not a bad flag's or a missing
+    wheel's. One build, a step per command, each saying its exit status and the torch installed."""
     name, _ = cpu_image
     script = tmp_path / "make_fake_wheels.py"
     script.write_text(
@@ -210,24 +212,38 @@ def test_derived_image_cannot_replace_torch(cpu_image, tmp_path):
         "w('torchvision', '0.0.1', 'Requires-Dist: torch==0.0.1\\n')\n"
         "w('needs-torch', '1.0', 'Requires-Dist: torch\\n')\n"
     )
+    pip = "pip install --no-index --find-links /tmp/fake"
+    uv = "uv pip install --offline --no-index --find-links /tmp/fake torch==0.0.1"
+    installed = "python -c 'import importlib.metadata as m; print(\"TORCH\", m.version(\"torch\"))'"
     packages = ("torch==0.0.1", "torchvision", "needs-torch")
     (tmp_path / "Dockerfile").write_text(
         f"FROM {name}\nCOPY make_fake_wheels.py /tmp/\nRUN python /tmp/make_fake_wheels.py\n"
-        + "".join(f"RUN pip install --no-index --find-links /tmp/fake {package} > /tmp/out 2>&1; echo \"{package} exit $?\";"
-                  " cat /tmp/out; python -c 'import torch; print(\"TORCH\", torch.__version__)'\n" for package in packages))
+        + "".join(f"RUN {pip} {package} > /tmp/out 2>&1; echo \"{package} exit $?\"; cat /tmp/out; {installed}\n"
+                  for package in packages)
+        + f"RUN {uv}; echo \"uv exit $?\"; {installed}\n"
+        + f"RUN env -u UV_CONSTRAINT {uv} --dry-run && echo 'uv control ok'\n"
+        + f"RUN env -u PIP_CONSTRAINT {pip} torch==0.0.1 --dry-run && echo 'pip control ok'\n"
+        "RUN python -c 'import torch; print(\"torch is\", torch.__version__)'\n")
     tag = f"torchbake-test/derived:{uuid.uuid4().hex[:8]}"
     # the steps' output is what is checked: none may come from the cache
     result = docker("build", "--progress=plain", "--no-cache", "-t", tag, str(tmp_path), check=False)
     try:
         output = result.stdout + result.stderr
         assert result.returncode == 0, output[-3000:]
-        steps = re.split(r"^#\d+ \[\d+/\d+\] RUN pip install", output, flags=re.M)[1:]
-        assert len(steps) == len(packages), output[-3000:]
-        for package, step in zip(packages, steps, strict=True):
+        steps = re.split(r"^#\d+ \[ *\d+/\d+\] RUN ", output, flags=re.M)[1:]
+        pip_steps = [step for step in steps if step.startswith("pip install")]
+        assert len(pip_steps) == len(packages), output[-3000:]
+        for package, step in zip(packages, pip_steps, strict=True):
             refused = package != "needs-torch"
             assert f"{package} exit {1 if refused else 0}" in step, (package, step[-2000:])
             assert ("The user requested (constraint) torch==2.13.0+cpu" in step) == refused, (package, step[-2000:])
             assert "TORCH 2.13.0+cpu" in step, (package, step[-2000:])  # the image's torch, whatever pip did
+        uv_step = next(step for step in steps if step.startswith("uv pip install"))
+        assert "uv exit 1" in uv_step and "TORCH 2.13.0+cpu" in uv_step, uv_step[-2000:]
+        assert re.search(r"torch==0\.0\.1 and torch==2\.13\.0\+cpu|torch==2\.13\.0\+cpu and torch==0\.0\.1", uv_step), \
+            uv_step[-2000:]  # uv's: the two requirements cannot both hold
+        assert "uv control ok" in output and "pip control ok" in output, output[-4000:]
+        assert "torch is 2.13.0+cpu" in output  # and it still imports
     finally:
         docker("image", "rm", "--force", tag, check=False)
 
