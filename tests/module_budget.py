@@ -5,9 +5,11 @@
 The whole suite is to run on 2 cores in at most 12 minutes. A module alone keeps one core busy
 for most of its time (one pytest process, one build at a time; the engine's work in between):
 measured, four workers finish in about half the modules' time alone (57 min alone, 28 min on
-four workers, 2026-11-27). So the modules' times alone may add up to 12 minutes on each of the 2
-cores: 1,440 seconds, the TARGET. Until the suite is there, ``suite_budget`` in the file is the
-ceiling it is held to now: it only ever goes down, towards the target, as work is removed.
+four workers, 2026-11-27; 19 min 45 s alone, 11 min 4 s on four workers, 2026-11-28). So the
+modules' times alone may add up to 12 minutes on each of the 2 cores: 1,440 seconds, the TARGET,
+which ``suite_budget`` in the file holds them to. A module's budget is its figure and 15 % (at
+least 2 s more: a module of a few seconds varies by that much between two measurements); a
+module that grows past it is measured again and its budget raised on purpose, or made smaller.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ FILE = Path(__file__).with_name("module-budget.toml")
 CORES = 2
 WALL_SECONDS = 12 * 60
 TARGET = CORES * WALL_SECONDS
-HEADROOM = 1.15  # a new module's budget: its first figure and 15 %
+HEADROOM = 1.15  # a new module's budget: its first figure and 15 % (first_budget)
+
+
+def first_budget(seconds: float) -> int:
+    """A module's budget from its figure: 15 % more, and at least 2 s more."""
+    return max(math.ceil(max(seconds, 1.0) * HEADROOM), math.ceil(seconds) + 2)
 
 
 def read(path: Path = FILE) -> dict:
@@ -55,7 +62,7 @@ def update(measured: dict[str, float], path: Path = FILE, present: list[str] | N
     modules = {name: entry for name, entry in old["modules"].items() if name in present}
     for name in sorted(measured):
         seconds = round(measured[name], 1)
-        budget = old["modules"].get(name, {}).get("budget") or math.ceil(max(seconds, 1.0) * HEADROOM)
+        budget = old["modules"].get(name, {}).get("budget") or first_budget(seconds)
         modules[name] = {"seconds": seconds, "budget": budget}
     cores = len(os.sched_getaffinity(0))
     new = {"suite_budget": old.get("suite_budget", TARGET), "measured": date.today().isoformat(),
