@@ -31,10 +31,14 @@ def merged(theirs: dict, ours: dict) -> dict:
 
 def main(path: str) -> int:
     settings = Path(path)
-    theirs = json.loads(settings.read_text()) if settings.exists() and settings.read_text().strip() else {}
+    text = settings.read_text() if settings.exists() else ""
+    try:
+        theirs = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as error:
+        theirs = error
     if not isinstance(theirs, dict):
-        print(f"engine_settings: {settings} holds no JSON object; fix it and run scripts/ensure-engine.sh again.",
-              file=sys.stderr)
+        why = f"is not JSON ({theirs})" if isinstance(theirs, json.JSONDecodeError) else "holds no JSON object"
+        print(f"engine_settings: {settings} {why}; fix it and run scripts/ensure-engine.sh again.", file=sys.stderr)
         return 2
     result = merged(theirs, json.loads(OURS.read_text()))
     if result == theirs and settings.exists():

@@ -320,8 +320,9 @@ def test_a_build_that_failed_otherwise_is_not_built_again(tmp_path, monkeypatch)
     assert len(calls.read_text().split()) == 1
 
 
-def engine_settings(tmp_path, text: str | None) -> tuple[int, str, dict | None]:
-    """scripts/engine_settings.py run on a daemon.json holding ``text`` (None: no file)."""
+def engine_settings(tmp_path, text: str | None) -> tuple[int, str, object]:
+    """scripts/engine_settings.py run on a daemon.json holding ``text`` (None: no file); its exit
+    status, its error output and the file after it (read as JSON where it is JSON)."""
     import json
     import subprocess
     import sys
@@ -332,7 +333,11 @@ def engine_settings(tmp_path, text: str | None) -> tuple[int, str, dict | None]:
         settings.write_text(text)
     script = Path(__file__).resolve().parents[2] / "scripts" / "engine_settings.py"
     done = subprocess.run([sys.executable, str(script), str(settings)], capture_output=True, text=True)
-    return done.returncode, done.stderr, json.loads(settings.read_text()) if settings.exists() else None
+    after = settings.read_text() if settings.exists() else None
+    try:
+        return done.returncode, done.stderr, json.loads(after) if after is not None else None
+    except json.JSONDecodeError:
+        return done.returncode, done.stderr, after
 
 
 def test_the_engine_settings_are_added_and_the_users_own_kept(tmp_path):
@@ -348,3 +353,6 @@ def test_the_engine_settings_are_added_and_the_users_own_kept(tmp_path):
                                      "debug": True}
     code, message, written = engine_settings(tmp_path / "c", "[]")
     assert code == 2 and "holds no JSON object" in message and written == []
+    code, message, written = engine_settings(tmp_path / "d", '{"features": ')  # left as it is, said plainly
+    assert code == 2 and "is not JSON (Expecting value: line 1" in message and "Traceback" not in message
+    assert written == '{"features": '
