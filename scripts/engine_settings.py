@@ -29,17 +29,21 @@ def merged(theirs: dict, ours: dict) -> dict:
     return result
 
 
+def refused(settings: Path, why: str) -> int:
+    """Exit 2, the file left as it is."""
+    print(f"engine_settings: {settings} {why}; fix it and run scripts/ensure-engine.sh again.", file=sys.stderr)
+    return 2
+
+
 def main(path: str) -> int:
     settings = Path(path)
     text = settings.read_text() if settings.exists() else ""
     try:
         theirs = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as error:
-        theirs = error
+        return refused(settings, f"is not JSON ({error})")
     if not isinstance(theirs, dict):
-        why = f"is not JSON ({theirs})" if isinstance(theirs, json.JSONDecodeError) else "holds no JSON object"
-        print(f"engine_settings: {settings} {why}; fix it and run scripts/ensure-engine.sh again.", file=sys.stderr)
-        return 2
+        return refused(settings, "holds no JSON object")
     result = merged(theirs, json.loads(OURS.read_text()))
     if result == theirs and settings.exists():
         return 0

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import Exit
 
+from tests.support import ENGINE_SETTINGS
 from torchbake.adapters.docker_cli import find_client, keep_answers
 from torchbake.core import data
 from torchbake.core.errors import EngineError
@@ -331,7 +332,7 @@ def engine_settings(tmp_path, text: str | None) -> tuple[int, str, object]:
     if text is not None:
         settings.parent.mkdir(parents=True)
         settings.write_text(text)
-    script = Path(__file__).resolve().parents[2] / "scripts" / "engine_settings.py"
+    script = ENGINE_SETTINGS.with_name("engine_settings.py")
     done = subprocess.run([sys.executable, str(script), str(settings)], capture_output=True, text=True)
     after = settings.read_text() if settings.exists() else None
     try:
