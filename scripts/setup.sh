@@ -54,12 +54,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     fi
     # uv (pinned in [test]) fills .venv in 3 s where pip takes 35 s, from the indexes and constraints
     # pip is configured with (torchbake.inputs.pip_configuration, the standard library only, says
-    # them in uv's words); where uv cannot, pip does.
+    # them in uv's environment variables, NAME=VALUE one a line); where uv cannot, pip does. An
+    # index URL may hold a password: exported (a builtin) in uv's subshell alone, it is on no
+    # command line that ps shows.
     uv_pin=$("$PYTHON" -c 'import tomllib; print(next(r for r in tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["test"] if r.startswith("uv==")))')
     if "${pip[@]}" install --quiet --disable-pip-version-check "$uv_pin" \
-        && uv_arguments=$("${pip[@]}" config list | "$PYTHON" -m torchbake.inputs.pip_configuration) \
-        && mapfile -t uv_arguments <<<"$uv_arguments" \
-        && .venv/bin/uv pip install --quiet --python .venv/bin/python "${uv_arguments[@]}" pip --editable '.[test]'; then
+        && uv_environment=$("${pip[@]}" config list | "$PYTHON" -m torchbake.inputs.pip_configuration) \
+        && mapfile -t uv_environment <<<"$uv_environment" \
+        && (export "${uv_environment[@]}" && exec .venv/bin/uv pip install --quiet --python .venv/bin/python pip --editable '.[test]'); then
         :
     else
         echo "setup: uv did not fill .venv (above); pip does"

@@ -357,3 +357,119 @@ def test_the_engine_settings_are_added_and_the_users_own_kept(tmp_path):
     code, message, written = engine_settings(tmp_path / "d", '{"features": ')  # left as it is, said plainly
     assert code == 2 and "is not JSON (Expecting value: line 1" in message and "Traceback" not in message
     assert written == '{"features": '
+
+
+def run_engine_settings(settings) -> tuple[int, str]:
+    """scripts/engine_settings.py run on ``settings`` as ensure-engine.sh runs it: its exit status and error output."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(ENGINE_SETTINGS.with_name("engine_settings.py")), str(settings)],
+                          capture_output=True, text=True)
+    return done.returncode, done.stderr
+
+
+def daemon_json(tmp_path, text: str = '{"debug": true}') -> Path:
+    settings = tmp_path / "etc" / "docker" / "daemon.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(text)
+    return settings
+
+
+def test_a_daemon_json_that_is_a_symbolic_link_is_written_where_it_points(tmp_path):
+    import json
+
+    target = daemon_json(tmp_path / "srv")
+    link = tmp_path / "etc" / "docker" / "daemon.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(target)
+    assert run_engine_settings(link) == (0, "")
+    assert link.is_symlink() and link.resolve() == target
+    assert json.loads(target.read_text())["features"] == {"containerd-snapshotter": True}
+
+
+def test_no_file_already_beside_daemon_json_is_written_through(tmp_path):
+    """A `daemon.json.torchbake-new` left there, a link to another file: that file is untouched,
+    daemon.json stays a file of its own."""
+    import json
+
+    settings = daemon_json(tmp_path)
+    other = tmp_path / "other"
+    other.write_text("precious\n")
+    (settings.parent / "daemon.json.torchbake-new").symlink_to(other)
+    assert run_engine_settings(settings) == (0, "")
+    assert other.read_text() == "precious\n"
+    assert not settings.is_symlink() and json.loads(settings.read_text())["debug"] is True
+
+
+def test_daemon_json_keeps_its_mode_and_owner_and_a_new_one_is_0644(tmp_path):
+    settings = daemon_json(tmp_path)
+    os.chown(settings, 1234, 1235)
+    settings.chmod(0o640)
+    assert run_engine_settings(settings) == (0, "")
+    after = settings.stat()
+    assert (stat.S_IMODE(after.st_mode), after.st_uid, after.st_gid) == (0o640, 1234, 1235)
+    assert "containerd-snapshotter" in settings.read_text()
+    new = tmp_path / "new" / "daemon.json"
+    assert run_engine_settings(new) == (0, "")
+    assert stat.S_IMODE(new.stat().st_mode) == 0o644
+
+
+def test_a_read_only_daemon_json_is_refused_and_left_as_it_is(tmp_path):
+    settings = daemon_json(tmp_path)
+    settings.chmod(0o444)
+    code, message = run_engine_settings(settings)
+    assert code == 2 and f"{settings} is read-only (mode 0444)" in message and "Traceback" not in message
+    assert settings.read_text() == '{"debug": true}' and os.listdir(settings.parent) == ["daemon.json"]
+
+
+def test_an_immutable_daemon_json_is_refused_and_no_new_file_left(tmp_path, monkeypatch, capsys):
+    """chattr +i where the file system has it; else the error an immutable file gives (EPERM) made."""
+    import errno
+    import importlib.util
+    import shutil
+    import subprocess
+
+    settings = daemon_json(tmp_path)
+    spec = importlib.util.spec_from_file_location("engine_settings", ENGINE_SETTINGS.with_name("engine_settings.py"))
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    immutable = bool(shutil.which("chattr")) and subprocess.run(["chattr", "+i", str(settings)],
+                                                                 capture_output=True, check=False).returncode == 0
+    if not immutable:
+        def refuse(*_args):
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+        monkeypatch.setattr(os, "replace", refuse)
+    try:
+        code = script.main(str(settings))
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(settings)], check=True)
+    assert code == 2 and f"{settings} cannot be written (Operation not permitted; is it immutable" in capsys.readouterr().err
+    assert settings.read_text() == '{"debug": true}' and os.listdir(settings.parent) == ["daemon.json"]
+
+
+@pytest.mark.parametrize("bad, why", [(b'{"debug": "\xff"}', "is not UTF-8 (byte 0xff at offset 11)"),
+                                      (None, "is a folder, not a file")])
+def test_a_daemon_json_that_is_not_utf8_or_a_folder_is_said_plainly(tmp_path, bad, why):
+    settings = tmp_path / "daemon.json"
+    if bad is None:
+        settings.mkdir()
+    else:
+        settings.write_bytes(bad)
+    code, message = run_engine_settings(settings)
+    assert code == 2 and f"{settings} {why}" in message and "Traceback" not in message
+    assert settings.is_dir() if bad is None else settings.read_bytes() == bad
+
+
+def test_keys_are_matched_as_dockerd_matches_them(tmp_path):
+    """Go's encoding/json reads "Builder" and "History" as builder and history: ours go under the
+    user's spelling, not beside it. The keys of "features", a Go map, are matched exactly."""
+    import json
+
+    user = '{"Builder": {"History": {"MaxAge": "1h"}, "GC": {"enabled": true}}, "features": {"Containerd-Snapshotter": false}}'
+    settings = daemon_json(tmp_path, user)
+    assert run_engine_settings(settings) == (0, "")
+    assert json.loads(settings.read_text()) == {
+        "Builder": {"History": {"MaxAge": "1h", "maxEntries": 50}, "GC": {"enabled": True}},
+        "features": {"Containerd-Snapshotter": False, "containerd-snapshotter": True}}
