@@ -3,15 +3,19 @@ prove, decided as a policy on the whole set of referrers, in whatever order the 
 them. For the image's manifest (and, for an index, each platform's too):
 
 - every Sigstore bundle hanging off it must be the key's, about that manifest, and sign either
-  the manifest itself or a document that hangs beside it;
-- every SBOM or provenance hanging off it (told by its artifact type, whatever its annotations
-  say) must be covered by such a bundle and, an SBOM, describe that very image (its config's or its
-  manifest's digest, as the engine that built it named it);
-- the evidence the team requires (``[verify] require``: by default the manifest's own signature,
-  one SBOM of each format torchbake writes and the provenance) must all be there.
+  the manifest itself or a document that hangs beside it (every signed field: its subject, its
+  predicate's type and its predicate);
+- every SBOM or provenance hanging off it must be covered by such a bundle and describe that
+  very image (its config's or its manifest's digest, as the engine that built it named it);
+- the manifest's own signature, always, and the evidence the team requires (``[verify]
+  require``: by default one SBOM of each format torchbake writes and the provenance) must be there.
 
-Any one that does not hold fails (exit 11) and is named by its digest; a row per referrer and per
-required piece says why. Other artifacts (of types that are no SBOM or provenance) are listed, not judged.
+What a referrer is comes from its own manifest (its artifact type, config and layer types) and
+its content, never from the referrers index or annotations, which whoever can push writes.
+Documents are read bounded (size, nesting): a hostile one is a row that fails. Any one that does
+not hold fails (exit 11) and is named by its digest; a row per referrer and per required piece
+says why. Other artifacts (no signature, SBOM or provenance by type or content) are listed, not
+judged; one too large to read fails.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 from torchbake.adapters import registry
 from torchbake.configuration.settings import EVIDENCE
 from torchbake.core.errors import SignatureError
-from torchbake.supply_chain import attestations, sbom_formats, signing
+from torchbake.supply_chain import attestations, provenance, sbom_formats, signing
 
 NAMES = {"image": "manifest", **{f.name: f.noun for f in sbom_formats.TABLE}, "provenance": "provenance", "sbom": "SBOM"}
 # artifact types of documents that tools read as an SBOM or a provenance: each one hanging off a
@@ -79,44 +83,95 @@ def _config_digest(remote, repository: str, digest: str) -> str:
 
 
 @dataclass(frozen=True)
-class _Evidence:
-    digest: str  # the referrer's
-    kind: str  # spdx, spdx3, cyclonedx, provenance; "sbom": a type torchbake does not read
-    document: Any  # the parsed document; None when it is not JSON
+class _Referrer:
+    digest: str
+    kind: str  # "bundle"; spdx, spdx3, cyclonedx, provenance; "sbom": a type torchbake does not read; "other";
+    # "too large": over attestations.MAX_DOCUMENT, not read (it fails: nothing says what it is)
+    label: str  # its own artifact type, as its manifest says
+    data: bytes | None
+    document: Any  # the parsed document; None when it is not (bounded) JSON
 
 
-def _evidence(remote, repository: str, descriptor: Mapping[str, Any]) -> _Evidence:
-    """What an SBOM or provenance referrer is, told from its type and its content (never from its
-    annotations, which whoever pushed it wrote)."""
-    artifact_type = descriptor.get("artifactType")
-    if artifact_type not in {attestations.MEDIA_TYPES[kind] for kind in attestations.KINDS}:
-        return _Evidence(descriptor["digest"], "sbom", None)
+# torchbake's own types (SPDX 2.3 and 3 share one: told apart by content)
+OURS = {attestations.MEDIA_TYPES[kind]: kind for kind in attestations.KINDS if kind != "spdx3"}
+MAX_DEPTH = 64  # torchbake's documents nest a dozen levels; deeper is hostile, not an SBOM
+
+
+def parse(data: bytes | None) -> Any:
+    """``data`` as JSON, or None: not UTF-8, not JSON, or nested deeper than MAX_DEPTH (a hostile
+    document is a failing row, never a RecursionError)."""
+    if data is None:
+        return None
     try:
-        document = json.loads(attestations.read_artifact(remote, repository, descriptor["digest"]))
-    except ValueError:
-        document = None
-    if artifact_type == attestations.MEDIA_TYPES["provenance"]:
-        kind = "provenance"
-    elif artifact_type == attestations.MEDIA_TYPES["cyclonedx"]:
-        kind = "cyclonedx"
-    else:  # SPDX 2.3 and 3 share a type
-        kind = "spdx3" if isinstance(document, dict) and "@graph" in document else "spdx"
-    return _Evidence(descriptor["digest"], kind, document)
+        document = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    level, depth = [document], 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return None
+        level = [child for item in level if isinstance(item, dict | list)
+                 for child in (item.values() if isinstance(item, dict) else item)]
+    return document
+
+
+def _referrer(remote, repository: str, descriptor: Mapping[str, Any]) -> _Referrer:
+    """What a referrer is, told from its own manifest and its content: never from the referrers
+    index, whose types and annotations whoever can push writes."""
+    found = attestations.read_referrer(remote, repository, descriptor["digest"])
+    document = parse(found.data)
+    label = next(iter(sorted(found.types)), "artifact")
+    if found.too_large:
+        return _Referrer(found.digest, "too large", label, None, None)
+    if signing.BUNDLE_TYPE in found.types or (isinstance(document, dict) and "dsseEnvelope" in document):
+        return _Referrer(found.digest, "bundle", signing.BUNDLE_TYPE, found.data, document)
+    ours = sorted(OURS[t] for t in found.types if t in OURS)
+    kind = ours[0] if len(ours) == 1 else _kind_of_content(document, found.data)
+    if kind == "spdx" and isinstance(document, dict) and "@graph" in document:  # SPDX 2.3 and 3 share a type
+        kind = "spdx3"
+    if kind == "other" and found.types & EVIDENCE_TYPES:
+        kind = "sbom"
+    return _Referrer(found.digest, kind, label, found.data, document)
+
+
+def _kind_of_content(document: Any, data: bytes | None) -> str:
+    """What a document is by what it holds, whatever type it is labelled with."""
+    if isinstance(document, dict):
+        if "spdxVersion" in document:
+            return "spdx"
+        if "@graph" in document and "spdx" in json.dumps(document.get("@context", "")).lower():
+            return "spdx3"
+        if document.get("bomFormat") == "CycloneDX":
+            return "cyclonedx"
+        if "in-toto.io/Statement" in str(document.get("_type", "")):
+            return "provenance" if document.get("predicateType") == provenance.PREDICATE_TYPE else "sbom"
+    head = (data or b"")[:4096].lower()
+    if document is None and any(word in head for word in (b"spdxversion", b"cyclonedx", b"dsseenvelope")):
+        return "sbom"  # an SBOM in a text form torchbake does not read (tag-value SPDX, CycloneDX XML), or a broken one
+    return "other"
 
 
 def _check_manifest(remote, repository: str, label: str, digest: str, config: str | None,
                     key: signing.PublicKey | signing.Identity, require: Sequence[str]) -> list[Row]:
     """The rows of one manifest: each bundle, each SBOM or provenance, each other referrer, then
     each piece of required evidence that is not there."""
-    found = attestations.referrers(remote, repository, digest)
-    evidence = [_evidence(remote, repository, d) for d in found if d.get("artifactType") in EVIDENCE_TYPES]
+    found = [_referrer(remote, repository, d) for d in attestations.referrers(remote, repository, digest)]
+    evidence = [item for item in found if item.kind not in ("bundle", "other", "too large")]
     rows, held, covered = [], set(), set()
-    for descriptor in found:
-        if descriptor.get("artifactType") != signing.BUNDLE_TYPE:
+    for item in found:
+        if item.kind != "bundle":
             continue
-        short = descriptor["digest"][:19]
+        short = item.digest[:19]
         try:
-            statement = key.open(attestations.read_artifact(remote, repository, descriptor["digest"]))
+            text = (item.data or b"").decode()
+        except UnicodeDecodeError:
+            rows.append(Row(label, f"signature {short}", False, "the bundle is not UTF-8 text"))
+            continue
+        try:
+            if item.document is None:
+                raise SignatureError(f"is not a Sigstore bundle (not JSON, or nested deeper than {MAX_DEPTH} levels)")
+            statement = key.open(text)
             what, signed = _check_statement(statement, digest, evidence, config)
         except SignatureError as exc:
             rows.append(Row(label, f"signature {short}", False, f"the bundle {exc}"))
@@ -137,11 +192,15 @@ def _check_manifest(remote, repository: str, label: str, digest: str, config: st
         else:
             rows.append(Row(label, what, False, "no signature of the key covers it: whoever pushed it, it is not"
                                                 " the signer's"))
-    for descriptor in found:
-        if descriptor.get("artifactType") not in (signing.BUNDLE_TYPE, *EVIDENCE_TYPES):
-            rows.append(Row(label, f"{descriptor.get('artifactType') or 'artifact'} {descriptor['digest'][:19]}", True,
+    for item in found:
+        if item.kind == "too large":
+            rows.append(Row(label, f"{item.label} {item.digest[:19]}", False,
+                            f"over {attestations.MAX_DOCUMENT // 2**20} MiB: not read, so not judged; a verifier"
+                            " cannot tell it is no unsigned SBOM"))
+        elif item.kind == "other":
+            rows.append(Row(label, f"{item.label} {item.digest[:19]}", True,
                             "not judged: no signature, SBOM or provenance"))
-    for kind in require:
+    for kind in dict.fromkeys(("image", *require)):  # the manifest's own signature, whatever else is required
         if kind not in held:
             rows.append(Row(label, f"signature of the {NAMES[kind]}" if kind == "image" else NAMES[kind], False,
                             "missing: no bundle signs it" if kind == "image" else
@@ -149,7 +208,7 @@ def _check_manifest(remote, repository: str, label: str, digest: str, config: st
     return rows
 
 
-def _check_statement(statement: Mapping[str, Any], digest: str, evidence: Sequence[_Evidence],
+def _check_statement(statement: Mapping[str, Any], digest: str, evidence: Sequence[_Referrer],
                      config: str | None) -> tuple[str, set[str]]:
     """What a bundle the key signed signs ("image" or a document kind) and the referrers it covers:
     it must be about this manifest, and a document it signs must hang beside it, unchanged, and
@@ -166,20 +225,46 @@ def _check_statement(statement: Mapping[str, Any], digest: str, evidence: Sequen
         raise SignatureError(f"signs a {predicate_type!r} predicate, not {signing.IMAGE_PREDICATE!r} or an SBOM's or"
                              " provenance's")
     same = [item for item in evidence if item.kind == what and isinstance(item.document, dict)
-            and statement.get("predicate") == (item.document.get("predicate") if what == "provenance" else item.document)]
+            and _signed_as(statement, item.document, what)]
     if not same:
         if any(item.kind == what for item in evidence):
             raise SignatureError(f"signs another {NAMES[what]} than the one beside the image")
         raise SignatureError(f"signs a {NAMES[what]} that the registry does not hold beside the image")
     # an engine names an image by its config's digest (the classic store) or its manifest's (containerd's)
-    if config and what != "provenance" and described_image(what, same[0].document) not in (
+    if config and _described(what, same[0].document) not in (
             config.split(":", 1)[1], digest.split(":", 1)[1]):
         raise SignatureError(f"signs a {NAMES[what]} of another image than this manifest ({digest}, config {config})")
     return what, {item.digest for item in same}
 
 
+def _described(kind: str, document: Mapping[str, Any]) -> str:
+    """:func:`described_image` of a document anyone may have written: "" where its shape is not
+    the format's."""
+    try:
+        return described_image(kind, document)
+    except (AttributeError, TypeError):
+        return ""
+
+
+def _signed_as(statement: Mapping[str, Any], document: Mapping[str, Any], what: str) -> bool:
+    """Whether ``document`` is what ``statement`` signs: an SBOM is its predicate; a provenance is a
+    statement itself, and every field of it that is signed must be the same (its type, its
+    predicate's type and its predicate; its subject, the image, is compared by the caller)."""
+    if what != "provenance":
+        return statement.get("predicate") == document
+    return (document.get("_type") == provenance.STATEMENT_TYPE
+            and document.get("predicateType") == statement.get("predicateType")
+            and document.get("predicate") == statement.get("predicate"))
+
+
 def described_image(kind: str, document: Mapping[str, Any]) -> str:
-    """The image (its config digest, hex) an SBOM says it describes; "" when it says none."""
+    """The image (its config digest, hex) an SBOM or a provenance says it describes; "" when it
+    says none, or (a provenance) more than one."""
+    if kind == "provenance":
+        subjects = document.get("subject") if isinstance(document.get("subject"), list) else []
+        digests = [(s.get("digest") or {}).get("sha256", "") if isinstance(s, dict) and isinstance(s.get("digest"), dict)
+                   else "" for s in subjects]
+        return digests[0] if len(digests) == 1 and isinstance(digests[0], str) else ""
     if kind == "cyclonedx":
         component = (document.get("metadata") or {}).get("component") or {}
         return next((h.get("content", "") for h in component.get("hashes") or [] if h.get("alg") == "SHA-256"), "")

@@ -512,12 +512,11 @@ EVIDENCE = ("image", "spdx", "spdx3", "cyclonedx", "provenance")  # what a signe
 class VerifyOptions:
     """What `verify --signatures` demands of an image in its registry (torchbake.checks.signatures)."""
 
-    require: list[str] = option(list(EVIDENCE), lambda v: [validation.one_of(EVIDENCE)(kind) for kind in v],
-                                decides=(),
+    require: list[str] = option(list(EVIDENCE), validation.evidence(EVIDENCE), decides=(),
                                 help="The evidence each platform's manifest must carry, each signed by the key and"
-                                     " about that manifest: image (the manifest's own signature), spdx, spdx3,"
-                                     " cyclonedx, provenance (an index: its own signature). Whatever else hangs off"
-                                     " a manifest must hold too", flag="require")
+                                     " about that manifest: image (the manifest's own signature, required always),"
+                                     " spdx, spdx3, cyclonedx, provenance (an index: its own signature). Whatever"
+                                     " else hangs off a manifest must hold too; never empty", flag="require")
     base_key: str = option("", validation.key_file, decides=(),  # who made the FROM image, not what the image holds
                            help="Public key (PEM) that must have signed every FROM image: a build refuses, before any"
                                 " work, a FROM image whose registry does not hold its signature and the evidence"

@@ -257,6 +257,19 @@ def one_of(choices: tuple[str, ...]):
     return check
 
 
+def evidence(choices: tuple[str, ...]):
+    """A non-empty list of ``choices`` (what ``verify --signatures`` requires): an empty list would
+    read as "require nothing", the easy accident of an empty variable in a CI job."""
+    def check(values: list[str]) -> None:
+        if not values:
+            raise ValueError(f"it is empty; list at least one of: {', '.join(choices)} (the manifest's own signature"
+                             " is required whatever the list says)")
+        for value in values:
+            one_of(choices)(value)
+
+    return check
+
+
 def one_of_or_empty(choices: tuple[str, ...], empty: str):
     """Like :func:`one_of`, where "" is also accepted and means ``empty``."""
     def check(value: str) -> None:

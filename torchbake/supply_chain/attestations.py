@@ -269,16 +269,62 @@ def fetch(registry, repository: str, reference: str, kind: str) -> str | None:
 
 def read_artifact(registry, repository: str, digest: str) -> str:
     """The document an artifact manifest (``digest``) carries as its one layer, checked against
-    the layer's digest."""
+    the layer's digest (as text: a document that is not UTF-8 is a RegistryError naming it)."""
+    found = read_referrer(registry, repository, digest)
+    if found.data is None:
+        raise RegistryError(f"The artifact {repository}@{digest} carries no document of at most"
+                            f" {MAX_DOCUMENT // 2**20} MiB.")
+    try:
+        return found.data.decode()
+    except UnicodeDecodeError:
+        raise RegistryError(f"The artifact {repository}@{digest} is not UTF-8 text.") from None
 
-    def pull() -> str:
+
+MAX_DOCUMENT = 64 * 2**20  # an SBOM of a large image is a few MiB; a referrer's layer beyond this is not read
+
+
+@dataclass(frozen=True)
+class Referrer:
+    """What a referrer is by its own manifest (the referrers index is written by whoever can push,
+    so its ``artifactType`` is only a claim) and the document it carries."""
+
+    digest: str
+    types: frozenset[str]  # its manifest's artifactType, its config's media type (the empty one left out), its layers'
+    data: bytes | None  # its first layer, checked against its digest; None: no layer, or over MAX_DOCUMENT
+    too_large: bool = False  # its first layer is over MAX_DOCUMENT: not read
+
+
+def read_referrer(registry, repository: str, digest: str) -> Referrer:
+    """The referrer manifest ``digest`` (checked against that digest) and its first layer."""
+
+    def pull() -> Referrer:
         client = registry._client(repository)
-        manifest = json.loads(client.get_manifest_and_response(digest)[0])
-        layer = manifest["layers"][0]
-        data = b"".join(client.pull_blob(layer["digest"]))
-        if _sha(data) != layer["digest"]:
+        _, response = client.get_manifest_and_response(digest)
+        if _sha(response.content) != digest:
+            raise RegistryError(f"The registry served {repository}@{digest} with other content than that digest.")
+        try:
+            manifest = json.loads(response.content)
+        except (ValueError, RecursionError):
+            return Referrer(digest, frozenset(), None)
+        if not isinstance(manifest, dict):
+            return Referrer(digest, frozenset(), None)
+        config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+        layers = [layer for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
+        types = {manifest.get("artifactType"), config.get("mediaType"), *(layer.get("mediaType") for layer in layers)}
+        types = frozenset(t for t in types if isinstance(t, str) and t != EMPTY["mediaType"])
+        if not layers or not isinstance(layers[0].get("digest"), str) or not isinstance(layers[0].get("size"), int):
+            return Referrer(digest, types, None)
+        if layers[0]["size"] > MAX_DOCUMENT:
+            return Referrer(digest, types, None, too_large=True)
+        data = bytearray()
+        for chunk in client.pull_blob(layers[0]["digest"]):
+            data += chunk
+            if len(data) > layers[0]["size"]:
+                break
+        data = bytes(data)
+        if _sha(data) != layers[0]["digest"]:
             raise RegistryError(f"The artifact {repository}@{digest} does not match its layer's digest.")
-        return data.decode()
+        return Referrer(digest, types, data)
 
     return registry._ask(f"read {repository}@{digest}", pull)
 
