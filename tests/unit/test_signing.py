@@ -258,7 +258,9 @@ def test_a_key_signed_bundle_does_not_pass_for_a_keyless_identity(keys):
 
 
 class Registry:
-    """A registry's referrers for checks.signatures: manifest digest → [(kind, artifact type, text)]."""
+    """A registry's referrers for checks.signatures: manifest digest → [(kind, artifact type, text)
+    or (kind, artifact type, text, what the referrers index says its type is)]: the index is written
+    by whoever can push, the referrer's own manifest is content-addressed."""
 
     def __init__(self, manifests, referrers):
         self.manifests, self.held = manifests, referrers
@@ -271,17 +273,20 @@ def fake_registry(monkeypatch):
         return None if document is None else (attestations.Subject("m", DIGEST, 1), document)  # tag "1" → DIGEST
 
     def referrers(remote, repository, digest):
-        return [{"digest": f"{digest}/{i}", "artifactType": artifact_type,
-                 "annotations": {attestations.KIND_ANNOTATION: kind}}
-                for i, (kind, artifact_type, _) in enumerate(remote.held.get(digest, []))]
+        return [{"digest": f"{digest}/{i}", "artifactType": (held[3] if len(held) > 3 else held[1]),
+                 "annotations": {attestations.KIND_ANNOTATION: held[0]}}
+                for i, held in enumerate(remote.held.get(digest, []))]
 
-    def read_artifact(remote, repository, digest):
+    def read_referrer(remote, repository, digest):
         manifest, index = digest.rsplit("/", 1)
-        return remote.held[manifest][int(index)][2]
+        _, artifact_type, text, *_ = remote.held[manifest][int(index)]
+        data = text if isinstance(text, bytes) else text.encode()
+        return attestations.Referrer(digest, frozenset({artifact_type} - {""}), data,
+                                     too_large=len(data) > attestations.MAX_DOCUMENT)
 
     monkeypatch.setattr(attestations, "manifest_of", manifest_of)
     monkeypatch.setattr(attestations, "referrers", referrers)
-    monkeypatch.setattr(attestations, "read_artifact", read_artifact)
+    monkeypatch.setattr(attestations, "read_referrer", read_referrer)
 
 
 def held_for(signer, digest, spdx, *, statements=None, leave_out=()):
@@ -370,3 +375,93 @@ def test_a_signed_payload_that_is_no_statement_does_not_hold(keys):
                                   "signatures": [{"sig": base64.b64encode(bytes.fromhex(signature.signature)).decode()}]}
         with pytest.raises(SignatureError, match="not an in-toto statement"):
             signing.open_bundle(json.dumps(bundle), signing.read_public_key(keys["ec"][1]))
+
+
+PROVENANCE = {"_type": "https://in-toto.io/Statement/v1", "subject": [{"name": "x", "digest": {"sha256": "cd" * 32}}],
+              "predicateType": "https://slsa.dev/provenance/v1", "predicate": {"buildDefinition": {"buildType": "t"}}}
+
+
+def _verdict(keys, held, require=("image", "spdx")):
+    manifest = {"config": {"digest": "sha256:" + "cd" * 32}, "layers": []}
+    remote = Registry({"1": manifest}, {DIGEST: held})
+    found = signatures.check(remote, "reg.example/x:1", signing.read_public_key(keys["ec"][1]), list(require))
+    return [f"{row.what}: {row.detail}" for row in signatures.failed(found)]
+
+
+@pytest.mark.parametrize(("relabel", "says"), [
+    # the referrers index (anyone who can push writes it) relabels the unsigned SBOM or drops its type
+    (lambda item: (*item, "application/vnd.example.notes"), "SPDX SBOM " + DIGEST[:19] + ": no signature of the key"),
+    (lambda item: (*item, ""), "SPDX SBOM " + DIGEST[:19] + ": no signature of the key"),
+    # its own manifest calls it something else: its content says what it is
+    (lambda item: (item[0], "application/octet-stream", item[2]), "SPDX SBOM " + DIGEST[:19] + ": no signature"),
+    (lambda item: (item[0], "", item[2]), "SPDX SBOM " + DIGEST[:19] + ": no signature"),
+    # a CycloneDX document under a type torchbake does not know
+    (lambda item: (item[0], "application/x-notes", json.dumps({"bomFormat": "CycloneDX", "components": []})),
+     "CycloneDX SBOM " + DIGEST[:19] + ": no signature"),
+])
+def test_an_unsigned_sbom_fails_whatever_the_referrers_index_or_its_type_calls_it(keys, fake_registry, relabel, says):
+    signer = signing.Signer(keys["ec"][0])
+    unsigned = ("spdx", "application/spdx+json", json.dumps({**UNSIGNED, "spdxVersion": "SPDX-2.3"}))
+    failed = _verdict(keys, [*held_for(signer, DIGEST, SPDX), relabel(unsigned)])
+    assert len(failed) == 1 and failed[0].startswith(says), failed
+
+
+def _with_provenance(signer, document, signed=PROVENANCE):
+    statements = signing.statements("reg.example/x", DIGEST, {"provenance": json.dumps(signed)})
+    return [*held_for(signer, DIGEST, SPDX), ("provenance", "application/vnd.in-toto+json", json.dumps(document)),
+            ("signature-provenance", signing.BUNDLE_TYPE, signer.bundle(statements["provenance"]))]
+
+
+@pytest.mark.parametrize(("document", "says"), [
+    (PROVENANCE, None),
+    ({**PROVENANCE, "subject": [{"name": "x", "digest": {"sha256": "ef" * 32}}]}, "of another image than this manifest"),
+    ({**PROVENANCE, "subject": [*PROVENANCE["subject"], {"name": "y", "digest": {"sha256": "ef" * 32}}]},
+     "of another image than this manifest"),
+    ({**PROVENANCE, "predicateType": "https://example.com/other"}, "signs another provenance than the one beside"),
+    ({**PROVENANCE, "_type": "https://example.com/statement"}, "signs another provenance than the one beside"),
+])
+def test_a_provenance_is_covered_only_when_every_signed_field_is_the_same(keys, fake_registry, document, says):
+    """The subject (the image it describes), the statement's and the predicate's types are
+    compared with what was signed, not only the predicate."""
+    failed = _verdict(keys, _with_provenance(signing.Signer(keys["ec"][0]), document), ("image", "spdx", "provenance"))
+    if says is None:
+        assert failed == []
+    else:
+        assert any(says in row for row in failed) and any(row.startswith("provenance") for row in failed), failed
+
+
+@pytest.mark.parametrize("require", [["spdx"], []])
+def test_the_manifest_s_own_signature_is_required_whatever_require_lists(keys, fake_registry, require):
+    signer = signing.Signer(keys["ec"][0])
+    failed = _verdict(keys, held_for(signer, DIGEST, SPDX, leave_out=("image",)), require)
+    assert failed == ["signature of the manifest: missing: no bundle signs it"]
+
+
+@pytest.mark.parametrize(("hostile", "says"), [
+    ((signing.BUNDLE_TYPE, b"[" * 100_000 + b"]" * 100_000), "is not a Sigstore bundle (not JSON, or nested deeper"),
+    ((signing.BUNDLE_TYPE, json.dumps({"dsseEnvelope": {"x": [[[[[[[[]]]]]]]]}} | {"deep": eval("[" * 70 + "]" * 70)})),
+     "is not a Sigstore bundle (not JSON, or nested deeper"),
+    ((signing.BUNDLE_TYPE, b"\xff\xfe not text"), "the bundle is not UTF-8 text"),
+    (("application/spdx+json", b"{" + b'"a":{' * 50_000 + b"}" * 50_001), "SPDX SBOM"),
+    (("application/vnd.example.big", b"x" * (attestations.MAX_DOCUMENT + 1)), "over 64 MiB: not read"),
+])
+def test_hostile_referrers_are_a_failing_row_not_a_traceback(keys, fake_registry, hostile, says):
+    signer = signing.Signer(keys["ec"][0])
+    failed = _verdict(keys, [*held_for(signer, DIGEST, SPDX), ("x", *hostile)])
+    assert len(failed) == 1 and says in failed[0], failed
+
+
+@pytest.mark.parametrize("where", ["file", "environment"])
+def test_an_empty_require_is_a_configuration_error_naming_where_it_came_from(keys, tmp_path, where):
+    """`[verify] require = []` or an empty TORCHBAKE_VERIFY_REQUIRE (an unset CI variable) would
+    require nothing: refused (exit 2), its source named, before the registry is asked."""
+    from tests.conftest import run_invoke
+
+    config = tmp_path / "empty.toml"
+    config.write_text("[verify]\nrequire = []\n")
+    args = ("--config", str(config)) if where == "file" else ()
+    env = {"TORCHBAKE_VERIFY_REQUIRE": ""} if where == "environment" else {}
+    result = run_invoke("verify", "reg.example/x:1", "--signatures", "--key", str(keys["ec"][1]), *args, env=env)
+    source = f"from {config}" if where == "file" else "from environment TORCHBAKE_VERIFY_REQUIRE"
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"verify.require = [] ({source}) is invalid: it is empty" in result.stderr, result.stderr
