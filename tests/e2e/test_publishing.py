@@ -319,7 +319,10 @@ def test_a_from_image_must_prove_who_made_it_before_anything_is_built_on_it(
 
         planned = run_invoke(*build_on, "--dry-run", env=policy)
         assert planned.returncode == 0, planned.stdout + planned.stderr
-        assert f"Base image: {base} is {digest} in its registry, signed by" in planned.stdout, planned.stdout[-2000:]
+        assert f"FROM image: {base} is {digest} in its registry, signed by" in planned.stdout, planned.stdout[-2000:]
+        # the same image named by its digest too (HOST/NAME:TAG@DIGEST)
+        pinned = run_invoke(*build_on[:4], f"{base}@{digest}", *build_on[5:], "--dry-run", env=policy)
+        assert pinned.returncode == 0 and f"FROM image: {base}@{digest} is {digest}" in pinned.stdout, pinned.stderr
         built = run_invoke(*build_on, env=policy)
         assert built.returncode == 0, (built.stdout + built.stderr)[-3000:]
         provenance = json.loads(run_invoke("provenance", f"{derived}:1", env=tb_env).stdout)
@@ -345,8 +348,9 @@ def test_a_from_image_must_prove_who_made_it_before_anything_is_built_on_it(
             plain.set_referrers(digest, original)
         # the registry's image is proven, the engine's copy under its name is another image
         docker("tag", base_image, base)
-        local = run_invoke(*build_on, "--force", env=policy)
-        assert local.returncode == 11 and f"not the registry's verified {digest}" in local.stderr, local.stderr
-        assert "Building" not in local.stdout
+        for planned_only in (("--dry-run",), ()):  # the dry run gives the build's verdict
+            local = run_invoke(*build_on, "--force", *planned_only, env=policy)
+            assert local.returncode == 11 and f"not the registry's verified {digest}" in local.stderr, local.stderr
+            assert "Building" not in local.stdout
     finally:
         docker("image", "rm", "--force", base, f"{derived}:1", check=False)

@@ -7,7 +7,9 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
+import types
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -465,3 +467,52 @@ def test_an_empty_require_is_a_configuration_error_naming_where_it_came_from(key
     source = f"from {config}" if where == "file" else "from environment TORCHBAKE_VERIFY_REQUIRE"
     assert result.returncode == 2, result.stdout + result.stderr
     assert f"verify.require = [] ({source}) is invalid: it is empty" in result.stderr, result.stderr
+
+
+def _dev_plan(**given):
+    """A dev plan's FROM images as :class:`torchbake.variants.dev.DevPlan` tells them."""
+    from torchbake.variants.dev import DevPlan
+
+    plan = types.SimpleNamespace(base_image="reg.example/team/base:1", slim=True, runtime_base="", download_options=None,
+                                 verify_options=types.SimpleNamespace(base_key="", require=["spdx"]))
+    vars(plan).update(given)
+    plan.from_images = lambda labels=None: DevPlan.from_images(plan, labels)
+    return plan
+
+
+@pytest.mark.parametrize(("given", "labels", "expected"), [
+    ({}, {"org.opencontainers.image.base.name": "reg.example/os:12"}, ["reg.example/team/base:1", "reg.example/os:12"]),
+    ({"runtime_base": "reg.example/slim:1"}, {}, ["reg.example/team/base:1", "reg.example/slim:1"]),
+    ({"slim": False, "runtime_base": "reg.example/slim:1"}, {}, ["reg.example/team/base:1"]),
+])
+def test_every_from_image_of_a_build_is_proven_the_slim_stage_s_included(keys, monkeypatch, given, labels, expected):
+    """[verify] base_key holds every FROM image to the key, the slim stage's too; a dry run gives the
+    build's verdict on the engine's copies (another digest: exit 11 before any work)."""
+    from torchbake.adapters import registry
+    from torchbake.building import base_policy
+
+    plan = _dev_plan(**given)
+    plan.verify_options.base_key = str(keys["ec"][1])
+    asked = []
+    monkeypatch.setattr(registry, "for_host", lambda host, info, policy: host)
+    monkeypatch.setattr(base_policy.DownloadPolicy, "from_settings", lambda options: None)
+    monkeypatch.setattr(attestations, "manifest_of",
+                        lambda remote, repository, tag: (attestations.Subject("m", f"sha256:{len(repository):064x}", 1), {}))
+    monkeypatch.setattr(signatures, "check", lambda remote, image, key, require: asked.append((image, require)) or [])
+    client = types.SimpleNamespace(engine_info=lambda: {}, inspect_image=lambda reference: None)
+    verified, vouched = base_policy.check_registry(plan, client, labels)
+    assert list(verified) == expected and [image.split("@")[0] for image, _ in asked] == [
+        "/".join(registry.split_reference(e)[:2]) for e in expected]
+    assert vouched.endswith("(image, spdx)")
+    assert len(base_policy.check_engine_copy(plan, client, verified)) == len(expected)  # a dry run: none held yet
+    built = types.SimpleNamespace(base_digest=verified[expected[0]])  # a build: the engine holds the base by then
+    if len(expected) > 1:  # and the slim stage's FROM image must be the engine's, verified
+        with pytest.raises(SignatureError, match="does not hold reg.example/.*, the slim stage's FROM image"):
+            base_policy.check_engine_copy(plan, client, verified, built)
+    else:
+        assert base_policy.check_engine_copy(plan, client, verified, built) == []
+    held = {reference: {"RepoDigests": [f"{reference.rsplit(':', 1)[0]}@{digest}"]} for reference, digest in verified.items()}
+    assert base_policy.check_engine_copy(plan, client := types.SimpleNamespace(inspect_image=held.get), verified) == []
+    held[expected[-1]] = {"RepoDigests": [f"{expected[-1].rsplit(':', 1)[0]}@sha256:{'0' * 64}"]}  # made here
+    with pytest.raises(SignatureError, match=f"the engine's {re.escape(expected[-1])} is sha256:0000"):
+        base_policy.check_engine_copy(plan, client, verified)

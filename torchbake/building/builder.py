@@ -139,13 +139,19 @@ def log_path(log_dir: Path, image: str) -> Path:
 
 
 
+def base_labels(client: DockerClient, plan: Plan) -> dict[str, str]:
+    """The labels of the engine's FROM image ({} when it holds none): what a dry run knows of it."""
+    return ((client.inspect_image(plan.base_image) or {}).get("Config") or {}).get("Labels") or {}
+
+
 def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = False) -> str:
     """The plan as text, with the exact docker command (values known only after preparing the
     context are shown as placeholders), and the comparison build ``check_reproducible`` adds.
     Touches nothing."""
     source_date_epoch()
     plan.check_dry_run(client)  # what the build would refuse before any work, refused here too
-    verified, vouched = base_policy.check_registry(plan, client)
+    verified, vouched = base_policy.check_registry(plan, client, base_labels(client, plan))
+    pending = base_policy.check_engine_copy(plan, client, verified)  # the build's verdict on the engine's copies
     cache_from, cache_to = build_cache(plan)
     argv, env = client.build_command(
         context=CONTEXT_PLACEHOLDER, dockerfile=CONTEXT_PLACEHOLDER / "Dockerfile",
@@ -156,8 +162,9 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     text = describe_plan(plan, argv, env)
     if note := plan.base_note(client):
         text += f"\nBase image: {note}"
-    if verified:
-        text += f"\nBase image: {plan.base_image} is {verified} in its registry, signed by {vouched} ([verify] base_key)"
+    for reference, digest in verified.items():
+        text += f"\nFROM image: {reference} is {digest} in its registry, signed by {vouched} ([verify] base_key)"
+    text += "".join(f"\nFROM image: {note}" for note in pending)
     if check_reproducible:
         text += ("\nThen build the same context again with --no-cache under another candidate tag, compare the image"
                  " ids, and name the files that differ (exit 6) or say Reproducible; the comparison tag is removed.")
@@ -255,9 +262,11 @@ def assess(plan: Plan, client: DockerClient, *, look: bool = True, apply: bool =
     whether an image already has that hash (see :func:`find_unchanged`, which re-tags when
     ``apply``). A missing FROM image is made only when ``make_base`` (and ``apply``); otherwise
     :class:`BaseImagePending` says what a build would do."""
-    verified, vouched = base_policy.check_registry(plan, client)  # who made the FROM image: asked before anything
+    verified, vouched = base_policy.check_registry(plan, client)  # who made the FROM images: asked before anything
     facts = preflight(plan, client, writes=make_base and apply)
-    base_policy.check_engine_copy(plan, facts, verified)
+    if verified and len(plan.from_images(facts.base_labels)) > len(verified):  # the slim stage's, named by the base
+        verified, vouched = base_policy.check_registry(plan, client, facts.base_labels)
+    base_policy.check_engine_copy(plan, client, verified, facts)
     facts = replace(facts, base_verified_by=vouched)
     plan.check_preflight(facts)  # what the plan holds the FROM image to (a lock's base): before any download
     digest = fingerprint(plan, facts, plan.download_cache(read_only=not apply))

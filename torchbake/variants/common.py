@@ -105,6 +105,10 @@ class PlanCommon:
         """Refuse in a dry run what :meth:`check_preflight` would refuse in the build, from what the
         engine holds now (nothing is made or pulled)."""
 
+    def from_images(self, labels: Mapping[str, str] | None = None) -> list[str]:
+        """Every FROM image of the build, the base first (``labels``: the base image's, once known)."""
+        return [self.base_image]
+
     def base_note(self, client) -> str:
         """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
         return ""

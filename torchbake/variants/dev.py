@@ -83,6 +83,12 @@ class DevPlan(PlanCommon):
     def dockerfile_env(self) -> dict[str, str]:
         return self.build_env
 
+    def from_images(self, labels: Mapping[str, str] | None = None) -> list[str]:
+        """The base image and, with --slim, the slim stage's: [dev] runtime_base, else the OS image the
+        base image was made FROM (its label, known once the engine holds the base)."""
+        runtime = self.runtime_base or (labels or {}).get("org.opencontainers.image.base.name", "")
+        return [self.base_image, *([runtime] if self.slim and runtime and runtime != self.base_image else [])]
+
     def image_python(self, facts) -> str:
         return facts.python_version if facts else ""  # the base image's
 
