@@ -3,7 +3,8 @@
 A secret reaches torchbake in four ways: the user part of a URL (``https://user:TOKEN@host/…``,
 ``redis://:PASS@host``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
 ``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
-signature, token, credential, key, secret, password or auth), a password file (git credentials in
+signature, token, credential, key, secret, password or auth), an attribute of a compile cache's
+storage URL that says the same (``|bearer-token=…``), a password file (git credentials in
 store format), or a value the code knows to be one (``[dev] ccache_remote``). :func:`register`
 remembers each secret value of this process; :func:`redact` replaces every remembered value, the
 user part of every URL and the secret parameters of every URL's query, by ``***``. The output
@@ -37,6 +38,9 @@ MASK = "***"
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
 # scheme://…?query — the query of a URL inside text (up to white space, a quote or a fragment)
 _QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
+# ccache's remote storage attributes, ``URL|bearer-token=…|connect-timeout=…``: one that carries a
+# credential (bearer-token, password …) is masked like a query parameter
+_STORAGE_ATTRIBUTE = re.compile(r"\|(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^|\s'\"<>]*)")
 # a query parameter that carries a credential: S3's X-Amz-Signature, X-Amz-Credential and
 # X-Amz-Security-Token, AWSAccessKeyId and Signature; GCS's X-Goog-Signature and GoogleAccessId;
 # Azure SAS's sig; token=, access_token=, api_key=, password= …
@@ -59,6 +63,9 @@ def register(*values: str) -> None:
 def register_in(value: Any) -> None:
     """Remember the credentials of every URL in ``value`` (a string, or lists and tables of them)."""
     if isinstance(value, str):
+        for match in _STORAGE_ATTRIBUTE.finditer(value):
+            if secret_parameter(match["name"]):
+                register(match["value"])
         for match in _QUERY.finditer(value):
             for secret in _query_secrets(match["query"]):
                 register(secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
@@ -109,6 +116,10 @@ def _mask_query(match: re.Match[str]) -> str:
     return f"{match['url']}?{'&'.join(parameters)}"
 
 
+def _mask_attribute(match: re.Match[str]) -> str:
+    return f"|{match['name']}={MASK}" if secret_parameter(match["name"]) and match["value"] else match[0]
+
+
 def redact(text: str) -> str:
     """``text`` with every URL's password (or token), the secret parameters of every URL's query
     and every registered secret replaced by ***."""
@@ -116,6 +127,7 @@ def redact(text: str) -> str:
         return text
     text = _USERINFO.sub(_mask_userinfo, text)
     text = _QUERY.sub(_mask_query, text)
+    text = _STORAGE_ATTRIBUTE.sub(_mask_attribute, text)
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
     for secret in known:
@@ -140,6 +152,8 @@ def carries_mask(value: Any) -> bool:
     :func:`redact` put it: in its user part or as the value of a secret query parameter."""
     if isinstance(value, str):
         if any(match["userinfo"].rpartition(":")[2] == MASK for match in _USERINFO.finditer(value)):
+            return True
+        if any(match["value"] == MASK and secret_parameter(match["name"]) for match in _STORAGE_ATTRIBUTE.finditer(value)):
             return True
         return any(MASK in _query_secrets(match["query"]) for match in _QUERY.finditer(value))
     if isinstance(value, dict):
