@@ -1,17 +1,23 @@
 """Downloads under faults, against real servers on 127.0.0.1: dropped connections, 503s, bodies
-cut short (resumed with Range, or restarted where the server cannot), 404s (never retried),
-stalls, bounded tries and time; pinned inputs; TLS through a private CA (--ca-bundle)."""
+cut short (resumed with Range and If-Range, or restarted where the server cannot or the file
+changed meanwhile), 404s (never retried), stalls, bounded tries and time; servers without
+validators; pinned inputs; TLS through a private CA (--ca-bundle)."""
 
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import subprocess
+import threading
+import time
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support import flaky_server, make_test_ca
+from tests.support import flaky_server, make_test_ca, serving
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.core.errors import ConfigurationError, DiskSpaceError, DownloadError
 from torchbake.core.output import human_size
@@ -41,11 +47,149 @@ def test_dropped_connections_and_503s_are_retried(tmp_path, capsys):
     assert cache_files(tmp_path / "cache") == ["kit.tar.gz", "kit.tar.gz.sha256", "kit.tar.gz.validators"]
 
 
-def test_a_body_cut_short_is_resumed_with_a_range_request(tmp_path):
+NEW = bytes(reversed(PAYLOAD))  # what the server holds once the file changed: another file, as long
+
+
+@contextmanager
+def file_server(versions: list[bytes], script: list[str], *, validators=("etag", "last_modified"), if_range=True):
+    """A file server on 127.0.0.1 (as nginx is) serving ``versions[0]`` at any path, then the next
+    version each time the file changes: a strong ETag and a Last-Modified for each version (those
+    ``validators`` name), Range answered with 206, If-Range honoured (``if_range=False``: ignored,
+    the range of what it holds now is sent). ``script``, one entry per request: "truncate" (half the
+    body, then close), "truncate+change" (the same, and the file changes), "from-0" (a 206 from
+    byte 0 whatever range was asked); "ok" after it. Yields (url, seen): each request's (Range,
+    If-Range)."""
+    seen: list[tuple[str, str]] = []
+    lock, state = threading.Lock(), {"version": 0}
+
+    def described(version: int) -> dict[str, str]:
+        headers = {"etag": f'"{hashlib.sha256(versions[version]).hexdigest()[:16]}"',
+                   "last_modified": f"Mon, 01 Jan 2024 00:00:{version:02d} GMT"}
+        return {name: value for name, value in headers.items() if name in validators}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            with lock:
+                action = script.pop(0) if script else "ok"
+                seen.append((self.headers.get("Range", ""), self.headers.get("If-Range", "")))
+                body, now = versions[state["version"]], described(state["version"])
+                if action == "truncate+change":
+                    state["version"] += 1
+            requested, condition = self.headers.get("Range", ""), self.headers.get("If-Range", "")
+            start = 0
+            if requested.startswith("bytes=") and (not condition or not if_range or condition in now.values()):
+                start = 0 if action == "from-0" else int(requested[len("bytes="):].split("-")[0])
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            else:
+                self.send_response(200)
+            for name, value in now.items():
+                self.send_header({"etag": "ETag", "last_modified": "Last-Modified"}[name], value)
+            self.send_header("Content-Length", str(len(body) - start))
+            self.end_headers()
+            if action.startswith("truncate"):
+                self.wfile.write(body[start:start + (len(body) - start) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body[start:])
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(httpd):
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
+
+
+def fetch_unpinned(tmp_path, url):
+    return DownloadCache(tmp_path / "cache", {}, show_progress=False, policy=FAST).fetch(f"{url}/kit.tar.gz")
+
+
+def kept_validators(artifact) -> dict:
+    return json.loads(artifact.path.with_name(artifact.name + ".validators").read_text())
+
+
+@pytest.mark.parametrize(("validators", "sent"), [(("etag", "last_modified"), "etag"),
+                                                  (("last_modified",), "last_modified")])
+def test_a_body_cut_short_is_resumed_with_a_range_request_on_the_file_it_began(tmp_path, validators, sent):
+    """The resume is conditional: If-Range carries the strong ETag, else the Last-Modified date."""
+    with file_server([PAYLOAD], ["truncate"], validators=validators) as (url, seen):
+        artifact = fetch_unpinned(tmp_path, url)
+    assert artifact.path.read_bytes() == PAYLOAD
+    began = {"etag": f'"{DIGEST[:16]}"', "last_modified": "Mon, 01 Jan 2024 00:00:00 GMT"}[sent]
+    assert seen == [("", ""), (f"bytes={len(PAYLOAD) // 2}-", began)]
+
+
+@pytest.mark.parametrize("validators", [("etag", "last_modified"), ("last_modified",)])
+def test_a_file_that_changes_between_a_cut_and_its_resume_comes_whole_never_spliced(tmp_path, validators):
+    """The server's file changes while the download is cut: the resume's If-Range no longer
+    matches, the server sends the new file whole (200), and the half kept of the old one is
+    dropped. The cache holds the new file, whole, under the new file's validators, and a later
+    run finds it as it is (no splice of both halves that no digest could ever match)."""
+    with file_server([PAYLOAD, NEW], ["truncate+change"], validators=validators) as (url, seen):
+        artifact = fetch_unpinned(tmp_path, url)
+        assert artifact.sha256 == hashlib.sha256(NEW).hexdigest() and artifact.path.read_bytes() == NEW
+        assert len(seen) == 2 and seen[1][0] == f"bytes={len(PAYLOAD) // 2}-" and seen[1][1]
+        new_validators = {"etag": f'"{hashlib.sha256(NEW).hexdigest()[:16]}"',
+                          "last_modified": "Mon, 01 Jan 2024 00:00:01 GMT"}
+        assert kept_validators(artifact) == {**{name: "" for name in new_validators},
+                                             **{name: new_validators[name] for name in validators}, "length": len(NEW)}
+        pinned = DownloadCache(tmp_path / "cache", {}, show_progress=False, policy=FAST)
+        assert pinned.fetch(f"{url}/kit.tar.gz#sha256={hashlib.sha256(NEW).hexdigest()}").path.read_bytes() == NEW
+    assert cache_files(tmp_path / "cache") == ["kit.tar.gz", "kit.tar.gz.sha256", "kit.tar.gz.validators"]
+
+
+def test_a_server_that_ignores_if_range_is_caught_by_the_etag_of_its_part(tmp_path):
+    """A server that answers the resume with 206 of the file it holds now, changed: the part's
+    ETag is not the one the download began with, so the download starts over."""
+    with file_server([PAYLOAD, NEW], ["truncate+change"], if_range=False) as (url, seen):
+        artifact = fetch_unpinned(tmp_path, url)
+    assert artifact.path.read_bytes() == NEW
+    assert [asked for asked, _ in seen] == ["", f"bytes={len(PAYLOAD) // 2}-", ""]
+
+
+def test_a_part_that_does_not_start_where_asked_makes_the_download_start_over(tmp_path, capsys):
+    with file_server([PAYLOAD], ["truncate", "from-0"]) as (url, seen):
+        artifact = fetch(tmp_path, url)
+    assert artifact.sha256 == DIGEST and artifact.path.read_bytes() == PAYLOAD
+    assert [asked for asked, _ in seen] == ["", f"bytes={len(PAYLOAD) // 2}-", ""]
+    assert f"is not the rest of the file from byte {len(PAYLOAD) // 2} (starting over)" in capsys.readouterr().out
+
+
+def test_a_body_cut_short_by_a_server_without_validators_starts_over(tmp_path):
+    """Nothing tells that what the server holds now is the file begun: no Range is asked."""
     with flaky_server(PAYLOAD, ["truncate"]) as (url, seen):
         artifact = fetch(tmp_path, url)
     assert artifact.path.read_bytes() == PAYLOAD
-    assert seen == ["", f"bytes={len(PAYLOAD) // 2}-"]
+    assert seen == ["", ""]
+
+
+def test_a_server_without_validators_is_asked_by_content(tmp_path, capsys, monkeypatch):
+    """A URL whose server gives no ETag or Last-Modified: each run fetches it again and compares
+    the content; the same is said as the same, not as a change."""
+    from torchbake.inputs import downloads
+
+    def next_run() -> None:
+        downloads._UNCHANGED.clear()
+        monkeypatch.setattr(downloads, "_STARTED", time.time() + 1)
+
+    with file_server([PAYLOAD, NEW], ["ok", "ok", "truncate+change"], validators=()) as (url, seen):
+        first = fetch_unpinned(tmp_path, url)
+        assert first.sha256 == DIGEST
+        capsys.readouterr()
+        next_run()
+        assert fetch_unpinned(tmp_path, url).sha256 == DIGEST
+        out = capsys.readouterr().out
+        assert f"{url}/kit.tar.gz: the server gives no ETag or Last-Modified: fetched again, same content." in out
+        assert "changed" not in out
+        next_run()
+        second = fetch_unpinned(tmp_path, url)  # cut and changed meanwhile: no resume, the new file whole
+        assert second.path.read_bytes() == NEW
+        assert f"{url}/kit.tar.gz changed: sha256 {DIGEST} → {second.sha256}." in capsys.readouterr().out
+    assert [asked for asked, _ in seen] == ["", "", "", ""]
 
 
 def test_a_server_without_ranges_makes_the_download_start_over(tmp_path):

@@ -107,7 +107,14 @@ def test_http_error_names_url_and_status(server, tmp_path):
     assert files_in(tmp_path / "cache") == []
 
 
-def test_local_files_are_hashed_in_place(tmp_path):
+@pytest.fixture
+def settled(monkeypatch):
+    """Files as if written long before they are hashed (not "racily" new: see downloads.RACY_NS)."""
+    from torchbake.inputs import downloads
+    monkeypatch.setattr(downloads, "RACY_NS", 0, raising=False)
+
+
+def test_local_files_are_hashed_in_place(tmp_path, settled):
     wheel = tmp_path / "t.whl"
     wheel.write_bytes(b"abc")
     cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
@@ -119,7 +126,7 @@ def test_local_files_are_hashed_in_place(tmp_path):
     assert [p.rsplit("/", 1)[0] for p in files_in(tmp_path / "cache")] == ["digests"]
 
 
-def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
+def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch, settled):
     import torchbake.inputs.downloads as downloads
 
     wheel = tmp_path / "big.whl"
@@ -134,6 +141,47 @@ def test_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
     wheel.write_bytes(b"y" * 1001)  # changed: read again
     assert cache.known_digest(str(wheel)) == hashlib.sha256(b"y" * 1001).hexdigest()
     assert len(reads) == 1
+
+
+def test_a_local_file_rewritten_with_its_old_size_and_mtime_is_hashed_again(tmp_path):
+    """Other bytes of the same size with the old mtime set back (as cp -p, touch -r or a build
+    under SOURCE_DATE_EPOCH leave them) are another input: its digest is the new bytes'."""
+    import os
+
+    wheel = tmp_path / "torch_musa-2.0-cp311-cp311-linux_x86_64.whl"
+    wheel.write_bytes(b"first build")
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    assert cache.fetch(str(wheel)).sha256 == hashlib.sha256(b"first build").hexdigest()
+    before = wheel.stat()
+    wheel.write_bytes(b"other build")
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (wheel.stat().st_size, wheel.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"other build").hexdigest()
+    assert cache.fetch(f"file://{wheel}").sha256 == hashlib.sha256(b"other build").hexdigest()
+
+
+def test_a_settled_file_rewritten_with_its_old_size_and_mtime_is_told_by_its_ctime(tmp_path, settled, monkeypatch):
+    """A digest kept with the file's identity: the ctime, which utime cannot set back, tells the
+    rewrite; the file is read again once, then no more."""
+    import os
+    import time
+
+    import torchbake.inputs.downloads as downloads
+
+    wheel = tmp_path / "t.whl"
+    wheel.write_bytes(b"first build")
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"first build").hexdigest()
+    reads = []
+    real = downloads.file_sha256
+    monkeypatch.setattr(downloads, "file_sha256", lambda p: reads.append(p) or real(p))
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"first build").hexdigest() and reads == []
+    time.sleep(0.05)  # past the kernel's clock tick (the ctime's granularity)
+    before = wheel.stat()
+    wheel.write_bytes(b"other build")
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"other build").hexdigest() and len(reads) == 1
+    assert cache.known_digest(str(wheel)) == hashlib.sha256(b"other build").hexdigest() and len(reads) == 1
 
 
 def test_fragment_and_checksum_table():

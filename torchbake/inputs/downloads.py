@@ -1,24 +1,33 @@
 """Fetching inputs given by URL or path into a content-checked cache.
 
 A URL is downloaded once into ``<cache>/downloads/<key>/<file name>``: to a temporary name
-first, renamed into place only after its sha256 was computed (and matched the expected one,
-when known), so the cache never holds a partial or wrong file. A cached file whose size or
-mtime changed since its digest was recorded is fetched again, not used. Local paths and
-``file://`` URLs are hashed where they are, never copied into the cache.
+first, renamed into place only after its whole body arrived (as long as the server said) and its
+sha256 was computed (and matched the expected one, when known), so the cache never holds a
+partial, spliced or wrong file. A cached file whose size or mtime changed since its digest was
+recorded is fetched again, not used. Local paths and ``file://`` URLs are hashed where they are,
+never copied into the cache; their digest is remembered with the file's identity (device, inode,
+size, mtime and ctime: see ``RACY_NS``), so a file rewritten with its old size and mtime is
+hashed again.
 
 Connection failures, timeouts, 5xx answers and bodies cut short are retried with exponential
-backoff (bounded in count and total time by :class:`DownloadPolicy`), resuming with a Range
-request where the server allows it and starting over where it does not; 4xx answers are final.
+backoff (bounded in count and total time by :class:`DownloadPolicy`). A cut download resumes
+with a Range request made conditional by If-Range on the validator it began with (a strong ETag,
+else a strong Last-Modified): a file that changed meanwhile comes whole (200) and the part kept is
+dropped. Without such a validator, or where the server cannot resume, the download starts over;
+4xx answers are final. A URL whose server gives no ETag or Last-Modified is fetched again each
+run and its content compared.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import errno
 import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import ssl
 import tempfile
@@ -26,7 +35,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -136,24 +145,62 @@ def file_lock(path: Path):
 
 
 def _stamp(path: Path) -> str:
+    """A cached download's size and mtime: the cache's own files, written and renamed into place
+    by torchbake under its lock (a check against damage, not the input's identity; its utime in
+    mark_used and the hard links into contexts change the ctime on every use)."""
     info = path.stat()
     return f"{info.st_size} {info.st_mtime_ns}"
 
 
-def write_record(path: Path, record: Path, digest: str) -> None:
-    """Remember ``path``'s digest with its size and mtime (written atomically)."""
-    write_atomically(record, f"{digest} {_stamp(path)}\n")
+# A local input's identity, without reading it: a 200 MB file takes 0.17 s to hash here (SHA-NI,
+# from the page cache; more from a cold disk), a 2 GB torch wheel some seconds, on every look of
+# every run, and a nightly where nothing changed takes seconds in all. So the digest is kept with
+# the file's device, inode, size, mtime and ctime. Size and mtime alone are not the bytes: a tool
+# (or a person) writing other bytes of the same size and setting the old mtime back (os.utime,
+# touch -r, cp -p, SOURCE_DATE_EPOCH) keeps both. The ctime cannot be set by utime (utime itself
+# sets it to now) and changes on every write, chmod, link and rename; a file replaced by another
+# has another inode. The ctime is the kernel's coarse clock (a tick, 1 to 10 ms) or a file
+# server's: a file changed within RACY_NS before it was hashed could change again within the same
+# tick unseen, so its digest is not kept with its identity and the next look hashes it again (as
+# git treats a "racily clean" file). A build that hard-links a local wheel into its context
+# changes its ctime, so that wheel is hashed once more on the next run: correct, and bounded.
+RACY_NS = 2_000_000_000
 
 
-def recorded_digest(path: Path, record: Path) -> str:
-    """The digest recorded for ``path`` if the file is unchanged since (same size and mtime);
-    "" otherwise. Unchanged gigabytes are never read again."""
+def _identity(info: os.stat_result) -> str:
+    return f"{info.st_dev}:{info.st_ino} {info.st_size} {info.st_mtime_ns} {info.st_ctime_ns}"
+
+
+def write_record(path: Path, record: Path, digest: str, stamp: str = "") -> None:
+    """Remember ``path``'s digest with ``stamp`` (by default its size and mtime), atomically."""
+    write_atomically(record, f"{digest} {stamp or _stamp(path)}\n")
+
+
+def recorded_digest(path: Path, record: Path, stamp: Callable[[Path], str] = _stamp) -> str:
+    """The digest recorded for ``path`` if the file is unchanged since (the same ``stamp(path)``:
+    by default its size and mtime); "" otherwise. Unchanged gigabytes are never read again."""
     text = read_back(record)
-    digest, _, stamp = (text or "").strip().partition(" ")
+    digest, _, kept = (text or "").strip().partition(" ")
     try:
-        return digest if text and len(digest) == 64 and stamp == _stamp(path) else ""
+        return digest if text and len(digest) == 64 and kept == stamp(path) else ""
     except OSError:
         return ""  # a damaged record reads as none: the file is hashed (or fetched) again
+
+
+def _local_identity(path: Path) -> str:
+    return _identity(path.stat())
+
+
+def _hash_with_identity(path: Path) -> tuple[str, str]:
+    """``path``'s sha256 and the identity to keep it with: "" when the file changed while it was
+    read, or so shortly before that a change now could leave its identity as it was."""
+    began = time.time_ns()
+    before = path.stat()
+    digest = file_sha256(path)
+    identity = _identity(before)
+    if _identity(path.stat()) != identity or before.st_ctime_ns > began - RACY_NS:
+        identity = ""
+    return digest, identity
 
 
 def file_sha256(path: Path) -> str:
@@ -175,15 +222,79 @@ def expected_digest(location: str, checksums: Mapping[str, str]) -> str:
     return fragment or checksums.get(base, "") or checksums.get(local_name(base), "")
 
 
-# What this run learnt of URLs without a digest: the validators each download's answer carried,
-# and whether each URL still serves the cached file (asked once a run: a matrix asks once a night)
-_SEEN: dict[str, dict[str, str]] = {}
+# What this run learnt of URLs without a digest: whether each still serves the cached file (asked
+# once a run: a matrix asks once a night)
 _STARTED = time.time()  # when this run began: a file cached since is this run's
 _UNCHANGED: dict[str, bool] = {}
 
 
 def _validators_file(target: Path) -> Path:
     return target.with_name(target.name + ".validators")
+
+
+def _kept_validators(target: Path) -> dict:
+    return read_back_object(_validators_file(target)) or {}
+
+
+_CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$")
+
+
+def _content_range(value: str) -> tuple[int, int, int | None] | None:
+    """``bytes FIRST-LAST/TOTAL`` → (first, last, total or None for ``*``); None if not that."""
+    match = _CONTENT_RANGE.match(value.strip())
+    if not match:
+        return None
+    return int(match[1]), int(match[2]), int(match[3]) if match[3] != "*" else None
+
+
+def _resume_validator(headers) -> str:
+    """What a resume's If-Range may carry (RFC 9110 13.1.5): the ETag if strong, else the
+    Last-Modified date if strong (at least a second before the answer's Date); "" if neither."""
+    etag = headers.get("ETag", "")
+    if etag and not etag.startswith("W/"):
+        return etag
+    modified, date = headers.get("Last-Modified", ""), headers.get("Date", "")
+    try:
+        if modified and date and (email.utils.parsedate_to_datetime(date)
+                                  - email.utils.parsedate_to_datetime(modified)).total_seconds() >= 1:
+            return modified
+    except (TypeError, ValueError):  # a date that does not parse, or one without its zone
+        pass
+    return ""
+
+
+@dataclass
+class _Transfer:
+    """One download's file as its server described it: the validators and total length of the
+    answer the body's first byte came from, and what a resumed part must match to follow it."""
+
+    etag: str = ""
+    last_modified: str = ""
+    total: int | None = None
+    if_range: str = ""  # the validator a resume is conditional on; "" = none: a cut starts over
+
+    def begin(self, headers, total: int | None) -> None:
+        self.etag, self.last_modified = headers.get("ETag", ""), headers.get("Last-Modified", "")
+        self.total, self.if_range = total, _resume_validator(headers)
+
+    def forget(self) -> None:
+        self.etag, self.last_modified, self.total, self.if_range = "", "", None, ""
+
+    def continues(self, headers, total: int | None) -> bool:
+        """Whether a 206 answer is of the same file (a server may ignore If-Range)."""
+        etag, modified = headers.get("ETag", ""), headers.get("Last-Modified", "")
+        return ((not etag or etag == self.etag) and (not modified or modified == self.last_modified)
+                and (total is None or self.total is None or total == self.total))
+
+    def validators(self) -> dict[str, str]:
+        return {"etag": self.etag, "last_modified": self.last_modified}
+
+
+def _start_over(out, transfer: _Transfer) -> None:
+    """Drop the part kept: what follows is another download from the first byte."""
+    out.seek(0)
+    out.truncate()
+    transfer.forget()
 
 
 class DownloadCache:
@@ -230,14 +341,18 @@ class DownloadCache:
         return self.root / "downloads" / hashlib.sha256(redaction.cache_key_url(url).encode()).hexdigest()[:16]
 
     def local_digest(self, path: Path) -> str:
-        """sha256 of a local file, remembered (by path, size and mtime) in the cache."""
+        """sha256 of a local file, remembered in the cache by its path and identity (device,
+        inode, size, mtime, ctime: see RACY_NS); a file rewritten since is hashed again."""
         record = self.root / "digests" / (hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:24] + ".sha256")
-        digest = recorded_digest(path, record)
+        digest = recorded_digest(path, record, _local_identity)
         if not digest:
-            digest = file_sha256(path)
+            digest, identity = _hash_with_identity(path)
             if not self.read_only:
                 record.parent.mkdir(parents=True, exist_ok=True)
-                write_record(path, record, digest)
+                if identity:
+                    write_record(path, record, digest, identity)
+                else:
+                    record.unlink(missing_ok=True)  # nothing to trust it by: hashed again next time
         return digest
 
     def known_digest(self, location: str) -> str:
@@ -280,14 +395,14 @@ class DownloadCache:
                        advice: str) -> Artifact:
         target = folder / local_name(url)
         record = target.with_name(target.name + ".sha256")
-        old = ""
+        old, by_content = "", False
         if target.is_file() and record.is_file():
             old = digest = recorded_digest(target, record)
             if digest and (digest == expected or not expected and self._served_unchanged(url, target, authorization)):
                 return Artifact(location=url, path=target, sha256=digest)
-            if digest and not expected and not _validators_file(target).is_file():
-                output.channel().say(f"{url}{what}: its cached copy kept nothing to ask the server whether it changed;"
-                                     " fetching it again.")
+            kept = _kept_validators(target)
+            if digest and not expected and not (kept.get("etag") or kept.get("last_modified")):
+                by_content = True  # nothing to ask the server by: its content tells, said once fetched
             elif digest and not expected:
                 output.channel().say(f"{url}{what} changed on its server since it was downloaded; fetching it again.")
             else:
@@ -299,7 +414,7 @@ class DownloadCache:
         try:
             try:
                 with os.fdopen(fd, "wb") as out:
-                    self._download(url, out, what, authorization)
+                    transfer = self._download(url, out, what, authorization)
             except (_DiskFull, OSError) as exc:
                 if isinstance(exc, OSError) and exc.errno not in DISK_FULL:
                     raise
@@ -310,16 +425,26 @@ class DownloadCache:
                     f" ({human_size(shutil.disk_usage(folder).free)} free there); nothing partial was kept."
                     " Free space there (`invoke gc` removes cache entries no build used lately) or set"
                     " paths.cache_dir to a bigger disk, then run the command again.") from None
+            size = tmp.stat().st_size
+            if transfer.total is not None and size != transfer.total:  # (a short body was retried already)
+                raise DownloadError(f"Downloading {url}{what} gave {size} bytes where its server said"
+                                    f" {transfer.total}; nothing was kept.")
             digest = file_sha256(tmp)
             _check(url, digest, expected, what, advice)
             os.replace(tmp, target)
             write_record(target, record, digest)
-            write_atomically(_validators_file(target), json.dumps({**_SEEN.get(url, {}), "length": target.stat().st_size}))
+            # the validators of the answer the whole body came from (a resumed part matched them)
+            write_atomically(_validators_file(target), json.dumps({**transfer.validators(), "length": size}))
             _UNCHANGED[url] = True
         finally:
             tmp.unlink(missing_ok=True)
         if old and old != digest:  # a new file under the same URL is a new input
             output.channel().say(f"{url}{what} changed: sha256 {old} → {digest}.")
+        elif old:  # the cached copy was good: fetched again to learn whether the server's changed
+            why = ("" if not by_content else "the server gives no ETag or Last-Modified: "
+                   if not (transfer.etag or transfer.last_modified) else
+                   "its cached copy kept no ETag or Last-Modified to ask the server by: ")
+            output.channel().say(f"{url}{what}: {why}fetched again, same content.")
         return Artifact(location=url, path=target, sha256=digest)
 
     def _open(self, url: str, headers: Mapping[str, str], authorization: str = "", context=None):
@@ -343,7 +468,7 @@ class DownloadCache:
         if record.is_file() and record.stat().st_mtime >= _STARTED:  # fetched during this run (by another one
             _UNCHANGED[url] = True                                    # that this one waited for): as good as ours
             return True
-        kept = read_back_object(_validators_file(target)) or {}
+        kept = _kept_validators(target)
         if not (kept.get("etag") or kept.get("last_modified")):
             _UNCHANGED[url] = False
             return False
@@ -366,18 +491,20 @@ class DownloadCache:
         _UNCHANGED[url] = unchanged
         return unchanged
 
-    def _download(self, url: str, out, what: str, authorization: str = "") -> None:
-        """Fetch ``url`` into ``out`` with retries (``authorization``: the header's value, or "")."""
+    def _download(self, url: str, out, what: str, authorization: str = "") -> _Transfer:
+        """Fetch ``url`` into ``out`` with retries (``authorization``: the header's value, or "");
+        returns what the server said of the file the body is."""
         policy = self.policy
         context = policy.ssl_context() if url.startswith("https://") else None
         started, tries, wait = time.monotonic(), 0, policy.retry_backoff
+        transfer = _Transfer()
         with transfer_progress(enabled=self.show_progress, console=output.channel().console) as progress:
             task = progress.add_task(local_name(url), total=None)
             while True:
                 tries += 1
                 try:
-                    self._attempt(url, out, context, progress, task, what, authorization)
-                    return
+                    self._attempt(url, out, transfer, (context, progress, task), what, authorization)
+                    return transfer
                 except _Retryable as failure:
                     elapsed = time.monotonic() - started
                     if tries > policy.retries or elapsed + wait > policy.retry_max_time:
@@ -391,13 +518,20 @@ class DownloadCache:
                     time.sleep(wait)
                     wait = min(wait * 2, 30.0)
 
-    def _attempt(self, url: str, out, context, progress, task, what: str, authorization: str = "") -> None:
-        """One connection: resume from what ``out`` holds if the server allows a Range, else
-        start over. Raises ``_Retryable`` for transient failures, ``DownloadError`` for final ones."""
+    def _attempt(self, url: str, out, transfer: _Transfer, display, what: str, authorization: str = "") -> None:
+        """One connection: resume from what ``out`` holds, if the file it began with is still the
+        one served (Range with If-Range on its validator), else start over; ``display``: the TLS
+        context, progress and its task. Raises ``_Retryable`` for transient failures,
+        ``DownloadError`` for final ones."""
+        context, progress, task = display
         have = out.tell()
+        if have and not transfer.if_range:  # nothing to tell the part kept is of the file served now
+            _start_over(out, transfer)
+            have = 0
         headers = {"User-Agent": "torchbake"}
         if have:
             headers["Range"] = f"bytes={have}-"
+            headers["If-Range"] = transfer.if_range  # changed since: the whole new file (200), not its tail
         try:
             response = self._open(url, headers, authorization, context)
         except urllib.error.HTTPError as exc:
@@ -405,8 +539,7 @@ class DownloadCache:
             if exc.code >= 500 or exc.code in RETRYABLE_STATUS:
                 raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
             if exc.code == 416 and have:  # our partial file is not a prefix any more
-                out.seek(0)
-                out.truncate()
+                _start_over(out, transfer)
                 raise _Retryable("HTTP 416 for the resumed range (starting over)") from None
             hint = ""
             if exc.code in (401, 403):
@@ -424,14 +557,9 @@ class DownloadCache:
                     " FILE (downloads.ca_bundle)."
                 ) from None
             raise _Retryable(f"{type(reason).__name__}: {reason}" if str(reason) else type(reason).__name__) from None
-        _SEEN[url] = {"etag": response.headers.get("ETag", ""), "last_modified": response.headers.get("Last-Modified", "")}
         with response:
-            if have and response.status != 206:  # no resume: start over
-                out.seek(0)
-                out.truncate()
-                have = 0
-            length = int(response.headers.get("Content-Length") or 0) or None
-            total = have + length if length is not None else None
+            have, body_end = _place(response, out, transfer, have)
+            total = transfer.total
             progress.update(task, total=total, completed=have)
             received = have
             try:
@@ -446,8 +574,29 @@ class DownloadCache:
                 raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
             except http.client.HTTPException as exc:
                 raise _Retryable(f"the connection broke after {received} bytes ({type(exc).__name__})") from None
-            if total is not None and received != total:
-                raise _Retryable(f"the body ended after {received} of {total} bytes")
+            if body_end is not None and received != body_end or total is not None and received != total:
+                raise _Retryable(f"the body ended after {received} of {total or body_end} bytes")
+
+
+def _place(response, out, transfer: _Transfer, have: int) -> tuple[int, int | None]:
+    """Where ``response``'s body goes in ``out``, which holds ``have`` bytes: after them (a 206
+    from that byte on, of the file begun), or from the first byte (a 200: the part kept is
+    dropped). Returns that offset and where the body should end (None: unsaid)."""
+    headers = response.headers
+    if response.status != 206:  # the whole file: a server that cannot resume, or whose file changed
+        if have:
+            _start_over(out, transfer)
+        length = int(headers.get("Content-Length") or 0) or None
+        transfer.begin(headers, length)
+        return 0, length
+    where = _content_range(headers.get("Content-Range", ""))
+    if where is None or where[0] != have or (have and not transfer.continues(headers, where[2])):
+        _start_over(out, transfer)
+        raise _Retryable(f"the server's part (Content-Range {headers.get('Content-Range', '')!r}) is not the rest"
+                         f" of the file from byte {have} (starting over)")
+    if not have:
+        transfer.begin(headers, where[2])
+    return have, where[1] + 1
 
 
 def _check(location: str, digest: str, expected: str, what: str, advice: str) -> None:
