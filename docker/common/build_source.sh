@@ -52,9 +52,9 @@ if [ -n "$stats_log" ]; then
     # the stats log holds a counter ID per line for each compile ("# FILE", then e.g. cache_miss).
     count() { grep -cx "$1" "$stats_log" || true; }
     echo "torchbake: compile-cache role=$role compiled=$(count cache_miss)" \
-        "local_hits=$(count local_storage_hit) remote_hits=$(count remote_storage_hit)" \
-        "store_errors=$(( $(count remote_storage_error) + $(count remote_storage_timeout) ))" \
-        "remote=${CCACHE_REMOTE_STORAGE:+yes} seconds=$(( SECONDS - started ))"
+        "local_hits=$(( $(count local_storage_hit) + $(count primary_storage_hit) )) remote_hits=$(( $(count remote_storage_hit) + $(count secondary_storage_hit) ))" \
+        "store_errors=$(( $(count remote_storage_error) + $(count remote_storage_timeout) + $(count secondary_storage_error) + $(count secondary_storage_timeout) ))" \
+        "remote=${TORCHBAKE_COMPILE_CACHE_SHARED} seconds=$(( SECONDS - started ))"
     rm -f "$stats_log"
 else
     ccache --show-stats

@@ -10,6 +10,7 @@ import subprocess
 import xml.etree.ElementTree as ElementTree
 from datetime import datetime
 
+import pytest
 from rich.console import Console
 
 from tests.conftest import ROOT
@@ -53,11 +54,41 @@ def test_the_script_counts_its_compiles_from_ccaches_stats_log(tmp_path):
                                         "# b.c\ndirect_cache_hit\nremote_storage_hit\n# c.c\ndirect_cache_hit\n"
                                         "local_storage_hit\n# d.c\ncache_miss\nremote_storage_timeout\n")
     printed = subprocess.run(["bash", "-c", f"set -euo pipefail; role=torch; stats_log={tmp_path / 'stats.log'};"
-                              f" started=$SECONDS; CCACHE_REMOTE_STORAGE=redis://h\n{counting}"],
+                              f" started=$SECONDS; TORCHBAKE_COMPILE_CACHE_SHARED=yes\n{counting}"],
                              capture_output=True, text=True, check=True).stdout
     (found,) = compile_stats.read([printed]).values()
     assert (found.compiled, found.local_hits, found.remote_hits, found.store_errors, found.remote) == (2, 1, 1, 2, True)
     assert found.seconds in (0, 1), printed  # bash's SECONDS since the step started
+
+
+@pytest.mark.parametrize(("version", "exported", "says"), [
+    ("4.7.5", {"CCACHE_REMOTE_STORAGE": "redis://h", "CCACHE_RESHARE": "true", "CCACHE_SECONDARY_STORAGE": "",
+               "SHARED": "yes", "DIR": "/cache"}, "a remote storage besides the cache mount"),
+    ("4.5.1", {"CCACHE_REMOTE_STORAGE": "", "CCACHE_RESHARE": "", "CCACHE_SECONDARY_STORAGE": "redis://h",
+               "SHARED": "yes", "DIR": "/tmp/torchbake-ccache."}, "has no reshare (4.6): the remote storage alone"),
+    ("4.2", {"CCACHE_REMOTE_STORAGE": "", "CCACHE_SECONDARY_STORAGE": "", "SHARED": "", "DIR": "/cache"},
+     "ccache 4.2 has no remote storage (4.4 and later): compiles are not shared"),
+    ("3.7.7", {"CCACHE_REMOTE_STORAGE": "", "CCACHE_SECONDARY_STORAGE": "", "SHARED": "", "DIR": "/cache"},
+     "has no remote storage (4.4 and later)"),
+])
+def test_the_shared_store_is_given_to_ccache_in_the_words_of_its_version(tmp_path, version, exported, says):
+    """Ubuntu 22.04's ccache 4.5.1 reads the store as secondary storage and has no reshare (a hit in
+    the cache mount would never reach the store); 20.04's 3.7 and Debian 11's 4.2 have no store."""
+    (tmp_path / "ccache").write_text(f"#!/bin/sh\necho 'ccache version {version}'\n")
+    (tmp_path / "ccache").chmod(0o755)
+    (tmp_path / "remote").write_text("redis://h")
+    script = ROOT / "docker/common/ccache_remote.sh"
+    shown = subprocess.run(
+        ["bash", "-c", f". {script}; echo \"R=$CCACHE_REMOTE_STORAGE S=${{CCACHE_SECONDARY_STORAGE:-}}"
+                       f" X=${{CCACHE_RESHARE:-}} SHARED=$TORCHBAKE_COMPILE_CACHE_SHARED DIR=$CCACHE_DIR\""],
+        capture_output=True, text=True, check=True,
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin", "CCACHE_DIR": "/cache", "CCACHE_REMOTE_STORAGE": "",
+             "TORCHBAKE_CCACHE_REMOTE_FILE": str(tmp_path / "remote")}).stdout
+    assert says in shown, shown
+    values = dict(part.split("=", 1) for part in shown.splitlines()[-1].split(" "))
+    assert values["R"] == exported["CCACHE_REMOTE_STORAGE"] and values["S"] == exported["CCACHE_SECONDARY_STORAGE"]
+    assert values["SHARED"] == exported["SHARED"] and values["DIR"].startswith(exported["DIR"])
+    assert values["X"] == exported.get("CCACHE_RESHARE", "")
 
 
 def test_build_alls_table_and_reports_carry_each_cells_compiles(tmp_path):
