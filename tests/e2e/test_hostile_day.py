@@ -165,6 +165,7 @@ def test_the_context_of_a_killed_build_is_found_by_gc_and_a_live_ones_is_not(bas
     """SIGKILL during a build leaves its temporary context (no finally runs): gc --dry-run lists
     it at once (its lock has no holder), gc removes it; a build still running keeps its own."""
     import os
+    import shutil
     import signal
     import subprocess
     import sys
@@ -176,18 +177,27 @@ def test_the_context_of_a_killed_build_is_found_by_gc_and_a_live_ones_is_not(bas
     env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(cache), "TORCHBAKE_PATHS_LOG_DIR": str(tmp_path / "logs")}
     env = {k: v for k, v in env.items() if not k.startswith("TORCHBAKE_") or k.startswith("TORCHBAKE_PATHS_")}
     image = f"torchbake-test/killed-{run_id}:1"
+    # The build is held in its build step, its context prepared, until it is killed: a docker client
+    # that passes every call to the engine's but waits at `build` (a cached build of the tiny
+    # profile would otherwise finish, and clean up, before the kill).
+    held = tmp_path / "held"
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\ncase " $* " in *" build "*) touch {held}; exec sleep 600;; esac\n'
+                      f'exec {shutil.which("docker")} "$@"\n')
+    client.chmod(0o755)
     out = (tmp_path / "build.out").open("w")
     build = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), "build", "--config",
                               str(tiny_profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image,
-                              "--force", "--no-verify"], env=env, stdout=out,
+                              "--force", "--no-verify", "--docker", str(client)], env=env, stdout=out,
                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         contexts = cache / "contexts"
-        while time.monotonic() < deadline and not list(contexts.glob("context-*/*/Dockerfile")):
+        while time.monotonic() < deadline and not held.exists():
             assert build.poll() is None, (tmp_path / "build.out").read_text()
             time.sleep(0.05)
-        assert list(contexts.glob("context-*/*/Dockerfile")), "the build never prepared its context"
+        assert held.exists(), "the build never reached its build step: " + (tmp_path / "build.out").read_text()
+        assert list(contexts.glob("context-*/*/Dockerfile")), "the build's context is not where gc looks"
         live = run_invoke("gc", "--dry-run", env={k: v for k, v in env.items() if k.startswith("TORCHBAKE_")})
         assert live.returncode == 0 and "a build that was killed" not in live.stdout, live.stdout
         os.killpg(build.pid, signal.SIGKILL)
