@@ -169,3 +169,26 @@ def test_a_floating_builds_hint_is_the_lock_command_with_the_builds_own_flags_as
     assert locking.lock_command("invoke lock --base") == "invoke lock --base --python 3.10"
     monkeypatch.setattr("sys.argv", ["invoke", "build-all", "--config", "nightly.toml"])
     assert locking.lock_command("invoke lock") == "invoke lock"  # a matrix's cells: `invoke lock --matrix` says more
+
+
+def test_uv_is_given_the_indexes_in_its_environment_never_on_its_command_line(tmp_path, monkeypatch):
+    """An index URL may carry a password: `ps` shows every process's arguments to every user, so the
+    lock's uv reads the indexes from its environment."""
+    from torchbake.adapters import command
+
+    seen = {}
+
+    def run(argv, *, env, **kwargs):
+        seen.update(argv=[str(a) for a in argv], env=env)
+        out = Path(seen["argv"][seen["argv"].index("--output-file") + 1])
+        out.write_text('lock-version = "1.0"\ncreated-by = "uv"\n')
+        return SimpleNamespace(returncode=0, output="")
+
+    monkeypatch.setattr(command, "run", run)
+    monkeypatch.setattr(locks, "_pip_configuration", lambda: {})
+    options = SimpleNamespace(index_url="https://builder:s3cret@pkgs.example/simple", extra_index_urls=[],
+                              find_links=[], platforms=("manylinux_2_28_x86_64",))
+    locks.make(Path("uv"), ["numpy"], "3.11", "linux/amd64", options, target=tmp_path / "pylock.x.toml",
+               upgrade=False, log_file=None)
+    assert not [a for a in seen["argv"] if "s3cret" in a or "pkgs.example" in a], seen["argv"]
+    assert seen["env"]["UV_INDEX_URL"] == "https://builder:s3cret@pkgs.example/simple"

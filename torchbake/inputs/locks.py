@@ -215,7 +215,6 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet", "--only-binary", ":all:",
             "--python-version", python_version, "--python-platform", uv_platform(options.platforms),
             "--output-file", out, listed]
-        argv += _index_arguments(options)
         if upgrade is True:
             argv.append("--upgrade")
         else:
@@ -223,7 +222,8 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
                 argv += ["--upgrade-package", name]
         try:
             result = command.run(argv, capture=True, log_file=log_file, check=False, echo=False, cwd=target.parent,
-                                 env={"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(folder / "uv-cache")})
+                                 env={"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(folder / "uv-cache"),
+                                      **_index_environment(options)})
             if result.returncode != 0:
                 raise CommandError(f"uv could not lock {', '.join(requirements)} for Python {python_version}"
                                    f" ({platform or 'this engine'}):\n{redact(result.output[-3000:])}")
@@ -239,12 +239,17 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
     return text.rstrip() + "\n\n" + tomli_w.dumps({"tool": {TOOL: mine}})
 
 
-def _index_arguments(options: WheelOptions) -> list[str]:
-    """uv's arguments for the indexes the unlocked builds' ``pip download`` asks: [wheels]
+def _index_environment(options: WheelOptions) -> dict[str, str]:
+    """uv's environment for the indexes the unlocked builds' ``pip download`` asks: [wheels]
     index_url, extra_index_urls and find_links over pip's own configuration (its files and
-    PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints."""
-    return pip_configuration.uv_arguments(_pip_configuration(), index_url=options.index_url,
-                                          extra_index_urls=options.extra_index_urls, find_links=options.find_links)
+    PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints. In
+    variables, not arguments: an index URL may carry a password, which ``ps`` shows in arguments."""
+    try:
+        return pip_configuration.uv_environment(_pip_configuration(), index_url=options.index_url,
+                                                extra_index_urls=options.extra_index_urls,
+                                                find_links=options.find_links)
+    except ValueError as error:
+        raise ConfigurationError(f"invoke lock: {error}; give that index or folder without it.") from None
 
 
 def fetch(wheel: LockedWheel, lock_name: str, cache, options: WheelOptions):
