@@ -298,3 +298,42 @@ def test_the_documented_toml_holds_every_value_exactly_under_its_help():
     assert tomllib.loads(text) == tomllib.loads(config.to_toml(values))
     assert "# Python version of the image, X.Y (build.sh and build_base.sh -v/--python_version)\nversion = " in text
     assert "[image]\n# The image a build makes.\n" in text
+
+
+STEERING = "\x1b[2J\x1b]0;title\x07\x9b31m\r\x7f\u202e"  # clear screen, set the title, C1 CSI, CR, DEL, RLO
+SHOWN = "\\x1b[2J\\x1b]0;title\\x07\\x9b31m\\x0d\\x7f\\u202e"
+
+
+def test_terminal_escape_sequences_in_a_config_print_as_text_in_its_error(tmp_path):
+    """A config's text holding escape sequences: the error names it as text, the terminal is not
+    steered by it (they were printed raw: a screen cleared, a window retitled)."""
+    bad = write(tmp_path, "steer.toml", '["\\u001b[2J\\u001b]0;title\\u0007"]\nx = 1\n')
+    result = run_invoke("show-config", "--config", str(bad))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "unknown section [\\x1b[2J\\x1b]0;title\\x07]" in result.stderr, result.stderr
+    assert not any(c in result.stdout + result.stderr for c in "\x1b\x07"), result.stderr
+
+
+def test_every_error_message_note_and_table_cell_prints_control_characters_as_escapes(capsys, monkeypatch):
+    import io
+
+    from torchbake.core import output
+    from torchbake.core.errors import SignatureError
+
+    kept = "é 中文\tand\na newline"
+    assert str(ConfigurationError(f"value {STEERING} {kept}")) == f"value {SHOWN} {kept}"
+    assert str(SignatureError(STEERING)) == SHOWN and ConfigurationError(STEERING).args == (STEERING,)
+    for name in output._COLOUR_FORCED:
+        monkeypatch.delenv(name, raising=False)
+    output.channel().say("note ", (STEERING, "bold"))  # no terminal: written without rich
+    assert capsys.readouterr().out == f"note {SHOWN}\n"
+    written = io.StringIO()
+    channel = output.Channel(output.console(file=written))
+    channel.say(("note ", "bold"), STEERING)
+    shown = output.table(title=f"of {STEERING}")
+    shown.add_column("cell")
+    shown.add_row(STEERING)
+    channel.show(shown)
+    assert f"note {SHOWN}\n" in written.getvalue() and f"of {SHOWN}" in written.getvalue()
+    assert f"│ {SHOWN} │" in written.getvalue(), written.getvalue()
+    assert not any(c in written.getvalue() for c in "\x1b\x07\x9b\r\x7f\u202e"), written.getvalue()

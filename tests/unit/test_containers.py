@@ -225,3 +225,30 @@ def test_containers_in_odd_states_are_explained(status, message):
 def test_throwaway_run_never_takes_an_existing_name():
     with pytest.raises(ContainerError, match="A container named 'box' already exists; --rm runs a new"):
         plan(request(remove=True), existing())
+
+
+@pytest.mark.parametrize("host", ["/dev/" + "a" * 100_000, "/tmp/" + "b" * 300, "~no-such-user-here/data"])
+def test_a_host_path_that_cannot_be_looked_at_is_refused_naming_the_flag_before_anything_starts(host):
+    """A name over 255 bytes or a path over 4096 was an OSError traceback (File name too long);
+    the value is named, cut to be read."""
+    for origin, fields in (("--mount", {"extra_mounts": [f"{host}:/data"]}), ("run.mounts", {"mounts": (f"{host}:/data",)})):
+        with pytest.raises(ConfigurationError) as refused:
+            request(**fields)
+        message = str(refused.value)
+        assert message.startswith(f"{origin} {f'{host}:/data'[:100]!r}" if len(host) > 100 else f"{origin} '{host}:/data'")
+        assert "the host path cannot be looked at" in message and len(message) < 400, message
+
+
+def test_a_declared_device_path_that_cannot_be_looked_at_is_refused_naming_its_accelerator(tmp_path, monkeypatch):
+    from torchbake.checks import devices
+    from torchbake.configuration import accelerators
+
+    monkeypatch.setattr(devices, "engine_is_local", lambda: True)
+    (tmp_path / "dev").mkdir()
+    for table in ({"devices": ["/dev/" + "a" * 100_000]}, {"any_of": ["/dev/" + "d" * 300 + "/x*"]}):
+        declared = accelerators.parse({"huge": {"description": "x", "devices": table}}, "own.toml")
+        with pytest.raises(ConfigurationError) as refused:
+            devices.host_devices({}, declared.values(), root=tmp_path)
+        message = str(refused.value)
+        assert message.startswith("own.toml: [accelerators.huge] devices: '/dev/") and "cannot be looked at" in message
+        assert len(message) < 400, message

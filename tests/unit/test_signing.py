@@ -516,3 +516,75 @@ def test_every_from_image_of_a_build_is_proven_the_slim_stage_s_included(keys, m
     held[expected[-1]] = {"RepoDigests": [f"{expected[-1].rsplit(':', 1)[0]}@sha256:{'0' * 64}"]}  # made here
     with pytest.raises(SignatureError, match=f"the engine's {re.escape(expected[-1])} is sha256:0000"):
         base_policy.check_engine_copy(plan, client, verified)
+
+
+def test_a_bundle_that_is_not_utf8_text_is_a_signature_error_naming_it(keys):
+    """A bundle's bytes, as a registry serves them, are opened; bytes that are not UTF-8 are a
+    SignatureError (exit 11) that says so, not a RegistryError (exit 10) nor a traceback."""
+    key = signing.read_public_key(keys["ec"][1])
+    bundle = signing.Signer(keys["ec"][0]).bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {}))
+    assert key.open(bundle.encode())["predicateType"] == signing.IMAGE_PREDICATE
+    for broken in (b"\xff\xfe{}", bundle.encode().replace(b"{", b"\xc3{", 1)):
+        with pytest.raises(SignatureError, match="^is not a Sigstore bundle: it is not UTF-8 text$") as refused:
+            key.open(broken)
+        assert refused.value.exit_code == 11
+
+
+@pytest.mark.parametrize(("document", "deep"), [
+    ("[" * 100_000, True), ("[" * 100_000 + "]" * 100_000, True), ('{"a":' * 65 + "1" + "}" * 65, True),
+    ("[" * 65 + "]" * 65, True), ("[" * 64 + "]" * 64, False), ('["' + "[" * 100 + '", {"a": "\\"[["}]', False),
+])
+def test_json_from_a_registry_is_bounded_in_depth_and_never_a_traceback(keys, document, deep):
+    """'[' * 100000 was a RecursionError's traceback; 64 levels is the bound (brackets inside a
+    string are text)."""
+    if not deep:
+        assert signing.load_json_bounded(document, "a document") is not None
+        return
+    with pytest.raises(SignatureError, match="^is not a Sigstore bundle: it nests deeper than 64 levels$"):
+        signing.open_bundle(document, signing.read_public_key(keys["ec"][1]))
+    with pytest.raises(SignatureError, match="^is not a document: it nests deeper than 64 levels$"):
+        signing.load_json_bounded(document.encode(), "a document")
+
+
+def test_a_bundle_over_the_size_bound_and_a_signed_payload_too_deep_are_refused(keys):
+    with pytest.raises(SignatureError, match=r"^is not a Sigstore bundle: it is over 64 MiB \(67,108,865 bytes\)$"):
+        signing.load_json_bounded(b" " * (signing.MAX_BUNDLE + 1), "a Sigstore bundle")
+    signer = signing.Signer(keys["ec"][0])
+    from securesystemslib.dsse import Envelope
+
+    payload = b"[" * 5_000 + b"]" * 5_000  # signed by the key itself: still a bounded parse
+    signature = Envelope(payload, signing.PAYLOAD_TYPE, {}).sign(signer._signer)
+    bundle = json.loads(signer.bundle(signing.statement("x", DIGEST, signing.IMAGE_PREDICATE, {})))
+    bundle["dsseEnvelope"] = {"payload": base64.b64encode(payload).decode(), "payloadType": signing.PAYLOAD_TYPE,
+                              "signatures": [{"sig": base64.b64encode(bytes.fromhex(signature.signature)).decode()}]}
+    with pytest.raises(SignatureError, match="^signs something that is not an in-toto statement: it nests deeper"):
+        signing.open_bundle(json.dumps(bundle), signing.read_public_key(keys["ec"][1]))
+    for envelope in ({"payload": "", "signatures": 5}, {"payload": "", "signatures": [], "payloadType": 5}, []):
+        with pytest.raises(SignatureError, match="is not a Sigstore bundle with a DSSE envelope"):
+            signing.open_bundle(json.dumps({**bundle, "dsseEnvelope": envelope}), signing.read_public_key(keys["ec"][1]))
+
+
+@pytest.mark.parametrize(("kind", "says"), [
+    ("ec", r"is a private key; give its public key \(PEM\) to verify: `openssl pkey -in KEY.pem -pubout"),
+    ("locked", r"is a private key; give its public key \(PEM\) to verify"),  # encrypted: refused, never opened
+    ("rsa-pub", r"is an RSA key \(2048 bits\), which is not supported here: torchbake verifies ECDSA P-256 or Ed25519"),
+    ("p384-pub", "is an ECDSA key on the curve secp384r1, which is not supported here: torchbake verifies ECDSA P-256"),
+])
+def test_a_verification_key_must_be_a_public_key_torchbake_verifies_with(keys, kind, says):
+    name, half = kind.removesuffix("-pub"), 1 if kind.endswith("-pub") else 0
+    path = keys[name][half]
+    with pytest.raises(ConfigurationError, match=f"^--base-key {re.escape(str(path))} {says}") as refused:
+        signing.read_public_key(path, where="--base-key")
+    assert refused.value.exit_code == 2 and "PRIVATE KEY" not in str(refused.value)
+    assert signing.read_public_key(keys["ed"][1]).hint and signing.read_public_key(keys["ec"][1]).hint
+
+
+@pytest.mark.parametrize("kind", ["ec", "rsa-pub"])
+def test_verify_refuses_a_private_or_rsa_key_before_asking_the_registry(keys, kind):
+    from tests.conftest import run_invoke
+
+    path = keys[kind.removesuffix("-pub")][1 if kind.endswith("-pub") else 0]
+    result = run_invoke("verify", "reg.example/x:1", "--signatures", "--key", str(path), "--docker", "/no/such/docker")
+    assert result.returncode == 2, result.stdout + result.stderr
+    says = "is a private key; give its public key (PEM)" if kind == "ec" else "is an RSA key (2048 bits), which is not"
+    assert f"--key {path} {says}" in result.stderr and "Traceback" not in result.stderr, result.stderr

@@ -9,6 +9,7 @@ configuration (for every other run).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from typing import Any
 from torchbake.adapters.engine import engine_is_local
 from torchbake.configuration import accelerators
 from torchbake.configuration.accelerators import Accelerator, Devices
-from torchbake.core.errors import ConfigurationError, ContainerError
+from torchbake.core.errors import ConfigurationError, ContainerError, clipped
 from torchbake.families import FAMILIES, NODES
 from torchbake.families.family import DeviceAccess, HostDevices
 
@@ -28,18 +29,39 @@ def host_devices(info: Mapping[str, Any], declared: Iterable[Accelerator] = (), 
     families' (torchbake.families) and every path the ``declared`` accelerators name, with
     which of their mounts exist."""
     declared = list(declared)
+    named = {pattern: f"{accelerator.source}: [accelerators.{accelerator.name}] devices" for accelerator in declared
+             for pattern in (*accelerator.devices.devices, *accelerator.devices.any_of, *accelerator.devices.mounts)}
     patterns = [*NODES, *(p for a in declared for p in (*a.devices.devices, *a.devices.any_of))]
     runtimes = tuple(sorted((info.get("Runtimes") or {}).keys()))
     if not engine_is_local():
         return HostDevices(runtimes, local=False)
     nodes: dict[str, int] = {}
     for pattern in dict.fromkeys(patterns):  # each node matching, and a folder's nodes too: their groups
-        for path in sorted(root.glob(pattern.lstrip("/"))):
-            nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
-            for inner in sorted(path.glob("*")) if path.is_dir() else ():
-                nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
-    mounts = {p for a in declared for p in a.devices.mounts if (root / p.lstrip("/")).exists()}
+        with _looking_at(pattern, named):
+            for path in sorted(root.glob(pattern.lstrip("/"))):
+                nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
+                for inner in sorted(path.glob("*")) if path.is_dir() else ():
+                    nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
+    mounts = set()
+    for path in (p for a in declared for p in a.devices.mounts):
+        with _looking_at(path, named):
+            if (root / path.lstrip("/")).exists():
+                mounts.add(path)
     return HostDevices(runtimes, local=True, nodes=nodes, paths=frozenset(mounts))
+
+
+@contextlib.contextmanager
+def _looking_at(path: str, named: Mapping[str, str]):
+    """A path of the host that cannot be looked at (a name over the file system's 255 bytes, a
+    path over 4,096, a loop of links) is a refusal naming where it was declared, before anything
+    is created: never an OSError."""
+    try:
+        yield
+    except OSError as exc:
+        where = named.get(path, "torchbake's device checks")
+        raise ConfigurationError(f"{where}: {clipped(path, quoted=True)} cannot be looked at on this host"
+                                 f" ({exc.strerror or exc}); expected a device node path under /dev/ (or a host"
+                                 " path to mount) whose names are at most 255 characters.") from None
 
 
 def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accelerator] | None = None) -> DeviceAccess:

@@ -2,19 +2,47 @@
 
 Every failure the user can cause or fix is a ``FatalError`` subclass with its own exit code.
 Library code raises them; only the CLI layer (``torchbake.tasks.cli.reports_errors``) catches them, prints
-the message (never a traceback) and exits with the code.
+the message (never a traceback) and exits with the code. A message holds text from outside (a config's
+value, a path, a registry's answer): it reads as text, never as commands to the terminal
+(:func:`printable`), and a value too long to read is cut (:func:`clipped`).
 """
 
 from __future__ import annotations
 
+# What steers a terminal instead of showing: the C0 controls but tab and newline (ESC starts the
+# sequences that clear the screen, set the title, write to the clipboard), DEL, the C1 controls
+# (0x9b is ESC [ in one character), and the marks that reorder or break lines unseen (the
+# bidirectional overrides and isolates, the line and paragraph separators).
+_STEERING = {code: f"\\x{code:02x}" for code in (*range(0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0))}
+_STEERING |= {code: f"\\u{code:04x}" for code in (0x200e, 0x200f, *range(0x2028, 0x202f), *range(0x2066, 0x206a))}
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that would steer a terminal written as its escape (``\\x1b``,
+    ``\\x0d`` for a carriage return, ``\\u202e``): outside text prints as text. Tabs, newlines and
+    every printable character (any script's) stay as they are."""
+    return text.translate(_STEERING)
+
+
+def clipped(text: str, limit: int = 100, *, quoted: bool = False) -> str:
+    """``text`` for a message, at most ``limit`` characters of it and then how long it is (a
+    100,000-character path is named, not printed); ``quoted``: as repr() quotes it."""
+    if len(text) <= limit:
+        return repr(text) if quoted else text
+    return f"{text[:limit]!r}… ({len(text):,} characters)" if quoted else f"{text[:limit]}… ({len(text):,} characters)"
+
 
 class FatalError(Exception):
-    """A failure that ends the current task. The message says what to do next."""
+    """A failure that ends the current task. The message says what to do next; printed, it is
+    :func:`printable` (its outside text cannot steer the terminal it is printed on)."""
 
     exit_code = 1
     # What the exit codes' reference (docs/reference/exit-codes.md) tells the user of the code: each
     # class that sets an exit_code says it, for every class that ends a task with that code.
     meaning = "A failure that ended the task; its message says what to do next."
+
+    def __str__(self) -> str:
+        return printable(super().__str__())
 
 
 class ConfigurationError(FatalError):

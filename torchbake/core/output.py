@@ -3,17 +3,21 @@
 and the commands' output. Its console has markup off, so text from outside (engine and command
 output, error messages, paths, image names, user values) is always printed as it is;
 ``[/bin/sh -c …]`` is never read as a style. Styles are given explicitly, with :func:`styled`.
+A note's text, and an error's message, is :func:`~torchbake.core.errors.printable`: an escape
+sequence in a config's value prints as ``\\x1b[2J``, it does not clear the screen.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import sys
 import threading
 from typing import IO, TYPE_CHECKING, Any
 
+from torchbake.core.errors import printable
 from torchbake.core.redaction import redact
 
 # The command the user typed: hints in messages ("`invoke gc`") name it. The installed `torchbake`
@@ -156,10 +160,20 @@ def transfer_progress(*, enabled: bool, console: Console | None = None, transien
 
 def table(*, title: str) -> Table:
     """A table for :meth:`Channel.show` (rich's table module is imported when one is made: most
-    tasks print none)."""
+    tasks print none); its title and its cells' text are :func:`~torchbake.core.errors.printable`
+    (an image's label, a registry's answer, a container's name are outside text)."""
+    return _printable_table()(title=printable(title))
+
+
+@functools.cache
+def _printable_table() -> type[Table]:
     from rich.table import Table
 
-    return Table(title=title)
+    class PrintableTable(Table):
+        def add_row(self, *renderables: Any, **options: Any) -> None:
+            super().add_row(*(printable(cell) if isinstance(cell, str) else cell for cell in renderables), **options)
+
+    return PrintableTable
 
 
 def human_size(count: int) -> str:
@@ -172,19 +186,16 @@ def human_size(count: int) -> str:
 
 # rich colours a stream that is no terminal when one of these is set (rich.console.Console)
 _COLOUR_FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
-# what rich removes from text (rich.control.strip_control_codes): bell, backspace, vertical tab,
-# form feed, carriage return
-_CONTROL = dict.fromkeys((7, 8, 11, 12, 13))
 
 
 def plain(*parts: str | tuple[str, str]) -> str | None:
     """:func:`styled` ``parts`` as a console that is no terminal prints them: the text without its
-    styles, control codes removed and tabs expanded as rich does, then a newline; None for a tab
-    in text that is not ASCII (rich expands it by the width of wide characters) or for a part that
-    is rich's own Text."""
+    styles, control codes made visible (:func:`styled`) and tabs expanded as rich does, then a
+    newline; None for a tab in text that is not ASCII (rich expands it by the width of wide
+    characters) or for a part that is rich's own Text."""
     if not all(isinstance(part, str) or (isinstance(part, tuple) and isinstance(part[0], str)) for part in parts):
         return None  # a rich Text among them: rich writes it
-    text = "".join(part if isinstance(part, str) else part[0] for part in parts).translate(_CONTROL)
+    text = printable("".join(part if isinstance(part, str) else part[0] for part in parts))
     if "\t" in text and not text.isascii():
         return None
     return "\n".join(line.expandtabs(8) for line in text.split("\n")) + "\n"
@@ -192,7 +203,19 @@ def plain(*parts: str | tuple[str, str]) -> str | None:
 
 def styled(*parts: str | tuple[str, str]) -> Text:
     """Plain text with styled parts: ``styled(("Built", "bold green"), " ", image)``; no part is
-    ever parsed for markup."""
+    ever parsed for markup, and its control codes are written as escapes (``\\x1b``, ``\\x07``:
+    :func:`~torchbake.core.errors.printable`), never sent to the terminal (rich itself would drop
+    a bell or a carriage return, and pass an escape sequence on). A part that is rich's own Text
+    is taken as it is."""
     from rich.text import Text
 
-    return Text.assemble(*parts)
+    return Text.assemble(*map(_visible, parts))
+
+
+def _visible(part: Any) -> Any:
+    """A part of :func:`styled`, its text :func:`~torchbake.core.errors.printable` (a rich Text as it is)."""
+    if isinstance(part, str):
+        return printable(part)
+    if isinstance(part, tuple) and isinstance(part[0], str):
+        return (printable(part[0]), *part[1:])
+    return part

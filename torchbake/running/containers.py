@@ -31,7 +31,7 @@ from torchbake.configuration.accelerators import Accelerator
 from torchbake.configuration.accelerators import bundled as accelerators_declared
 from torchbake.configuration.settings import Settings
 from torchbake.core import output
-from torchbake.core.errors import ConfigurationError, ContainerError, EngineError, ImageNotFoundError
+from torchbake.core.errors import ConfigurationError, ContainerError, EngineError, ImageNotFoundError, clipped
 from torchbake.supply_chain.manifest import recent_builds
 
 CONTAINER_LABEL = "torchbake.container"
@@ -51,15 +51,22 @@ class Mount:
 
     @classmethod
     def parse(cls, spec: str, origin: str) -> Mount:
+        shown = clipped(spec, quoted=True)  # a path of 100,000 characters is named, not printed
         try:
             validation.mount_spec(spec)
         except ValueError as exc:
-            raise ConfigurationError(f"{origin} {spec!r} is invalid: {exc}.") from None
+            raise ConfigurationError(f"{origin} {shown} is invalid: {exc}.") from None
         host, target, *mode = spec.split(":")
-        source = Path(host).expanduser().absolute()
-        if not source.exists():
+        try:
+            source = Path(host).expanduser().absolute()
+            exists = source.exists()
+        except (OSError, RuntimeError) as exc:  # too long a name (ENAMETOOLONG), no home for ~user, a loop
+            raise ConfigurationError(f"{origin} {shown}: the host path cannot be looked at"
+                                     f" ({getattr(exc, 'strerror', None) or exc}). Name a file or folder that"
+                                     " exists (each name in it at most 255 bytes).") from None
+        if not exists:
             raise ConfigurationError(
-                f"{origin} {spec!r}: the host path {source} does not exist. Create it first or fix the"
+                f"{origin} {shown}: the host path {clipped(str(source))} does not exist. Create it first or fix the"
                 " path (Docker would otherwise mount an empty folder, or refuse)."
             )
         return cls(str(source), target, mode == ["ro"])

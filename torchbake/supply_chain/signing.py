@@ -15,6 +15,7 @@ import base64
 import functools
 import hashlib
 import json
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbake.core import redaction
-from torchbake.core.errors import ConfigurationError, RegistryError, SignatureError
+from torchbake.core.errors import ConfigurationError, RegistryError, SignatureError, clipped
 from torchbake.supply_chain import sbom_formats
 
 BUNDLE_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -32,6 +33,52 @@ IMAGE_PREDICATE = "https://sigstore.dev/cosign/sign/v1"  # the image's own signa
 PREDICATE_TYPES = {**{f.name: f.predicate_type for f in sbom_formats.TABLE}, "provenance": "https://slsa.dev/provenance/v1"}
 PREDICATE_ANNOTATION = "dev.sigstore.bundle.predicateType"
 KEY_TYPES = "ECDSA P-256 or Ed25519"
+# What a document read from a registry may be: as large as the largest referrer torchbake reads (an
+# SBOM's bundle carries the SBOM's whole statement, so a few MiB would refuse a large image's), as
+# deep as no document torchbake writes or reads comes near (a dozen levels); deeper is hostile.
+MAX_BUNDLE = 64 * 2**20
+MAX_DEPTH = 64
+MAX_SIGNATURES = 16  # a DSSE envelope's: each is a signature check
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes and all
+_NOT_BRACKET = bytes(code for code in range(256) if code not in b"[]{}")
+
+
+def load_json_bounded(data: str | bytes, what: str, *, limit: int = MAX_BUNDLE, depth: int = MAX_DEPTH) -> Any:
+    """``data`` (JSON, as text or UTF-8 bytes, from anyone who can push) parsed; a document that is
+    not UTF-8, is over ``limit`` bytes, nests deeper than ``depth`` levels or is not JSON is a
+    :class:`SignatureError` that says it "is not ``what``" and why, never a RecursionError (the
+    parser stops at the interpreter's recursion limit, about 1,000 levels, and says so; the
+    brackets outside its strings are counted for the rest)."""
+    if len(data) > limit:
+        raise SignatureError(f"is not {what}: it is over {limit // 2**20} MiB ({len(data):,} bytes)")
+    if isinstance(data, bytes | bytearray):
+        try:
+            data = bytes(data).decode()
+        except UnicodeDecodeError:
+            raise SignatureError(f"is not {what}: it is not UTF-8 text") from None
+    deep = SignatureError(f"is not {what}: it nests deeper than {depth} levels")
+    try:
+        document = json.loads(data)
+    except RecursionError:
+        raise deep from None
+    except ValueError as exc:
+        raise SignatureError(f"is not {what}: it is not JSON ({getattr(exc, 'msg', exc)})") from None
+    if _nesting(data, depth) > depth:
+        raise deep
+    return document
+
+
+def _nesting(text: str, most: int) -> int:
+    """How deep the arrays and objects of ``text`` (JSON the parser took) nest, ``most`` + 1 for
+    any deeper, counted without recursion and at the speed of bytes.replace: the brackets outside its
+    strings, each pass taking out the innermost pairs."""
+    brackets = _STRING.sub("", text).encode(errors="replace").translate(None, _NOT_BRACKET)
+    brackets = brackets.replace(b"{", b"[").replace(b"}", b"]")  # the parser took it: each pair matches
+    for level in range(most + 1):
+        if not brackets:
+            return level
+        brackets = brackets.replace(b"[]", b"")
+    return most + 1
 
 
 def _signs_with(key) -> bool:
@@ -41,18 +88,27 @@ def _signs_with(key) -> bool:
                                                           and isinstance(key.curve, ec.SECP256R1))
 
 
-def _key_kind(key) -> str:
-    """What a private key is, in words ("an RSA key (3072 bits)")."""
-    from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa
+def _verifies_with(key) -> bool:
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
-    if isinstance(key, rsa.RSAPrivateKey):
+    return isinstance(key, ed25519.Ed25519PublicKey) or (isinstance(key, ec.EllipticCurvePublicKey)
+                                                         and isinstance(key.curve, ec.SECP256R1))
+
+
+def _key_kind(key) -> str:
+    """What a private or public key is, in words ("an RSA key (3072 bits)")."""
+    from cryptography.hazmat.primitives.asymmetric import dh, dsa, ec, ed448, rsa, x448, x25519
+
+    if isinstance(key, rsa.RSAPrivateKey | rsa.RSAPublicKey):
         return f"an RSA key ({key.key_size} bits)"
-    if isinstance(key, ec.EllipticCurvePrivateKey):
+    if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
         return f"an ECDSA key on the curve {key.curve.name}"
-    if isinstance(key, dsa.DSAPrivateKey):
+    if isinstance(key, dsa.DSAPrivateKey | dsa.DSAPublicKey):
         return "a DSA key"
-    if isinstance(key, ed448.Ed448PrivateKey):
+    if isinstance(key, ed448.Ed448PrivateKey | ed448.Ed448PublicKey):
         return "an Ed448 key"
+    if isinstance(key, x25519.X25519PublicKey | x448.X448PublicKey | dh.DHPublicKey):
+        return "a key-agreement key (X25519, X448 or Diffie-Hellman), which signs nothing"
     return f"a {type(key).__name__} key"
 
 
@@ -67,7 +123,7 @@ class PublicKey:
     def signer(self) -> str:
         return self.hint
 
-    def open(self, text: str) -> dict[str, Any]:
+    def open(self, text: str | bytes) -> dict[str, Any]:
         return open_bundle(text, self)
 
 
@@ -84,13 +140,15 @@ class Identity:
     def signer(self) -> str:
         return f"{self.identity} ({self.issuer})"
 
-    def open(self, text: str) -> dict[str, Any]:
+    def open(self, text: str | bytes) -> dict[str, Any]:
         """The statement a keyless bundle signs, once sigstore-python verified it: the certificate
         chains to Fulcio, names this identity and issuer, and the signature is in Rekor."""
         sigstore = _sigstore()
         from sigstore.errors import Error as SigstoreError
         from sigstore.verify import policy
 
+        load_json_bounded(text, "a Sigstore bundle")  # UTF-8, bounded, JSON: before sigstore-python parses it
+        text = text.decode() if isinstance(text, bytes | bytearray) else text
         try:
             bundle = sigstore.models.Bundle.from_json(text)
         except (SigstoreError, ValueError, TypeError) as exc:
@@ -121,11 +179,11 @@ def _production_verifier():
 def _statement(payload_type: str, payload: bytes) -> dict[str, Any]:
     """The in-toto statement a verified envelope carries."""
     if payload_type != PAYLOAD_TYPE:
-        raise SignatureError(f"signs a {payload_type!r}, not an in-toto statement")
+        raise SignatureError(f"signs a {clipped(payload_type, quoted=True)}, not an in-toto statement")
     try:
-        statement = json.loads(payload)
-    except ValueError:
-        raise SignatureError("signs something that is not an in-toto statement (not JSON)") from None
+        statement = load_json_bounded(payload, "an in-toto statement")
+    except SignatureError as exc:
+        raise SignatureError(f"signs something that {exc}") from None
     if not isinstance(statement, dict):
         raise SignatureError("signs something that is not an in-toto statement")
     return statement
@@ -272,22 +330,33 @@ def public_key_of(key) -> PublicKey:
                      base64.b64encode(hashlib.sha256(der).digest()).decode())
 
 
-def read_public_key(path: str | Path) -> PublicKey:
-    """The public key of a PEM file: a public key, or a private key's public half (unencrypted)."""
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
+def read_public_key(path: str | Path, where: str = "--key") -> PublicKey:
+    """The public key of a PEM file, to verify with (``where``: the flag or option that named it,
+    "--key", "[verify] base_key"). A file that holds a private key is refused, never read as a
+    key: a verifier needs only the public half, and a private key handed round for it leaks. So
+    is a key torchbake does not sign with (an RSA key's bundles would only "name another key")."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
+    named = f"{where} {clipped(str(path))}"
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigurationError(f"--key {path} cannot be read ({exc.strerror}).") from None
+        raise ConfigurationError(f"{named} cannot be read ({exc.strerror or exc}).") from None
+    if re.search(rb"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----", data):
+        raise ConfigurationError(f"{named} is a private key; give its public key (PEM) to verify: `openssl pkey -in"
+                                 " KEY.pem -pubout -out KEY.pub` writes it. A private key is never read to verify.")
     try:
-        return public_key_of(load_pem_public_key(data))
-    except ValueError:
-        pass
-    try:
-        return public_key_of(load_pem_private_key(data, None).public_key())
-    except (TypeError, ValueError):
-        raise ConfigurationError(f"--key {path} is not a PEM public key ({KEY_TYPES}).") from None
+        key = load_pem_public_key(data)
+    except (ValueError, TypeError):  # TypeError: a key type cryptography reads but cannot use
+        raise ConfigurationError(f"{named} is not a PEM public key ({KEY_TYPES}).") from None
+    except UnsupportedAlgorithm as exc:
+        raise ConfigurationError(f"{named} is a public key of a kind torchbake cannot read ({exc}); it verifies"
+                                 f" {KEY_TYPES} keys.") from None
+    if not _verifies_with(key):
+        raise ConfigurationError(f"{named} is {_key_kind(key)}, which is not supported here: torchbake verifies"
+                                 f" {KEY_TYPES} keys (those it signs with).")
+    return public_key_of(key)
 
 
 def statement(name: str, digest: str, predicate_type: str, predicate: Mapping[str, Any]) -> dict[str, Any]:
@@ -308,29 +377,36 @@ def statements(name: str, digest: str, documents: Mapping[str, str]) -> dict[str
     return found
 
 
-def open_bundle(text: str, key: PublicKey) -> dict[str, Any]:
+def open_bundle(text: str | bytes, key: PublicKey) -> dict[str, Any]:
     """The statement a bundle signs, once its signature is checked with ``key``; a bundle that is
-    not one, names another key, or whose signature does not match is a :class:`SignatureError`."""
+    not one (not UTF-8 text, over :data:`MAX_BUNDLE`, nested deeper than :data:`MAX_DEPTH`, not
+    JSON), names another key, or whose signature does not match is a :class:`SignatureError`."""
     from securesystemslib.dsse import Envelope
     from securesystemslib.exceptions import VerificationError
     from securesystemslib.signer import Signature, SSlibKey
 
+    bundle = load_json_bounded(text, "a Sigstore bundle")
     try:
-        bundle = json.loads(text)
         envelope = bundle["dsseEnvelope"]
         payload = base64.b64decode(envelope["payload"])
         signatures = envelope["signatures"]
         hint = bundle["verificationMaterial"]["publicKey"]["hint"]
-    except (ValueError, KeyError, TypeError):
+        payload_type = envelope.get("payloadType", "")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise SignatureError("is not a Sigstore bundle with a DSSE envelope") from None
+    if not isinstance(signatures, list) or not isinstance(payload_type, str):
+        raise SignatureError("is not a Sigstore bundle with a DSSE envelope (its signatures a list, its payloadType"
+                             " a string)")
+    if len(signatures) > MAX_SIGNATURES:
+        raise SignatureError(f"carries {len(signatures):,} signatures; an envelope torchbake or cosign writes carries"
+                             f" one, and over {MAX_SIGNATURES} are not checked")
     if bundle.get("mediaType") != BUNDLE_TYPE:
-        raise SignatureError(f"is a bundle of {bundle.get('mediaType')!r}, not {BUNDLE_TYPE}")
+        raise SignatureError(f"is a bundle of {clipped(repr(bundle.get('mediaType')))}, not {BUNDLE_TYPE}")
     if hint != key.hint:
-        raise SignatureError(f"names another key ({hint}), not the one given ({key.hint})")
+        raise SignatureError(f"names another key ({clipped(str(hint))}), not the one given ({key.hint})")
     from cryptography.hazmat.primitives.serialization import load_pem_public_key
 
     public = SSlibKey.from_crypto(load_pem_public_key(key.pem), keyid=key.hint)
-    payload_type = envelope.get("payloadType", "")
     for signature in signatures:
         try:
             sig = base64.b64decode(signature["sig"]).hex()
