@@ -123,10 +123,10 @@ class PlainRegistry:
                    {"Content-Type": "application/octet-stream"})
         return digest
 
-    def artifact(self, subject: str, artifact_type: str, document: str, annotations: dict) -> dict:
+    def artifact(self, subject: str, artifact_type: str, document: str | bytes, annotations: dict) -> dict:
         """An artifact manifest carrying ``document``, whose subject is the manifest ``subject``;
         its descriptor, as an index lists it."""
-        data = document.encode()
+        data = document if isinstance(document, bytes) else document.encode()
         self.blob(b"{}")
         manifest = json.dumps({
             "schemaVersion": 2, "mediaType": self.MANIFEST, "artifactType": artifact_type,
@@ -234,15 +234,36 @@ def test_a_signed_push_is_proven_with_the_public_key_alone_and_a_tampered_or_for
         elsewhere = signing.Signer(private, password).bundle(signing.statement(
             name, "sha256:" + "0" * 64, signing.PREDICATE_TYPES["spdx"], json.loads(texts["spdx"])))
         stray = plain.artifact(digest, signing.BUNDLE_TYPE, elsewhere, {"dev.torchbake.attestation": "signature-spdx"})
+        # the same unsigned SBOM under its manifest's own other type: its content says what it is
+        untyped = plain.artifact(digest, "application/octet-stream", json.dumps(forged), {})
+        # the signed provenance's predicate under another subject or predicate type
+        provenances = [json.loads(texts["provenance"]) for _ in range(2)]
+        provenances[0]["subject"][0]["digest"] = {"sha256": "0" * 64}
+        provenances[1]["predicateType"] = "https://example.com/anything"
+        rewritten = [plain.artifact(digest, "application/vnd.in-toto+json", json.dumps(p), {}) for p in provenances]
+        others = [m for m in original if m["annotations"]["dev.torchbake.attestation"] != "provenance"]
+        hostile = [plain.artifact(digest, signing.BUNDLE_TYPE, data, {}) for data in (
+            b"[" * 100_000 + b"]" * 100_000, b'{"dsseEnvelope": "\xff\xfe"}')]
         for referrers, says in (
                 ([unsigned, *original], f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
                 ([*original, unsigned], f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
                 ([unsigned, image_signature], "SPDX SBOM: missing: required ([verify] require)"),
                 ([image_signature], "provenance: missing: required ([verify] require)"),
-                ([*original, stray], f"signature {stray['digest'][:19]}: the bundle is about {'0' * 64}")):
+                ([*original, stray], f"signature {stray['digest'][:19]}: the bundle is about {'0' * 64}"),
+                # the index relabels the unsigned SBOM, or drops its type
+                ([*original, {**unsigned, "artifactType": "application/vnd.example.notes"}],
+                 f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
+                ([*original, {k: v for k, v in unsigned.items() if k != "artifactType"}],
+                 f"SPDX SBOM {unsigned['digest'][:19]}: no signature of the key covers it"),
+                ([*original, untyped], f"SPDX SBOM {untyped['digest'][:19]}: no signature of the key covers it"),
+                ([*others, rewritten[0]], "signs a provenance of another image than this manifest"),
+                ([*others, rewritten[1]], "signs another provenance than the one beside the image"),
+                ([*original, hostile[0]], f"signature {hostile[0]['digest'][:19]}: the bundle is not a Sigstore bundle"),
+                ([*original, hostile[1]], f"signature {hostile[1]['digest'][:19]}: the bundle is not a Sigstore bundle: it is not UTF-8")):
             plain.set_referrers(digest, referrers)
             attacked = run_invoke("verify", image, "--signatures", "--key", str(public), env=tb_env)
             assert attacked.returncode == 11 and says in attacked.stderr, (says, attacked.stdout + attacked.stderr)
+            assert "Traceback" not in attacked.stderr
         plain.set_referrers(digest, [image_signature])  # a team that requires the signature alone
         alone = run_invoke("verify", image, "--signatures", "--key", str(public), "--require", "image", env=tb_env)
         assert alone.returncode == 0, alone.stdout + alone.stderr

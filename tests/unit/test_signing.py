@@ -440,10 +440,10 @@ def test_the_manifest_s_own_signature_is_required_whatever_require_lists(keys, f
 
 
 @pytest.mark.parametrize(("hostile", "says"), [
-    ((signing.BUNDLE_TYPE, b"[" * 100_000 + b"]" * 100_000), "is not a Sigstore bundle (not JSON, or nested deeper"),
+    ((signing.BUNDLE_TYPE, b"[" * 100_000 + b"]" * 100_000), "is not a Sigstore bundle: it nests deeper than 64 levels"),
     ((signing.BUNDLE_TYPE, json.dumps({"dsseEnvelope": {"x": [[[[[[[[]]]]]]]]}} | {"deep": eval("[" * 70 + "]" * 70)})),
-     "is not a Sigstore bundle (not JSON, or nested deeper"),
-    ((signing.BUNDLE_TYPE, b"\xff\xfe not text"), "the bundle is not UTF-8 text"),
+     "is not a Sigstore bundle: it nests deeper than 64 levels"),
+    ((signing.BUNDLE_TYPE, b"\xff\xfe not text"), "the bundle is not a Sigstore bundle: it is not UTF-8 text"),
     (("application/spdx+json", b"{" + b'"a":{' * 50_000 + b"}" * 50_001), "SPDX SBOM"),
     (("application/vnd.example.big", b"x" * (attestations.MAX_DOCUMENT + 1)), "over 64 MiB: not read"),
 ])

@@ -94,26 +94,17 @@ class _Referrer:
 
 # torchbake's own types (SPDX 2.3 and 3 share one: told apart by content)
 OURS = {attestations.MEDIA_TYPES[kind]: kind for kind in attestations.KINDS if kind != "spdx3"}
-MAX_DEPTH = 64  # torchbake's documents nest a dozen levels; deeper is hostile, not an SBOM
 
 
 def parse(data: bytes | None) -> Any:
-    """``data`` as JSON, or None: not UTF-8, not JSON, or nested deeper than MAX_DEPTH (a hostile
-    document is a failing row, never a RecursionError)."""
+    """``data`` as JSON, or None: not UTF-8, not JSON, or nested too deep (a hostile document is a
+    failing row, never a RecursionError: :func:`torchbake.supply_chain.signing.load_json_bounded`)."""
     if data is None:
         return None
     try:
-        document = json.loads(data.decode())
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        return signing.load_json_bounded(data, "JSON", limit=attestations.MAX_DOCUMENT)
+    except SignatureError:
         return None
-    level, depth = [document], 0
-    while level:
-        depth += 1
-        if depth > MAX_DEPTH:
-            return None
-        level = [child for item in level if isinstance(item, dict | list)
-                 for child in (item.values() if isinstance(item, dict) else item)]
-    return document
 
 
 def _referrer(remote, repository: str, descriptor: Mapping[str, Any]) -> _Referrer:
@@ -164,14 +155,7 @@ def _check_manifest(remote, repository: str, label: str, digest: str, config: st
             continue
         short = item.digest[:19]
         try:
-            text = (item.data or b"").decode()
-        except UnicodeDecodeError:
-            rows.append(Row(label, f"signature {short}", False, "the bundle is not UTF-8 text"))
-            continue
-        try:
-            if item.document is None:
-                raise SignatureError(f"is not a Sigstore bundle (not JSON, or nested deeper than {MAX_DEPTH} levels)")
-            statement = key.open(text)
+            statement = key.open(item.data or b"")
             what, signed = _check_statement(statement, digest, evidence, config)
         except SignatureError as exc:
             rows.append(Row(label, f"signature {short}", False, f"the bundle {exc}"))
