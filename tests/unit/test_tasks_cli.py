@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from invoke import Collection
@@ -108,7 +109,66 @@ def test_a_value_of_the_wrong_type_for_any_flag_is_a_clear_error_exit_2(task, fl
     assert f"`invoke --help {task}` lists its flags." in result.stderr
 
 
+# Every long and short flag of the scripts torchbake replaces (../shared/docs/legacy-scripts.md),
+# as the scripts spelled it: (task, spelling, a value or None for a switch, the parameter it sets)
+LEGACY_SPELLINGS = [
+    *((task, flag, "x", "name") for task in ("build-base", "build") for flag in ("-n", "--name")),
+    *(("build", flag, "x", "name") for flag in ("-i", "--image_docker_name")),
+    *((task, flag, "x", "tag") for task in ("build-base", "build") for flag in ("-t", "--tag")),
+    *(("build-base", flag, "ubuntu:22.04", "sys") for flag in ("-s", "--sys")),
+    *((task, flag, "3.10", "python") for task in ("build-base", "build")
+      for flag in ("-v", "--python_version", "--python_verison")),
+    *(("build", flag, "debian:12", "base_img") for flag in ("-b", "--base_img")),
+    *(("build", flag, "d.dockerfile", "docker_file") for flag in ("-f", "--docker_file")),
+    *(("build", flag, "https://h.invalid/m.tar.gz", "musa_toolkits_url") for flag in ("-m", "--musa_toolkits_url")),
+    ("build", "--mudnn_url", "https://h.invalid/d.tar.gz", "mudnn_url"),
+    ("build", "--mccl_url", "https://h.invalid/c.tar.gz", "mccl_url"),
+    *(("build", flag, None, "release") for flag in ("-r", "--release")),
+    ("build", "--torch_whl_url", "torch==2.13.0", "torch_whl_url"),
+    ("build", "--torch_musa_whl_url", "https://h.invalid/t.whl", "torch_musa_whl_url"),
+    ("build", "--torch_musa_tag", "dev1.5.1", "torch_musa_tag"),
+    *(("build", flag, "creds", "git_credential_file") for flag in ("-c", "--git_credential_file")),
+    ("build", "--no_prepare", None, "no_prepare"),
+]
+
+
+@pytest.mark.parametrize(("task", "spelling", "value", "param"), LEGACY_SPELLINGS)
+def test_every_spelling_of_the_legacy_scripts_sets_its_flag(task, spelling, value, param):
+    """Parsed as invoke (and the torchbake command, the same parser) parses it: the underscore
+    spellings are the dash flags', the short flags the scripts' own."""
+    from invoke.parser import Parser, ParserContext
+
+    collection = tasks.ns if hasattr(tasks, "ns") else Collection.from_module(tasks)
+    contexts = [ParserContext(name=name, aliases=t.aliases, args=t.get_arguments())
+                for name, t in collection.tasks.items()]
+    parsed = Parser(contexts=contexts).parse_argv([task, spelling, *([value] if value else [])])
+    (context,) = parsed
+    assert context.args[param].value == (value or True)
+    if spelling.startswith("--") and value:
+        parsed = Parser(contexts=contexts).parse_argv([task, f"{spelling}={value}"])
+        assert parsed[0].args[param].value == value
+
+
+@pytest.mark.parametrize("command", ["invoke", "torchbake"])
+def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
+    """build.sh's own spelling of a release, through both commands: the plan of its dash spelling."""
+    typed = ["build", "-r", "--base_img", "debian:12", "--python_version", "3.11", "--torch_whl_url", "torch==2.13.0",
+             "--image_docker_name", "team/torch", "--dry-run", "--docker", "/usr/bin/docker"]
+    dashed = [word.replace("_", "-") if word.startswith("--") else word for word in typed]
+    run = ((lambda *a: run_invoke(*a)) if command == "invoke" else
+           (lambda *a: subprocess.run([str(Path(sys.executable).with_name("torchbake")), *a], capture_output=True,
+                                      text=True, cwd=ROOT)))
+    as_typed, as_dashed = run(*typed), run(*dashed)
+    assert as_typed.returncode == 0, as_typed.stderr
+    assert "Plan for team/torch:" in as_typed.stdout
+    # the same plan; its hints repeat the flags as they were typed
+    assert as_typed.stdout == as_dashed.stdout.replace(" ".join(dashed[1:10]), " ".join(typed[1:10]))
+
+
 @pytest.mark.parametrize(("args", "message"), [
+    (["build", "--tourch-whl-url", "x"], "No idea what '--tourch-whl-url' is! Did you mean --torch-whl-url?"),
+    (["biuld"], "No idea what 'biuld' is! Did you mean build?"),
+    (["build", "-s", "ubuntu:22.04"], "No idea what '-s' is! An older build.sh's -s/--sys chose the Dockerfile folder"),
     (["build", "--no-such-flag"], "No idea what '--no-such-flag' is! `invoke --help build` lists its flags."),
     (["verify"], "'verify' did not receive required positional arguments: 'image'. `invoke --help verify`"),
     (["no-such-task"], "No idea what 'no-such-task' is! `invoke --list` lists the tasks."),

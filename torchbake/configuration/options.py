@@ -78,16 +78,19 @@ def typed_among(flags: tuple[Flag, ...], typed: Sequence[str]) -> list[str]:
     """The flags of ``typed`` (a task's command line after its name) that
     ``flags`` declares, with their values, as typed: what another task taking ``flags`` needs
     to act on the same image (a hint's command). Anything else typed is left out."""
+    def dashed(name: str) -> str:  # a long flag's underscores are its dashes (the parser reads them so)
+        return name.replace("_", "-") if name.startswith("--") else name
+
     spelled = {}
     for flag in flags:
-        spelled[flag.spelling] = flag
+        spelled[dashed(flag.spelling)] = flag
         for alias in flag.aliases:
-            spelled[f"-{alias}" if len(alias) == 1 else f"--{alias}"] = flag
+            spelled[dashed(f"-{alias}" if len(alias) == 1 else f"--{alias}")] = flag
     kept, tokens = [], list(typed)
     while tokens:
         token = tokens.pop(0)
         name, has_value, _ = token.partition("=")
-        flag = spelled.get(name)
+        flag = spelled.get(dashed(name))
         if flag is None:
             continue
         kept.append(token)

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import inspect
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -69,7 +70,7 @@ class FlagTask(Task):
     def arg_opts(self, name: str, default: str, taken_names: set[str]) -> dict[str, Any]:
         opts = super().arg_opts(name, default, taken_names)
         main = opts["names"][0]
-        # invoke already maps an underscore spelling of the main name to it (--base_img → --base-img).
+        # an underscore spelling of a dashed name is read as it by the parser (_dashed): not a name of its own
         extra = [n for n in self.extra_names.get(name, []) if n.replace("_", "-") != main]
         opts["names"] = list(opts["names"]) + extra
         return opts
@@ -110,7 +111,10 @@ ParseMachine.complete_context = _complete_context  # type: ignore[method-assign]
 
 def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> None:
     """``invoke TASK --help`` is the task's help, also for a task that takes IMAGE: invoke would
-    read --help as the IMAGE it still waits for (``docker image inspect --help`` failed)."""
+    read --help as the IMAGE it still waits for (``docker image inspect --help`` failed). And the
+    legacy scripts' underscore spellings (``--torch_whl_url``, ``--no_prepare``) are the flags
+    their dash spellings name: invoke itself knows only the dash spelling of a flag."""
+    token = _dashed(parser, token)
     flag = parser.initial.flags.get(token) if parser.initial else None
     if (flag is not None and flag.name == "help" and parser.context is not None and parser.context.name
             and not parser.waiting_for_flag_value and token not in parser.context.flags):
@@ -120,6 +124,17 @@ def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> N
 
 
 ParseMachine.handle = _handle  # type: ignore[method-assign]
+
+
+def _dashed(parser: ParseMachine, token: str) -> str:
+    """``--a_b`` as ``--a-b`` where the task has that flag and not the token itself."""
+    if not (token.startswith("--") and "_" in token) or parser.context is None or parser.waiting_for_flag_value:
+        return token
+    def known(flag: str) -> bool:  # (the flags are a Lexicon: ``in`` sees the aliases, keys() does not)
+        return flag in parser.context.flags or flag in parser.context.inverse_flags
+
+    dashed = "--" + token[2:].replace("_", "-")
+    return dashed if not known(token) and known(dashed) else token
 
 TYPE_WORDS = {int: "a whole number", float: "a number"}
 
@@ -145,7 +160,35 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
         task = task or next((word for word in reversed(argv) if word in parser.contexts), "")  # the task being read
         hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
         text = str(exc) if str(exc).endswith((".", "!")) else f"{exc}."
+        if unknown := re.fullmatch(r"No idea what '(.*)' is!", str(exc)):
+            text += _nearest(parser, task, unknown[1])
         raise Exit(message=redact(output.as_typed(f"torchbake: error: {text}{hint}")), code=ConfigurationError.exit_code) from None
+
+
+# the legacy scripts' flags whose meaning lives elsewhere in torchbake: what to type instead
+ELSEWHERE = {
+    ("build", "-s"): "An older build.sh's -s/--sys chose the Dockerfile folder; torchbake's Dockerfiles serve every"
+                     " OS: give the OS image with -b/--base-img (a release), or build-base -s (a dev image's base).",
+}
+ELSEWHERE[("build", "--sys")] = ELSEWHERE[("build", "-s")]
+
+
+def _nearest(parser: Parser, task: str, token: str) -> str:
+    """What the user may have meant by an unknown ``token``: the legacy flag's torchbake spelling,
+    or the nearest flag of ``task`` (or task name), as " Did you mean …?"; "" when none is near."""
+    import difflib
+
+    if said := ELSEWHERE.get((task, token.split("=", 1)[0])):
+        return f" {said}"
+    word = token.split("=", 1)[0]
+    context = parser.contexts.get(task) if task else None
+    if word.startswith("-") and context is not None:
+        names = [*context.flags.keys(), *context.flags.aliases.keys(), *context.inverse_flags.keys()]
+        wanted = "--" + word.lstrip("-").replace("_", "-") if len(word.lstrip("-")) > 1 else word
+    else:
+        names, wanted = list(parser.contexts.keys()), word.replace("_", "-")
+    found = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75)
+    return f" Did you mean {found[0]}?" if found else ""
 
 
 def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
