@@ -220,3 +220,20 @@ def test_task_help_after_the_task_is_its_help_even_where_it_takes_image(task):
     assert shown.stdout.startswith(f"Usage: inv[oke] [--core-opts] {task} ") and "docker" not in shown.stderr
     still = run_invoke("verify")  # without --help, IMAGE is still required
     assert still.returncode == 2 and "did not receive required positional arguments: 'image'" in still.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    # ubuntu:20.04's own Python is 3.8: the build would refuse it once it read the image
+    (["build-base", "-n", "team/base", "-s", "ubuntu:20.04", "-v", "3.10"],
+     "Python 3.10 was requested, but the base image ubuntu:20.04 (--sys) is ubuntu 20.04, whose OS Python is 3.8"),
+    (["build", "--release", "-b", "ubuntu:22.04", "-v", "3.11"],
+     "Python 3.11 was requested, but the base image ubuntu:22.04 (--base-img) is ubuntu 22.04, whose OS Python is 3.10"),
+    # the vendor extension's ref where the profile builds none
+    (["build", "--torch-musa-tag", "v1"], "--torch-musa-tag names the vendor extension's git ref, and the cpu profile"
+                                          " builds no vendor extension ([sources] extension_repo is unset). It is for"
+                                          " --config ascend or --config musa"),
+])
+def test_the_dry_run_refuses_what_the_build_would(args, says):
+    result = run_invoke(*args, "--dry-run", "--docker", "/usr/bin/docker")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr, result.stderr

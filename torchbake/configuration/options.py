@@ -15,6 +15,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torchbake.configuration import accelerators, settings
@@ -118,6 +119,26 @@ def check_effect(flags: tuple[Flag, ...], variant: str, given: Mapping[str, Any]
             other = "a dev image (leave out --release)" if variant == "release" else "a release image (add --release)"
             raise ConfigurationError(f"{flag.spelling} has no effect on a {variant} image: {flag.why}."
                                      f" Leave it out, or build {other}.")
+
+
+def check_profile_uses(flags: tuple[Flag, ...], settings, given: Mapping[str, Any]) -> None:
+    """The vendor extension's git ref given (``--torch-musa-tag``) where the profile builds no
+    vendor extension ([sources] extension_repo unset): an error naming the profiles that build one,
+    never a flag silently ignored."""
+    flag = next((f for f in flags if f.key == "sources.extension_tag"), None)
+    if flag is None or not given.get(flag.param) or settings.sources.extension_repo:
+        return
+    import tomllib
+
+    from torchbake.core.data import config_file
+
+    users = [name for name in bundled_configs() if (tomllib.loads(Path(config_file(name)).read_text())
+                                                    .get("sources") or {}).get("extension_repo")]
+    raise ConfigurationError(
+        f"{flag.spelling} names the vendor extension's git ref, and the {settings.accelerator.profile} profile builds"
+        f" no vendor extension ([sources] extension_repo is unset). It is for "
+        + (" or ".join(f"--config {name}" for name in users) or "a profile that sets [sources] extension_repo")
+        + "; leave it out, or give that profile.")
 
 
 def flag_setting(key: str) -> str:

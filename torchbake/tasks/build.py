@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from invoke import Collection
 
-from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, overrides
+from torchbake.configuration.options import BUILD_BASE_FLAGS, BUILD_FLAGS, check_effect, check_profile_uses, overrides
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
@@ -67,6 +67,7 @@ def build(c, **given):
     resolved = resolve_config(given["config"], overrides(BUILD_FLAGS, given))
     settings = resolved.settings()
     check_effect(BUILD_FLAGS, settings.build.variant, given)
+    check_profile_uses(BUILD_FLAGS, settings, given)
     no_prepare, no_cache = given["no_prepare"], given["no_cache"]
     python_given = resolved.sources["python.version"] != "default"
     variant = variants.VARIANTS[settings.build.variant]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from torchbake.adapters.engine import content_id
-from torchbake.configuration import options, platforms
+from torchbake.configuration import options, os_releases, platforms
 from torchbake.configuration.settings import Settings
 from torchbake.core.errors import ConfigurationError, DownloadError, EngineError
 from torchbake.core.redaction import redact
@@ -46,8 +46,13 @@ class Lockable:
         self.check_lock_base(facts.base_id)
 
     def check_dry_run(self, client) -> None:
-        """The FROM image the engine holds now, held to the lock as the build holds it (a base that
-        is not there yet is made or pulled by the build, then held to it)."""
+        """An OS image named by its release (ubuntu:20.04) whose Python is not the one asked for, as
+        the build refuses it once it reads the image; and the FROM image the engine holds now, held
+        to the lock as the build holds it (a base that is not there yet is made or pulled by the
+        build, then held to it)."""
+        release = os_releases.release_of_reference(self.base_image)
+        if self.python_provider == "os" and release is not None and release.python != self.python_version:
+            raise os_releases.python_mismatch(self.python_version, self.base_image, release, self.from_flag)
         if self.lock is None or not self.build_options.locked:
             return
         try:
