@@ -154,7 +154,10 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     """build.sh's own spelling of a release, through both commands: the plan of its dash spelling."""
     typed = ["build", "-r", "--base_img", "debian:12", "--python_version", "3.11", "--torch_whl_url", "torch==2.13.0",
              "--image_docker_name", "team/torch", "--dry-run", "--docker", "/usr/bin/docker"]
-    dashed = [word.replace("_", "-") if word.startswith("--") else word for word in typed]
+    from torchbake.configuration.options import UNSHOWN_SPELLINGS
+
+    dashed = [UNSHOWN_SPELLINGS.get(word.replace("_", "-"), word.replace("_", "-")) if word.startswith("--") else word
+              for word in typed]
     run = ((lambda *a: run_invoke(*a)) if command == "invoke" else
            (lambda *a: subprocess.run([str(Path(sys.executable).with_name("torchbake")), *a], capture_output=True,
                                       text=True, cwd=ROOT)))

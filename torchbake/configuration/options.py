@@ -75,12 +75,17 @@ def option_flags(*keys: str) -> tuple[Flag, ...]:
     return tuple(option_flag(key) for key in keys)
 
 
+# spellings of the legacy scripts that the help leaves out (an older build.sh's name for --name, a
+# revision's misspelling of build_base.sh's --python_version): read as the flag they meant
+UNSHOWN_SPELLINGS = {"--image-docker-name": "--name", "--python-verison": "--python"}
+
+
 def typed_among(flags: tuple[Flag, ...], typed: Sequence[str]) -> list[str]:
     """The flags of ``typed`` (a task's command line after its name) that
     ``flags`` declares, with their values, as typed: what another task taking ``flags`` needs
     to act on the same image (a hint's command). Anything else typed is left out."""
     def dashed(name: str) -> str:  # a long flag's underscores are its dashes (the parser reads them so)
-        return name.replace("_", "-") if name.startswith("--") else name
+        return UNSHOWN_SPELLINGS.get(name.replace("_", "-"), name.replace("_", "-")) if name.startswith("--") else name
 
     spelled = {}
     for flag in flags:

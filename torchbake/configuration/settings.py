@@ -84,7 +84,7 @@ class ImageOptions:
 
     name: str = option("", validation.image_name, decides=(),  # a name, not content
                        help="Image name (build.sh and build_base.sh -n/--name); default from [naming], e.g."
-                            " torchbake/pytorch-cpu", flag="name", aliases=("n", "i", "image-docker-name"))
+                            " torchbake/pytorch-cpu", flag="name", aliases=("n", "i"))
     tag: str = option("", lambda v: v and validation.image_tag(v), decides=(),
                       help="Image tag (-t/--tag); default from [naming] when the name is too (dev-py3.11, release"
                            " 2.13.0-py3.11, base base-py3.11), else latest", flag="tag", aliases=("t",))
@@ -139,7 +139,7 @@ class PythonOptions:
 
     version: str = option("3.11", validation.python_version, decides=("base", "release"),
                           help="Python version of the image, X.Y (build.sh and build_base.sh -v/--python_version)",
-                          flag="python", aliases=("v", "python-version", "python-verison"))  # (a revision's misspelling)
+                          flag="python", aliases=("v", "python-version"))
     provider: str = option("os", validation.one_of(validation.PYTHON_PROVIDERS), decides=("base", "release"),
                            help="os: a venv on the OS Python (which must be the version); standalone: a"
                                 " python-build-standalone tarball from standalone_url")

@@ -127,13 +127,17 @@ ParseMachine.handle = _handle  # type: ignore[method-assign]
 
 
 def _dashed(parser: ParseMachine, token: str) -> str:
-    """``--a_b`` as ``--a-b`` where the task has that flag and not the token itself."""
+    """``--a_b`` as ``--a-b`` where the task has that flag and not the token itself (and an
+    :data:`torchbake.configuration.options.UNSHOWN_SPELLINGS` spelling as its flag)."""
     if not (token.startswith("--") and "_" in token) or parser.context is None or parser.waiting_for_flag_value:
         return token
     def known(flag: str) -> bool:  # (the flags are a Lexicon: ``in`` sees the aliases, keys() does not)
         return flag in parser.context.flags or flag in parser.context.inverse_flags
 
+    from torchbake.configuration.options import UNSHOWN_SPELLINGS  # (the tasks' flags imported it already)
+
     dashed = "--" + token[2:].replace("_", "-")
+    dashed = UNSHOWN_SPELLINGS.get(dashed, dashed)
     return dashed if not known(token) and known(dashed) else token
 
 TYPE_WORDS = {int: "a whole number", float: "a number"}
