@@ -276,6 +276,7 @@ def test_show_config_toml_of_a_variant_plans_that_variant_read_back(tmp_path, va
     # ccache's own attribute syntax: a bearer token after the URL
     ("http://cache.example/c|bearer-token=ccache-pass-2|connect-timeout=500",
      "http://cache.example/c|bearer-token=***|connect-timeout=500"),
+    ("http://cache.example/c|header=Authorization=Bearer%20ccache-pass-2", "http://cache.example/c|header=Authorization=***"),
 ])
 def test_show_config_masks_the_secret_part_of_every_value(tmp_path, clean_env, remote, masked):
     profile = tmp_path / "secret.toml"
@@ -288,6 +289,15 @@ def test_show_config_masks_the_secret_part_of_every_value(tmp_path, clean_env, r
         assert "wheel-pass-1" not in text and "ccache-pass-2" not in text
         assert "https://builder:***@files.example/ext-1.0-py3-none-any.whl" in text
         assert (masked if fmt == "toml" else masked[:40]) in text  # (the table wraps long values)
+
+
+def test_a_refused_compile_cache_url_is_named_without_its_token(clean_env):
+    """The storage helpers' `` @bearer-token=`` syntax, refused by the validation (exit 2): its
+    message names the value with the token masked."""
+    shown = run_invoke("show-config", "--variant", "dev",
+                       env={"TORCHBAKE_DEV_CCACHE_REMOTE": "https://cache.example/ccache @bearer-token=ccache-pass-3"})
+    assert shown.returncode == 2, shown.stdout + shown.stderr
+    assert "ccache-pass-3" not in shown.stdout + shown.stderr and "@bearer-token=***" in shown.stderr, shown.stderr
 
 
 def test_the_documented_toml_holds_every_value_exactly_under_its_help():

@@ -245,7 +245,11 @@ def test_a_declared_device_path_that_cannot_be_looked_at_is_refused_naming_its_a
 
     monkeypatch.setattr(devices, "engine_is_local", lambda: True)
     (tmp_path / "dev").mkdir()
-    for table in ({"devices": ["/dev/" + "a" * 100_000]}, {"any_of": ["/dev/" + "d" * 300 + "/x*"]}):
+    many = {"devices": ["/dev" + "/d" * 300]}  # 300 parts: looked up, not globbed part by part (a RecursionError)
+    assert devices.host_devices({}, accelerators.parse({"deep": {"description": "x", "devices": many}}, "own.toml")
+                                .values(), root=tmp_path).nodes == {}
+    for table in ({"devices": ["/dev/" + "a" * 100_000]}, {"any_of": ["/dev/" + "d" * 300 + "/x*"]},
+                  {"any_of": ["/dev" + "/d" * 1500 + "/x*"]}):
         declared = accelerators.parse({"huge": {"description": "x", "devices": table}}, "own.toml")
         with pytest.raises(ConfigurationError) as refused:
             devices.host_devices({}, declared.values(), root=tmp_path)

@@ -5,6 +5,7 @@ check reject."""
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import os
 import re
@@ -282,9 +283,13 @@ def fake_registry(monkeypatch):
     def read_referrer(remote, repository, digest):
         manifest, index = digest.rsplit("/", 1)
         _, artifact_type, text, *_ = remote.held[manifest][int(index)]
-        data = text if isinstance(text, bytes) else text.encode()
-        return attestations.Referrer(digest, frozenset({artifact_type} - {""}), data,
-                                     too_large=len(data) > attestations.MAX_DOCUMENT)
+        if text is None:  # an index among the referrers
+            return attestations.Referrer(digest, frozenset({artifact_type} - {""}), None,
+                                         unread="it is an index, whose manifests are not read")
+        layers = [t if isinstance(t, bytes) else t.encode() for t in (text if isinstance(text, tuple) else (text,))]
+        if sum(map(len, layers)) > attestations.MAX_DOCUMENT:
+            return attestations.Referrer(digest, frozenset({artifact_type} - {""}), None, unread="its layers are over 64 MiB")
+        return attestations.Referrer(digest, frozenset({artifact_type} - {""}), layers[0], tuple(layers[1:]))
 
     monkeypatch.setattr(attestations, "manifest_of", manifest_of)
     monkeypatch.setattr(attestations, "referrers", referrers)
@@ -418,7 +423,8 @@ def _with_provenance(signer, document, signed=PROVENANCE):
     (PROVENANCE, None),
     ({**PROVENANCE, "subject": [{"name": "x", "digest": {"sha256": "ef" * 32}}]}, "of another image than this manifest"),
     ({**PROVENANCE, "subject": [*PROVENANCE["subject"], {"name": "y", "digest": {"sha256": "ef" * 32}}]},
-     "of another image than this manifest"),
+     "signs another provenance than the one beside"),
+    ({**PROVENANCE, "builtBy": "someone else"}, "signs another provenance than the one beside"),  # a field not signed
     ({**PROVENANCE, "predicateType": "https://example.com/other"}, "signs another provenance than the one beside"),
     ({**PROVENANCE, "_type": "https://example.com/statement"}, "signs another provenance than the one beside"),
 ])
@@ -430,6 +436,17 @@ def test_a_provenance_is_covered_only_when_every_signed_field_is_the_same(keys, 
         assert failed == []
     else:
         assert any(says in row for row in failed) and any(row.startswith("provenance") for row in failed), failed
+
+
+def test_a_second_provenance_of_the_signed_predicate_about_another_image_is_not_covered(keys, fake_registry):
+    """The signed predicate copied into a provenance of another subject, listed after the real one:
+    the real one is covered, the copy is not (each document is held to the image, not the first)."""
+    signer = signing.Signer(keys["ec"][0])
+    forged = {**PROVENANCE, "subject": [{"name": "evil.example/other", "digest": {"sha256": "ef" * 32}}]}
+    held = [*_with_provenance(signer, PROVENANCE), ("provenance", "application/vnd.in-toto+json", json.dumps(forged))]
+    failed = _verdict(keys, held, ("image", "spdx", "provenance"))
+    assert failed == [f"provenance {DIGEST[:19]}: no signature of the key covers it: whoever pushed it, it is not the"
+                      " signer's"], failed
 
 
 @pytest.mark.parametrize("require", [["spdx"], []])
@@ -445,7 +462,13 @@ def test_the_manifest_s_own_signature_is_required_whatever_require_lists(keys, f
      "is not a Sigstore bundle: it nests deeper than 64 levels"),
     ((signing.BUNDLE_TYPE, b"\xff\xfe not text"), "the bundle is not a Sigstore bundle: it is not UTF-8 text"),
     (("application/spdx+json", b"{" + b'"a":{' * 50_000 + b"}" * 50_001), "SPDX SBOM"),
-    (("application/vnd.example.big", b"x" * (attestations.MAX_DOCUMENT + 1)), "over 64 MiB: not read"),
+    (("application/vnd.example.big", b"x" * (attestations.MAX_DOCUMENT + 1)), "not read (its layers are over 64 MiB)"),
+    (("application/vnd.example.index", None), "not read (it is an index, whose manifests are not read)"),
+    # an SBOM in a second layer, or gzipped under a type that says nothing
+    (("application/vnd.example.notes", ("{}", json.dumps(UNSIGNED | {"spdxVersion": "SPDX-2.3"}))),
+     "SBOM " + DIGEST[:19] + ": an SBOM or provenance of a type torchbake does not read"),
+    (("application/octet-stream", gzip.compress(json.dumps(UNSIGNED | {"spdxVersion": "SPDX-2.3"}).encode())),
+     "SPDX SBOM " + DIGEST[:19] + ": no signature of the key covers it"),
 ])
 def test_hostile_referrers_are_a_failing_row_not_a_traceback(keys, fake_registry, hostile, says):
     signer = signing.Signer(keys["ec"][0])

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from torchbake.configuration import platforms
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.core import output
-from torchbake.core.errors import RegistryError
+from torchbake.core.errors import RegistryError, SignatureError
 from torchbake.core.lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -123,6 +123,9 @@ class Registry:
         except dxf.exceptions.DXFAuthInsecureError:
             raise RegistryError(f"Registry {self.host} asks for credentials over plain HTTP; serve it over HTTPS"
                                 " (or drop its authentication) to use it from torchbake.") from None
+        except RecursionError:  # a manifest or index nested past the parser's limit: hostile, not a registry fault
+            raise SignatureError(f"Registry {self.host}: {what}: it answered a document nested deeper than any"
+                                 " manifest or index is; nothing it says there is taken.") from None
         except (requests.exceptions.RequestException, dxf.exceptions.DXFError, OSError, ValueError) as exc:
             raise RegistryError(f"Registry {self.host} could not be asked ({what}): {exc}. Check that it is up"
                                 f" and reachable: `docker login {self.host}` connects to it the same way.") from None

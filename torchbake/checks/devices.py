@@ -38,7 +38,7 @@ def host_devices(info: Mapping[str, Any], declared: Iterable[Accelerator] = (), 
     nodes: dict[str, int] = {}
     for pattern in dict.fromkeys(patterns):  # each node matching, and a folder's nodes too: their groups
         with _looking_at(pattern, named):
-            for path in sorted(root.glob(pattern.lstrip("/"))):
+            for path in _matching(root, pattern):
                 nodes["/" + str(path.relative_to(root))] = path.stat().st_gid
                 for inner in sorted(path.glob("*")) if path.is_dir() else ():
                     nodes["/" + str(inner.relative_to(root))] = inner.stat().st_gid
@@ -50,6 +50,14 @@ def host_devices(info: Mapping[str, Any], declared: Iterable[Accelerator] = (), 
     return HostDevices(runtimes, local=True, nodes=nodes, paths=frozenset(mounts))
 
 
+def _matching(root: Path, pattern: str) -> list[Path]:
+    """The paths under ``root`` that ``pattern`` names: a plain path looked up, a pattern globbed."""
+    relative = pattern.lstrip("/")
+    if not any(char in relative for char in "*?["):
+        return [root / relative] if (root / relative).exists() else []
+    return sorted(root.glob(relative))
+
+
 @contextlib.contextmanager
 def _looking_at(path: str, named: Mapping[str, str]):
     """A path of the host that cannot be looked at (a name over the file system's 255 bytes, a
@@ -57,11 +65,12 @@ def _looking_at(path: str, named: Mapping[str, str]):
     is created: never an OSError."""
     try:
         yield
-    except OSError as exc:
+    except (OSError, RecursionError) as exc:  # (pathlib's glob recurses once a path's part: thousands of them)
         where = named.get(path, "torchbake's device checks")
+        why = getattr(exc, "strerror", None) or ("too many parts" if isinstance(exc, RecursionError) else exc)
         raise ConfigurationError(f"{where}: {clipped(path, quoted=True)} cannot be looked at on this host"
-                                 f" ({exc.strerror or exc}); expected a device node path under /dev/ (or a host"
-                                 " path to mount) whose names are at most 255 characters.") from None
+                                 f" ({why}); expected a device node path under /dev/ (or a host path to mount)"
+                                 " of at most 4,096 characters, each name in it at most 255.") from None
 
 
 def device_access(profile: str, host: HostDevices, declared: Mapping[str, Accelerator] | None = None) -> DeviceAccess:

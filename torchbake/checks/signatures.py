@@ -15,7 +15,7 @@ its content, never from the referrers index or annotations, which whoever can pu
 Documents are read bounded (size, nesting): a hostile one is a row that fails. Any one that does
 not hold fails (exit 11) and is named by its digest; a row per referrer and per required piece
 says why. Other artifacts (no signature, SBOM or provenance by type or content) are listed, not
-judged; one too large to read fails.
+judged; one whose layers are not read (over 64 MiB, an index) fails.
 """
 
 from __future__ import annotations
@@ -86,10 +86,10 @@ def _config_digest(remote, repository: str, digest: str) -> str:
 class _Referrer:
     digest: str
     kind: str  # "bundle"; spdx, spdx3, cyclonedx, provenance; "sbom": a type torchbake does not read; "other";
-    # "too large": over attestations.MAX_DOCUMENT, not read (it fails: nothing says what it is)
+    # "unread": its layers were not read (over attestations.MAX_DOCUMENT, an index): it fails, nothing says what it is
     label: str  # its own artifact type, as its manifest says
     data: bytes | None
-    document: Any  # the parsed document; None when it is not (bounded) JSON
+    document: Any  # the parsed document; None when it is not (bounded) JSON; "unread": why
 
 
 # torchbake's own types (SPDX 2.3 and 3 share one: told apart by content)
@@ -108,22 +108,36 @@ def parse(data: bytes | None) -> Any:
 
 
 def _referrer(remote, repository: str, descriptor: Mapping[str, Any]) -> _Referrer:
-    """What a referrer is, told from its own manifest and its content: never from the referrers
-    index, whose types and annotations whoever can push writes."""
+    """What a referrer is, told from its own manifest and its content (every layer of it, a gzipped
+    one opened): never from the referrers index, whose types and annotations whoever can push writes."""
     found = attestations.read_referrer(remote, repository, descriptor["digest"])
-    document = parse(found.data)
     label = next(iter(sorted(found.types)), "artifact")
-    if found.too_large:
-        return _Referrer(found.digest, "too large", label, None, None)
+    if found.unread:
+        return _Referrer(found.digest, "unread", label, None, found.unread)
+    data = _opened(found.data)
+    document = parse(data)
     if signing.BUNDLE_TYPE in found.types or (isinstance(document, dict) and "dsseEnvelope" in document):
         return _Referrer(found.digest, "bundle", signing.BUNDLE_TYPE, found.data, document)
     ours = sorted(OURS[t] for t in found.types if t in OURS)
-    kind = ours[0] if len(ours) == 1 else _kind_of_content(document, found.data)
+    kind = ours[0] if len(ours) == 1 else _kind_of_content(document, data)
     if kind == "spdx" and isinstance(document, dict) and "@graph" in document:  # SPDX 2.3 and 3 share a type
         kind = "spdx3"
-    if kind == "other" and found.types & EVIDENCE_TYPES:
-        kind = "sbom"
-    return _Referrer(found.digest, kind, label, found.data, document)
+    if kind == "other" and (found.types & EVIDENCE_TYPES or any(
+            _kind_of_content(parse(_opened(layer)), _opened(layer)) != "other" for layer in found.others)):
+        kind = "sbom"  # an SBOM, provenance or signature in a form or a layer torchbake does not read
+    return _Referrer(found.digest, kind, label, data, document)
+
+
+def _opened(data: bytes | None) -> bytes | None:
+    """``data``, or what it holds where it is gzipped (at most MAX_DOCUMENT of it)."""
+    if not data or not data.startswith(b"\x1f\x8b"):
+        return data
+    import zlib
+
+    try:
+        return zlib.decompressobj(wbits=31).decompress(data, attestations.MAX_DOCUMENT)
+    except zlib.error:
+        return data
 
 
 def _kind_of_content(document: Any, data: bytes | None) -> str:
@@ -137,8 +151,10 @@ def _kind_of_content(document: Any, data: bytes | None) -> str:
             return "cyclonedx"
         if "in-toto.io/Statement" in str(document.get("_type", "")):
             return "provenance" if document.get("predicateType") == provenance.PREDICATE_TYPE else "sbom"
+        if "dsseEnvelope" in document or "payloadType" in document:
+            return "sbom"  # a signature or envelope where torchbake does not look for one: not judged as harmless
     head = (data or b"")[:4096].lower()
-    if document is None and any(word in head for word in (b"spdxversion", b"cyclonedx", b"dsseenvelope")):
+    if document is None and any(word in head for word in (b"spdxversion", b"cyclonedx", b"dsseenvelope", b"in-toto")):
         return "sbom"  # an SBOM in a text form torchbake does not read (tag-value SPDX, CycloneDX XML), or a broken one
     return "other"
 
@@ -148,7 +164,7 @@ def _check_manifest(remote, repository: str, label: str, digest: str, config: st
     """The rows of one manifest: each bundle, each SBOM or provenance, each other referrer, then
     each piece of required evidence that is not there."""
     found = [_referrer(remote, repository, d) for d in attestations.referrers(remote, repository, digest)]
-    evidence = [item for item in found if item.kind not in ("bundle", "other", "too large")]
+    evidence = [item for item in found if item.kind not in ("bundle", "other", "unread")]
     rows, held, covered = [], set(), set()
     for item in found:
         if item.kind != "bundle":
@@ -177,10 +193,9 @@ def _check_manifest(remote, repository: str, label: str, digest: str, config: st
             rows.append(Row(label, what, False, "no signature of the key covers it: whoever pushed it, it is not"
                                                 " the signer's"))
     for item in found:
-        if item.kind == "too large":
+        if item.kind == "unread":
             rows.append(Row(label, f"{item.label} {item.digest[:19]}", False,
-                            f"over {attestations.MAX_DOCUMENT // 2**20} MiB: not read, so not judged; a verifier"
-                            " cannot tell it is no unsigned SBOM"))
+                            f"not read ({item.document}), so not judged: nothing tells it is no unsigned SBOM"))
         elif item.kind == "other":
             rows.append(Row(label, f"{item.label} {item.digest[:19]}", True,
                             "not judged: no signature, SBOM or provenance"))
@@ -215,9 +230,11 @@ def _check_statement(statement: Mapping[str, Any], digest: str, evidence: Sequen
             raise SignatureError(f"signs another {NAMES[what]} than the one beside the image")
         raise SignatureError(f"signs a {NAMES[what]} that the registry does not hold beside the image")
     # an engine names an image by its config's digest (the classic store) or its manifest's (containerd's)
-    if config and _described(what, same[0].document) not in (
-            config.split(":", 1)[1], digest.split(":", 1)[1]):
-        raise SignatureError(f"signs a {NAMES[what]} of another image than this manifest ({digest}, config {config})")
+    if config:  # each document it covers describes this very image; one of another image stays uncovered
+        same = [item for item in same if _described(what, item.document) in (
+            config.split(":", 1)[1], digest.split(":", 1)[1])]
+        if not same:
+            raise SignatureError(f"signs a {NAMES[what]} of another image than this manifest ({digest}, config {config})")
     return what, {item.digest for item in same}
 
 
@@ -233,10 +250,16 @@ def _described(kind: str, document: Mapping[str, Any]) -> str:
 def _signed_as(statement: Mapping[str, Any], document: Mapping[str, Any], what: str) -> bool:
     """Whether ``document`` is what ``statement`` signs: an SBOM is its predicate; a provenance is a
     statement itself, and every field of it that is signed must be the same (its type, its
-    predicate's type and its predicate; its subject, the image, is compared by the caller)."""
+    predicate's type and its predicate), with no field besides them and one subject, its digest
+    alone (the image it names is compared by the caller; its name is the build's tag, not signed)."""
     if what != "provenance":
         return statement.get("predicate") == document
-    return (document.get("_type") == provenance.STATEMENT_TYPE
+    subjects = document.get("subject")
+    return (set(document) == {"_type", "subject", "predicateType", "predicate"}  # no field the signature leaves out
+            and isinstance(subjects, list) and len(subjects) == 1 and isinstance(subjects[0], dict)
+            and set(subjects[0]) <= {"name", "digest"} and isinstance(subjects[0].get("digest"), dict)
+            and set(subjects[0]["digest"]) == {"sha256"}
+            and document.get("_type") == provenance.STATEMENT_TYPE
             and document.get("predicateType") == statement.get("predicateType")
             and document.get("predicate") == statement.get("predicate"))
 

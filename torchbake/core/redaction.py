@@ -40,7 +40,10 @@ _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^
 _QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
 # ccache's remote storage attributes, ``URL|bearer-token=…|connect-timeout=…``: one that carries a
 # credential (bearer-token, password …) is masked like a query parameter
-_STORAGE_ATTRIBUTE = re.compile(r"\|(?P<name>[A-Za-z0-9_.-]+)=(?P<value>[^|\s'\"<>]*)")
+# (``|NAME=VALUE`` as ccache's own storage takes them, `` @NAME=VALUE`` as its storage helpers do);
+# ``header=NAME=VALUE`` sends VALUE as a header (Authorization, an API key): its value is masked always
+_STORAGE_ATTRIBUTE = re.compile(r"(?P<lead>\||\s@)(?P<name>[A-Za-z0-9_.-]+)=(?P<header>(?<=header=)[^=|\s'\"<>]*=)?"
+                                r"(?P<value>[^|\s'\"<>]*)")
 # a query parameter that carries a credential: S3's X-Amz-Signature, X-Amz-Credential and
 # X-Amz-Security-Token, AWSAccessKeyId and Signature; GCS's X-Goog-Signature and GoogleAccessId;
 # Azure SAS's sig; token=, access_token=, api_key=, password= …
@@ -64,8 +67,8 @@ def register_in(value: Any) -> None:
     """Remember the credentials of every URL in ``value`` (a string, or lists and tables of them)."""
     if isinstance(value, str):
         for match in _STORAGE_ATTRIBUTE.finditer(value):
-            if secret_parameter(match["name"]):
-                register(match["value"])
+            if _secret_attribute(match):
+                register(match["value"], urllib.parse.unquote(match["value"]))
         for match in _QUERY.finditer(value):
             for secret in _query_secrets(match["query"]):
                 register(secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
@@ -116,8 +119,14 @@ def _mask_query(match: re.Match[str]) -> str:
     return f"{match['url']}?{'&'.join(parameters)}"
 
 
+def _secret_attribute(match: re.Match[str]) -> bool:
+    return bool(match["header"]) or secret_parameter(match["name"])
+
+
 def _mask_attribute(match: re.Match[str]) -> str:
-    return f"|{match['name']}={MASK}" if secret_parameter(match["name"]) and match["value"] else match[0]
+    if not (_secret_attribute(match) and match["value"]):
+        return match[0]
+    return f"{match['lead']}{match['name']}={match['header'] or ''}{MASK}"
 
 
 def redact(text: str) -> str:
@@ -153,7 +162,7 @@ def carries_mask(value: Any) -> bool:
     if isinstance(value, str):
         if any(match["userinfo"].rpartition(":")[2] == MASK for match in _USERINFO.finditer(value)):
             return True
-        if any(match["value"] == MASK and secret_parameter(match["name"]) for match in _STORAGE_ATTRIBUTE.finditer(value)):
+        if any(match["value"] == MASK and _secret_attribute(match) for match in _STORAGE_ATTRIBUTE.finditer(value)):
             return True
         return any(MASK in _query_secrets(match["query"]) for match in _QUERY.finditer(value))
     if isinstance(value, dict):

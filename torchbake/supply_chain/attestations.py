@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from torchbake.core.errors import RegistryError
+from torchbake.core.errors import RegistryError, SignatureError
 from torchbake.core.files import write_atomically
 from torchbake.supply_chain import provenance, sbom, sbom_formats, signing
 
@@ -245,7 +245,7 @@ def referrers(registry, repository: str, reference: str) -> list[dict[str, Any]]
         try:
             response = client._request("get", "referrers/" + subject.digest, headers={"Accept": INDEX_TYPE})
             if response.headers.get("Content-Type", "").startswith(INDEX_TYPE):
-                return json.loads(response.content).get("manifests", [])
+                return _descriptors(response.content)
         except requests.exceptions.HTTPError as exc:
             if exc.response is None or exc.response.status_code not in (404, 405):
                 raise
@@ -255,9 +255,17 @@ def referrers(registry, repository: str, reference: str) -> list[dict[str, Any]]
             if exc.response is not None and exc.response.status_code == 404:
                 return []
             raise
-        return json.loads(text).get("manifests", [])
+        return _descriptors(text)
 
     return registry._ask(f"list what refers to {repository}:{reference}", look)
+
+
+def _descriptors(index: str | bytes) -> list[dict[str, Any]]:
+    """The descriptors a referrers index lists (whoever can push writes it): each one that names a
+    digest; an index that is not one lists none."""
+    document = signing.load_json_bounded(index, "a referrers index", limit=MAX_DOCUMENT)
+    found = document.get("manifests") if isinstance(document, dict) else None
+    return [d for d in found if isinstance(d, dict) and isinstance(d.get("digest"), str)] if isinstance(found, list) else []
 
 
 def fetch(registry, repository: str, reference: str, kind: str) -> str | None:
@@ -272,8 +280,8 @@ def read_artifact(registry, repository: str, digest: str) -> str:
     the layer's digest (as text: a document that is not UTF-8 is a RegistryError naming it)."""
     found = read_referrer(registry, repository, digest)
     if found.data is None:
-        raise RegistryError(f"The artifact {repository}@{digest} carries no document of at most"
-                            f" {MAX_DOCUMENT // 2**20} MiB.")
+        raise RegistryError(f"The artifact {repository}@{digest} carries no document that can be read:"
+                            f" {found.unread or 'it has no layer'}.")
     try:
         return found.data.decode()
     except UnicodeDecodeError:
@@ -286,16 +294,18 @@ MAX_DOCUMENT = 64 * 2**20  # an SBOM of a large image is a few MiB; a referrer's
 @dataclass(frozen=True)
 class Referrer:
     """What a referrer is by its own manifest (the referrers index is written by whoever can push,
-    so its ``artifactType`` is only a claim) and the document it carries."""
+    so its ``artifactType`` is only a claim) and the documents it carries."""
 
     digest: str
     types: frozenset[str]  # its manifest's artifactType, its config's media type (the empty one left out), its layers'
-    data: bytes | None  # its first layer, checked against its digest; None: no layer, or over MAX_DOCUMENT
-    too_large: bool = False  # its first layer is over MAX_DOCUMENT: not read
+    data: bytes | None  # its first layer, checked against its digest; None: no layer, or not read
+    others: tuple[bytes, ...] = ()  # its further layers, each checked against its digest
+    unread: str = ""  # why its layers were not read ("": they were): over MAX_DOCUMENT, an index, no layer list
 
 
 def read_referrer(registry, repository: str, digest: str) -> Referrer:
-    """The referrer manifest ``digest`` (checked against that digest) and its first layer."""
+    """The referrer manifest ``digest`` (checked against that digest) and its layers, at most
+    MAX_DOCUMENT in all."""
 
     def pull() -> Referrer:
         client = registry._client(repository)
@@ -303,28 +313,34 @@ def read_referrer(registry, repository: str, digest: str) -> Referrer:
         if _sha(response.content) != digest:
             raise RegistryError(f"The registry served {repository}@{digest} with other content than that digest.")
         try:
-            manifest = json.loads(response.content)
-        except (ValueError, RecursionError):
-            return Referrer(digest, frozenset(), None)
+            manifest = signing.load_json_bounded(response.content, "a manifest", limit=MAX_DOCUMENT)
+        except SignatureError as exc:
+            return Referrer(digest, frozenset(), None, unread=f"its manifest {exc}")
         if not isinstance(manifest, dict):
-            return Referrer(digest, frozenset(), None)
+            return Referrer(digest, frozenset(), None, unread="its manifest is no JSON object")
         config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-        layers = [layer for layer in manifest.get("layers") or [] if isinstance(layer, dict)]
-        types = {manifest.get("artifactType"), config.get("mediaType"), *(layer.get("mediaType") for layer in layers)}
+        layers = manifest.get("layers") if isinstance(manifest.get("layers"), list) else []
+        types = {manifest.get("artifactType"), config.get("mediaType"),
+                 *(layer.get("mediaType") for layer in layers if isinstance(layer, dict))}
         types = frozenset(t for t in types if isinstance(t, str) and t != EMPTY["mediaType"])
-        if not layers or not isinstance(layers[0].get("digest"), str) or not isinstance(layers[0].get("size"), int):
-            return Referrer(digest, types, None)
-        if layers[0]["size"] > MAX_DOCUMENT:
-            return Referrer(digest, types, None, too_large=True)
-        data = bytearray()
-        for chunk in client.pull_blob(layers[0]["digest"]):
-            data += chunk
-            if len(data) > layers[0]["size"]:
-                break
-        data = bytes(data)
-        if _sha(data) != layers[0]["digest"]:
-            raise RegistryError(f"The artifact {repository}@{digest} does not match its layer's digest.")
-        return Referrer(digest, types, data)
+        if "manifests" in manifest:
+            return Referrer(digest, types, None, unread="it is an index, whose manifests are not read")
+        if not all(isinstance(layer, dict) and isinstance(layer.get("digest"), str) and isinstance(layer.get("size"), int)
+                   for layer in layers):
+            return Referrer(digest, types, None, unread="a layer of it names no digest and size")
+        if sum(layer["size"] for layer in layers) > MAX_DOCUMENT:
+            return Referrer(digest, types, None, unread=f"its layers are over {MAX_DOCUMENT // 2**20} MiB")
+        blobs = []
+        for layer in layers:
+            data = bytearray()
+            for chunk in client.pull_blob(layer["digest"]):
+                data += chunk
+                if len(data) > layer["size"]:
+                    break
+            if _sha(bytes(data)) != layer["digest"]:
+                raise RegistryError(f"The artifact {repository}@{digest} does not match its layer's digest.")
+            blobs.append(bytes(data))
+        return Referrer(digest, types, blobs[0] if blobs else None, tuple(blobs[1:]))
 
     return registry._ask(f"read {repository}@{digest}", pull)
 
