@@ -10,8 +10,9 @@ the keys of a Go map ("features") are matched exactly.
 Written as a careful admin would: through a symbolic link to the file it names; to a new file of a
 random name beside it, created exclusively (never through a file or link already there), with the
 old file's mode and owner (0644 for a new one), synced, renamed over it, its folder synced: the
-file is never half-written. A file that is not UTF-8 JSON holding an object, a folder, a read-only
-or immutable file, any error reading or writing: said in one line (exit 2), the file left as it was.
+file is never half-written. A file that is not UTF-8 JSON holding an object (NaN and Infinity are
+not JSON, nor is nesting past the parser's limit), a folder, a FIFO or device, a read-only or
+immutable file, any error reading or writing: said in one line (exit 2), the file left as it was.
 Standard library only: scripts/ensure-engine.sh runs it with the system's python3, before any
 virtual environment exists.
 """
@@ -76,16 +77,33 @@ def replace(settings: Path, text: str) -> None:
         os.close(folder)
 
 
+def _not_a_number(word: str) -> None:
+    raise ValueError(f"{word} is not a JSON number")  # Python reads NaN and Infinity; dockerd (Go) does not
+
+
+def _finite(word: str) -> float:
+    number = float(word)
+    if number in (float("inf"), float("-inf")):  # 1e400: past a float64, which dockerd refuses
+        raise ValueError(f"{word} is past the largest number dockerd reads")
+    return number
+
+
 def main(path: str) -> int:
     settings = Path(os.path.realpath(path))  # a symbolic link stays one: the file it names is written
+    if settings.exists() and not settings.is_dir() and not settings.is_file():  # a FIFO or a device reads for ever
+        return refused(settings, "is not a regular file")
     try:
         text = settings.read_bytes().decode("utf-8") if settings.exists() or settings.is_symlink() else ""
-        theirs = json.loads(text) if text.strip() else {}
+        theirs = json.loads(text, parse_constant=_not_a_number, parse_float=_finite) if text.strip() else {}
     except IsADirectoryError:
         return refused(settings, "is a folder, not a file")
     except UnicodeDecodeError as error:
         return refused(settings, f"is not UTF-8 (byte {error.object[error.start]:#04x} at offset {error.start})")
     except json.JSONDecodeError as error:
+        return refused(settings, f"is not JSON ({error})")
+    except RecursionError:
+        return refused(settings, "nests deeper than any dockerd setting does")
+    except ValueError as error:  # NaN or Infinity, which dockerd would refuse
         return refused(settings, f"is not JSON ({error})")
     except OSError as error:
         return refused(settings, f"cannot be read ({error.strerror})")
@@ -97,7 +115,7 @@ def main(path: str) -> int:
     if settings.exists() and not settings.stat().st_mode & stat.S_IWUSR:
         return refused(settings, f"is read-only (mode {stat.S_IMODE(settings.stat().st_mode):04o})")
     try:
-        replace(settings, json.dumps(result, indent=2) + "\n")
+        replace(settings, json.dumps(result, indent=2, allow_nan=False) + "\n")
     except OSError as error:
         immutable = "; is it immutable (lsattr, chattr -i)?" if error.errno == errno.EPERM else ""
         return refused(settings, f"cannot be written ({error.strerror}{immutable})")

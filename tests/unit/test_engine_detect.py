@@ -450,16 +450,24 @@ def test_an_immutable_daemon_json_is_refused_and_no_new_file_left(tmp_path, monk
 
 
 @pytest.mark.parametrize("bad, why", [(b'{"debug": "\xff"}', "is not UTF-8 (byte 0xff at offset 11)"),
-                                      (None, "is a folder, not a file")])
+                                      (None, "is a folder, not a file"),
+                                      ("fifo", "is not a regular file"),  # a reader of it would wait for ever
+                                      (b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                                       "nests deeper than any dockerd setting does"),
+                                      (b'{"debug": NaN}', "is not JSON (NaN is not a JSON number)"),
+                                      (b'{"max": 1e400}', "is not JSON (1e400 is past the largest number dockerd reads)")])
 def test_a_daemon_json_that_is_not_utf8_or_a_folder_is_said_plainly(tmp_path, bad, why):
     settings = tmp_path / "daemon.json"
     if bad is None:
         settings.mkdir()
+    elif bad == "fifo":
+        os.mkfifo(settings)
     else:
         settings.write_bytes(bad)
     code, message = run_engine_settings(settings)
-    assert code == 2 and f"{settings} {why}" in message and "Traceback" not in message
-    assert settings.is_dir() if bad is None else settings.read_bytes() == bad
+    assert code == 2 and f"{settings} {why}" in message and "Traceback" not in message, message
+    assert settings.is_dir() if bad is None else settings.is_fifo() if bad == "fifo" else settings.read_bytes() == bad
+    assert sorted(os.listdir(tmp_path)) == ["daemon.json"]
 
 
 def test_keys_are_matched_as_dockerd_matches_them(tmp_path):
