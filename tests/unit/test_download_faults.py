@@ -51,11 +51,12 @@ NEW = bytes(reversed(PAYLOAD))  # what the server holds once the file changed: a
 
 
 @contextmanager
-def file_server(versions: list[bytes], script: list[str], *, validators=("etag", "last_modified"), if_range=True):
+def file_server(versions: list[bytes], script: list[str], *, validators=("etag", "last_modified"), if_range=True,
+                part_validators=True):
     """A file server on 127.0.0.1 (as nginx is) serving ``versions[0]`` at any path, then the next
     version each time the file changes: a strong ETag and a Last-Modified for each version (those
     ``validators`` name), Range answered with 206, If-Range honoured (``if_range=False``: ignored,
-    the range of what it holds now is sent). ``script``, one entry per request: "truncate" (half the
+    the range of what it holds now is sent; ``part_validators=False``: a 206 carries none). ``script``, one entry per request: "truncate" (half the
     body, then close), "truncate+change" (the same, and the file changes), "from-0" (a 206 from
     byte 0 whatever range was asked); "ok" after it. Yields (url, seen): each request's (Range,
     If-Range)."""
@@ -88,7 +89,7 @@ def file_server(versions: list[bytes], script: list[str], *, validators=("etag",
                 self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
             else:
                 self.send_response(200)
-            for name, value in now.items():
+            for name, value in now.items() if part_validators or not start else ():
                 self.send_header({"etag": "ETag", "last_modified": "Last-Modified"}[name], value)
             self.send_header("Content-Length", str(len(body) - start))
             self.end_headers()
@@ -146,6 +147,15 @@ def test_a_server_that_ignores_if_range_is_caught_by_the_etag_of_its_part(tmp_pa
     """A server that answers the resume with 206 of the file it holds now, changed: the part's
     ETag is not the one the download began with, so the download starts over."""
     with file_server([PAYLOAD, NEW], ["truncate+change"], if_range=False) as (url, seen):
+        artifact = fetch_unpinned(tmp_path, url)
+    assert artifact.path.read_bytes() == NEW
+    assert [asked for asked, _ in seen] == ["", f"bytes={len(PAYLOAD) // 2}-", ""]
+
+
+def test_a_part_without_the_validator_the_resume_named_makes_the_download_start_over(tmp_path):
+    """A server that ignores If-Range and sends its part (of the changed file) with no ETag: nothing
+    says it is the file begun, so the download starts over rather than splice."""
+    with file_server([PAYLOAD, NEW], ["truncate+change"], if_range=False, part_validators=False) as (url, seen):
         artifact = fetch_unpinned(tmp_path, url)
     assert artifact.path.read_bytes() == NEW
     assert [asked for asked, _ in seen] == ["", f"bytes={len(PAYLOAD) // 2}-", ""]

@@ -281,9 +281,12 @@ class _Transfer:
         self.etag, self.last_modified, self.total, self.if_range = "", "", None, ""
 
     def continues(self, headers, total: int | None) -> bool:
-        """Whether a 206 answer is of the same file (a server may ignore If-Range)."""
+        """Whether a 206 answer is of the same file (a server may ignore If-Range): it carries the
+        validator the resume was conditional on, the same, and no other that differs."""
         etag, modified = headers.get("ETag", ""), headers.get("Last-Modified", "")
-        return ((not etag or etag == self.etag) and (not modified or modified == self.last_modified)
+        said = etag if self.if_range == self.etag else modified  # the one If-Range named must be there
+        return (said == self.if_range and (not etag or etag == self.etag)
+                and (not modified or modified == self.last_modified)
                 and (total is None or self.total is None or total == self.total))
 
     def validators(self) -> dict[str, str]:
