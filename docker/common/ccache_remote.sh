@@ -25,6 +25,7 @@ if [ -s "$remote_file" ]; then
     elif [ "$ccache_major" -eq 4 ] && [ "$ccache_minor" -ge 4 ]; then
         CCACHE_SECONDARY_STORAGE=$(cat "$remote_file")
         CCACHE_DIR=$(mktemp -d /tmp/torchbake-ccache.XXXXXX)
+        trap 'rm -rf "$CCACHE_DIR"' EXIT  # never part of the layer (the sourcing scripts set no EXIT trap)
         export CCACHE_SECONDARY_STORAGE CCACHE_DIR
         TORCHBAKE_COMPILE_CACHE_SHARED=yes
         echo "torchbake: ccache $ccache_version has no reshare (4.6): the remote storage alone, not the cache mount"

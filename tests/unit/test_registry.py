@@ -22,6 +22,9 @@ from torchbake.variants.release import plan as plan_release
     ("127.0.0.1:5000/team/torch:2.13", ("127.0.0.1:5000", "team/torch", "2.13")),
     ("registry.example.com/ml/cpu", ("registry.example.com", "ml/cpu", "latest")),
     ("torchbake/pytorch-cpu:1", ("", "torchbake/pytorch-cpu", "1")),
+    # pinned by digest, with or without the tag: the registry is asked for the digest
+    ("127.0.0.1:5000/team/torch@sha256:" + "a" * 64, ("127.0.0.1:5000", "team/torch", "sha256:" + "a" * 64)),
+    ("127.0.0.1:5000/team/torch:2.13@sha256:" + "a" * 64, ("127.0.0.1:5000", "team/torch", "sha256:" + "a" * 64)),
 ])
 def test_references_split_into_host_repository_and_tag(reference, expected):
     assert registry.split_reference(reference) == expected
@@ -188,3 +191,25 @@ def test_an_index_of_several_platforms_is_read_as_this_hosts_image(monkeypatch):
     assert registry.image_entry(index)["digest"] == "sha256:a"
     assert registry.image_entry({"manifests": index["manifests"][1:]})["digest"] == "sha256:b"  # the one there is
     assert registry.image_entry({"schemaVersion": 2, "layers": []}) is None
+
+
+@pytest.mark.parametrize(("reference", "header", "refused"), [
+    ("1", "", False),
+    ("1", "sha256:" + "0" * 64, True),  # a header that lies about the bytes served
+    ("sha256:" + "0" * 64, "", True),  # asked by digest, served other bytes
+])
+def test_a_manifest_is_known_by_the_digest_of_its_bytes_never_by_a_header_alone(reference, header, refused):
+    import types
+
+    import dxf
+
+    from torchbake.core.errors import SignatureError
+
+    content = b'{"schemaVersion": 2}'
+    response = types.SimpleNamespace(content=content, headers={"Docker-Content-Digest": header} if header else {})
+    client = types.SimpleNamespace(get_manifest_and_response=lambda ref: (content.decode(), response))
+    if refused:
+        with pytest.raises(SignatureError, match=f"whose content is {dxf.hash_bytes(content)}"):
+            registry.read_manifest(client, reference)
+    else:
+        assert registry.read_manifest(client, reference) == (content, dxf.hash_bytes(content))

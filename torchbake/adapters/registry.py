@@ -44,7 +44,13 @@ def inputs_tag(input_hash: str) -> str:
 
 def split_reference(reference: str) -> tuple[str, str, str]:
     """(registry host, repository, tag) of ``host[:port]/path/name:tag``; the host is "" when the
-    reference names none (Docker Hub, which torchbake does not ask)."""
+    reference names none (Docker Hub, which torchbake does not ask). A digest (``name@sha256:…``,
+    ``name:tag@sha256:…``) is the "tag": what the registry is asked for."""
+    name, at, digest = reference.partition("@")
+    if at:
+        repository = docker.utils.parse_repository_tag(name)[0]
+        host, path = docker.auth.split_repo_name(repository)
+        return ("" if host == docker.auth.INDEX_NAME else host), path, digest
     repository, tag = docker.utils.parse_repository_tag(reference)
     host, path = docker.auth.split_repo_name(repository)
     if host == docker.auth.INDEX_NAME:
@@ -210,7 +216,13 @@ def read_manifest(client: dxf.DXF, reference: str) -> tuple[bytes, str] | None:
         if exc.response is not None and exc.response.status_code == 404:
             return None
         raise
-    return response.content, response.headers.get("Docker-Content-Digest", "") or dxf.hash_bytes(response.content)
+    # the digest of the bytes served, never only what a header says of them
+    digest, said = dxf.hash_bytes(response.content), response.headers.get("Docker-Content-Digest", "")
+    if (said.startswith("sha256:") and said != digest) or (reference.startswith("sha256:") and reference != digest):
+        raise SignatureError(f"The registry answered {reference} with a manifest whose content is {digest}, not"
+                             f" {said if said.startswith('sha256:') and said != digest else reference}: nothing it"
+                             " says there is taken.")
+    return response.content, digest
 
 
 def image_entry(index: Mapping[str, Any]) -> Mapping[str, Any] | None:
