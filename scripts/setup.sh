@@ -4,7 +4,8 @@
 #     interactive run-container test through a real terminal, openssl makes the private CA of
 #     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote,
 #     Node.js runs sigstore-js, which verifies torchbake's signatures: tests/js; redis-server is
-#     the shared compile-cache store the dev-image tests start on loopback),
+#     the shared compile-cache store the dev-image tests start on loopback; ninja-build runs the real
+#     ninja build whose progress tests/unit/test_compile_progress.py reads),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
 #   - QEMU user emulation for the other platform (scripts/ensure-emulation.sh),
 #   - .venv with torchbake and its test tools installed.
@@ -14,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     missing=()
-    for pkg in debootstrap docker-registry tmux openssl skopeo redis-server; do
+    for pkg in debootstrap docker-registry tmux openssl skopeo redis-server ninja-build; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     # Node.js runs the verifiers nobody here wrote (sigstore-js, tests/js/)

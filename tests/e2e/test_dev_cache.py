@@ -116,6 +116,8 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
             assert compiled_a["extension"]["compiled"] + compiled_a["extension"]["local_hits"] >= 1, compiled_a
             assert all(c["remote"] and not c["store_errors"] for c in compiled_a.values()), compiled_a
             assert re.search(rf"^Compiled: pytorch: {TEST_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
+            # and its progress counted the same objects as they were compiled (the compiler's calls)
+            assert recorded_compiles(on_a.stdout, "compile_progress")["pytorch"]["objects"] == TEST_UNITS + 1
 
             write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7, units=TEST_UNITS)  # one file, the tag moved
             changed_base = build_base(config, f"{run_id}-changed", base_image, tb_env)
@@ -167,8 +169,9 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
             docker("image", "rm", "--force", image, check=False)
 
 
-def recorded_compiles(stdout: str) -> dict[str, dict]:
-    """The compile steps' counts the build kept in its record (the manifest its first line names)."""
+def recorded_compiles(stdout: str, kind: str = "compiles") -> dict[str, dict]:
+    """The compile steps' counts the build kept in its record (the manifest its first line names):
+    ccache's (``compiles``), or what its progress counted (``compile_progress``)."""
     manifest = re.search(r"manifest: (\S+)\)", stdout)
     assert manifest, stdout[:2000]
-    return json.loads(Path(manifest.group(1)).read_text()).get("compiles", {})
+    return json.loads(Path(manifest.group(1)).read_text()).get(kind, {})

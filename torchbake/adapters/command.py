@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +41,10 @@ stall_timeout: contextvars.ContextVar[float] = contextvars.ContextVar("stall_tim
 STALL = -1.0  # idle_timeout value meaning "the task's stall limit"
 # Variables every command of the current task gets (e.g. the --ca-bundle for pip and git).
 extra_env: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("extra_env", default={})  # noqa: B039
+# What reads a streamed command's lines as they come (a build's compile progress:
+# torchbake.building.compile_progress), set around the commands it watches: a line it returns is
+# printed and logged after the line that made it.
+line_watch: contextvars.ContextVar[Callable[[str], str | None] | None] = contextvars.ContextVar("line_watch", default=None)
 
 
 @contextlib.contextmanager
@@ -224,15 +228,18 @@ def _stream(
         if idle_timeout or timeout:
             deadline = time.monotonic() + timeout if timeout else None
             threading.Thread(target=_watch, args=(proc, last_output, idle_timeout, deadline, stopped), daemon=True).start()
+        watch = line_watch.get()
         try:
             assert proc.stdout is not None
             for raw in proc.stdout:
                 last_output[0] = time.monotonic()
                 line = raw.decode(errors="replace")
-                if out is not None:
-                    out.command_line(line)
-                if log is not None:
-                    log.write(redact(line))
+                note = watch(line) if watch is not None else None
+                for text in (line, f"torchbake: {note}\n") if note else (line,):
+                    if out is not None:
+                        out.command_line(text)
+                    if log is not None:
+                        log.write(redact(text))
                 kept.append(line)
                 if not keep and len(kept) > 200:
                     del kept[:100]

@@ -15,6 +15,7 @@ import re
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +23,7 @@ from typing import Any
 
 from torchbake.adapters import command
 from torchbake.adapters.engine import DockerClient, engine_is_local, marked_json
-from torchbake.building import base_policy, compile_stats, diskspace, reproducible
+from torchbake.building import base_policy, compile_progress, compile_stats, diskspace, reproducible
 from torchbake.building.candidates import let_go, new_candidate
 from torchbake.building.input_hash import (
     INPUT_PARTS_LABEL,
@@ -41,7 +42,7 @@ from torchbake.configuration import platforms
 from torchbake.configuration.validation import is_location
 from torchbake.core import output
 from torchbake.core.build_time import source_date_epoch
-from torchbake.core.errors import DownloadError, EngineError, RegistryError, VerificationError
+from torchbake.core.errors import BuildError, DownloadError, EngineError, RegistryError, VerificationError
 from torchbake.core.files import SecretSource, secret_files, secret_paths
 from torchbake.core.output import human_size
 from torchbake.core.redaction import redact
@@ -137,6 +138,24 @@ def log_path(log_dir: Path, image: str) -> Path:
     return log_dir / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', image)}-{stamp}-{uuid.uuid4().hex[:6]}.log"
 
 
+
+
+def watched(client: DockerClient, argv: list[str], env: Mapping[str, str], log_file: Path, record) -> None:
+    """``client.build`` with its compile steps watched (torchbake.building.compile_progress): their
+    progress said as they go, their figures in the record, and a failed compile's own error lines
+    in the failure's message."""
+    watch = compile_progress.CompileWatch(every=10.0 if output.channel().is_terminal else 60.0)
+    token = command.line_watch.set(watch)
+    try:
+        client.build(argv, env, log_file)
+    except BuildError as exc:
+        if not watch.error_lines:
+            raise
+        raise BuildError(f"{exc}\nWhat the failing compile said first:\n{watch.errors()}") from exc
+    finally:
+        command.line_watch.reset(token)
+        if figures := watch.figures():
+            record.facts["compile_progress"] = figures
 
 
 def base_labels(client: DockerClient, plan: Plan) -> dict[str, str]:
@@ -411,7 +430,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         record.facts["docker_command"] = command.format_command(argv, env)
         try:
             logged = log_file.stat().st_size if log_file.exists() else 0
-            client.build(argv, env, log_file)
+            watched(client, argv, env, log_file, record)
             _compiles(log_file, logged, record, required=plan.ccache_required)
             image_id = built_image_id(client, tag)
             if plan.versions_known_after_build:
