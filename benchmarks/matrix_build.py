@@ -65,7 +65,7 @@ def main() -> None:
     git_repo(source_root / "vision", "v0.15.2", 50)
     git_repo(source_root / "audio", "v2.0.1", 50)
     profile = work / "bench.toml"
-    profile.write_text(f'[sources]\nroot = "{source_root}"\n[base]\nsys = "{BASE}"\nrequirements = ["setuptools"]\n')
+    profile.write_text(f'[sources]\nroot = "{source_root}"\n[base]\nsys = "{BASE}"\nrequirements = ["setuptools"]\ntools = []\n')
     profiles = [profile]
     for index in range(1, 5):  # the same trees, told apart by their video group
         other = work / f"bench{index}.toml"

@@ -120,7 +120,7 @@ def dev_profile(url: str, *, supplier: str, torch: str, extension: str = "privat
     ``pytorch`` the repositories of those names, ``extras`` apex as a further extension."""
     return (f'[sources]\npytorch_repo = "{url}/{pytorch}.git"\nvision_repo = "{url}/vision.git"\n'
             f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/{extension}.git"\n'
-            f'[base]\nrequirements = ["{torch}", "setuptools", "wheel"]\nuser = "dev"\nvideo_gid = 44\n'
+            f'[base]\nrequirements = ["{torch}", "setuptools", "wheel"]\ntools = []\nuser = "dev"\nvideo_gid = 44\n'
             '[python]\nkeep_uv = false\n'  # as every stand-in profile (tests.e2e.helpers.STAND_IN_PYTHON)
             '[image]\nrender_gid = 109\n'
             '[wheels]\nextension_module = "torchbake_fixture_ext"\n'

@@ -181,6 +181,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
     text = describe_plan(plan, argv, env)
     if note := plan.base_note(client):
         text += f"\nBase image: {note}"
+    text += "".join(f"\n{line}" for line in plan.dry_run_notes())
     for reference, digest in verified.items():
         text += f"\nFROM image: {reference} is {digest} in its registry, signed by {vouched} ([verify] base_key)"
     text += "".join(f"\nFROM image: {note}" for note in pending)
@@ -412,6 +413,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
             folder = prepared.path  # a temporary one is named after what it holds once prepared
         record.phase("prepare")
         digest = digest or fingerprint(plan, facts, cache)  # downloads are in the cache now
+        if prepared.build_tools:
+            record.facts["build_tools"] = prepared.build_tools
         record.facts.update({
             "input_hash": digest, "files": prepared.inputs,
             "inputs": [{**entry, "sha256": cache.known_digest(entry["location"])} for entry in record.facts["inputs"]],

@@ -221,7 +221,8 @@ LOCK_FLAGS = (
 
 BUILD_BASE_FLAGS = (
     *option_flags("image.name", "image.tag", "base.sys", "python.version", "sources.pytorch_tag", "sources.vision_tag",
-                  "sources.audio_tag", "sources.root", "sources.keep_git", "build.dir", "image.platforms"),
+                  "sources.audio_tag", "sources.root", "sources.keep_git", "base.requirements_date", "build.dir",
+                  "image.platforms"),
     NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), NO_CACHE, *ENGINE, LOCKED,
 )
 

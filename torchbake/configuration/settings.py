@@ -338,10 +338,17 @@ class BaseOptions:
     video_gid: int = option(0, validation.gid, decides=("base",), help="Give group video this GID (0: leave as is)")
     requirements: list[str] = option(
         ["numpy", "pyyaml", "typing-extensions", "setuptools", "wheel", "sympy", "filelock", "networkx", "jinja2",
-         "fsspec", "cmake", "ninja", "astunparse", "expecttest", "hypothesis", "psutil", "requests", "pytest",
-         "pylint", "black"], lambda v: [validation.requirement(r) for r in v], decides=("base",),
-        help="Python packages of the base image: PyTorch's build requirements and the extension developers' tools,"
-             " resolved on the host")
+         "fsspec", "cmake", "ninja", "astunparse", "psutil", "requests"],
+        lambda v: [validation.requirement(r) for r in v], decides=("base",),
+        help="PyTorch's build requirements in the base image, resolved on the host no newer than [base]"
+             " requirements_date")
+    requirements_date: str = option("tag", validation.requirements_date, decides=("base",),
+                                    help="How new [base] requirements may be: tag (the date of the PyTorch tag's"
+                                         " commit: the tools of its day), a date YYYY-MM-DD, or latest",
+                                    flag="requirements_date")
+    tools: list[str] = option(["expecttest", "hypothesis", "pytest", "pylint", "black"],
+                              lambda v: [validation.requirement(r) for r in v], decides=("base",),
+                              help="The developers' tools in the base image, resolved current (never dated)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -509,6 +509,20 @@ _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
+def requirements_date(value: str) -> None:
+    """tag, latest, or a calendar date YYYY-MM-DD ([base] requirements_date)."""
+    import datetime
+
+    if value in ("tag", "latest"):
+        return
+    try:
+        datetime.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("expected tag (the PyTorch tag's commit date), latest, or a date YYYY-MM-DD") from None
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError("expected tag (the PyTorch tag's commit date), latest, or a date YYYY-MM-DD")
+
+
 def duration(value: str) -> float:
     """A duration such as 30d, 12h, 90m or 2w, in seconds."""
     match = _DURATION_RE.match(value.strip())

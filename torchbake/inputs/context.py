@@ -79,6 +79,7 @@ class PreparedContext:
     files: tuple[str, ...] = ()  # every file torchbake wrote, relative to the folder (the marker aside)
     tools: dict[str, dict[str, str]] = field(default_factory=dict)  # uv → what its wheel says of it (SBOM supplier, licence)
     sha512: dict[str, str] = field(default_factory=dict)  # file name → sha512 of the same files (BSI TR-03183-2 asks it)
+    build_tools: dict = field(default_factory=dict)  # a base's build requirements as of their day (inputs.build_tools)
 
     def to_json(self) -> str:
         data = asdict(self)

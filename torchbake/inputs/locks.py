@@ -177,6 +177,12 @@ def uv_platform(wheel_platforms: Sequence[str]) -> str:
                              " platform tags only.")
 
 
+def kept_uv(cache_root: Path) -> Path | None:
+    """The uv a build last kept in the cache (what a dry run asks, fetching nothing), or None."""
+    kept = [p for p in (cache_root / "tools").glob("uv-*") if p.is_file()]
+    return max(kept, key=lambda p: p.stat().st_mtime) if kept else None
+
+
 def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, cache_root: Path,
             log_file: Path | None) -> Path:
     """This host's uv, taken out of the wheel [python] uv pins (resolved like the images' wheels,
@@ -223,7 +229,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
         try:
             result = command.run(argv, capture=True, log_file=log_file, check=False, echo=False, cwd=target.parent,
                                  env={"UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(folder / "uv-cache"),
-                                      **_index_environment(options)})
+                                      **index_environment(options)})
             if result.returncode != 0:
                 raise CommandError(f"uv could not lock {', '.join(requirements)} for Python {python_version}"
                                    f" ({platform or 'this engine'}):\n{redact(result.output[-3000:])}")
@@ -239,7 +245,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
     return text.rstrip() + "\n\n" + tomli_w.dumps({"tool": {TOOL: mine}})
 
 
-def _index_environment(options: WheelOptions) -> dict[str, str]:
+def index_environment(options: WheelOptions) -> dict[str, str]:
     """uv's environment for the indexes the unlocked builds' ``pip download`` asks: [wheels]
     index_url, extra_index_urls and find_links over pip's own configuration (its files and
     PIP_* variables, as ``pip config list`` shows them), and pip's configured constraints. In

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchbake.configuration.settings import Settings
-from torchbake.inputs import context, sources
+from torchbake.inputs import build_tools, context, sources
 from torchbake.inputs.context import Staging
+from torchbake.inputs.locks import host_uv, index_environment, kept_uv, uv_platform
 from torchbake.variants.common import (
     PENDING,
     SUPPORTED_OS,
@@ -54,7 +55,9 @@ class BasePlan(Lockable, PlanCommon):
     sources: tuple[sources.SourceSpec, ...]
     source_root: str
     keep_git: bool
-    requirements: tuple[str, ...]
+    requirements: tuple[str, ...]  # PyTorch's build requirements: dated (torchbake.inputs.build_tools)
+    requirements_date: str  # "tag", "latest" or YYYY-MM-DD
+    tools: tuple[str, ...]  # the developers' tools: current
     render_gid: int
     video_gid: int
     user: str
@@ -65,7 +68,24 @@ class BasePlan(Lockable, PlanCommon):
         return self.image_env
 
     def lock_requirements(self) -> list[str]:
-        return list(self.requirements)
+        return [*self.requirements, *self.tools]
+
+    def requirements_day(self, trees) -> tuple[str, str]:
+        """(the day [base] requirements are resolved as of, what it is: "pytorch v2.0.0's commit"); ("", …) latest."""
+        if self.requirements_date == "latest":
+            return "", "latest"
+        if self.requirements_date != "tag":
+            return self.requirements_date, "[base] requirements_date"
+        tree = next(t for t in trees if t.spec.name == "pytorch")
+        return build_tools.commit_day(tree.path, tree.commit), f"pytorch {tree.spec.tag}'s commit"
+
+    def dated_requirements(self, trees, cache_root: Path, log_file: Path | None, *, remember: bool = True):
+        """[base] requirements as of their day (:mod:`torchbake.inputs.build_tools`)."""
+        day, _ = self.requirements_day(trees)
+        return build_tools.resolve(
+            list(self.requirements), day, self.python_version, uv_platform(self.wheel_options.platforms),
+            host_uv(self.python_options, self.wheel_options, self.python_version, cache_root, log_file),
+            index_environment(self.wheel_options), cache_root, log_file=log_file, remember=remember)
 
     def os_step_args(self) -> list[str]:
         return [self.python_provider, "0", "dev", "0", ""]  # its OS step installs the compilers too
@@ -91,15 +111,17 @@ class BasePlan(Lockable, PlanCommon):
                                 facts.source_commits, log_file)
         stage = Staging(folder, temporary)
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
+        dated = self.dated_requirements(trees, cache.root, log_file) if self.lock is None else None
         versions = self.staged_wheels(stage, cache, lambda: stage.wheels(
-            list(self.requirements), self.python_version, self.wheel_options, cache.root, log_file))
+            [*dated.requirements(), *self.tools], self.python_version, self.wheel_options, cache.root, log_file))
         stage.requirements_file(sorted(versions), versions)  # every wheel pinned: the install resolves nothing
         stage.installer(self.python_options, self.python_version, self.wheel_options, cache.root, log_file)
         stage.python(python_artifact)
         recorded = stage.sources(trees, self.keep_git)
         ignore = [] if self.keep_git else ["**/.git"]
         return stage.finish(self.dockerfile_template, self.image_env, self.profile, ignore + ["**/__pycache__"],
-                            sources=recorded, torch_version=versions.get("torch", ""), image_steps=self.image_steps)
+                            sources=recorded, torch_version=versions.get("torch", ""), image_steps=self.image_steps,
+                            build_tools=dated.to_record() if dated else {})
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {"torchbake.python-provider": self.python_provider}
@@ -116,10 +138,32 @@ class BasePlan(Lockable, PlanCommon):
     def base_note(self, client) -> str:
         return os_base_note(self, client)
 
+    def dry_run_notes(self) -> list[str]:
+        """The build requirements as the build would resolve them, where the PyTorch tree is on this
+        host already (its commit's date) and uv is kept in the cache: nothing is cloned, fetched or written."""
+        if self.lock is not None or not self.requirements:
+            return []
+        spec = next(s for s in self.sources if s.name == "pytorch")
+        cache_root = self.path_options.cache_dir
+        tree = sources.find_in_root(self.source_root, spec) or sources.cached_tree(cache_root / "sources", spec)
+        if self.requirements_date == "tag" and tree is None:
+            return [f"Build requirements: as of the day of pytorch {spec.tag}'s commit, resolved once the build has"
+                    " its tree (it clones it)"]
+        if (uv := kept_uv(cache_root)) is None:
+            return [f"Build requirements: as of {self.requirements_date}, resolved by uv when the build runs"]
+        day, what = self.requirements_day([tree] if tree else [])
+        dated = build_tools.resolve(list(self.requirements), day, self.python_version,
+                                    uv_platform(self.wheel_options.platforms), uv,
+                                    index_environment(self.wheel_options), cache_root, log_file=None, remember=False)
+        return [f"Build requirements: {dated.describe(what)}"]
+
     def input_rows(self) -> list[tuple[str, object]]:
         return [*python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),
                 ("source root", self.source_root or "(none: shallow clones into the source cache)"),
-                *(("requirement", r) for r in self.requirements), ("closure", self.lock_state)]
+                *(("requirement", r) for r in self.requirements),
+                ("  as of", {"tag": "the date of the pytorch tag's commit (the tools of its day)",
+                             "latest": "now (latest)"}.get(self.requirements_date, self.requirements_date)),
+                *(("tool", r) for r in self.tools), ("closure", self.lock_state)]
 
     def context_lines(self) -> list[tuple[str, str]]:
         return [("wheelhouse/", f"the requirements above for cp{self.python_version.replace('.', '')}, every wheel pinned"),
@@ -154,11 +198,13 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         source_root=src.root,
         keep_git=src.keep_git,
         requirements=settings.base.requirements,
+        requirements_date=settings.base.requirements_date,
+        tools=settings.base.tools,
         render_gid=settings.image.render_gid,
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=build_env_of(settings),
-        **lock_fields(settings, VARIANT.lock_command, list(settings.base.requirements), reuse_context),
+        **lock_fields(settings, VARIANT.lock_command, [*settings.base.requirements, *settings.base.tools], reuse_context),
     ))
 
 

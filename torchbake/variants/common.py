@@ -113,6 +113,10 @@ class PlanCommon:
         """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
         return ""
 
+    def dry_run_notes(self) -> list[str]:
+        """What a dry run says beyond the plan's rows that only the host can tell (read, never written)."""
+        return []
+
     def check_before_build(self, client) -> None:
         """Refuse, before anything is prepared or built, what would fail the build half-way."""
 
