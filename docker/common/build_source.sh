@@ -14,6 +14,8 @@ if [ ! -f "$src/setup.py" ] && [ ! -f "$src/pyproject.toml" ]; then
     echo "torchbake: no $role source to build at $src" >&2
     exit 1
 fi
+# the vendor's patches to this tree ([dev] patches), in order, before anything compiles
+bash "$(dirname "$0")/apply_patches.sh" "$role" "$src"
 commit=unknown
 if [ -f "$src/.torchbake-source" ]; then
     commit=$(cut -d' ' -f3 "$src/.torchbake-source")

@@ -45,12 +45,24 @@ def dev_base(run_id, base_image, tb_env, dev_config):
     docker("image", "rm", "--force", name, check=False)
 
 
+# A vendor's patch to PyTorch's tree (as torch_musa keeps them): a module the tree lacks, applied
+# before the tree compiles
+VENDOR_PATCH = """--- /dev/null
++++ b/fixture_pytorch/vendor.py
+@@ -0,0 +1 @@
++PATCHED_BY = "the vendor"
+"""
+
+
 @pytest.fixture(scope="module")
 def dev_image(run_id, dev_base, tb_env, dev_config):
     config, credentials = dev_config
     name = f"torchbake-test/dev:{run_id}"
+    vendor = config.parent / "vendor-patches"
+    vendor.mkdir(exist_ok=True)
+    (vendor / "0001-vendor-module.patch").write_text(VENDOR_PATCH)
     result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
-                        "--base-img", dev_base[0], "-c", str(credentials), env=tb_env)
+                        "--base-img", dev_base[0], "-c", str(credentials), "--patch", f"pytorch={vendor}", env=tb_env)
     yield name, result
     docker("image", "rm", "--force", name, check=False)
 
@@ -91,8 +103,11 @@ def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
     assert "--no-build-isolation" in docker("run", "--rm", name, "cat", "/opt/torchbake/common/build_source.sh").stdout
     run = docker("run", "--rm", name, "python", "-c",
                  "import torch, torchbake_fixture_ext as e, fixture_pytorch as p, fixture_apex;"
-                 " print(torch.__version__, e.plus_one(1), p.answer())").stdout
-    assert run.split() == [TINY_TORCH_VERSION, "2.0", "42"]
+                 " from fixture_pytorch.vendor import PATCHED_BY;"
+                 " print(torch.__version__, e.plus_one(1), p.answer(), PATCHED_BY.replace(' ', '-'))").stdout
+    assert run.split() == [TINY_TORCH_VERSION, "2.0", "42", "the-vendor"]  # the vendor's patch, applied and built
+    assert "torchbake: applied 0001-vendor-module.patch to pytorch" in output
+    assert json.loads(labels(name)["torchbake.patches"])["pytorch"][0]["name"] == "0001-vendor-module.patch"
     constraints = docker("run", "--rm", name, "cat", "/etc/torchbake/constraints.txt").stdout
     assert f"torch=={TINY_TORCH_VERSION}" in constraints and "torchbake-fixture-ext==1.5.1" in constraints
     assert "fixture-apex==24.4.1" in constraints
@@ -115,7 +130,8 @@ def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image
     # ccache would find the object an earlier run compiled; the engine, every step cached)
     write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", f'(void)"{run_id}"; return 2;')
     result = run_invoke("build", "--config", str(config), "--name", "torchbake-test/dev", "--tag", run_id,
-                        "--base-img", dev_base[0], "-c", str(credentials), "--slim", env=tb_env)
+                        "--base-img", dev_base[0], "-c", str(credentials), "--slim",
+                        "--patch", f"pytorch={config.parent / 'vendor-patches'}", env=tb_env)
     slim = f"{name}-slim"
     try:
         output = result.stdout + result.stderr

@@ -398,6 +398,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
                    for option, location in plan.given_inputs().items()],
     })
     record.facts["sources"].update(plan.source_records(facts))
+    record.facts.update(plan.record_facts())
     record.facts["configuration"] = to_toml(plan.configuration)  # what `verify --reproducible` plans again
     plan.check_before_build(client)  # what only the build needs (a lock's Debian versions in the mirror): first
     if user_context is not None:

@@ -362,6 +362,11 @@ class DevOptions:
     extensions: list[str] = option([], lambda v: [validation.extension_source(e) for e in v], decides=("dev",),
                                    help="Built after torch with --no-build-isolation: git URLs (git+URL@REF) or"
                                         " requirements")
+    patches: list[str] = option([], lambda v: [validation.patch_entry(e) for e in v], decides=(),  # by their digests
+                                help="Vendor patches applied, in order, to a source tree before it compiles: SOURCE=PATH"
+                                     " (pytorch, vision, audio, extension; a .patch file, or a folder of them applied"
+                                     " by name); each checked before any build work", flag="patch", only="dev",
+                                why="only dev builds compile sources")
     git_credential_file: str = option("", validation.credential_file, decides=(),  # a secret
                                       help="git credentials (store format) for private repos, given to the build"
                                            " only as a BuildKit secret (build.sh -c)",

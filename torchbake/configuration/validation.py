@@ -347,6 +347,23 @@ def extension_source(value: str) -> None:
     git_ref(ref)
 
 
+PATCHED_SOURCES = ("pytorch", "vision", "audio", "extension")
+
+
+def patch_entry(value: str) -> None:
+    """``SOURCE=PATH`` ([dev] patches): a source tree a dev build compiles, and a patch file or a
+    folder of them."""
+    source, sep, path = value.partition("=")
+    if not sep or source not in PATCHED_SOURCES:
+        raise ValueError(f"expected SOURCE=PATH with SOURCE one of {', '.join(PATCHED_SOURCES)}, e.g."
+                         " pytorch=patches/pytorch/")
+    found = Path(path).expanduser()
+    if not found.exists():
+        raise ValueError(f"{_looked_at(found)}; expected a patch file or a folder of them")
+    if found.is_dir() and not any(p.suffix in (".patch", ".diff") for p in found.iterdir()):
+        raise ValueError("the folder holds no .patch or .diff file")
+
+
 def credential_file(value: str) -> None:
     if value and not Path(value).expanduser().is_file():
         raise ValueError("no such file; expected a git credential file (git-credential-store format)")

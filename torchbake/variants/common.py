@@ -113,6 +113,10 @@ class PlanCommon:
         """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
         return ""
 
+    def record_facts(self) -> dict[str, object]:
+        """What the build's record keeps of this plan beyond the common facts."""
+        return {}
+
     def dry_run_notes(self) -> list[str]:
         """What a dry run says beyond the plan's rows that only the host can tell (read, never written)."""
         return []

@@ -4,6 +4,7 @@ from source FROM a base image, with ccache; optionally a slim runtime image besi
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,9 +15,9 @@ from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import project_name
-from torchbake.core.errors import ConfigurationError, RegistryError
+from torchbake.core.errors import ConfigurationError, EngineError, RegistryError
 from torchbake.core.files import SecretSource
-from torchbake.inputs import context, sources
+from torchbake.inputs import context, patches, sources
 from torchbake.inputs.context import Staging
 from torchbake.variants.common import (
     Missing,
@@ -67,15 +68,18 @@ class DevPlan(PlanCommon):
     runtime_env: dict[str, str]
     arch_lists: Mapping[str, str]  # each family's arch list label → the list (torchbake.families)
     keep_git: bool
+    patches: tuple[str, ...]  # [dev] patches: SOURCE=PATH (torchbake.inputs.patches)
+    source_root: str  # where the base's trees may be on this host (the patches are checked there)
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
     # what the plan says of its closure (`invoke lock` locks release and base images)
     lock_state = ("not locked: torch and the extension from source at their commits, on its base image (`invoke"
                   " lock --base` locks that); requirement-style extensions float")
-    INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ()),
+    INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ("patches.pytorch",)),
                    ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT",
-                                  "sources.extension_repo", "sources.keep_git")),
-                   ("extensions", ("dev.extensions", "python.*", "wheels.*")), ("vision and audio", ("sources.vision",)),
+                                  "sources.extension_repo", "sources.keep_git", "patches.extension")),
+                   ("extensions", ("dev.extensions", "python.*", "wheels.*")),
+                   ("vision and audio", ("sources.vision", "patches.vision", "patches.audio")),
                    ("slim runtime stage", ("runtime_env", "build_args.RUNTIME_BASE", "build_args.RUNTIME_PATHS",
                                            "dev.runtime_base", "dev.runtime_paths")))
 
@@ -116,7 +120,35 @@ class DevPlan(PlanCommon):
         }
 
     def hash_inputs(self) -> dict[str, object]:
-        return {"runtime_env": self.runtime_env, **toolkit_material(self.toolkit_scripts)}
+        given = {f"patches.{source}": found for source, found in patches.by_source(patches.read(self.patches)).items()}
+        return {"runtime_env": self.runtime_env, **toolkit_material(self.toolkit_scripts), **given}
+
+    def check_before_build(self, client) -> None:
+        """Each vendor patch applies to its tree where this host has the tree at the commit the base
+        image records (the extension's is cloned in the build: its patches are checked there)."""
+        if not self.patches:
+            return
+        labels = ((client.inspect_image(self.base_image) or {}).get("Config") or {}).get("Labels") or {}
+        trees = {}
+        for name in ("pytorch", "vision", "audio"):
+            commit, repo = labels.get(f"torchbake.source.{name}.commit", ""), labels.get(f"torchbake.source.{name}.repo", "")
+            spec = sources.SourceSpec(name, repo, labels.get(f"torchbake.source.{name}.tag", ""))
+            if not (commit and repo and spec.tag):
+                continue
+            tree = (sources.find_in_root(self.source_root, spec)
+                    or sources.cached_tree(self.path_options.cache_dir / "sources", spec))
+            if tree is not None and tree.commit == commit:
+                trees[name] = (tree.path, commit)
+        patches.check(patches.read(self.patches), trees)
+
+    def check_dry_run(self, client) -> None:
+        try:
+            self.check_before_build(client)
+        except EngineError:  # no engine: the plan alone
+            return
+
+    def record_facts(self) -> dict[str, object]:
+        return {"patches": patches.by_source(patches.read(self.patches))} if self.patches else {}
 
     def vision_tree(self) -> sources.SourceTree | None:
         """The vision clone of sources.vision_root (None: the base image's /home/vision)."""
@@ -190,6 +222,7 @@ class DevPlan(PlanCommon):
         stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
                         wanted=bool(requirements) and self.python_options.installer == "uv")
         (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in self.extensions))
+        patches.stage(patches.read(self.patches), stage.path / "patches")
         (stage.path / "sources").mkdir(exist_ok=True)
         recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
@@ -206,6 +239,9 @@ class DevPlan(PlanCommon):
                            if k.startswith("torchbake.source.") or k == "torchbake.python-provider"})
         if prepared and "vision" in prepared.sources:
             labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
+        if self.patches:
+            labels["torchbake.patches"] = json.dumps(patches.by_source(patches.read(self.patches)), sort_keys=True,
+                                                     separators=(",", ":"))
         return {**labels, **accelerator_labels(self)}
 
     def base_image_text(self) -> str:
@@ -225,6 +261,7 @@ class DevPlan(PlanCommon):
         if self.no_cache:
             rows.append(("ccache", "emptied by --no-cache: BuildKit drops the cache mount of a step it runs without"
                                    " cache (a [dev] ccache_remote store keeps its objects)"))
+        rows += [("patch", f"{p.source}: {p.path} (sha256 {p.sha256[:12]})") for p in patches.read(self.patches)]
         rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
         rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
                      else "the base image's /home/vision"))
@@ -239,7 +276,10 @@ class DevPlan(PlanCommon):
                 ("uv/", f"{self.python_options.uv}, installs the requirement-style extensions"
                         if self.python_options.installer == "uv" and any(not e.startswith("git+") for e in self.extensions)
                         else "(empty: no requirement-style extension, or [python] installer = \"pip\")"),
-                ("sources/", "vision" if self.vision else "(empty)"), toolkit_context(self)]
+                ("sources/", "vision" if self.vision else "(empty)"),
+                ("patches/", ", ".join(sorted({p.source for p in patches.read(self.patches)}))
+                 + ": applied before each compiles" if self.patches else "(empty: no [dev] patches)"),
+                toolkit_context(self)]
 
 
 def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool = False,
@@ -286,6 +326,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         runtime_env=build_env_of(settings),
         arch_lists=families.arch_labels(settings.accelerator),
         keep_git=src.keep_git,
+        patches=tuple(settings.dev.patches),
+        source_root=src.root,
     ))
 
 
