@@ -107,3 +107,19 @@ esac
     calls = (tmp_path / "uv.calls").read_text().splitlines()
     assert len(calls) == 5 and "--resolution lowest-direct" in calls[3] and "--exclude-newer" not in calls[3]
     assert "--exclude-newer 2023-03-16" in calls[4] and "--exclude-newer-package numpy=" in calls[4]
+
+
+def test_a_bases_lock_is_held_to_the_day_of_its_tag(tmp_path):
+    """`invoke lock --base`: the day its PyTorch tree's tag was made, the tools left current."""
+    from torchbake.planning import config
+    from torchbake.variants import base
+
+    root = tmp_path / "sources"
+    for name, tag in (("pytorch", "v2.0.0"), ("vision", "v0.15.2"), ("audio", "v2.0.1")):
+        tagged_repo(root / name, tag, MARCH_2023)
+    settings = config.resolve([], {"TORCHBAKE_SOURCES_ROOT": str(root), "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c")},
+                              variant="base").settings()
+    assert base.plan(settings).lock_day() == ("2023-03-15", ["expecttest", "hypothesis", "pytest", "pylint", "black"])
+    latest = config.resolve([], {"TORCHBAKE_SOURCES_ROOT": str(root), "TORCHBAKE_BASE_REQUIREMENTS_DATE": "latest"},
+                            variant="base").settings()
+    assert base.plan(latest).lock_day() == ("", [])

@@ -192,3 +192,9 @@ def test_uv_is_given_the_indexes_in_its_environment_never_on_its_command_line(tm
                upgrade=False, log_file=None)
     assert not [a for a in seen["argv"] if "s3cret" in a or "pkgs.example" in a], seen["argv"]
     assert seen["env"]["UV_INDEX_URL"] == "https://builder:s3cret@pkgs.example/simple"
+    assert "--exclude-newer" not in seen["argv"]
+    # a base's lock: its build requirements as of their day, its developers' tools current
+    locks.make(Path("uv"), ["cmake", "pytest"], "3.11", "linux/amd64", options, target=tmp_path / "pylock.x.toml",
+               upgrade=False, log_file=None, day="2023-03-15", current=["pytest"])
+    dated = seen["argv"][seen["argv"].index("--exclude-newer"):][:4]
+    assert dated[:3] == ["--exclude-newer", "2023-03-16", "--exclude-newer-package"] and dated[3].startswith("pytest=")

@@ -19,7 +19,7 @@ import hashlib
 import json
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -113,6 +113,15 @@ def _pins(text: str, only: Sequence[str] = ()) -> dict[str, str]:
             and (not names or canonicalize_name(m[1]) in names)}
 
 
+def exclude_newer(day: str, current: Iterable[str] = ()) -> list[str]:
+    """uv's arguments that hold a resolution to ``day`` ("": none), but the projects ``current`` names."""
+    if not day:
+        return []
+    tomorrow = (date.today() + timedelta(days=1)).isoformat()
+    return ["--exclude-newer", (date.fromisoformat(day) + timedelta(days=1)).isoformat(),  # the whole day counts
+            *(word for name in current for word in ("--exclude-newer-package", f"{name}={tomorrow}"))]
+
+
 def _compile(requirements: Sequence[str], day: str, python_version: str, platform: str, uv: Path,
              index: Mapping[str, str], newer: Mapping[str, str], log_file: Path | None, uv_cache: Path, *,
              lowest: bool = False) -> str | None:
@@ -123,11 +132,7 @@ def _compile(requirements: Sequence[str], day: str, python_version: str, platfor
         listed.write_text("".join(f"{r}\n" for r in requirements))
         argv: list[str | Path] = [uv, "pip", "compile", "--no-header", "--quiet", "--only-binary", ":all:",
                                   "--python-version", python_version, "--python-platform", platform, listed]
-        if day:  # the whole day counts: uv takes a date as its first moment
-            argv += ["--exclude-newer", (date.fromisoformat(day) + timedelta(days=1)).isoformat()]
-            tomorrow = (date.today() + timedelta(days=1)).isoformat()
-            for name in newer:  # the oldest release that has a wheel for this Python, newer than the day
-                argv += ["--exclude-newer-package", f"{name}={tomorrow}"]
+        argv += exclude_newer(day, newer)  # the oldest release that has a wheel for this Python: newer than the day
         if lowest:
             argv += ["--resolution", "lowest-direct"]
         result = command.run(argv, capture=True, check=False, echo=False,

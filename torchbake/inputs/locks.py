@@ -36,7 +36,7 @@ from torchbake.configuration import platforms
 from torchbake.configuration.settings import PythonOptions, WheelOptions
 from torchbake.core.errors import CommandError, ConfigurationError
 from torchbake.core.redaction import redact
-from torchbake.inputs import pip_configuration, wheelhouse
+from torchbake.inputs import build_tools, pip_configuration, wheelhouse
 from torchbake.inputs.downloads import file_sha256
 
 REMAKE = ("Make it again with the build's flags and --config files: `invoke lock` (`invoke lock --base` for a base"
@@ -197,11 +197,13 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
          target: Path, upgrade: bool | Sequence[str], keep: bool = True, base: Mapping[str, str] | None = None,
-         debs: Mapping[str, str] | None = None, log_file: Path | None) -> str:
+         debs: Mapping[str, str] | None = None, log_file: Path | None, day: str = "",
+         current: Sequence[str] = ()) -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
     those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
-    with what it was made for in its ``[tool.torchbake]`` table. ``target`` is not written (a local
+    no newer than ``day`` (YYYY-MM-DD; "": as of now) but the projects ``current`` names (the
+    developers' tools), with what it was made for in its ``[tool.torchbake]`` table. ``target`` is not written (a local
     wheel's path in it is relative to its folder)."""
     import tomli_w
 
@@ -220,7 +222,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
         argv: list[str | os.PathLike[str]] = [
             uv, "pip", "compile", "--format", "pylock.toml", "--no-header", "--quiet", "--only-binary", ":all:",
             "--python-version", python_version, "--python-platform", uv_platform(options.platforms),
-            "--output-file", out, listed]
+            "--output-file", out, listed, *build_tools.exclude_newer(day, current)]
         if upgrade is True:
             argv.append("--upgrade")
         else:

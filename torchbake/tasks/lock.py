@@ -136,6 +136,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
         if unknown:
             raise ConfigurationError(f"--upgrade-package {', '.join(unknown)}: not in {target} (it holds"
                                      f" {', '.join(sorted(old.versions()))}).")
+    day, current = plan.lock_day()  # a base's build requirements: as of their day (its PyTorch tree tells it)
     uv = locks.host_uv(plan.python_options, plan.wheel_options, plan.python_version,
                        Path(plan.path_options.cache_dir).expanduser(), None)
     channel.say(("Locking", "bold"), f" {plan.image} for Python {plan.python_version} on {plan.lock_platform}")
@@ -144,7 +145,8 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     kept = old is not None and "debs" in old.made_for and upgrade is not True and old.made_for.get("base") == base
     debs = old.debs() if kept else _debs_above(plan, client) if base else None
     text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
-                      target=target, upgrade=upgrade, keep=old is not None, base=base, debs=debs, log_file=None)
+                      target=target, upgrade=upgrade, keep=old is not None, base=base, debs=debs, log_file=None,
+                      day=day, current=current)
     checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
     try:
         new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchbake.configuration.settings import Settings
+from torchbake.configuration.validation import project_name
 from torchbake.inputs import build_tools, context, sources
 from torchbake.inputs.context import Staging
 from torchbake.inputs.locks import host_uv, index_environment, kept_uv, uv_platform
@@ -69,6 +70,20 @@ class BasePlan(Lockable, PlanCommon):
 
     def lock_requirements(self) -> list[str]:
         return [*self.requirements, *self.tools]
+
+    def lock_day(self) -> tuple[str, list[str]]:
+        """`invoke lock --base`: the build requirements as of their day (the PyTorch tree on this host
+        tells it), the developers' tools current."""
+        if self.requirements_date == "latest":
+            return "", []
+        current = [project_name(tool) for tool in self.tools]
+        if self.requirements_date != "tag":
+            return self.requirements_date, current
+        spec = next(s for s in self.sources if s.name == "pytorch")
+        cache = self.path_options.cache_dir / "sources"
+        found, missing = sources.locate([spec], self.source_root, cache)  # the tree the build would take
+        trees = found or sources.resolve([spec], self.source_root, cache, missing, None)  # cloned as the build would
+        return self.requirements_day(trees)[0], current
 
     def requirements_day(self, trees) -> tuple[str, str]:
         """(the day [base] requirements are resolved as of, what it is: "pytorch v2.0.0's commit"); ("", …) latest."""

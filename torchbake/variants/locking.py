@@ -114,6 +114,10 @@ class Lockable:
         must not change the image) and digest."""
         return {LOCK_LABEL: f"{Path(self.lock.path).name} sha256:{self.lock.sha256}" if self.lock else ""}
 
+    def lock_day(self) -> tuple[str, list[str]]:
+        """(the day a lock's resolution is held to, "" for none; the projects it does not hold)."""
+        return "", []
+
     def staged_wheels(self, stage, cache, resolve) -> dict[str, str]:
         """Into wheelhouse/: the lock's wheels, each checked against its digest (no resolver), or,
         without a lock, what ``resolve()`` resolves. Returns project → version."""
