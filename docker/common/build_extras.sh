@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build the extensions that must compile against the installed torch (apex, flash-attn, ...)
-# with --no-build-isolation, one per line of LIST: "git+URL@REF" or a requirement.
+# with --no-build-isolation, one per line of LIST: "git+URL@REF" (cloned here), "sdist:FILE" (a
+# source distribution the host fetched and checked, in /tmp/torchbake/extensions/), or a wheel.
+# A cloned or unpacked tree is built by build_source.sh: its compiles counted and cached.
 set -euo pipefail
 # shellcheck source=docker/common/ccache_remote.sh
 . "$(dirname "$0")/ccache_remote.sh"
@@ -28,6 +30,17 @@ while read -r spec; do
         GIT_TERMINAL_PROMPT=0 git "${git_args[@]}" clone --depth 1 --branch "$ref" --recurse-submodules \
             --shallow-submodules "$url" "$dest"
         bash /opt/torchbake/common/build_source.sh "extra-$index" "$dest"
+    elif [[ "$spec" == sdist:* ]]; then
+        file=${spec#sdist:}
+        dest=/home/extensions/${file%.tar.gz}
+        dest=${dest%.zip}
+        mkdir -p "$dest"
+        python -c 'import shutil, sys; shutil.unpack_archive(sys.argv[1], sys.argv[2])' "/tmp/torchbake/extensions/$file" "$dest.unpacked"
+        # an sdist holds one top folder, NAME-VERSION/: that is the tree
+        top=("$dest.unpacked"/*)
+        rm -rf "$dest" && mv "${top[0]}" "$dest" && rm -rf "$dest.unpacked"
+        name=$(basename "$dest")
+        bash /opt/torchbake/common/build_source.sh "${name%-*}" "$dest"
     elif [ "${TORCHBAKE_INSTALLER:-pip}" = uv ] && [ -d /tmp/torchbake/uv ]; then
         echo "torchbake: installing $spec with uv (--no-build-isolation)"
         uv=$(bash /opt/torchbake/common/uv_binary.sh /tmp/torchbake/uv)

@@ -450,6 +450,17 @@ class DownloadCache:
             output.channel().say(f"{url}{what}: {why}fetched again, same content.")
         return Artifact(location=url, path=target, sha256=digest)
 
+    def read_page(self, url: str, limit: int = 64 * 2**20) -> tuple[str, str]:
+        """(the text of a small page ``url`` serves now, the URL it came from after redirects): an
+        index's project page, under the [downloads] timeout and CA bundle, its credentials sent as
+        a header; never cached (a new release must be seen). A failure is a DownloadError naming it."""
+        plain, authorization = redaction.split_credentials(url)
+        try:
+            with self._open(plain, {"Accept": "text/html"}, authorization) as response:
+                return response.read(limit).decode("utf-8", errors="replace"), response.geturl()
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise DownloadError(f"{redaction.redact(url)} could not be read ({getattr(exc, 'reason', exc)}).") from None
+
     def _open(self, url: str, headers: Mapping[str, str], authorization: str = "", context=None):
         """A GET of ``url`` under the [downloads] timeout and CA bundle; ``authorization`` is not sent
         on to another host a redirect names (an object store's signed URL)."""

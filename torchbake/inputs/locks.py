@@ -177,6 +177,24 @@ def uv_platform(wheel_platforms: Sequence[str]) -> str:
                              " platform tags only.")
 
 
+def configured_indexes(options: WheelOptions) -> tuple[list[str], list[str]]:
+    """(the indexes, the find-links locations) a build asks, as pip would: [wheels] index_url over
+    pip's index-url (else pip's own default), then the extra indexes; the find-links of both."""
+    pip = _pip_configuration()
+    index = options.index_url or next(iter(pip.get("index-url", [])), "") or _pip_default_index()
+    extra = [*options.extra_index_urls, *pip.get("extra-index-url", [])]
+    return list(dict.fromkeys([index, *extra])), list(dict.fromkeys([*options.find_links, *pip.get("find-links", [])]))
+
+
+def _pip_default_index() -> str:
+    """pip's own index where nothing configures one (pip says which: torchbake names no registry)."""
+    import sys
+
+    result = command.run([sys.executable, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+                         capture=True, check=False, echo=False)
+    return result.output.strip() if result.returncode == 0 else ""
+
+
 def kept_uv(cache_root: Path) -> Path | None:
     """The uv a build last kept in the cache (what a dry run asks, fetching nothing), or None."""
     kept = [p for p in (cache_root / "tools").glob("uv-*") if p.is_file()]

@@ -14,11 +14,12 @@ from torchbake.adapters import registry
 from torchbake.adapters.engine import content_id, manifest_digest
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.settings import Settings
-from torchbake.configuration.validation import project_name
+from torchbake.configuration.validation import is_location, project_name
 from torchbake.core.errors import ConfigurationError, EngineError, RegistryError
 from torchbake.core.files import SecretSource
-from torchbake.inputs import context, patches, sources
+from torchbake.inputs import context, locks, patches, sdists, sources
 from torchbake.inputs.context import Staging
+from torchbake.inputs.downloads import link_or_copy
 from torchbake.variants.common import (
     Missing,
     PlanCommon,
@@ -215,18 +216,33 @@ class DevPlan(PlanCommon):
         vision = self.vision_tree()
         stage = Staging(folder, temporary)
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
-        requirements = [e for e in self.extensions if not e.startswith("git+")]
+        # a wheel given by path or URL is installed; a requirement is built from its sdist, as a source tree
+        requirements = [e for e in self.extensions if not e.startswith("git+") and is_location(e)]
+        from_source = {e: self.sdist(e, cache) for e in self.extensions if not e.startswith("git+") and not is_location(e)}
         versions = stage.wheels(requirements, python_version, self.wheel_options, cache.root, log_file)
         stage.requirements_file([project_name(r) for r in requirements], versions)
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
                         wanted=bool(requirements) and self.python_options.installer == "uv")
-        (stage.path / "extensions.txt").write_text("".join(f"{e}\n" for e in self.extensions))
+        (stage.path / "extensions").mkdir(exist_ok=True)  # mounted by the extensions' step either way
+        for artifact in from_source.values():
+            link_or_copy(artifact.path, stage.path / "extensions" / artifact.path.name)
+            stage.record(artifact.path.name, artifact.path)
+        (stage.path / "extensions.txt").write_text("".join(
+            f"sdist:{from_source[e].path.name}\n" if e in from_source else f"{e}\n" for e in self.extensions))
         patches.stage(patches.read(self.patches), stage.path / "patches")
         (stage.path / "sources").mkdir(exist_ok=True)
         recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
                             runtime_env=self.runtime_env, sources=recorded, image_steps=self.image_steps)
+
+    def sdist(self, requirement: str, cache):
+        """The source distribution of a requirement-style extension, fetched into the download cache
+        and checked against the index's sha256 (torchbake.inputs.sdists)."""
+        indexes, find_links = locks.configured_indexes(self.wheel_options)
+        found = sdists.find(requirement, indexes, find_links, cache.read_page)
+        location = found.url if "://" not in found.url else locks.index_credentials(found.url, self.wheel_options)
+        return cache.fetch(location, key=f"dev.extensions: {found.name} {found.version}")
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {}
@@ -271,11 +287,13 @@ class DevPlan(PlanCommon):
         return rows
 
     def context_lines(self) -> list[tuple[str, str]]:
-        return [("wheelhouse/", "wheels of the requirement-style extensions"),
+        wheels = [e for e in self.extensions if not e.startswith("git+") and is_location(e)]
+        return [("wheelhouse/", "wheels of the extensions given as wheel files"),
+                ("extensions/", "the source distributions of the requirement-style extensions, built from source"),
                 ("extensions.txt", ", ".join(self.extensions) if self.extensions else "(none)"),
-                ("uv/", f"{self.python_options.uv}, installs the requirement-style extensions"
-                        if self.python_options.installer == "uv" and any(not e.startswith("git+") for e in self.extensions)
-                        else "(empty: no requirement-style extension, or [python] installer = \"pip\")"),
+                ("uv/", f"{self.python_options.uv}, installs the extensions given as wheel files"
+                        if self.python_options.installer == "uv" and wheels
+                        else "(empty: no extension given as a wheel file, or [python] installer = \"pip\")"),
                 ("sources/", "vision" if self.vision else "(empty)"),
                 ("patches/", ", ".join(sorted({p.source for p in patches.read(self.patches)}))
                  + ": applied before each compiles" if self.patches else "(empty: no [dev] patches)"),
