@@ -123,3 +123,40 @@ def test_a_bases_lock_is_held_to_the_day_of_its_tag(tmp_path):
     latest = config.resolve([], {"TORCHBAKE_SOURCES_ROOT": str(root), "TORCHBAKE_BASE_REQUIREMENTS_DATE": "latest"},
                             variant="base").settings()
     assert base.plan(latest).lock_day() == ("", [])
+
+
+def test_a_pytorch_like_tree_configures_with_the_cmake_of_its_day_and_stops_clearly_under_todays(tmp_path, index):
+    """A tree whose bundled third-party project declares cmake_minimum_required(VERSION 3.1), as
+    PyTorch 2.0's protobuf does: the CMake resolved as of v2.0.0's day configures it and ninja
+    builds it, its objects counted as a dev build counts them; today's CMake 4 stops at configure,
+    and what the build says is CMake's own error, not the log's tail."""
+    from tests.source_trees import cmake_of, write_cmake_tree
+    from torchbake.building.compile_progress import CompileWatch
+
+    tree = write_cmake_tree(tmp_path / "pytorch", units=6)
+    resolved = {when: build_tools.resolve(["cmake"], day, "3.11", "x86_64-manylinux_2_28", UV, index, tmp_path,
+                                          log_file=None).pins[0].split("==")[1]
+                for when, day in (("its day", "2023-03-15"), ("today", ""))}
+    assert resolved["its day"] == "3.26.0" and int(resolved["today"].split(".")[0]) >= 4
+
+    def build(version: str) -> tuple[int, CompileWatch]:
+        """configure and build as PyTorch's setup.py does (cmake -G Ninja, then the build), its
+        output fed to a CompileWatch as BuildKit streams a step's lines."""
+        watch, folder = CompileWatch(every=0.0), tmp_path / f"build-{version}"
+        watch("#5 0.1 torchbake: building pytorch from /home/pytorch (commit x, MAX_JOBS=2)\n")
+        code = 0
+        for argv in ([str(cmake_of(version)), "-G", "Ninja", "-S", str(tree), "-B", str(folder)],
+                     [str(cmake_of(version)), "--build", str(folder)]):
+            done = subprocess.run(argv, capture_output=True, text=True)
+            for line in (done.stdout + done.stderr).splitlines():
+                watch(f"#5 1.0 {line}\n")
+            if (code := done.returncode) != 0:
+                break
+        return code, watch
+
+    code, watch = build(resolved["its day"])
+    assert code == 0 and watch.figures()["pytorch"]["objects"] == watch.figures()["pytorch"]["total"] == 9
+    code, watch = build(resolved["today"])
+    assert code != 0 and "pytorch" not in watch.figures()
+    assert "pytorch: CMake Error at third_party/protobuf/cmake/CMakeLists.txt:1 (cmake_minimum_required):" in watch.errors()
+    assert "Compatibility with CMake < 3.5 has been removed from CMake." in watch.errors(), watch.errors()

@@ -94,7 +94,7 @@ class CompileWatch:
         self.every, self.clock = every, clock
         self.steps: dict[str, StepProgress] = {}  # BuildKit step number → its compile step
         self.error_lines: list[str] = []
-        self._said_at, self._changed = clock(), False
+        self._said_at, self._changed, self._cmake_message = clock(), False, False
 
     def __call__(self, line: str) -> str | None:
         found = _LINE.match(line.rstrip("\n"))
@@ -113,7 +113,9 @@ class CompileWatch:
         elif not progress.total and _COMPILE.match(text):
             progress.count(progress.done + 1, 0, now)
             self._changed = True
-        if _ERROR.search(text) and len(self.error_lines) < MOST_ERROR_LINES:
+        said = _ERROR.search(text) or (self._cmake_message and text.startswith("  ") and text.strip())
+        self._cmake_message = bool(text.startswith("CMake Error") or (self._cmake_message and text.startswith("  ")))
+        if said and len(self.error_lines) < MOST_ERROR_LINES:  # CMake's message: the indented lines after it too
             self.error_lines.append(f"{progress.role}: {text}")
         if self._changed and now - self._said_at >= self.every:
             self._said_at, self._changed = now, False
