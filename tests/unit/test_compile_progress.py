@@ -78,3 +78,31 @@ def test_a_failed_compile_is_told_by_its_own_error_lines(tmp_path):
 @pytest.mark.parametrize(("seconds", "text"), [(40, "40 s"), (720, "12 min"), (5100, "1 h 25 min")])
 def test_durations_read_as_people_say_them(seconds, text):
     assert duration(seconds) == text
+
+
+def test_the_preflight_refuses_more_compile_jobs_than_the_engines_memory_holds_and_counts_the_compiles_disk():
+    """[dev] max_jobs beyond the engine's memory (3 GiB a job) is refused before any work, naming
+    what fits; the disk check counts the compile's objects in the engine's storage."""
+    from types import SimpleNamespace
+
+    from torchbake.core.errors import ConfigurationError
+    from torchbake.planning import config
+    from torchbake.variants import dev
+
+    base = {"Id": "sha256:" + "a" * 64, "Size": 2 * 1024**3, "RootFS": {"Layers": []},
+            "Config": {"Labels": {"torchbake.variant": "base", "torchbake.python": "3.11"}}}
+    client = SimpleNamespace(inspect_image=lambda reference: base,
+                             engine_info=lambda: {"NCPU": 2, "MemTotal": 8 * 1024**3})
+
+    def preflight(jobs: int):
+        settings = config.resolve([], {"TORCHBAKE_IMAGE_BASE": "team/base:1", "TORCHBAKE_DEV_MAX_JOBS": str(jobs)},
+                                  variant="dev").settings()
+        return dev.plan(settings).preflight(client, writes=False)
+
+    with pytest.raises(ConfigurationError, match=r"\[dev\] max_jobs = 4 needs about 12.88 GB of memory \(3.22 GB a"
+                                                 r" compile job\), and the engine has 8.59 GB.* Set \[dev\] max_jobs to 2"
+                                                 r" or less"):
+        preflight(4)
+    assert preflight(2).max_jobs == 2 and preflight(0).max_jobs == 2  # 0: from the engine's memory
+    settings = config.resolve([], {"TORCHBAKE_IMAGE_BASE": "team/base:1"}, variant="dev").settings()
+    assert dev.plan(settings).disk_needs(client) == [("compile", 6 * 1024**3, "its objects, about 3x the base image's 2.15 GB")]

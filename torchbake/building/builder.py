@@ -560,9 +560,11 @@ def _check_space(plan: Plan, client: DockerClient, cache: DownloadCache) -> None
     docker_root = str(client.engine_info().get("DockerRootDir", "")) if engine_is_local() else ""
     if docker_root and not Path(docker_root).exists():
         docker_root = ""
-    diskspace.check(diskspace.build_needs(locations=locations, cache=cache, cache_dir=plan.path_options.cache_dir,
-                                          docker_root=docker_root, timeout=plan.download_options.timeout),
-                    plan.build_options.min_free_space)
+    needs = diskspace.build_needs(locations=locations, cache=cache, cache_dir=plan.path_options.cache_dir,
+                                  docker_root=docker_root, timeout=plan.download_options.timeout)
+    if docker_root:  # a dev build's compile writes there too
+        needs += [diskspace.Need(Path(docker_root), role, size, detail) for role, size, detail in plan.disk_needs(client)]
+    diskspace.check(needs, plan.build_options.min_free_space)
 
 
 BUILT_PROBE = (

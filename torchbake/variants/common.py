@@ -113,6 +113,10 @@ class PlanCommon:
         """What a dry run says of the FROM image on this engine beyond the plan's rows ("": nothing)."""
         return ""
 
+    def disk_needs(self, client) -> list[tuple[str, int, str]]:
+        """(what, bytes, how it is counted) the build writes in the engine's storage beyond its inputs' layers."""
+        return []
+
     def record_facts(self) -> dict[str, object]:
         """What the build's record keeps of this plan beyond the common facts."""
         return {}

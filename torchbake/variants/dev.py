@@ -17,6 +17,7 @@ from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
 from torchbake.core.errors import ConfigurationError, EngineError, RegistryError
 from torchbake.core.files import SecretSource
+from torchbake.core.output import human_size
 from torchbake.inputs import context, locks, patches, sdists, sources
 from torchbake.inputs.context import Staging
 from torchbake.inputs.downloads import link_or_copy
@@ -148,6 +149,13 @@ class DevPlan(PlanCommon):
         except EngineError:  # no engine: the plan alone
             return
 
+    def disk_needs(self, client) -> list[tuple[str, int, str]]:
+        """What the compile writes in the engine's storage beyond the image's inputs: its objects and
+        intermediates, about COMPILE_FACTOR times the base image (its sources, its tools)."""
+        size = int((client.inspect_image(self.base_image) or {}).get("Size") or 0)
+        return [("compile", COMPILE_FACTOR * size, f"its objects, about {COMPILE_FACTOR}x the base image's"
+                                                   f" {human_size(size)}")] if size else []
+
     def record_facts(self) -> dict[str, object]:
         return {"patches": patches.by_source(patches.read(self.patches))} if self.patches else {}
 
@@ -201,9 +209,15 @@ class DevPlan(PlanCommon):
             )
         commit = sources.check_reachable(self.extension, self.git_credential_file) if self.extension else ""
         max_jobs = self.max_jobs
+        info = client.engine_info()
         if not max_jobs:
-            info = client.engine_info()
             max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
+        elif max_jobs * JOB_MEMORY > int(info.get("MemTotal") or 0) > 0:  # an OOM kill hours into the compile
+            fits = max(1, int(info["MemTotal"]) // JOB_MEMORY)
+            raise ConfigurationError(
+                f"[dev] max_jobs = {max_jobs} needs about {human_size(max_jobs * JOB_MEMORY)} of memory ({human_size(JOB_MEMORY)}"
+                f" a compile job), and the engine has {human_size(int(info['MemTotal']))}: a compile would be killed"
+                f" for memory hours in. Set [dev] max_jobs to {fits} or less (0: from the engine's memory).")
         vision = self.vision_tree()
         return Preflight(base_id=content_id(base, self.platform), base_digest=manifest_digest(base, self.base_image),
                          base_image_id=base.get("Id", ""), base_labels=labels, python_version=python,
@@ -349,9 +363,13 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     ))
 
 
+JOB_MEMORY = 3 * 1024**3  # what one compile job of PyTorch's takes at its peak, about
+COMPILE_FACTOR = 3  # a compile's objects and intermediates, about, against the base image (sources, tools)
+
+
 def default_max_jobs(cpus: int, memory_bytes: int) -> int:
     """Source builds die of OOM long before they run out of cores: one job per 3 GiB."""
-    by_memory = memory_bytes // (3 * 1024**3)
+    by_memory = memory_bytes // JOB_MEMORY
     return max(1, min(cpus, by_memory))
 
 
