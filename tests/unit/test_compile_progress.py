@@ -61,9 +61,9 @@ def test_compiler_calls_are_counted_where_no_total_is_printed():
     """setuptools' -v echo of each compile (the stand-in extensions, torchvision): counted."""
     watch = CompileWatch(every=0.0, clock=Clock())
     watch("#9 0.1 torchbake: building vision from /opt/torchbake/sources/vision (commit x, MAX_JOBS=2)\n")
-    noted = [watch(f"#9 1.0 x86_64-linux-gnu-gcc -Wall -fPIC -I/usr/include/python3.11 -c csrc/u{i}.c -o build/u{i}.o\n")
-             for i in range(3)]
-    watch("#9 1.0 x86_64-linux-gnu-gcc -shared build/u0.o build/u1.o -o vision.so\n")  # a link: no object
+    noted = [watch(f"#9 1.0   x86_64-linux-gnu-gcc -Wall -fPIC -I/usr/include/python3.11 -c csrc/u{i}.c -o build/u{i}.o\n")
+             for i in range(3)]  # as pip -v shows them: indented
+    watch("#9 1.0   x86_64-linux-gnu-gcc -shared build/u0.o build/u1.o -o vision.so\n")  # a link: no object
     assert watch.figures()["vision"]["objects"] == 3 and noted[-1] == "compiling vision: 3 objects compiled"
 
 

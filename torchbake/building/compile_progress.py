@@ -107,10 +107,10 @@ class CompileWatch:
         progress = self.steps.get(step)
         if progress is None:
             return None
-        if ninja := _NINJA.match(text):
+        if ninja := _NINJA.match(text.lstrip()):
             progress.count(int(ninja["done"]), int(ninja["total"]), now)
             self._changed = True
-        elif not progress.total and _COMPILE.match(text):
+        elif not progress.total and _COMPILE.match(text.lstrip()):  # (pip -v indents what setuptools runs)
             progress.count(progress.done + 1, 0, now)
             self._changed = True
         said = _ERROR.search(text) or (self._cmake_message and text.startswith("  ") and text.strip())
