@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Apply the vendor patches of one source tree ([dev] patches), in order, before it compiles.
-# Usage: apply_patches.sh SOURCE DIR   (the patches: /tmp/torchbake/patches/SOURCE/NN-NAME, bind-mounted)
+# Usage: apply_patches.sh SOURCE DIR   (the patches: /tmp/torchbake/patches/SOURCE/NNNN-NAME, bind-mounted)
 # Each is checked first (git apply --check), then applied; one that does not apply stops the build
 # naming it and what git said (the host checked it already where it had the tree).
 set -euo pipefail
@@ -13,9 +13,9 @@ for patch in "$folder"/*; do
     name=$(basename "$patch")
     # GIT_DIR: the tree is patched as files, whether or not it holds .git (keep_git)
     if ! said=$(cd "$tree" && GIT_DIR=/nonexistent git apply --check --whitespace=nowarn "$patch" 2>&1); then
-        echo "torchbake: patch ${name#??-} does not apply to $source ($tree): $said" >&2
+        echo "torchbake: patch ${name#????-} does not apply to $source ($tree): $said" >&2
         exit 1
     fi
     (cd "$tree" && GIT_DIR=/nonexistent git apply --whitespace=nowarn "$patch")
-    echo "torchbake: applied ${name#??-} to $source"
+    echo "torchbake: applied ${name#????-} to $source"
 done

@@ -35,7 +35,8 @@ while read -r spec; do
         dest=/home/extensions/${file%.tar.gz}
         dest=${dest%.zip}
         mkdir -p "$dest"
-        python -c 'import shutil, sys; shutil.unpack_archive(sys.argv[1], sys.argv[2])' "/tmp/torchbake/extensions/$file" "$dest.unpacked"
+        # unpacked member by member: none may land outside its folder (an absolute path, "..", a link out)
+        python /opt/torchbake/common/unpack_sdist.py "/tmp/torchbake/extensions/$file" "$dest.unpacked"
         # an sdist holds one top folder, NAME-VERSION/: that is the tree
         top=("$dest.unpacked"/*)
         rm -rf "$dest" && mv "${top[0]}" "$dest" && rm -rf "$dest.unpacked"

@@ -99,10 +99,22 @@ def test_the_preflight_refuses_more_compile_jobs_than_the_engines_memory_holds_a
                                   variant="dev").settings()
         return dev.plan(settings).preflight(client, writes=False)
 
-    with pytest.raises(ConfigurationError, match=r"\[dev\] max_jobs = 4 needs about 12.88 GB of memory \(3.22 GB a"
-                                                 r" compile job\), and the engine has 8.59 GB.* Set \[dev\] max_jobs to 2"
+    with pytest.raises(ConfigurationError, match=r"\[dev\] max_jobs = 4 needs about 12 GiB of memory \(3 GiB a"
+                                                 r" compile job\), and the engine has 8.0 GiB.* Set \[dev\] max_jobs to 2"
                                                  r" or less"):
         preflight(4)
     assert preflight(2).max_jobs == 2 and preflight(0).max_jobs == 2  # 0: from the engine's memory
     settings = config.resolve([], {"TORCHBAKE_IMAGE_BASE": "team/base:1"}, variant="dev").settings()
     assert dev.plan(settings).disk_needs(client) == [("compile", 6 * 1024**3, "its objects, about 3x the base image's 2.15 GB")]
+
+
+def test_hostile_or_odd_counts_are_no_count_and_several_ninja_runs_add_up():
+    """[0/0], [10/5] and a count of thousands of digits say nothing (never a traceback); a step
+    that runs ninja several times (torchvision's extensions) counts every run."""
+    watch = CompileWatch(every=0.0, clock=Clock())
+    watch("#3 0.1 torchbake: building vision from /home/vision (commit x, MAX_JOBS=2)\n")
+    assert [watch(f"#3 0.2 {odd} Building\n") for odd in ("[0/0]", "[10/5]", f"[{'9' * 5000}/1]")] == [None] * 3
+    for run in (3, 2):
+        for done in range(1, run + 1):
+            watch(f"#3 0.3 [{done}/{run}] Building CXX object x{done}.o\n")
+    assert watch.figures()["vision"]["objects"] == 5 and watch.figures()["vision"]["total"] == 5

@@ -347,3 +347,13 @@ def test_every_error_message_note_and_table_cell_prints_control_characters_as_es
     assert f"note {SHOWN}\n" in written.getvalue() and f"of {SHOWN}" in written.getvalue()
     assert f"│ {SHOWN} │" in written.getvalue(), written.getvalue()
     assert not any(c in written.getvalue() for c in "\x1b\x07\x9b\r\x7f\u202e"), written.getvalue()
+
+
+@pytest.mark.parametrize("password", ["p@ssw0rd-9", 'p"ssw0rd-9', "p'ss@w0rd-9"])
+def test_a_password_holding_at_or_a_quote_is_masked_whole(clean_env, password):
+    """pip and urllib take https://user:p@ss@host as the password p@ss: masked to the last "@"."""
+    shown = run_invoke("show-config", "--format", "toml",
+                       env={"TORCHBAKE_WHEELS_INDEX_URL": f"https://alice:{password}@idx.example/simple"})
+    assert shown.returncode == 0, shown.stderr
+    assert "ssw0rd-9" not in shown.stdout + shown.stderr and "w0rd-9" not in shown.stdout
+    assert "https://alice:***@idx.example/simple" in shown.stdout

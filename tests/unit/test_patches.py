@@ -50,7 +50,7 @@ def test_the_script_applies_each_sources_patches_in_order_before_it_compiles(tmp
     found = patches.read([f"pytorch={patch_folder(tmp_path / 'vendor', FIRST, SECOND)}"])
     patches.stage(found, staged)
     assert sorted(p.name for p in staged.iterdir()) == ["audio", "extension", "pytorch", "vision"]
-    assert sorted(p.name for p in (staged / "pytorch").iterdir()) == ["01-0000-vendor.patch", "02-0001-vendor.patch"]
+    assert sorted(p.name for p in (staged / "pytorch").iterdir()) == ["0001-0000-vendor.patch", "0002-0001-vendor.patch"]
     src = tree(tmp_path / "pytorch")
     script = ROOT / "docker/common/apply_patches.sh"
     run = subprocess.run(["bash", "-c", f"bash {script} pytorch {src} && bash {script} vision {src}"],
@@ -100,3 +100,30 @@ def test_a_bad_patch_entry_is_refused_before_any_work(tmp_path, entry, says):
     empty.mkdir()
     refused = run_invoke("build", "--patch", f"pytorch={empty}", "--dry-run", "--docker", "/usr/bin/docker")
     assert refused.returncode == 2 and "the folder holds no .patch or .diff file" in refused.stderr
+
+
+def test_the_host_check_reads_patch_headers_as_git_apply_does(tmp_path):
+    """A `diff -ru pytorch.orig/ pytorch/` patch (-p1 strips any first folder), a name with a space,
+    and a rename: the host applies what the build would."""
+    src = tree(tmp_path / "pytorch")
+    (src / "sp ace.txt").write_text("a\n")
+    (src / "old.txt").write_text("a\n")
+    vendor = tmp_path / "vendor"
+    vendor.mkdir()
+    (vendor / "1.patch").write_text("--- pytorch.orig/old.txt\n+++ pytorch/old.txt\n@@ -1 +1 @@\n-a\n+b\n")
+    (vendor / "2.patch").write_text("--- a/sp ace.txt\t2020-01-01\n+++ b/sp ace.txt\t2020-01-01\n@@ -1 +1 @@\n-a\n+b\n")
+    (vendor / "3.patch").write_text("diff --git a/csrc/answer.c b/csrc/renamed.c\nsimilarity index 100%\n"
+                                    "rename from csrc/answer.c\nrename to csrc/renamed.c\n")
+    patches.check(patches.read([f"pytorch={vendor}"]), {"pytorch": (src, "c" * 40)})  # no refusal
+    assert (src / "old.txt").read_text() == "a\n"
+
+
+def test_patches_that_cannot_be_read_or_applied_are_refused_before_any_work(tmp_path):
+    fifo = tmp_path / "fifo.patch"
+    os.mkfifo(fifo)
+    read_forever = run_invoke("build", "--patch", f"pytorch={fifo}", "--dry-run", "--docker", "/usr/bin/docker")
+    assert read_forever.returncode == 2 and f"{fifo} is not a regular file" in read_forever.stderr, read_forever.stderr
+    one = tmp_path / "one.patch"
+    one.write_text(FIRST)
+    never = run_invoke("build", "--patch", f"extension={one}", "--dry-run", "--docker", "/usr/bin/docker")
+    assert never.returncode == 2 and "the cpu profile builds no vendor extension" in never.stderr, never.stderr

@@ -76,3 +76,39 @@ def test_a_real_pytorch_extension_is_found_as_its_sdist_on_the_configured_index(
     found = sdists.find("torch-scatter==2.1.2", indexes, links, cache.read_page)
     assert found.file_name == "torch_scatter-2.1.2.tar.gz" and "#sha256=" in found.url
     assert Path(found.url.split("#")[0]).name == "torch_scatter-2.1.2.tar.gz"
+
+
+def test_an_sdist_is_unpacked_in_its_folder_or_not_at_all(tmp_path):
+    """docker/common/unpack_sdist.py, as build_extras.sh runs it in the build: a member that would
+    land outside the folder (.., an absolute path, a link out) refuses the whole archive."""
+    import io
+    import subprocess
+    import sys
+    import tarfile
+
+    from tests.conftest import ROOT
+
+    def archive(name: str, members: dict[str, bytes], link: tuple[str, str] | None = None) -> Path:
+        path = tmp_path / name
+        with tarfile.open(path, "w:gz") as made:
+            for member, data in members.items():
+                info = tarfile.TarInfo(member)
+                info.size = len(data)
+                made.addfile(info, io.BytesIO(data))
+            if link:
+                info = tarfile.TarInfo(link[0])
+                info.type, info.linkname = tarfile.SYMTYPE, link[1]
+                made.addfile(info)
+        return path
+
+    script = ROOT / "docker/common/unpack_sdist.py"
+    good = archive("ext-1.0.tar.gz", {"ext-1.0/setup.py": b"x", "ext-1.0/csrc/a.c": b"y"}, ("ext-1.0/b.c", "csrc/a.c"))
+    assert subprocess.run([sys.executable, script, good, tmp_path / "good"]).returncode == 0
+    assert (tmp_path / "good" / "ext-1.0" / "csrc" / "a.c").read_bytes() == b"y"
+    for name, members, link in (("up.tar.gz", {"../../escaped.txt": b"x"}, None),
+                                ("abs.tar.gz", {str(tmp_path / "absolute.txt"): b"x"}, None),
+                                ("link.tar.gz", {"ext-1.0/setup.py": b"x"}, ("ext-1.0/out", "../../../etc/passwd"))):
+        refused = subprocess.run([sys.executable, script, archive(name, members, link), tmp_path / name.split(".")[0]],
+                                 capture_output=True, text=True)
+        assert refused.returncode == 1 and "it is not unpacked" in refused.stderr, (name, refused.stderr)
+    assert not (tmp_path.parent / "escaped.txt").exists() and not (tmp_path / "absolute.txt").exists()

@@ -171,6 +171,7 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
 @pytest.mark.parametrize(("args", "message"), [
     (["build", "--tourch-whl-url", "x"], "No idea what '--tourch-whl-url' is! Did you mean --torch-whl-url?"),
     (["biuld"], "No idea what 'biuld' is! Did you mean build?"),
+    (["build", "--torch_whl_url"], "--torch_whl_url needs a value."),  # a legacy spelling, last on the line
     (["build", "-s", "ubuntu:22.04"], "No idea what '-s' is! An older build.sh's -s/--sys chose the Dockerfile folder"),
     (["build", "--no-such-flag"], "No idea what '--no-such-flag' is! `invoke --help build` lists its flags."),
     (["verify"], "'verify' did not receive required positional arguments: 'image'. `invoke --help verify`"),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 _LINE = re.compile(r"^#(?P<step>\d+) \d+\.\d+ (?P<text>.*)$")  # a step's line in BuildKit's plain progress
 _ROLE = re.compile(r"^torchbake: building (?P<role>[\w.+-]+) from ")
-_NINJA = re.compile(r"^\[(?P<done>\d+)/(?P<total>\d+)\] ")
+_NINJA = re.compile(r"^\[(?P<done>\d{1,9})/(?P<total>\d{1,9})\] ")
 # a compiler called to compile one object (setuptools' -v echo, make's, ccache's)
 _COMPILE = re.compile(r"^(?:\S*/)?(?:ccache )?(?:[\w.-]+-)?(?:gcc|g\+\+|cc|c\+\+|clang|clang\+\+|nvcc|hipcc|mcc)"
                       r"(?:-[\d.]+)? (?:.* )?-c ")
@@ -38,6 +38,17 @@ class StepProgress:
     total: int = 0  # 0: no total printed (compiler calls counted)
     ended: float = 0.0
     recent: deque = field(default_factory=deque)  # (time, done) within RATE_WINDOW
+    carried: tuple[int, int] = (0, 0)  # (done, total) of the ninja runs before this one (torchvision runs several)
+    run: tuple[int, int] = (0, 0)  # (done, total) of the ninja run going on
+
+    def ninja(self, done: int, total: int, now: float) -> None:
+        """ninja's ``[done/total]``: a smaller total or count than the run's starts another run."""
+        if not 0 < done <= total:
+            return  # [0/0], [10/5]: no count
+        if total != self.run[1] or done < self.run[0]:
+            self.carried = (self.carried[0] + self.run[0], self.carried[1] + self.run[1])
+        self.run = (done, total)
+        self.count(self.carried[0] + done, self.carried[1] + total, now)
 
     def count(self, done: int, total: int, now: float) -> None:
         self.done, self.total, self.ended = max(self.done, done), max(self.total, total), now
@@ -108,8 +119,8 @@ class CompileWatch:
         if progress is None:
             return None
         if ninja := _NINJA.match(text.lstrip()):
-            progress.count(int(ninja["done"]), int(ninja["total"]), now)
-            self._changed = True
+            progress.ninja(int(ninja["done"]), int(ninja["total"]), now)
+            self._changed = bool(progress.done)
         elif not progress.total and _COMPILE.match(text.lstrip()):  # (pip -v indents what setuptools runs)
             progress.count(progress.done + 1, 0, now)
             self._changed = True
@@ -117,7 +128,7 @@ class CompileWatch:
         self._cmake_message = bool(text.startswith("CMake Error") or (self._cmake_message and text.startswith("  ")))
         if said and len(self.error_lines) < MOST_ERROR_LINES:  # CMake's message: the indented lines after it too
             self.error_lines.append(f"{progress.role}: {text}")
-        if self._changed and now - self._said_at >= self.every:
+        if self._changed and now - self._said_at >= self.every and any(p.done for p in self.steps.values()):
             self._said_at, self._changed = now, False
             return self.describe()
         return None

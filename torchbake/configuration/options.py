@@ -130,8 +130,16 @@ def check_profile_uses(flags: tuple[Flag, ...], settings, given: Mapping[str, An
     """The vendor extension's git ref given (``--torch-musa-tag``) where the profile builds no
     vendor extension ([sources] extension_repo unset): an error naming the profiles that build one,
     never a flag silently ignored."""
+    if settings.sources.extension_repo:
+        return
+    patch_flag = next((f for f in flags if f.key == "dev.patches"), None)
+    if patch_flag is not None and any(entry.startswith("extension=") for entry in settings.dev.patches):
+        raise ConfigurationError(
+            f"{patch_flag.spelling} extension=…: the {settings.accelerator.profile} profile builds no vendor extension"
+            " ([sources] extension_repo is unset), so its patches would never be applied. Leave them out, or give a"
+            " profile that builds one.")
     flag = next((f for f in flags if f.key == "sources.extension_tag"), None)
-    if flag is None or not given.get(flag.param) or settings.sources.extension_repo:
+    if flag is None or not given.get(flag.param):
         return
     import tomllib
 
@@ -203,7 +211,7 @@ BUILD_FLAGS = (
 LOCK_FLAGS = (
     *option_flags("image.name", "image.tag", "image.base", "python.version", "image.platforms"),
     *TOOLKIT_URLS,
-    *option_flags("wheels.torch", "wheels.extension", "build.variant", "base.sys"),
+    *option_flags("wheels.torch", "wheels.extension", "build.variant", "base.sys", "base.requirements_date"),
     Flag("base", "Lock the base image `invoke build-base` makes (its [base] requirements, and the Debian packages on"
                  " its --sys image) instead of a release image", default=SWITCH),
     CONFIG,

@@ -360,8 +360,14 @@ def patch_entry(value: str) -> None:
     found = Path(path).expanduser()
     if not found.exists():
         raise ValueError(f"{_looked_at(found)}; expected a patch file or a folder of them")
-    if found.is_dir() and not any(p.suffix in (".patch", ".diff") for p in found.iterdir()):
+    files = [p for p in found.iterdir() if p.suffix in (".patch", ".diff")] if found.is_dir() else [found]
+    if not files:
         raise ValueError("the folder holds no .patch or .diff file")
+    for file in files:  # a FIFO would be read for ever, a device without end
+        if not file.is_file():
+            raise ValueError(f"{file} is not a regular file; expected a patch file or a folder of them")
+        if file.stat().st_size > 64 * 2**20:
+            raise ValueError(f"{file} is over 64 MiB; expected a patch")
 
 
 def credential_file(value: str) -> None:
@@ -532,12 +538,15 @@ def requirements_date(value: str) -> None:
 
     if value in ("tag", "latest"):
         return
+    expected = "expected tag (the PyTorch tag's commit date), latest, or a date YYYY-MM-DD"
     try:
-        datetime.date.fromisoformat(value)
+        day = datetime.date.fromisoformat(value)
     except ValueError:
-        raise ValueError("expected tag (the PyTorch tag's commit date), latest, or a date YYYY-MM-DD") from None
+        raise ValueError(expected) from None
     if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        raise ValueError("expected tag (the PyTorch tag's commit date), latest, or a date YYYY-MM-DD")
+        raise ValueError(expected)
+    if not datetime.date(2016, 1, 1) <= day <= datetime.date.today():  # no manylinux wheel predates 2016
+        raise ValueError(f"{expected} from 2016-01-01 (the first manylinux wheels) to today (latest for now)")
 
 
 def duration(value: str) -> float:

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 MASK = "***"
-# scheme://userinfo@ — userinfo has no "/", "@" or white space (a URL inside text, a git remote)
-_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/\s@'\"<>]+)@")
+# scheme://userinfo@ — userinfo runs to the last "@" before the host (a password may hold "@" or a
+# quote: pip and urllib take them as typed); it has no "/", "?", "#" or white space
+_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s<>]+)@(?=[^/?#\s<>@]*(?:[/?#\s<>'\"]|$))")
 # scheme://…?query — the query of a URL inside text (up to white space, a quote or a fragment)
 _QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
 # ccache's remote storage attributes, ``URL|bearer-token=…|connect-timeout=…``: one that carries a

@@ -78,7 +78,19 @@ def resolve(requirements: Sequence[str], day: str, python_version: str, platform
         found = json.loads(text)
         return DatedRequirements(found["day"], tuple(found["pins"]), found["newer"], given)
     newer: dict[str, str] = {}
-    uv_cache = cache_root / "build-tools" / "uv-cache"  # the indexes' pages, kept between builds
+    with tempfile.TemporaryDirectory(prefix="torchbake-uv-cache-") as scratch:  # a dry run keeps nothing
+        uv_cache = cache_root / "build-tools" / "uv-cache" if remember else Path(scratch)  # the indexes' pages
+        found = _resolve(wanted, day, python_version, platform, uv, index, newer, log_file, uv_cache, given)
+    if remember:
+        write_atomically(kept, json.dumps({**found.to_record(), "given": []}, indent=1) + "\n")
+    return found
+
+
+def _resolve(wanted: list[str], day: str, python_version: str, platform: str, uv: Path, index: Mapping[str, str],
+             newer: dict[str, str], log_file: Path | None, uv_cache: Path, given: tuple[str, ...]) -> DatedRequirements:
+    """:func:`resolve`'s resolution: all as of the day, else each alone, the ones with no wheel of
+    that day for this Python at their oldest release that has one (and what they pull in, newer)."""
+    where = f"the log ({log_file}) shows why" if log_file else "a build's log shows uv's answer"
     if not wanted:
         return DatedRequirements(day, (), {}, given)
     asked = _compile(wanted, day, python_version, platform, uv, index, {}, log_file, uv_cache)
@@ -88,19 +100,15 @@ def resolve(requirements: Sequence[str], day: str, python_version: str, platform
                 oldest = _compile([requirement], "", python_version, platform, uv, index, {}, log_file, uv_cache, lowest=True)
                 if oldest is None:
                     raise CommandError(f"uv finds no wheel of {requirement} for Python {python_version} ({platform}),"
-                                       f" of any day: the log ({log_file}) shows what it was asked.")
-                newer.update(_pins(oldest, only=[requirement]))
+                                       f" of any day: {where}.")
+                newer.update(_pins(oldest))  # and what it pulls in (jinja2's markupsafe), newer too
         asked = _compile([*wanted, *(f"{name}=={version}" for name, version in newer.items())], day, python_version,
                          platform, uv, index, newer, log_file, uv_cache)
         if asked is None:
             raise CommandError(f"uv could not resolve {', '.join(wanted)} for Python {python_version} ({platform}) as of"
                                f" {day}, even with the oldest release of {', '.join(newer)} that has a wheel for it:"
-                               f" the log ({log_file}) shows why. Pin them in [base] requirements, or set [base]"
-                               " requirements_date.")
-    found = DatedRequirements(day, tuple(f"{n}=={v}" for n, v in sorted(_pins(asked).items())), newer, given)
-    if remember:
-        write_atomically(kept, json.dumps({**found.to_record(), "given": []}, indent=1) + "\n")
-    return found
+                               f" {where}. Pin them in [base] requirements, or set [base] requirements_date.")
+    return DatedRequirements(day, tuple(f"{n}=={v}" for n, v in sorted(_pins(asked).items())), newer, given)
 
 
 def _pins(text: str, only: Sequence[str] = ()) -> dict[str, str]:

@@ -82,13 +82,15 @@ def path_for(folder: Path, image: str, platform: str = "") -> Path:
 
 
 def made_for(requirements: Sequence[str], python_version: str, platform: str,
-             base: Mapping[str, str] | None = None, debs: Mapping[str, str] | None = None) -> dict[str, Any]:
+             base: Mapping[str, str] | None = None, debs: Mapping[str, str] | None = None,
+             as_of: str = "") -> dict[str, Any]:
     """What a lock records it was made for: a local wheel by its file name (where the checkout is
     must not make another lock), anything else as the configuration gives it; ``base``: the FROM
     image (reference, content-id, digest) where the engine holds it; ``debs``: the Debian packages
-    a build installs on top of it, at the versions the mirror gave when locking."""
+    a build installs on top of it, at the versions the mirror gave when locking; ``as_of``: how new a
+    base's build requirements may be ([base] requirements_date)."""
     return {"requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
-            "platform": platform, **({"base": dict(base)} if base else {}),
+            "platform": platform, **({"as_of": as_of} if as_of else {}), **({"base": dict(base)} if base else {}),
             **({"debs": dict(sorted(debs.items()))} if debs is not None else {})}
 
 
@@ -148,12 +150,13 @@ def changed_files(lock: Lock, requirements: Sequence[str]) -> list[str]:
     return found
 
 
-def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str) -> list[str]:
+def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str, as_of: str = "") -> list[str]:
     """What the configuration asks for that the lock was not made for, in words ([] when it holds)."""
-    wanted = made_for(requirements, python_version, platform)
+    wanted = {"as_of": "", **made_for(requirements, python_version, platform, as_of=as_of)}
     found = []
-    for key, words in (("requirements", "requirements"), ("python", "Python"), ("platform", "platform")):
-        if lock.made_for.get(key) != wanted[key]:
+    for key, words in (("requirements", "requirements"), ("python", "Python"), ("platform", "platform"),
+                       ("as_of", "build requirements as of")):
+        if lock.made_for.get(key, "" if key == "as_of" else None) != wanted[key]:
             was, now = lock.made_for.get(key), wanted[key]
             if key == "requirements" and isinstance(was, list):
                 added = [r for r in now if r not in was]
@@ -216,7 +219,7 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
          target: Path, upgrade: bool | Sequence[str], keep: bool = True, base: Mapping[str, str] | None = None,
          debs: Mapping[str, str] | None = None, log_file: Path | None, day: str = "",
-         current: Sequence[str] = ()) -> str:
+         current: Sequence[str] = (), as_of: str = "") -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
     those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
@@ -258,7 +261,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             out.unlink(missing_ok=True)
             listed.unlink(missing_ok=True)
     data = tomllib.loads(text)
-    mine = made_for(requirements, python_version, platform, base, debs)
+    mine = made_for(requirements, python_version, platform, base, debs, as_of)
     if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
         data["tool"][TOOL] = mine
         return tomli_w.dumps(data)

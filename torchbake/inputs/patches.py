@@ -56,7 +56,7 @@ def by_source(patches: Iterable[Patch]) -> dict[str, list[dict[str, str]]]:
 
 
 def stage(patches: Iterable[Patch], folder: Path) -> None:
-    """``folder`` (the context's patches/) with ``patches/<source>/NN-<name>``, numbered in order;
+    """``folder`` (the context's patches/) with ``patches/<source>/NNNN-<name>``, numbered in order;
     a folder for every source, empty where it has none (each compile step mounts its own: a patch
     of the extension runs that step again, not PyTorch's compile)."""
     from torchbake.configuration.validation import PATCHED_SOURCES
@@ -66,7 +66,7 @@ def stage(patches: Iterable[Patch], folder: Path) -> None:
     counts: dict[str, int] = {}
     for patch in patches:
         counts[patch.source] = counts.get(patch.source, 0) + 1
-        shutil.copyfile(patch.path, folder / patch.source / f"{counts[patch.source]:02d}-{patch.name}")
+        shutil.copyfile(patch.path, folder / patch.source / f"{counts[patch.source]:04d}-{patch.name}")
 
 
 def check(patches: Iterable[Patch], trees: Mapping[str, tuple[Path, str]]) -> None:
@@ -98,12 +98,15 @@ def check(patches: Iterable[Patch], trees: Mapping[str, tuple[Path, str]]) -> No
 
 
 def touched(patches: Iterable[Patch]) -> set[str]:
-    """The paths (relative to the tree) the patches read or write, as their headers name them."""
+    """The paths (relative to the tree) the patches read or write, as git apply reads their headers
+    (``-p1``: any first folder, names with spaces, renames and copies by their sources too)."""
     import re
 
     found = set()
     for patch in patches:
-        for line in patch.path.read_text(errors="replace").splitlines():
-            if (match := re.match(r"^(?:---|\+\+\+) (?:[ab]/)?(\S+)", line)) and match[1] != "/dev/null":
-                found.add(match[1])
+        listed = command.run(["git", "apply", "--numstat", "-z", str(patch.path)], capture=True, check=False, echo=False,
+                             env={"GIT_DIR": "/nonexistent"})
+        found.update(name for entry in listed.output.split("\0") if (name := entry.rpartition("\t")[2]))
+        text = patch.path.read_text(errors="replace")
+        found.update(m[1] for m in re.finditer(r"^(?:rename|copy) from (.+)$", text, re.MULTILINE))
     return found

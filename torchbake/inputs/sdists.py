@@ -81,9 +81,12 @@ def find(requirement_text: str, indexes: Sequence[str], find_links: Sequence[str
             continue  # another index may have it; none: said below
         links = _Links()
         links.feed(text)
+        scheme = urllib.parse.urlsplit(final).scheme
         found += _candidates(requirement, (
-            (urllib.parse.unquote(urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1]), urllib.parse.urljoin(final, href))
-            for href, yanked in links.links if not yanked))
+            (urllib.parse.unquote(urllib.parse.urlsplit(href).path.rsplit("/", 1)[-1]), url)
+            for href, yanked in links.links if not yanked
+            # a page on the network names files on the network: never a file of this host (file://)
+            if urllib.parse.urlsplit(url := urllib.parse.urljoin(final, href)).scheme in (scheme, "https")))
     if not found:
         raise DownloadError(f"[dev] extensions: no source distribution of {requirement_text} on"
                             f" {', '.join([*indexes, *find_links]) or 'any index'}; an extension that compiles against"

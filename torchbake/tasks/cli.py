@@ -175,6 +175,8 @@ ELSEWHERE = {
                      " OS: give the OS image with -b/--base-img (a release), or build-base -s (a dev image's base).",
 }
 ELSEWHERE[("build", "--sys")] = ELSEWHERE[("build", "-s")]
+ELSEWHERE[("build", "--requirements-date")] = ("--requirements-date is build-base's (and lock's): how new the base"
+                                               " image's build requirements may be.")
 
 
 def _nearest(parser: Parser, task: str, token: str) -> str:
@@ -199,18 +201,24 @@ def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
     """A flag that takes a value, given none (last on the line, or followed by another of the
     task's flags: ``--config --dry-run``), is a parse error; invoke would leave it unset or take the
     next flag as its value."""
+    from torchbake.configuration.options import UNSHOWN_SPELLINGS
+
+    def spelled(word: str) -> str:  # a legacy spelling as the flag it is (_dashed)
+        dashed = "--" + word[2:].replace("_", "-") if word.startswith("--") else word
+        return UNSHOWN_SPELLINGS.get(dashed, dashed)
+
     context = parser.contexts.get(argv[0]) if argv else None
     for index, word in enumerate(argv):
         if word in parser.contexts:
             context = parser.contexts[word]
             continue
-        if context is None or not word.startswith("-") or "=" in word or word not in context.flags:
+        if context is None or not word.startswith("-") or "=" in word or spelled(word) not in context.flags:
             continue
-        argument = context.flags[word]
+        argument = context.flags[spelled(word)]
         if not argument.takes_value or argument.optional:
             continue
         following = argv[index + 1] if index + 1 < len(argv) else None
-        if following is None or following in context.flags or following in context.inverse_flags:
+        if following is None or spelled(following) in context.flags or spelled(following) in context.inverse_flags:
             raise ParseError(f"{word} needs a value", context)
 
 

@@ -146,7 +146,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     debs = old.debs() if kept else _debs_above(plan, client) if base else None
     text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
                       target=target, upgrade=upgrade, keep=old is not None, base=base, debs=debs, log_file=None,
-                      day=day, current=current)
+                      day=day, current=current, as_of=plan.lock_as_of())
     checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
     try:
         new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)

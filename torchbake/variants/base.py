@@ -71,6 +71,9 @@ class BasePlan(Lockable, PlanCommon):
     def lock_requirements(self) -> list[str]:
         return [*self.requirements, *self.tools]
 
+    def lock_as_of(self) -> str:
+        return self.requirements_date
+
     def lock_day(self) -> tuple[str, list[str]]:
         """`invoke lock --base`: the build requirements as of their day (the PyTorch tree on this host
         tells it), the developers' tools current."""
@@ -219,7 +222,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         video_gid=settings.base.video_gid,
         user=settings.base.user,
         image_env=build_env_of(settings),
-        **lock_fields(settings, VARIANT.lock_command, [*settings.base.requirements, *settings.base.tools], reuse_context),
+        **lock_fields(settings, VARIANT.lock_command, [*settings.base.requirements, *settings.base.tools], reuse_context,
+                      as_of=settings.base.requirements_date),
     ))
 
 

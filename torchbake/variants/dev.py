@@ -212,11 +212,10 @@ class DevPlan(PlanCommon):
         info = client.engine_info()
         if not max_jobs:
             max_jobs = default_max_jobs(int(info["NCPU"]), int(info["MemTotal"]))
-        elif max_jobs * JOB_MEMORY > int(info.get("MemTotal") or 0) > 0:  # an OOM kill hours into the compile
-            fits = max(1, int(info["MemTotal"]) // JOB_MEMORY)
-            raise ConfigurationError(
-                f"[dev] max_jobs = {max_jobs} needs about {human_size(max_jobs * JOB_MEMORY)} of memory ({human_size(JOB_MEMORY)}"
-                f" a compile job), and the engine has {human_size(int(info['MemTotal']))}: a compile would be killed"
+        elif int(info.get("MemTotal") or 0) and max_jobs > (fits := max(1, int(info["MemTotal"]) // JOB_MEMORY)):
+            raise ConfigurationError(  # an OOM kill hours into the compile
+                f"[dev] max_jobs = {max_jobs} needs about {max_jobs * JOB_MEMORY / 2**30:.0f} GiB of memory (3 GiB a"
+                f" compile job), and the engine has {int(info['MemTotal']) / 2**30:.1f} GiB: a compile would be killed"
                 f" for memory hours in. Set [dev] max_jobs to {fits} or less (0: from the engine's memory).")
         vision = self.vision_tree()
         return Preflight(base_id=content_id(base, self.platform), base_digest=manifest_digest(base, self.base_image),

@@ -114,6 +114,10 @@ class Lockable:
         must not change the image) and digest."""
         return {LOCK_LABEL: f"{Path(self.lock.path).name} sha256:{self.lock.sha256}" if self.lock else ""}
 
+    def lock_as_of(self) -> str:
+        """How new a lock's requirements may be, as configured ("": as of the lock), recorded in it."""
+        return ""
+
     def lock_day(self) -> tuple[str, list[str]]:
         """(the day a lock's resolution is held to, "" for none; the projects it does not hold)."""
         return "", []
@@ -144,7 +148,8 @@ def lock_command(command: str) -> str:
     return shlex.join([*shlex.split(command), *(token for token in typed if token not in shlex.split(command))])
 
 
-def lock_fields(settings: Settings, command: str, requirements: list[str], reuse_context: bool) -> dict[str, Any]:
+def lock_fields(settings: Settings, command: str, requirements: list[str], reuse_context: bool,
+                as_of: str = "") -> dict[str, Any]:
     """The :class:`Lockable` fields of a plan for ``settings`` (``command``: the one that locks it):
     its lock, the one its build follows
     (None: its closure floats), and what the plan says of it; with [build] locked, no lock or one
@@ -159,7 +164,7 @@ def lock_fields(settings: Settings, command: str, requirements: list[str], reuse
         if settings.build.locked:
             raise
         return {**fields, "lock_state": f"floats: {exc}", "lock_unusable": True}
-    differs = locks.mismatch(found, requirements, settings.python.version, platform) if found else []
+    differs = locks.mismatch(found, requirements, settings.python.version, platform, as_of) if found else []
     if found and not differs and (changed := locks.changed_files(found, requirements)):
         raise ConfigurationError(f"{settings.image.reference}: a local wheel is not the one its lock holds: "
                                  f"{'; '.join(changed)}. The file changed under its name since it was locked. If the"
