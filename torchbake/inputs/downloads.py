@@ -191,12 +191,27 @@ def _local_identity(path: Path) -> str:
     return _identity(path.stat())
 
 
+# This process's digests of local files by device, inode, size and mtime, with the ctime and link
+# count they were hashed at: a build hard-links a local wheel into its context (its ctime moves with
+# its link count, its record no longer holds), then looks at it again and again (input hash,
+# context, labels); within one run it is read once, not on every look (measured: a 190 MB torch
+# wheel, 0.4 to 1 s a look, several looks a build). A ctime that moved while the link count did not
+# is a write: read again.
+_HASHED_THIS_RUN: dict[str, tuple[str, int, int]] = {}
+
+
 def _hash_with_identity(path: Path) -> tuple[str, str]:
     """``path``'s sha256 and the identity to keep it with: "" when the file changed while it was
     read, or so shortly before that a change now could leave its identity as it was."""
     began = time.time_ns()
     before = path.stat()
+    seen = f"{before.st_dev}:{before.st_ino} {before.st_size} {before.st_mtime_ns}"
+    known, ctime, links = _HASHED_THIS_RUN.get(seen, ("", 0, 0))
+    if known and (before.st_ctime_ns == ctime or before.st_nlink != links):  # unchanged, or only linked
+        _HASHED_THIS_RUN[seen] = (known, before.st_ctime_ns, before.st_nlink)
+        return known, ""
     digest = file_sha256(path)
+    _HASHED_THIS_RUN[seen] = (digest, before.st_ctime_ns, before.st_nlink)
     identity = _identity(before)
     if _identity(path.stat()) != identity or before.st_ctime_ns > began - RACY_NS:
         identity = ""
