@@ -77,16 +77,17 @@ class BasePlan(Lockable, PlanCommon):
     def lock_day(self) -> tuple[str, list[str]]:
         """`invoke lock --base`: the build requirements as of their day (the PyTorch tree on this host
         tells it), the developers' tools current."""
-        if self.requirements_date == "latest":
-            return "", []
-        current = [project_name(tool) for tool in self.tools]
-        if self.requirements_date != "tag":
-            return self.requirements_date, current
-        spec = next(s for s in self.sources if s.name == "pytorch")
-        cache = self.path_options.cache_dir / "sources"
-        found, missing = sources.locate([spec], self.source_root, cache)  # the tree the build would take
-        trees = found or sources.resolve([spec], self.source_root, cache, missing, None)  # cloned as the build would
-        return self.requirements_day(trees)[0], current
+        trees = []
+        if self.requirements_date == "tag":
+            spec, cache = self.pytorch_spec, self.path_options.cache_dir / "sources"
+            found, missing = sources.locate([spec], self.source_root, cache)  # the tree the build would take
+            trees = found or sources.resolve([spec], self.source_root, cache, missing, None)  # cloned as the build would
+        day = self.requirements_day(trees)[0]
+        return day, [project_name(tool) for tool in self.tools] if day else []
+
+    @property
+    def pytorch_spec(self) -> sources.SourceSpec:
+        return next(s for s in self.sources if s.name == "pytorch")
 
     def requirements_day(self, trees) -> tuple[str, str]:
         """(the day [base] requirements are resolved as of, what it is: "pytorch v2.0.0's commit"); ("", …) latest."""
@@ -97,13 +98,15 @@ class BasePlan(Lockable, PlanCommon):
         tree = next(t for t in trees if t.spec.name == "pytorch")
         return build_tools.commit_day(tree.path, tree.commit), f"pytorch {tree.spec.tag}'s commit"
 
-    def dated_requirements(self, trees, cache_root: Path, log_file: Path | None, *, remember: bool = True):
-        """[base] requirements as of their day (:mod:`torchbake.inputs.build_tools`)."""
+    def dated_requirements(self, trees, cache_root: Path, log_file: Path | None, *, uv: Path | None = None,
+                           remember: bool = True):
+        """[base] requirements as of their day (:mod:`torchbake.inputs.build_tools`), by ``uv`` (by
+        default the one [python] uv pins, fetched into the cache)."""
         day, _ = self.requirements_day(trees)
-        return build_tools.resolve(
-            list(self.requirements), day, self.python_version, uv_platform(self.wheel_options.platforms),
-            host_uv(self.python_options, self.wheel_options, self.python_version, cache_root, log_file),
-            index_environment(self.wheel_options), cache_root, log_file=log_file, remember=remember)
+        uv = uv or host_uv(self.python_options, self.wheel_options, self.python_version, cache_root, log_file)
+        return build_tools.resolve(list(self.requirements), day, self.python_version,
+                                   uv_platform(self.wheel_options.platforms), uv, index_environment(self.wheel_options),
+                                   cache_root, log_file=log_file, remember=remember)
 
     def os_step_args(self) -> list[str]:
         return [self.python_provider, "0", "dev", "0", ""]  # its OS step installs the compilers too
@@ -161,19 +164,16 @@ class BasePlan(Lockable, PlanCommon):
         host already (its commit's date) and uv is kept in the cache: nothing is cloned, fetched or written."""
         if self.lock is not None or not self.requirements:
             return []
-        spec = next(s for s in self.sources if s.name == "pytorch")
-        cache_root = self.path_options.cache_dir
+        spec, cache_root = self.pytorch_spec, self.path_options.cache_dir
         tree = sources.find_in_root(self.source_root, spec) or sources.cached_tree(cache_root / "sources", spec)
         if self.requirements_date == "tag" and tree is None:
             return [f"Build requirements: as of the day of pytorch {spec.tag}'s commit, resolved once the build has"
                     " its tree (it clones it)"]
         if (uv := kept_uv(cache_root)) is None:
             return [f"Build requirements: as of {self.requirements_date}, resolved by uv when the build runs"]
-        day, what = self.requirements_day([tree] if tree else [])
-        dated = build_tools.resolve(list(self.requirements), day, self.python_version,
-                                    uv_platform(self.wheel_options.platforms), uv,
-                                    index_environment(self.wheel_options), cache_root, log_file=None, remember=False)
-        return [f"Build requirements: {dated.describe(what)}"]
+        trees = [tree] if tree else []
+        dated = self.dated_requirements(trees, cache_root, None, uv=uv, remember=False)
+        return [f"Build requirements: {dated.describe(self.requirements_day(trees)[1])}"]
 
     def input_rows(self) -> list[tuple[str, object]]:
         return [*python_rows(self), *((spec.name, f"{spec.repo} at {spec.tag}") for spec in self.sources),
