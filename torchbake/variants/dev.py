@@ -4,6 +4,7 @@ from source FROM a base image, with ccache; optionally a slim runtime image besi
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -122,8 +123,13 @@ class DevPlan(PlanCommon):
         }
 
     def hash_inputs(self) -> dict[str, object]:
-        given = {f"patches.{source}": found for source, found in patches.by_source(patches.read(self.patches)).items()}
+        given = {f"patches.{source}": found for source, found in patches.by_source(self.patch_files).items()}
         return {"runtime_env": self.runtime_env, **toolkit_material(self.toolkit_scripts), **given}
+
+    @functools.cached_property
+    def patch_files(self) -> list[patches.Patch]:
+        """[dev] patches, read (and hashed) once a plan: the hash, the context, the labels, the record."""
+        return patches.read(self.patches)
 
     def check_before_build(self, client) -> None:
         """Each vendor patch applies to its tree where this host has the tree at the commit the base
@@ -141,7 +147,7 @@ class DevPlan(PlanCommon):
                     or sources.cached_tree(self.path_options.cache_dir / "sources", spec))
             if tree is not None and tree.commit == commit:
                 trees[name] = (tree.path, commit)
-        patches.check(patches.read(self.patches), trees)
+        patches.check(self.patch_files, trees)
 
     def check_dry_run(self, client) -> None:
         try:
@@ -157,7 +163,7 @@ class DevPlan(PlanCommon):
                                                    f" {human_size(size)}")] if size else []
 
     def record_facts(self) -> dict[str, object]:
-        return {"patches": patches.by_source(patches.read(self.patches))} if self.patches else {}
+        return {"patches": patches.by_source(self.patch_files)} if self.patches else {}
 
     def vision_tree(self) -> sources.SourceTree | None:
         """The vision clone of sources.vision_root (None: the base image's /home/vision)."""
@@ -243,7 +249,7 @@ class DevPlan(PlanCommon):
             stage.record(artifact.path.name, artifact.path)
         (stage.path / "extensions.txt").write_text("".join(
             f"sdist:{from_source[e].path.name}\n" if e in from_source else f"{e}\n" for e in self.extensions))
-        patches.stage(patches.read(self.patches), stage.path / "patches")
+        patches.stage(self.patch_files, stage.path / "patches")
         (stage.path / "sources").mkdir(exist_ok=True)
         recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
@@ -269,7 +275,7 @@ class DevPlan(PlanCommon):
         if prepared and "vision" in prepared.sources:
             labels["torchbake.source.vision.commit"] = prepared.sources["vision"]["commit"]
         if self.patches:
-            labels["torchbake.patches"] = json.dumps(patches.by_source(patches.read(self.patches)), sort_keys=True,
+            labels["torchbake.patches"] = json.dumps(patches.by_source(self.patch_files), sort_keys=True,
                                                      separators=(",", ":"))
         return {**labels, **accelerator_labels(self)}
 
@@ -290,7 +296,7 @@ class DevPlan(PlanCommon):
         if self.no_cache:
             rows.append(("ccache", "emptied by --no-cache: BuildKit drops the cache mount of a step it runs without"
                                    " cache (a [dev] ccache_remote store keeps its objects)"))
-        rows += [("patch", f"{p.source}: {p.path} (sha256 {p.sha256[:12]})") for p in patches.read(self.patches)]
+        rows += [("patch", f"{p.source}: {p.path} (sha256 {p.sha256[:12]})") for p in self.patch_files]
         rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
         rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
                      else "the base image's /home/vision"))
@@ -308,7 +314,7 @@ class DevPlan(PlanCommon):
                         if self.python_options.installer == "uv" and wheels
                         else "(empty: no extension given as a wheel file, or [python] installer = \"pip\")"),
                 ("sources/", "vision" if self.vision else "(empty)"),
-                ("patches/", ", ".join(sorted({p.source for p in patches.read(self.patches)}))
+                ("patches/", ", ".join(sorted({p.source for p in self.patch_files}))
                  + ": applied before each compiles" if self.patches else "(empty: no [dev] patches)"),
                 toolkit_context(self)]
 
