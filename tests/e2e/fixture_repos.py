@@ -23,20 +23,24 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from tests.source_trees import write_cmake_tree
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
 
 
-def git(*args: str, cwd: Path) -> str:
+def git(*args: str, cwd: Path, env: dict[str, str] | None = None) -> str:
     import os
 
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={**os.environ, **GIT_ENV}).stdout.strip()
+                          env={**os.environ, **GIT_ENV, **(env or {})}).stdout.strip()
 
 
-def _publish(work: Path, bare: Path, tag: str) -> str:
+def _publish(work: Path, bare: Path, tag: str, *, day: str = "") -> str:
+    """Commit ``work``, tag it and push both to ``bare``; ``day`` (ISO 8601): the commit's date."""
     git("init", "-q", "-b", "main", cwd=work)
     git("add", "-A", cwd=work)
-    git("commit", "-q", "-m", "fixture", cwd=work)
+    dated = {"GIT_AUTHOR_DATE": day, "GIT_COMMITTER_DATE": day} if day else {}
+    git("commit", "-q", "-m", "fixture", cwd=work, env=dated)
     git("tag", "-f", tag, cwd=work)
     bare.parent.mkdir(parents=True, exist_ok=True)
     if not bare.exists():
@@ -79,6 +83,7 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     # The recorded URL is the HTTP one, as a real .gitmodules would have.
     git("config", "-f", ".gitmodules", "submodule.third_party/sub.url", f"{url}/sub.git", cwd=work / "pytorch")
     commits["pytorch"] = _publish(work / "pytorch", srv / "pytorch.git", "v2.0.0")
+    commits["pytorch-cmake"] = write_cmake_pytorch(work, srv, url)
 
     for name, tag in (("vision", "v0.15.2"), ("audio", "v2.0.1")):
         write(work / name, {
@@ -113,14 +118,54 @@ def make_repos(root: Path, url: str) -> dict[str, str]:
     return commits
 
 
+PYTORCH_2_0_DAY = "2023-03-15T12:00:00Z"  # the day PyTorch v2.0.0 was released
+
+
+def write_cmake_pytorch(work: Path, srv: Path, url: str, *, units: int = 12, weight: int = 0) -> str:
+    """pytorch-cmake (tag v2.0.0, committed on PyTorch 2.0's day): the pytorch fixture's package as
+    PyTorch builds its own: setup.py drives CMake over ninja (as tools/setup_helpers/cmake.py
+    does), and a bundled third-party project declares ``cmake_minimum_required(VERSION 3.1)`` as
+    PyTorch 2.0's third_party/protobuf/cmake does (the line CMake 4 refuses: pytorch/pytorch#150149).
+    It configures only with a CMake of its day, as the base's dated build requirements give it.
+    ``units`` and ``weight``: tests.source_trees.write_cmake_tree's (benchmarks/dev_compile.py's)."""
+    folder = work / "pytorch-cmake"
+    tree = write_cmake_tree(folder, units=units, third_party_minimum="3.1", python=True, weight=weight)
+    write(tree, {
+        "setup.py": (
+            "import os, shutil, subprocess, sysconfig\n"
+            "from setuptools import Extension, setup\n"
+            "from setuptools.command.build_ext import build_ext\n\n"
+            "class CMakeBuild(build_ext):  # PyTorch's way: CMake configures, ninja compiles\n"
+            "    def build_extension(self, ext):\n"
+            "        build = os.path.abspath(os.path.join(self.build_temp, 'cmake'))\n"
+            "        subprocess.run(['cmake', '-G', 'Ninja', '-S', os.getcwd(), '-B', build,\n"
+            "                        '-DPYTHON_INCLUDE=' + sysconfig.get_paths()['include']], check=True)\n"
+            "        subprocess.run(['cmake', '--build', build, '--', '-j', os.environ.get('MAX_JOBS', '2')], check=True)\n"
+            "        target = self.get_ext_fullpath(ext.name)\n"
+            "        os.makedirs(os.path.dirname(target), exist_ok=True)\n"
+            "        shutil.copy(os.path.join(build, '_core.so'), target)\n\n"
+            "setup(name='fixture-pytorch', version='2.0.0', author='Fixture Authors <fixtures@example.com>',\n"
+            "      packages=['fixture_pytorch'], ext_modules=[Extension('fixture_pytorch._core', [])],\n"
+            "      cmdclass={'build_ext': CMakeBuild})\n"),
+        "fixture_pytorch/__init__.py": "from ._core import answer\n",
+    })
+    git("init", "-q", "-b", "main", cwd=folder)
+    subprocess.run(["git", "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(srv / "sub.git"),
+                    "third_party/sub"], cwd=folder, check=True, capture_output=True)
+    git("config", "-f", ".gitmodules", "submodule.third_party/sub.url", f"{url}/sub.git", cwd=folder)
+    return _publish(folder, srv / "pytorch-cmake.git", "v2.0.0", day=PYTORCH_2_0_DAY)
+
+
 def dev_profile(url: str, *, supplier: str, torch: str, extension: str = "private/extension",
-                pytorch: str = "pytorch", extras: bool = True) -> str:
+                pytorch: str = "pytorch", extras: bool = True, build_tools: tuple[str, ...] = ()) -> str:
     """A dev profile for the fixture projects served at ``url`` (the keys configs/musa.toml uses):
     ``torch`` the base's requirement (the stand-in's path), ``extension`` and
-    ``pytorch`` the repositories of those names, ``extras`` apex as a further extension."""
+    ``pytorch`` the repositories of those names, ``extras`` apex as a further extension,
+    ``build_tools`` more build requirements of the base (unpinned: resolved as of the tag's day)."""
+    requirements = ", ".join(f'"{requirement}"' for requirement in (torch, "setuptools", "wheel", *build_tools))
     return (f'[sources]\npytorch_repo = "{url}/{pytorch}.git"\nvision_repo = "{url}/vision.git"\n'
             f'audio_repo = "{url}/audio.git"\nextension_repo = "{url}/{extension}.git"\n'
-            f'[base]\nrequirements = ["{torch}", "setuptools", "wheel"]\ntools = []\nuser = "dev"\nvideo_gid = 44\n'
+            f'[base]\nrequirements = [{requirements}]\ntools = []\nuser = "dev"\nvideo_gid = 44\n'
             '[python]\nkeep_uv = false\n'  # as every stand-in profile (tests.e2e.helpers.STAND_IN_PYTHON)
             '[image]\nrender_gid = 109\n'
             '[wheels]\nextension_module = "torchbake_fixture_ext"\n'

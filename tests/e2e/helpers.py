@@ -483,3 +483,11 @@ def cached_run_steps(log: str) -> list[str]:
     """The RUN steps a BuildKit log (--progress=plain) shows as CACHED."""
     steps = dict(re.findall(r"^(#\d+) \[[^\]]+\] (RUN .*)$", log, re.MULTILINE))
     return [steps[step] for step in re.findall(r"^(#\d+) CACHED$", log, re.MULTILINE) if step in steps]
+
+
+def recorded_compiles(stdout: str, kind: str = "compiles") -> dict[str, dict]:
+    """The compile steps' counts the build kept in its record (the manifest its first line names):
+    ccache's (``compiles``), or what its progress counted (``compile_progress``)."""
+    manifest = re.search(r"manifest: (\S+)\)", stdout)
+    assert manifest, stdout[:2000]
+    return json.loads(Path(manifest.group(1)).read_text()).get(kind, {})

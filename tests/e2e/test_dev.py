@@ -1,5 +1,7 @@
 """Dev images end to end: build-base from real git repositories at pinned tags, a dev build that
-compiles PyTorch's stand-in source and a vendor C extension whose setup.py imports the installed
+compiles PyTorch's stand-in source as PyTorch builds its own (CMake over ninja, a bundled
+third-party project declaring cmake_minimum_required 3.1: it configures with the CMake of its
+tag's day, which the base resolves) and a vendor C extension whose setup.py imports the installed
 (stand-in) torch (private, credentials as a BuildKit secret), ccache across builds, and the bad
 inputs of source handling. (ccache's statistics beside another build and its remote storage on a
 fresh engine: test_dev_cache.)"""
@@ -16,8 +18,8 @@ import pytest
 
 from tests.conftest import run_invoke
 
-from .conftest import CANARY
-from .fixture_repos import write_extension
+from .conftest import CANARY, SUPPLIER
+from .fixture_repos import dev_profile, write_extension
 from .helpers import (
     NTIA_CHECKER,
     TINY_TORCH_VERSION,
@@ -26,15 +28,28 @@ from .helpers import (
     engine_state,
     judged_by_the_standards,
     labels,
+    recorded_compiles,
     saved_contents,
     sboms,
 )
 
 
 @pytest.fixture(scope="module")
-def dev_base(run_id, base_image, tb_env, dev_config):
+def cmake_config(dev_config, repos, tiny_torch):
+    """dev_config's profile with PyTorch's source as PyTorch builds it (the pytorch-cmake fixture,
+    committed on PyTorch 2.0's day) and cmake and ninja among the base's build requirements,
+    unpinned, as a team writes them: the base resolves them as of the tag's day."""
+    config, credentials = dev_config
+    cmake = config.with_name("fixture-cmake.toml")
+    cmake.write_text(dev_profile(repos["url"], supplier=SUPPLIER, torch=str(tiny_torch), pytorch="pytorch-cmake",
+                                 build_tools=("cmake", "ninja")))
+    return cmake, credentials
+
+
+@pytest.fixture(scope="module")
+def dev_base(run_id, base_image, tb_env, cmake_config):
     """The base image, locked first (`invoke lock --base` in the team's folder) and built --locked."""
-    config, _ = dev_config
+    config, _ = cmake_config
     name = f"torchbake-test/dev-base:{run_id}"
     args = ("--config", str(config), "--name", "torchbake-test/dev-base", "--tag", run_id, "--sys", base_image,
             "--python", "3.11")
@@ -55,8 +70,8 @@ VENDOR_PATCH = """--- /dev/null
 
 
 @pytest.fixture(scope="module")
-def dev_image(run_id, dev_base, tb_env, dev_config):
-    config, credentials = dev_config
+def dev_image(run_id, dev_base, tb_env, cmake_config):
+    config, credentials = cmake_config
     name = f"torchbake-test/dev:{run_id}"
     vendor = config.parent / "vendor-patches"
     vendor.mkdir(exist_ok=True)
@@ -67,15 +82,15 @@ def dev_image(run_id, dev_base, tb_env, dev_config):
     docker("image", "rm", "--force", name, check=False)
 
 
-def test_build_base_holds_the_sources_at_their_tags(dev_base, repos, dev_config, run_id):
+def test_build_base_holds_the_sources_at_their_tags(dev_base, repos, cmake_config, run_id):
     name, result = dev_base
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-5000:]
     assert re.search(r"pytorch source\s*│\s*pass", output)
     found = labels(name)
     assert found["torchbake.variant"] == "base"
-    for source in ("pytorch", "vision", "audio"):
-        assert found[f"torchbake.source.{source}.commit"] == repos["commits"][source]
+    for source, repository in (("pytorch", "pytorch-cmake"), ("vision", "vision"), ("audio", "audio")):
+        assert found[f"torchbake.source.{source}.commit"] == repos["commits"][repository]
     assert found["torchbake.source.pytorch.tag"] == "v2.0.0"
     probe = docker("run", "--rm", name, "bash", "-c",
                    "cat /home/pytorch/third_party/sub/include/fixture_sub.h; ls -a /home/pytorch;"
@@ -84,13 +99,23 @@ def test_build_base_holds_the_sources_at_their_tags(dev_base, repos, dev_config,
     assert ".git" not in probe.split()  # .git left out (no --keep-git)
     assert "uid=1000(dev)" in probe and "render:x:109:" in probe and "video:x:44:" in probe
     # its closure is its lock's: the wheels (no resolver ran) and the Debian packages at their versions
-    lock = dev_config[0].parent / "locks" / f"pylock.torchbake-test-dev-base-{run_id}-linux-amd64.toml"
+    lock = cmake_config[0].parent / "locks" / f"pylock.torchbake-test-dev-base-{run_id}-linux-amd64.toml"
     assert found["torchbake.lock"] == f"{lock.name} sha256:{hashlib.sha256(lock.read_bytes()).hexdigest()}"
     assert "no resolver ran" in output
     debs = tomllib.loads(lock.read_text())["tool"]["torchbake"]["debs"]
     installed = dict(line.split() for line in docker("run", "--rm", "--entrypoint", "dpkg-query", name, "-W",
                                                      "-f", "${Package} ${Version}\n").stdout.splitlines())
     assert "build-essential" in debs and {package: installed.get(package) for package in debs} == debs
+    # the build tools of the tag's day: cmake and ninja, unpinned in the profile, resolved no newer
+    # than PyTorch 2.0's day (the tag's commit: every wheel the lock names was published by then);
+    # today's CMake (4.x) refuses the tree's third_party
+    locked = tomllib.loads(lock.read_text())
+    assert locked["tool"]["torchbake"]["as_of"] == "tag"
+    published = {p["name"]: max(w["upload-time"] for w in p["wheels"]).date().isoformat()
+                 for p in locked["packages"] if "upload-time" in (p.get("wheels") or [{}])[0]}
+    assert {"cmake", "ninja", "setuptools"} <= set(published) and max(published.values()) <= "2023-03-15", published
+    version = docker("run", "--rm", name, "cmake", "--version").stdout.split()[2]
+    assert version.startswith("3."), version
 
 
 def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
@@ -115,17 +140,24 @@ def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
     assert found["torchbake.variant"] == "dev"
     assert found["torchbake.extension"] == "torchbake-fixture-ext==1.5.1"
     assert found["torchbake.torch-version"] == TINY_TORCH_VERSION
+    # PyTorch's tree as PyTorch builds it: CMake configured it (its bundled third-party project's
+    # cmake_minimum_required 3.1 passed, with the CMake of its day) and ninja's [N/16] counted
+    # (12 units, the module, the bundled library, two links); the step's figures said and kept
+    assert "-- Configuring done" in output and re.search(r"\[16/16\] Linking C shared module _core\.so", output)
+    assert re.search(r"torchbake: compiled pytorch: 16/16 objects \(100 %\), [\d,]+ a minute", output), output[-3000:]
+    progress = recorded_compiles(result.stdout, "compile_progress")
+    assert progress["pytorch"]["objects"] == progress["pytorch"]["total"] == 16, progress
 
 
 def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image_has_no_compilers_or_sources(
-        dev_image, dev_base, tb_env, dev_config, run_id, repos, tmp_path):
+        dev_image, dev_base, tb_env, cmake_config, run_id, repos, tmp_path):
     """One file of the extension changes; the --slim build compiles it again through ccache (hits
     from the first build) and makes the dev image and its slim runtime image, each with SBOMs.
     (A --no-cache build of a dev image empties the engine's cache mount: no test makes one on this
     engine. The tests below read the rebuilt image.)"""
     name, first = dev_image
     assert first.returncode == 0
-    config, credentials = dev_config
+    config, credentials = cmake_config
     # this run's own change, in the code gcc sees (a comment would be gone after preprocessing, and
     # ccache would find the object an earlier run compiled; the engine, every step cached)
     write_extension(repos["root"] / "work", repos["root"] / "srv", "dev1.5.1", f'(void)"{run_id}"; return 2;')
@@ -160,7 +192,7 @@ def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image
             assert "libc6" in debs and ("gcc" in debs) == (image == name), image
             sources = {c["name"]: c["version"] for c in found["cyclonedx"]["components"]
                        if {"name": "torchbake:git-tag", "value": "v2.0.0"} in c.get("properties", [])}
-            assert sources == {"pytorch": repos["commits"]["pytorch"]}, sources
+            assert sources == {"pytorch": repos["commits"]["pytorch-cmake"]}, sources
             if image == slim:  # the standards judge what the SBOM writer makes: the dev image's suffice
                 continue
             # NTIA's minimum elements, as the checker nobody here wrote judges them, for a dev image too

@@ -6,7 +6,6 @@ test_dev on another worker, not after it on the same one.)"""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import uuid
@@ -18,7 +17,7 @@ from tests.conftest import run_invoke
 from tests.support import redis_store
 
 from .fixture_repos import TEST_UNITS, write_large_pytorch
-from .helpers import copy_image, docker
+from .helpers import copy_image, docker, recorded_compiles
 
 
 @pytest.fixture(scope="module")
@@ -167,11 +166,3 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
                     assert password not in text
         finally:
             docker("image", "rm", "--force", image, check=False)
-
-
-def recorded_compiles(stdout: str, kind: str = "compiles") -> dict[str, dict]:
-    """The compile steps' counts the build kept in its record (the manifest its first line names):
-    ccache's (``compiles``), or what its progress counted (``compile_progress``)."""
-    manifest = re.search(r"manifest: (\S+)\)", stdout)
-    assert manifest, stdout[:2000]
-    return json.loads(Path(manifest.group(1)).read_text()).get(kind, {})

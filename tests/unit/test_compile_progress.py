@@ -43,7 +43,7 @@ def test_a_ninja_compile_says_objects_done_of_the_total_its_rate_and_the_time_le
     clock = Clock()
     watch = CompileWatch(every=30.0, clock=clock)
     said = []
-    for line in ["#6 0.1 an earlier step's line\n", *lines]:
+    for line in ["#6 0.1 an earlier step's line\n", *lines, "#6 DONE 0.2s\n", "#7 DONE 131.0s\n"]:
         clock.now += 10.0  # an object every 10 s: 6 a minute
         if note := watch(line):
             said.append(note)
@@ -52,7 +52,8 @@ def test_a_ninja_compile_says_objects_done_of_the_total_its_rate_and_the_time_le
         "compiling pytorch: 1/12 objects (8 %), 6 a minute, about 1 min left",
         "compiling pytorch: 4/12 objects (33 %), 6 a minute, about 1 min left",
         "compiling pytorch: 7/12 objects (58 %), 6 a minute, about 50 s left",
-        "compiling pytorch: 10/12 objects (83 %), 6 a minute, about 20 s left"]
+        "compiling pytorch: 10/12 objects (83 %), 6 a minute, about 20 s left",
+        "compiled pytorch: 12/12 objects (100 %), 6 a minute"]  # the step's end (not an unwatched step's)
     assert watch.figures() == {"pytorch": {"objects": 12, "total": 12, "seconds": 120, "per_minute": 6.0}}
     assert watch.error_lines == []
 

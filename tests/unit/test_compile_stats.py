@@ -41,6 +41,15 @@ def test_each_steps_counts_are_read_from_the_builds_output_and_a_step_run_twice_
     assert compile_stats.from_record(json.loads(json.dumps(compile_stats.to_record(found)))) == found
 
 
+def test_the_objects_a_compile_counted_follow_ccaches_counts_and_stand_alone_without_them():
+    found = {"torch": Compiles(3, 0, 1201, 0, True, 41)}
+    progress = {"torch": {"objects": 1204, "total": 1204, "seconds": 40, "per_minute": 1806.0},
+                "extension": {"objects": 2, "total": 0, "seconds": 3, "per_minute": 40.0}}
+    assert compile_stats.summary(found, progress) == ("torch: 3 compiled, 1,201 remote hits, 41 s (1,204/1,204 objects,"
+                                                      " 1,806 a minute); extension: 2 compiler calls, 40 a minute, 3 s")
+    assert compile_stats.record_summary(compile_stats.to_record(found), {}) == "torch: 3 compiled, 1,201 remote hits, 41 s"
+
+
 def test_a_build_that_compiled_nothing_has_no_counts():
     assert compile_stats.read(["#5 CACHED\n", "Built x\n"]) == {}
     assert compile_stats.summary({}) == ""
@@ -96,18 +105,20 @@ def test_the_shared_store_is_given_to_ccache_in_the_words_of_its_version(tmp_pat
 
 def test_build_alls_table_and_reports_carry_each_cells_compiles(tmp_path):
     counts = compile_stats.to_record({"torch": Compiles(3, 0, 1201, 0, True, 41)})
+    progress = {"torch": {"objects": 1204, "total": 4810, "seconds": 41, "per_minute": 1762.0}}
     results = {"a-dev": runner.CellResult(id="a-dev", image="x/a:dev", status=Status.BUILT, reason="new",
-                                          compiles=counts),
+                                          compiles=counts, compile_progress=progress),
                "b-release": runner.CellResult(id="b-release", image="x/b:r", status=Status.BUILT, reason="new")}
     console = Console(file=io.StringIO(), width=300)
     console.print(runner.summary_table(results))
-    assert "torch: 3 compiled, 1,201 remote hits, 41 s" in console.file.getvalue()
+    assert "torch: 3 compiled, 1,201 remote hits, 41 s (1,204/4,810 objects, 1,762 a minute)" in console.file.getvalue()
     runner.write_json(tmp_path / "r.json", results, datetime.now())
     assert json.loads((tmp_path / "r.json").read_text())["cells"][0]["compiles"] == {
         "torch": {"compiled": 3, "local_hits": 0, "remote_hits": 1201, "store_errors": 0, "remote": True, "seconds": 41}}
+    assert json.loads((tmp_path / "r.json").read_text())["cells"][0]["compile_progress"] == progress
     runner.write_junit(tmp_path / "r.xml", results)
     out = ElementTree.parse(tmp_path / "r.xml").getroot().find("testcase[@name='a-dev']/system-out").text
-    assert out.endswith("compiled: torch: 3 compiled, 1,201 remote hits, 41 s")
+    assert out.endswith("compiled: torch: 3 compiled, 1,201 remote hits, 41 s (1,204/4,810 objects, 1,762 a minute)")
     assert "compiled" not in ElementTree.parse(tmp_path / "r.xml").getroot().find(
         "testcase[@name='b-release']/system-out").text.split(":", 1)[1]
 

@@ -57,6 +57,22 @@ def test_a_lock_selects_each_projects_wheel_for_the_images_platform(tmp_path):
     assert locks.read(tmp_path / "pylock.none.toml", "3.11", AMD64) is None
 
 
+def test_of_a_releases_wheels_the_lock_gives_the_one_an_installer_prefers(tmp_path):
+    """ninja 1.11.1 has a manylinux1 and a manylinux_2_12 wheel for x86_64 (a uv lock lists
+    both): the newer manylinux is pip's and uv's choice, and the manylinux1 binary crashes on
+    bookworm (CMake: "'ninja' '--version' failed"). Not whichever sorts first by name."""
+    ninja = ('\n[[packages]]\nname = "ninja"\nversion = "1.11.1"\nwheels = [\n'
+             '  { url = "https://files.example/ninja-1.11.1-py2.py3-none-manylinux_2_12_x86_64.manylinux2010_x86_64.whl",'
+             f' hashes = {{ sha256 = "{"5" * 64}" }} }},\n'
+             '  { url = "https://files.example/ninja-1.11.1-py2.py3-none-manylinux_2_5_x86_64.manylinux1_x86_64.whl",'
+             f' hashes = {{ sha256 = "{"6" * 64}" }} }},\n]\n')
+    for order in (ninja, ninja.replace("manylinux_2_12", "@").replace("manylinux_2_5", "manylinux_2_12").replace(
+            "manylinux2010", "#").replace("manylinux1", "manylinux2010").replace("@", "manylinux_2_5").replace("#", "manylinux1")):
+        found = locks.read(write(tmp_path, lock_text(extra=order)), "3.11", AMD64)
+        (chosen,) = [w for w in found.wheels if w.name == "ninja"]
+        assert chosen.file_name == "ninja-1.11.1-py2.py3-none-manylinux_2_12_x86_64.manylinux2010_x86_64.whl"
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("not toml at all", "is not a lock torchbake can use"),
     (lock_text(extra='\n[[packages]]\nname = "sdistonly"\nversion = "1.0"\nsdist = { url = "https://files.example/'

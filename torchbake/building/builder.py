@@ -80,6 +80,7 @@ class BuildResult:
     reason: str = ""
     gpu_checks: dict = field(default_factory=dict)  # image → the GPU rows of its verify ([build] verify_gpus)
     compiles: dict = field(default_factory=dict)  # compile step → its counts (torchbake.building.compile_stats)
+    compile_progress: dict = field(default_factory=dict)  # compile step → its objects (building.compile_progress)
 
 
 def changed_since(plan: Plan, client: DockerClient, facts: Preflight) -> str:
@@ -470,7 +471,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     result = BuildResult(image=plan.image, image_id=image_id, size_bytes=int(info.get("Size", 0)),
                          log_file=log_file, input_hash=digest, seconds=time.monotonic() - started,
                          reason="forced" if not skip_unchanged else "inputs changed or no image yet",
-                         compiles=record.facts.get("compiles", {}))
+                         compiles=record.facts.get("compiles", {}),
+                         compile_progress=record.facts.get("compile_progress", {}))
     output.channel().say((f"Built {result.image}", "bold green"), f" {result.image_id[:19]} "
                          f"{human_size(result.size_bytes)} of compressed layers (`docker images` shows them unpacked)"
                          f" in {result.seconds:.0f} s (log: {log_file})")
@@ -484,10 +486,12 @@ def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool
     with log_file.open(encoding="utf-8", errors="replace") as log:
         log.seek(since)
         found = compile_stats.read(log)
+    progress = record.facts.get("compile_progress", {})
     if found:
         record.facts["compiles"] = compile_stats.to_record(found)
+    if found or progress:
         say = output.channel().say
-        say(("Compiled:", "bold"), f" {compile_stats.summary(found)}")
+        say(("Compiled:", "bold"), f" {compile_stats.summary(found, progress)}")
         if missed := compile_stats.unreachable(found):
             text = (f"the compile cache's store ([dev] ccache_remote) could not be reached from the {', '.join(missed)}"
                     " step(s): their objects were compiled here and not shared.")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _LINE = re.compile(r"^#(?P<step>\d+) \d+\.\d+ (?P<text>.*)$")  # a step's line in BuildKit's plain progress
+_DONE = re.compile(r"^#(?P<step>\d+) DONE \d")  # a step's end in BuildKit's plain progress
 _ROLE = re.compile(r"^torchbake: building (?P<role>[\w.+-]+) from ")
 _NINJA = re.compile(r"^\[(?P<done>\d{1,9})/(?P<total>\d{1,9})\] ")
 # a compiler called to compile one object (setuptools' -v echo, make's, ccache's)
@@ -99,7 +100,8 @@ def duration(seconds: float) -> str:
 class CompileWatch:
     """Fed every line of a build's output (``torchbake.adapters.command.line_watch``): keeps each
     compile step's progress and its first error lines, and returns the progress as a line to show
-    at most every ``every`` seconds while objects are being done (None otherwise)."""
+    at most every ``every`` seconds while objects are being done, and a step's final figures when
+    it ends ("compiled pytorch: 16/16 objects (100 %), 240 a minute"; None otherwise)."""
 
     def __init__(self, *, every: float = 30.0, clock: Callable[[], float] = time.monotonic):
         self.every, self.clock = every, clock
@@ -110,6 +112,9 @@ class CompileWatch:
     def __call__(self, line: str) -> str | None:
         found = _LINE.match(line.rstrip("\n"))
         if found is None:
+            ended = _DONE.match(line)
+            if ended and (progress := self.steps.get(ended["step"])) and progress.done:
+                return f"compiled {progress.describe()}"  # the step's final figures, once
             return None
         step, text, now = found["step"], found["text"], self.clock()
         if role := _ROLE.match(text):

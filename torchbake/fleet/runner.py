@@ -59,6 +59,7 @@ class CellResult:
     diff: dict = field(default_factory=dict)  # ... and the whole diff (torchbake.supply_chain.image_diff)
     gpu_checks: dict = field(default_factory=dict)  # image → its GPU rows, when [build] verify_gpus ran them
     compiles: dict = field(default_factory=dict)  # a dev cell: compile step → its counts (building.compile_stats)
+    compile_progress: dict = field(default_factory=dict)  # ... and its objects done (building.compile_progress)
 
 
 def cell_settings(cell: Cell, config_files: list[str], environ: Mapping[str, str], *,
@@ -302,7 +303,8 @@ class MatrixRun:
             digest = result.image_id if registry_done else digest
             self._finish(cell.id, result.status, result.reason, seconds=time.monotonic() - started,
                          size_bytes=result.size_bytes, image_id="" if registry_done else result.image_id,
-                         digest=digest, log=str(log), gpu_checks=result.gpu_checks, compiles=result.compiles)
+                         digest=digest, log=str(log), gpu_checks=result.gpu_checks, compiles=result.compiles,
+                         compile_progress=result.compile_progress)
         except FatalError as exc:
             if self.interrupted:
                 self.results[cell.id].status = Status.INTERRUPTED
@@ -362,13 +364,13 @@ def summary_table(results: Mapping[str, CellResult]) -> Table:
     table = output.table(title="build-all")
     table.add_column("cell", no_wrap=True, min_width=max((len(r.id) for r in results.values()), default=4))
     changes = any(r.changed for r in results.values())
-    compiled = any(r.compiles for r in results.values())
+    compiled = any(r.compiles or r.compile_progress for r in results.values())
     for column in ("image", "status", "reason", *(("changed",) if changes else ()), *(("compiled",) if compiled else ()),
                    "time", "size", "digest"):
         table.add_column(column, overflow="fold")
     for r in results.values():
         table.add_row(r.id, r.image, r.status, r.error or r.reason, *((r.changed,) if changes else ()),
-                      *((compile_stats.record_summary(r.compiles),) if compiled else ()),
+                      *((compile_stats.record_summary(r.compiles, r.compile_progress),) if compiled else ()),
                       f"{r.seconds:.0f}s", human_size(r.size_bytes) if r.size_bytes else "",
                       (r.digest or r.image_id)[:19])
     return table
@@ -399,7 +401,7 @@ def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
         elif r.status is Status.NOT_RUN:
             ElementTree.SubElement(case, "skipped", message=r.reason)
         else:
-            compiled = compile_stats.record_summary(r.compiles)
+            compiled = compile_stats.record_summary(r.compiles, r.compile_progress)
             ElementTree.SubElement(case, "system-out").text = (f"{r.status}: {r.reason} {r.image} {r.digest or r.image_id}"
                                                                + (f"\ncompiled: {compiled}" if compiled else ""))
     buffer = io.BytesIO()

@@ -116,7 +116,7 @@ def read(path: Path, python_version: str, wheel_platforms: Sequence[str]) -> Loc
         lock = Pylock.from_dict(tomllib.loads(data.decode()))
         environment = wheelhouse.image_environment(python_version, wheel_platforms)
         chosen = list(lock.select(environment=environment,
-                                  tags=sorted(wheelhouse.supported_tags(python_version, wheel_platforms), key=str)))
+                                  tags=wheelhouse.supported_tags(python_version, wheel_platforms)))  # in preference order
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError, PylockSelectError) as exc:
         raise ConfigurationError(f"{path} is not a lock torchbake can use ({exc}). {REMAKE}") from None
     wheels = []

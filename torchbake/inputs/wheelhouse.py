@@ -115,14 +115,17 @@ def resolve(
     return [w for w in wheels_in(link_into) if w.path.name in names]
 
 
-def supported_tags(python_version: str, platforms: Sequence[str]) -> set[tags.Tag]:
+def supported_tags(python_version: str, platforms: Sequence[str]) -> list[tags.Tag]:
     """The wheel tags pip accepts for the image (``pip download --python-version X.Y
-    --implementation cp --abi cpXY --abi abi3 --abi none --platform …``), as pip works them out."""
+    --implementation cp --abi cpXY --abi abi3 --abi none --platform …``), as pip works them out,
+    most preferred first (the newest manylinux before the older ones), as an installer picks
+    among a release's wheels: ninja 1.11.1's manylinux1 wheel crashes on bookworm, its
+    manylinux_2_12 one runs."""
     major, minor = (int(part) for part in python_version.split(".")[:2])
     abi = f"cp{major}{minor}"
     platform_tags = [*compatible_platforms(platforms), "any"]
-    return {*tags.cpython_tags((major, minor), [abi, "abi3", "none"], platform_tags),
-            *tags.compatible_tags((major, minor), abi, platform_tags)}
+    return list(dict.fromkeys([*tags.cpython_tags((major, minor), [abi, "abi3", "none"], platform_tags),
+                               *tags.compatible_tags((major, minor), abi, platform_tags)]))
 
 
 def already_resolved(requirements: Sequence[str], cache_dir: Path, python_version: str,
@@ -133,7 +136,7 @@ def already_resolved(requirements: Sequence[str], cache_dir: Path, python_versio
     image can install (a wheel file: a byte-identical copy), and none of those wheels requires
     anything for the image: then no index could change the answer, and pip would only say
     "File was already downloaded" after a second or two of start-up and index requests."""
-    supported = supported_tags(python_version, platforms)
+    supported = set(supported_tags(python_version, platforms))
     present = [wheel for wheel in wheels_in(cache_dir)
                if supported & parse_wheel_filename(wheel.path.name)[3]]
     found: list[str] = []
