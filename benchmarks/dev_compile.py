@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -121,7 +122,9 @@ def main() -> None:
             password = "bench-" + uuid.uuid4().hex
             (work / "srv").mkdir()
             with git_server(work / "srv", auth=f"builder:{password}") as (url, _):
-                make_repos(work, url)
+                make_repos(work, url)  # (its pytorch-cmake of 12 units made again with --units)
+                for made in (work / "work" / "pytorch-cmake", work / "srv" / "pytorch-cmake.git"):
+                    shutil.rmtree(made)
                 write_cmake_pytorch(work / "work", work / "srv", url, units=args.units, weight=args.weight)
                 profile = work / "fixture.toml"
                 profile.write_text(dev_profile(url, supplier="Bench <bench@example.com>", torch=str(make_tiny_torch(work / "torch")),

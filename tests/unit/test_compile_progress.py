@@ -53,8 +53,9 @@ def test_a_ninja_compile_says_objects_done_of_the_total_its_rate_and_the_time_le
         "compiling pytorch: 4/12 objects (33 %), 6 a minute, about 1 min left",
         "compiling pytorch: 7/12 objects (58 %), 6 a minute, about 50 s left",
         "compiling pytorch: 10/12 objects (83 %), 6 a minute, about 20 s left",
-        "compiled pytorch: 12/12 objects (100 %), 6 a minute"]  # the step's end (not an unwatched step's)
-    assert watch.figures() == {"pytorch": {"objects": 12, "total": 12, "seconds": 120, "per_minute": 6.0}}
+        "compiled pytorch: 12/12 objects (100 %), 5 a minute"]  # at its end, over the whole step (not an unwatched step)
+    # the record: from the step's start to its DONE line (20 s after the last object), not to its last object
+    assert watch.figures() == {"pytorch": {"objects": 12, "total": 12, "seconds": 140, "per_minute": 5.1}}
     assert watch.error_lines == []
 
 
@@ -119,3 +120,16 @@ def test_hostile_or_odd_counts_are_no_count_and_several_ninja_runs_add_up():
         for done in range(1, run + 1):
             watch(f"#3 0.3 [{done}/{run}] Building CXX object x{done}.o\n")
     assert watch.figures()["vision"]["objects"] == 5 and watch.figures()["vision"]["total"] == 5
+
+
+def test_a_step_that_ended_leaves_the_periodic_line_and_is_said_once_in_the_words_of_one_object():
+    clock = Clock()
+    watch = CompileWatch(every=0.0, clock=clock)
+    said = [watch(line) for line in (
+        "#7 0.1 torchbake: building pytorch from /home/pytorch (commit abc, MAX_JOBS=2)\n",
+        "#7 0.2   gcc -pthread -c csrc/core.c -o build/core.o\n",
+        "#7 DONE 3.0s\n", "#7 DONE 3.0s\n",
+        "#9 0.1 torchbake: building torchsort from /home/extensions/torchsort-0.1.9 (commit unknown, MAX_JOBS=2)\n",
+        "#9 0.3   g++ -pthread -c torchsort/isotonic_cpu.cpp -o build/isotonic_cpu.o\n")]
+    assert said[2] == "compiled pytorch: 1 object compiled" and said[3] is None  # once
+    assert said[5] == "compiling torchsort: 1 object compiled"  # pytorch's step ended: not in the line

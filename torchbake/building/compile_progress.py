@@ -37,7 +37,8 @@ class StepProgress:
     started: float
     done: int = 0
     total: int = 0  # 0: no total printed (compiler calls counted)
-    ended: float = 0.0
+    ended: float = 0.0  # when the last object was counted
+    finished: float = 0.0  # when the step ended (BuildKit's DONE line)
     recent: deque = field(default_factory=deque)  # (time, done) within RATE_WINDOW
     carried: tuple[int, int] = (0, 0)  # (done, total) of the ninja runs before this one (torchvision runs several)
     run: tuple[int, int] = (0, 0)  # (done, total) of the ninja run going on
@@ -58,7 +59,10 @@ class StepProgress:
             self.recent.popleft()
 
     def per_minute(self) -> float:
-        """Objects a minute: over the last RATE_WINDOW, else since the step began."""
+        """Objects a minute: over the whole step once it ended; before, over the last RATE_WINDOW,
+        else since the step began."""
+        if self.finished:
+            return 60.0 * self.done / (self.finished - self.started) if self.finished > self.started else 0.0
         if len(self.recent) >= 2 and self.recent[-1][0] > self.recent[0][0]:
             (first, done_first), (last, done_last) = self.recent[0], self.recent[-1]
             return 60.0 * (done_last - done_first) / (last - first)
@@ -76,7 +80,7 @@ class StepProgress:
         if self.total:
             text = f"{self.role}: {self.done:,}/{self.total:,} objects ({100 * self.done // self.total} %)"
         else:
-            text = f"{self.role}: {self.done:,} objects compiled"
+            text = f"{self.role}: {self.done:,} {'object' if self.done == 1 else 'objects'} compiled"
         if rate := self.per_minute():
             text += f", {rate:,.0f} a minute"
         if (left := self.seconds_left()) is not None and self.done < self.total:
@@ -85,7 +89,8 @@ class StepProgress:
 
     def figures(self) -> dict[str, float | int]:
         """What the build's record keeps of the step."""
-        return {"objects": self.done, "total": self.total, "seconds": round((self.ended or self.started) - self.started),
+        return {"objects": self.done, "total": self.total,
+                "seconds": round((self.finished or self.ended or self.started) - self.started),
                 "per_minute": round(self.per_minute(), 1)}
 
 
@@ -113,8 +118,9 @@ class CompileWatch:
         found = _LINE.match(line.rstrip("\n"))
         if found is None:
             ended = _DONE.match(line)
-            if ended and (progress := self.steps.get(ended["step"])) and progress.done:
-                return f"compiled {progress.describe()}"  # the step's final figures, once
+            if ended and (progress := self.steps.get(ended["step"])) and not progress.finished:
+                progress.finished = self.clock()
+                return f"compiled {progress.describe()}" if progress.done else None  # its final figures, once
             return None
         step, text, now = found["step"], found["text"], self.clock()
         if role := _ROLE.match(text):
@@ -133,14 +139,14 @@ class CompileWatch:
         self._cmake_message = bool(text.startswith("CMake Error") or (self._cmake_message and text.startswith("  ")))
         if said and len(self.error_lines) < MOST_ERROR_LINES:  # CMake's message: the indented lines after it too
             self.error_lines.append(f"{progress.role}: {text}")
-        if self._changed and now - self._said_at >= self.every and any(p.done for p in self.steps.values()):
+        if self._changed and now - self._said_at >= self.every and any(p.done and not p.finished for p in self.steps.values()):
             self._said_at, self._changed = now, False
             return self.describe()
         return None
 
     def describe(self) -> str:
-        """Every compile step that did something, as one line: "compiling pytorch: …; vision: …"."""
-        return "compiling " + "; ".join(p.describe() for p in self.steps.values() if p.done)
+        """Every compile step going on that did something, as one line: "compiling pytorch: …; vision: …"."""
+        return "compiling " + "; ".join(p.describe() for p in self.steps.values() if p.done and not p.finished)
 
     def figures(self) -> dict[str, dict[str, float | int]]:
         """Role → the figures of its step (a role compiled twice: its last step)."""

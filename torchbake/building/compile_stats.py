@@ -81,7 +81,8 @@ def summary(found: Mapping[str, Compiles], progress: Mapping[str, Mapping] = {})
                        else f"{counted['objects']:,} compiler calls")
             rate = f", {counted['per_minute']:,.0f} a minute" if counted.get("per_minute") else ""
             text = f"{text} ({objects}{rate})" if text else f"{objects}{rate}, {counted.get('seconds', 0)} s"
-        parts.append(f"{role}: {text}")
+        if text:
+            parts.append(f"{role}: {text}")
     return "; ".join(parts)
 
 
