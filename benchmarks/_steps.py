@@ -10,6 +10,11 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = "/usr/bin/docker"
+BOOKWORM = "torchbake/debian:bookworm"  # the Debian image `invoke bootstrap-os --suite bookworm` makes
+INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]  # this checkout's tasks
+
 
 def run(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """``argv`` run to its end (``env``: its whole environment; None, this one's)."""

@@ -33,20 +33,17 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import run  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _steps import BOOKWORM as BASE  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, run  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos, write_cmake_pytorch  # noqa: E402
 from tests.e2e.helpers import make_tiny_torch  # noqa: E402
 from tests.support import git_server  # noqa: E402
 from torchbake.building.compile_progress import CompileWatch  # noqa: E402
 
-DOCKER = "/usr/bin/docker"
-BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/dev-compile"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 _STARTED = re.compile(r"^#(\d+) \d+\.\d+ torchbake: building pytorch from ")
 _FIRST_OBJECT = re.compile(r"^#(\d+) \d+\.\d+ \s*\[1/\d+\] ")
 

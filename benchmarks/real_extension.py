@@ -27,18 +27,15 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import run  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _steps import BOOKWORM as BASE  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, run  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos  # noqa: E402
 from tests.support import git_server  # noqa: E402
 
-DOCKER = "/usr/bin/docker"
-BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/real-extension"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 CALLS = {"torchsort": "import torch, torchsort; print(torchsort.soft_rank(torch.tensor([[8., 1., 5.]])).tolist())"}
 
 
