@@ -133,3 +133,36 @@ def test_a_step_that_ended_leaves_the_periodic_line_and_is_said_once_in_the_word
         "#9 0.3   g++ -pthread -c torchsort/isotonic_cpu.cpp -o build/isotonic_cpu.o\n")]
     assert said[2] == "compiled pytorch: 1 object compiled" and said[3] is None  # once
     assert said[5] == "compiling torchsort: 1 object compiled"  # pytorch's step ended: not in the line
+
+
+def test_on_a_terminal_the_progress_is_one_line_redrawn_in_place_under_the_builds_own_lines(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from torchbake.core import output
+
+    shown: list[str] = []
+    watch = CompileWatch(every=60.0, live=shown.append, clock=Clock())
+    lines = ninja_build(tmp_path, 3)
+    for line in lines:
+        watch(line)
+    assert shown[-1] == "compiling pytorch: 3/3 objects (100 %)"  # every object, not once a minute
+    assert len(shown) == 3
+
+    def drawn(terminal: bool) -> str:
+        screen = io.StringIO()
+        channel = output.Channel(Console(file=screen, force_terminal=terminal, width=80, markup=False, highlight=False))
+        with channel.live_line() as show:
+            channel.command_line("#7 0.1 [1/2] Building C object [bold]a.o\n")
+            show("compiling pytorch: 1/2 objects (50 %)")
+            channel.command_line("#7 0.2 [2/2] Building C object b.o\n")
+            show("compiling pytorch: 2/2 objects (100 %)")
+        channel.command_line("built\n")
+        return screen.getvalue()
+
+    screen = drawn(True)
+    # the build's lines as they are ([bold] is text), the live line under them, cleared at the end
+    assert screen.index("[bold]a.o\n") < screen.index("b.o\n") < screen.index("compiling pytorch: 2/2") < screen.index("built")
+    assert "\x1b[2K" in screen and screen.endswith("\x1b[2Kbuilt\n")
+    assert drawn(False) == "#7 0.1 [1/2] Building C object [bold]a.o\n#7 0.2 [2/2] Building C object b.o\nbuilt\n"

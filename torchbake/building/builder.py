@@ -143,9 +143,15 @@ def log_path(log_dir: Path, image: str) -> Path:
 
 def watched(client: DockerClient, argv: list[str], env: Mapping[str, str], log_file: Path, record) -> None:
     """``client.build`` with its compile steps watched (torchbake.building.compile_progress): their
-    progress said as they go, their figures in the record, and a failed compile's own error lines
+    progress said as they go (a line every minute in the output and the log; on a terminal also a
+    live line at the bottom), their figures in the record, and a failed compile's own error lines
     in the failure's message."""
-    watch = compile_progress.CompileWatch(every=10.0 if output.channel().is_terminal else 60.0)
+    with output.channel().live_line() as live:  # a terminal: objects done, rate and time left redrawn in place
+        _watched(client, argv, env, log_file, record, compile_progress.CompileWatch(every=60.0, live=live))
+
+
+def _watched(client: DockerClient, argv: list[str], env: Mapping[str, str], log_file: Path, record,
+             watch: compile_progress.CompileWatch) -> None:
     token = command.line_watch.set(watch)
     try:
         client.build(argv, env, log_file)

@@ -108,8 +108,9 @@ class CompileWatch:
     at most every ``every`` seconds while objects are being done, and a step's final figures when
     it ends ("compiled pytorch: 16/16 objects (100 %), 240 a minute"; None otherwise)."""
 
-    def __init__(self, *, every: float = 30.0, clock: Callable[[], float] = time.monotonic):
-        self.every, self.clock = every, clock
+    def __init__(self, *, every: float = 30.0, clock: Callable[[], float] = time.monotonic,
+                 live: Callable[[str], None] | None = None):
+        self.every, self.clock, self.live = every, clock, live  # live: shown every change (a terminal's live line)
         self.steps: dict[str, StepProgress] = {}  # BuildKit step number → its compile step
         self.error_lines: list[str] = []
         self._said_at, self._changed, self._cmake_message = clock(), False, False
@@ -139,7 +140,10 @@ class CompileWatch:
         self._cmake_message = bool(text.startswith("CMake Error") or (self._cmake_message and text.startswith("  ")))
         if said and len(self.error_lines) < MOST_ERROR_LINES:  # CMake's message: the indented lines after it too
             self.error_lines.append(f"{progress.role}: {text}")
-        if self._changed and now - self._said_at >= self.every and any(p.done and not p.finished for p in self.steps.values()):
+        going = any(p.done and not p.finished for p in self.steps.values())
+        if self.live is not None and self._changed and going:
+            self.live(self.describe())
+        if self._changed and now - self._said_at >= self.every and going:
             self._said_at, self._changed = now, False
             return self.describe()
         return None

@@ -73,6 +73,7 @@ class Channel:
 
     def __init__(self, console: Console | None = None, *, commands: bool = True):
         self._console, self.commands = console, commands
+        self._live = False  # a live line is drawn at the bottom (live_line): lines go above it, through rich
 
     @property
     def console(self) -> Console:
@@ -105,9 +106,43 @@ class Channel:
         """A ``+ command`` echo or a line of a command's output, as it is."""
         if self.commands:
             with self._lock:
+                if self._live:  # above the live line, as it is (the console reads no markup)
+                    from rich.text import Text
+
+                    self.console.print(Text(printable(text.rstrip("\n"))))
+                    return
                 stream = self._console.file if self._console else _Redacting(sys.stdout)  # a redacting stream
                 stream.write(text if text.endswith("\n") else text + "\n")
                 stream.flush()
+
+    @contextlib.contextmanager
+    def live_line(self):
+        """A line at the bottom of a terminal, redrawn in place as it changes (a compile's objects
+        done, rate and time left), drawn from its first text on and gone when the block ends; what
+        is printed meanwhile goes above it. Yields the function that sets its text. Not a
+        terminal: the function does nothing."""
+        if not self.is_terminal:
+            yield lambda text: None
+            return
+        from rich.live import Live
+        from rich.text import Text
+
+        live = Live(Text(""), console=self.console, transient=True, refresh_per_second=4, auto_refresh=True)
+
+        def show(text: str) -> None:
+            with self._lock:
+                if not self._live:
+                    live.start()
+                    self._live = True
+                live.update(Text(printable(text), style="bold"))
+
+        try:
+            yield show
+        finally:
+            with self._lock:
+                if self._live:
+                    live.stop()
+                    self._live = False
 
     def progress(self, *, transient: bool = False) -> Progress:
         """A transfer progress bar on this channel, drawn only on a terminal."""
