@@ -22,15 +22,17 @@ def index(tmp_path):
     """A PEP 503 index on 127.0.0.1 with an extension's sdists (1.0, 1.1, a yanked 2.0) and a wheel."""
     files = {name: f"{name} contents".encode() for name in
              ("torch_ext-1.0.tar.gz", "torch_ext-1.1.tar.gz", "torch_ext-2.0.tar.gz", "torch_ext-1.1-py3-none-any.whl")}
-    page = "".join(f'<a href="../../files/{n}#sha256={hashlib.sha256(d).hexdigest()}"{" data-yanked" if "2.0" in n else ""}>'
-                   f"{n}</a>\n" for n, d in files.items()).encode()
+
+    def page() -> bytes:  # what the index holds when asked (a test may publish a release meanwhile)
+        return "".join(f'<a href="../../files/{n}#sha256={hashlib.sha256(d).hexdigest()}"{" data-yanked" if "2.0" in n else ""}>'
+                       f"{n}</a>\n" for n, d in files.items()).encode()
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
         def do_GET(self):  # noqa: N802
-            body = page if self.path == "/simple/torch-ext/" else files.get(self.path.rsplit("/", 1)[-1])
+            body = page() if self.path == "/simple/torch-ext/" else files.get(self.path.rsplit("/", 1)[-1])
             self.send_response(200 if body is not None else 404)
             self.send_header("Content-Length", str(len(body or b"")))
             self.end_headers()
@@ -112,3 +114,55 @@ def test_an_sdist_is_unpacked_in_its_folder_or_not_at_all(tmp_path):
                                  capture_output=True, text=True)
         assert refused.returncode == 1 and "it is not unpacked" in refused.stderr, (name, refused.stderr)
     assert not (tmp_path.parent / "escaped.txt").exists() and not (tmp_path / "absolute.txt").exists()
+
+
+def test_a_dev_images_sdists_are_locked_and_a_build_then_takes_exactly_those_files(index, tmp_path):
+    """`invoke lock` of a dev build: each requirement-style extension's sdist with its URL and
+    sha256 (PEP 751, packaging's model); the plan follows it (no index asked: a newer release on
+    the index changes nothing), --locked refuses a lock made for other requirements, and another
+    file behind the locked URL is a lock mismatch, not a build."""
+    import tomllib
+
+    from tests.conftest import run_invoke
+    from torchbake.variants import dev
+
+    url, files = index
+    config = tmp_path / "torchbake.toml"
+    private = url.replace("http://", "http://builder:sdist-canary-2718@")  # an index with credentials
+    config.write_text(f'[image]\nbase = "team/dev-base:1"\n[wheels]\nindex_url = "{private}"\n'
+                      f'[dev]\nextensions = ["torch-ext>=1.0"]\n[build]\nlocks = "{tmp_path / "locks"}"\n'
+                      f'[paths]\ncache_dir = "{tmp_path / "cache"}"\n')
+    env = {"PIP_CONFIG_FILE": "/dev/null", "PIP_FIND_LINKS": ""}
+    made = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1", env=env, cwd=tmp_path)
+    assert made.returncode == 0, made.stdout + made.stderr
+    (path,) = (tmp_path / "locks").glob("pylock.*.toml")
+    assert "+torch-ext 1.1" in made.stdout and f"Locked {path}: 1 source distributions, new" in made.stdout, made.stdout
+    locked = tomllib.loads(path.read_text())
+    (package,) = locked["packages"]
+    assert package["version"] == "1.1" and package["sdist"]["url"].endswith("/files/torch_ext-1.1.tar.gz")
+    assert package["sdist"]["hashes"]["sha256"] == hashlib.sha256(files["torch_ext-1.1.tar.gz"]).hexdigest()
+    assert locked["tool"]["torchbake"]["requirements"] == ["torch-ext>=1.0"]
+    assert "sdist-canary-2718" not in path.read_text() + made.stdout + made.stderr  # the index's password: nowhere
+
+    from torchbake.tasks.cli import resolve_config  # the plan as the build makes it
+
+    resolved = resolve_config([str(config)], {"image.name": "team/dev", "image.tag": "1"}, variant=None)
+    plan = dev.plan(resolved.settings())
+    assert plan.sdist_lock is not None and "locked by" in plan.sdist_lock_state
+    files["torch_ext-1.2.tar.gz"] = b"a newer release"  # on the index now: the lock holds
+    cache = DownloadCache(tmp_path / "cache", {}, show_progress=False)
+    assert plan.sdist("torch-ext>=1.0", cache).path.read_bytes() == files["torch_ext-1.1.tar.gz"]
+    files["torch_ext-1.1.tar.gz"] = b"other bytes under the locked name"
+    with pytest.raises(DownloadError, match="lock mismatch"):
+        plan.sdist("torch-ext>=1.0", DownloadCache(tmp_path / "cache2", {}, show_progress=False))
+
+    again = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1", env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "unchanged" in again.stdout and tomllib.loads(path.read_text()) == locked  # kept
+    upgraded = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1", "--upgrade", env=env,
+                          cwd=tmp_path)
+    assert upgraded.returncode == 0 and "torch-ext 1.1 → 1.2" in upgraded.stdout, upgraded.stdout + upgraded.stderr
+    config.write_text(config.read_text().replace('"torch-ext>=1.0"', '"torch-ext>=1.0", "other-ext"'))
+    refused = run_invoke("build", "--config", str(config), "--name", "team/dev", "--tag", "1", "--locked", "--dry-run",
+                         env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "was made for torch-ext>=1.0, not torch-ext>=1.0, other-ext" in refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stdout + refused.stderr

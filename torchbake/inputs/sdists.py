@@ -7,13 +7,20 @@ extra ones) or in a find-links folder, the newest version the requirement allows
 the download cache, checked against the sha256 the index gives. The dev build unpacks it and
 compiles it as the other source trees (docker/common/build_extras.sh → build_source.sh,
 ``--no-build-isolation``), its compiles counted and cached.
+
+A dev image's sdists can be locked (``invoke lock`` of a dev build): a PEP 751 file beside the
+release images' locks, one sdist per requirement with its URL (or path) and sha256; a build that
+finds it takes exactly those files, checked against the lock, and asks no index. An sdist is
+source: the lock holds for any Python and platform, made for the requirements alone.
 """
 
 from __future__ import annotations
 
+import hashlib
 import html.parser
+import tomllib
 import urllib.parse
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +28,7 @@ from packaging.requirements import Requirement
 from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist_filename
 from packaging.version import Version
 
-from torchbake.core.errors import DownloadError
+from torchbake.core.errors import ConfigurationError, DownloadError
 
 SUFFIXES = (".tar.gz", ".zip")
 
@@ -92,3 +99,77 @@ def find(requirement_text: str, indexes: Sequence[str], find_links: Sequence[str
                             f" {', '.join([*indexes, *find_links]) or 'any index'}; an extension that compiles against"
                             " the image's torch is built from its sdist (a git+URL@REF works too).")
     return max(found, key=lambda sdist: Version(sdist.version))
+
+
+@dataclass(frozen=True)
+class LockedSdist:
+    """One requirement's source distribution as a lock holds it."""
+
+    name: str  # the project, canonical
+    version: str
+    location: str  # its URL (no credentials, no fragment) or its absolute path
+    sha256: str
+
+    def fetchable(self) -> str:
+        """Its location with the sha256 a download is checked against."""
+        return f"{self.location}#sha256={self.sha256}"
+
+
+@dataclass(frozen=True)
+class SdistLock:
+    path: Path
+    requirements: tuple[str, ...]  # what it was made for: the requirement-style [dev] extensions
+    sdists: Mapping[str, LockedSdist]  # project (canonical) → its locked sdist
+    sha256: str  # of the file as written
+
+    def locked(self, requirement: str) -> LockedSdist | None:
+        return self.sdists.get(canonicalize_name(Requirement(requirement).name))
+
+
+def read_lock(path: Path) -> SdistLock | None:
+    """The sdist lock at ``path`` (None where there is none); one torchbake cannot use is exit 2
+    naming it."""
+    from packaging.pylock import Pylock, PylockValidationError
+
+    if not path.exists() and not path.is_symlink():
+        return None
+    if not path.is_file():
+        raise ConfigurationError(f"{path} is not a file, where the dev image's lock goes: move it away.")
+    data = path.read_bytes()
+    remake = "Make it again with the build's flags and --config files: `invoke lock`."
+    try:
+        lock = Pylock.from_dict(tomllib.loads(data.decode()))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError) as exc:
+        raise ConfigurationError(f"{path} is not a lock torchbake can use ({exc}). {remake}") from None
+    tool = (lock.tool or {}).get("torchbake", {})
+    found = {}
+    for package in lock.packages:
+        sdist = package.sdist
+        sha256 = ((sdist.hashes if sdist else None) or {}).get("sha256", "")
+        location = (sdist.url or (str((path.parent / sdist.path).resolve()) if sdist.path else "")) if sdist else ""
+        if not sha256 or not location:
+            raise ConfigurationError(f"{path}: {package.name} is locked to something other than a source distribution"
+                                     f" with its URL or path and sha256 (what a dev image's lock holds). {remake}")
+        name = str(canonicalize_name(package.name))
+        found[name] = LockedSdist(name, str(package.version), location, sha256)
+    requirements = tool.get("requirements") if isinstance(tool, dict) else None
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise ConfigurationError(f"{path} does not say what it was made for ([tool.torchbake] requirements). {remake}")
+    return SdistLock(path, tuple(requirements), found, hashlib.sha256(data).hexdigest())
+
+
+def lock_text(requirements: Sequence[str], found: Sequence[LockedSdist]) -> str:
+    """A PEP 751 lock of ``found`` made for ``requirements``, checked by packaging's model."""
+    import tomli_w
+    from packaging.pylock import Pylock
+
+    packages = []
+    for sdist in found:
+        where = "url" if "://" in sdist.location else "path"
+        file_name = urllib.parse.unquote(urllib.parse.urlsplit(sdist.location).path).rsplit("/", 1)[-1]
+        packages.append({"name": sdist.name, "version": sdist.version,
+                         "sdist": {"name": file_name, where: sdist.location, "hashes": {"sha256": sdist.sha256}}})
+    text = tomli_w.dumps({"lock-version": "1.0", "created-by": "torchbake", "packages": packages,
+                          "tool": {"torchbake": {"requirements": list(requirements)}}})
+    Pylock.from_dict(tomllib.loads(text))
+    return text

@@ -48,7 +48,8 @@ def lock(c, **given):
     The lock holds the image's whole closure and lives in your repository. One lock per image and
     platform in [build] locks (default locks/ beside torchbake.toml): every wheel file with its URL
     and sha256, resolved by uv for the image's Python and platform, and the Debian packages a build
-    installs on its FROM image, at their versions. --base locks the base image build-base makes.
+    installs on its FROM image, at their versions. --base locks the base image build-base makes; a
+    dev build's flags lock its extensions built from source distributions (each sdist's sha256).
     Take the flags and --config files of the build it is for. Locking again keeps every version;
     --upgrade (or --upgrade-package NAME) lets them move; what changed is printed as `invoke diff`
     words it. Builds follow the lock; --locked refuses one that no longer matches it."""
@@ -71,6 +72,9 @@ def lock(c, **given):
     resolved = resolve_config(given["config"], {**overrides(LOCK_FLAGS, given), "build.locked": False},
                               variant="base" if given["base"] else None)
     settings = resolved.settings()
+    if not given["base"] and settings.build.variant == "dev":
+        _lock_dev_sdists(settings, upgrade, python_given=resolved.sources["python.version"] != "default")
+        return
     if not given["base"] and settings.build.variant != "release":
         raise ConfigurationError("invoke lock locks release images, whose wheels are resolved: add --release (or set"
                                  " [build] variant = \"release\"), or --base for the base image build-base makes."
@@ -101,6 +105,58 @@ def _lock_matrix(given, upgrade, fetch: bool) -> None:
     client = _engine(settings)
     for plan in plans:  # every cell planned (so checked) before any is locked
         _lock_plan(plan, upgrade, fetch, client)
+
+
+def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
+    """A dev image's lock: the source distribution of each requirement-style [dev] extension, its
+    URL (or path) and sha256 (torchbake.inputs.sdists). Locking again keeps each locked version the
+    requirement still allows; --upgrade (or --upgrade-package NAME) takes the newest again."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    from torchbake.core import redaction
+    from torchbake.inputs import downloads, sdists
+
+    check_folders(settings, create=True)
+    plan = variants.VARIANTS["dev"].plan(settings, python_given=python_given)
+    wanted = plan.sdist_requirements()
+    if not wanted:
+        raise ConfigurationError("invoke lock of a dev image locks its extensions built from source distributions,"
+                                 " and [dev] extensions names none (a requirement such as torchsort==0.1.9): torch and"
+                                 " the extension are built from source at their commits. `invoke lock --base` locks"
+                                 " its base image's build requirements.")
+    target = Path(plan.sdist_lock_path)
+    writable.check_folder(target.parent, "build.locks", create=True, example="./locks")
+    locks.check_path(target)
+    try:
+        old = sdists.read_lock(target)
+    except ConfigurationError as exc:  # made anew: nothing of it is kept
+        output.channel().say(("Note:", "yellow"), f" {exc}")
+        old = None
+    freed = set() if upgrade is True else {canonicalize_name(name) for name in upgrade}
+    if old is not None and upgrade is not True and (unknown := sorted(freed - set(old.sdists))):
+        raise ConfigurationError(f"--upgrade-package {', '.join(unknown)}: not in {target} (it holds"
+                                 f" {', '.join(sorted(old.sdists)) or 'nothing'}).")
+    output.channel().say(("Locking", "bold"), f" the source distributions of {plan.image}'s extensions")
+    cache, found = plan.download_cache(), []
+    for requirement in wanted:
+        kept = old.locked(requirement) if old is not None and upgrade is not True else None
+        if kept is not None and kept.name not in freed and Requirement(requirement).specifier.contains(kept.version):
+            found.append(kept)
+            continue
+        artifact, sdist = plan.newest_sdist(requirement, cache)
+        location = redaction.split_credentials(downloads.split_fragment(sdist.url)[0])[0]  # never a password
+        found.append(sdists.LockedSdist(sdist.name, sdist.version, location if "://" in location
+                                        else str(Path(location).resolve()), artifact.sha256))
+    write_atomically(target, sdists.lock_text(wanted, found))
+    before = {s.name: s.version for s in old.sdists.values()} if old is not None else {}
+    after = {s.name: s.version for s in found}
+    changed = [(name, before.get(name, ""), after.get(name, "")) for name in sorted({*before, *after})
+               if before.get(name) != after.get(name)]
+    for name, was, now in changed:
+        output.channel().say("  " + image_diff.Change("python", name, was, now).text())
+    what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
+    output.channel().say(("Locked", "green"), f" {target}: {len(found)} source distributions, {what}")
 
 
 def _engine(settings):

@@ -73,11 +73,14 @@ class DevPlan(PlanCommon):
     keep_git: bool
     patches: tuple[str, ...]  # [dev] patches: SOURCE=PATH (torchbake.inputs.patches)
     source_root: str  # where the base's trees may be on this host (the patches are checked there)
+    sdist_lock_path: str = ""  # where the lock of the requirement-style extensions' sdists is, or would be
+    sdist_lock: sdists.SdistLock | None = None  # the lock the build follows; None: they float
+    sdist_lock_state: str = ""  # what the plan says of it ("": no requirement-style extension)
 
     target = "dev"  # the slim image is the "runtime" stage of the same Dockerfile
     # what the plan says of its closure (`invoke lock` locks release and base images)
     lock_state = ("not locked: torch and the extension from source at their commits, on its base image (`invoke"
-                  " lock --base` locks that); requirement-style extensions float")
+                  " lock --base` locks that)")
     INPUT_STEPS = (("toolkits", ("toolkits.*",)), ("PyTorch compile", ("patches.pytorch",)),
                    ("extension", ("build_args.EXTENSION_REPO", "build_args.EXTENSION_REF", "build_args.EXTENSION_COMMIT",
                                   "sources.extension_repo", "sources.keep_git", "patches.extension")),
@@ -237,7 +240,7 @@ class DevPlan(PlanCommon):
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
         # a wheel given by path or URL is installed; a requirement is built from its sdist, as a source tree
         requirements = [e for e in self.extensions if not e.startswith("git+") and is_location(e)]
-        from_source = {e: self.sdist(e, cache) for e in self.extensions if not e.startswith("git+") and not is_location(e)}
+        from_source = {e: self.sdist(e, cache) for e in self.sdist_requirements()}
         versions = stage.wheels(requirements, python_version, self.wheel_options, cache.root, log_file)
         stage.requirements_file([project_name(r) for r in requirements], versions)
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
@@ -255,13 +258,29 @@ class DevPlan(PlanCommon):
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
                             runtime_env=self.runtime_env, sources=recorded, image_steps=self.image_steps)
 
+    def sdist_requirements(self) -> list[str]:
+        """The [dev] extensions built from their source distributions (requirements, not URLs)."""
+        return sdist_requirements(self.extensions)
+
     def sdist(self, requirement: str, cache):
         """The source distribution of a requirement-style extension, fetched into the download cache
-        and checked against the index's sha256 (torchbake.inputs.sdists)."""
+        and checked: against its lock's sha256 where the plan follows one (no index asked), else
+        against the index's (torchbake.inputs.sdists)."""
+        locked = self.sdist_lock.locked(requirement) if self.sdist_lock else None
+        if locked is not None:
+            location = locked.fetchable()
+            location = location if "://" not in location else locks.index_credentials(location, self.wheel_options)
+            return cache.fetch(location, key=f"dev.extensions: {locked.name} {locked.version}",
+                               locked_by=self.sdist_lock_path)
+        return self.newest_sdist(requirement, cache)[0]
+
+    def newest_sdist(self, requirement: str, cache):
+        """(the fetched artifact, the sdist found): the newest ``requirement`` allows on the
+        configured indexes, checked against the index's sha256."""
         indexes, find_links = locks.configured_indexes(self.wheel_options)
         found = sdists.find(requirement, indexes, find_links, cache.read_page)
         location = found.url if "://" not in found.url else locks.index_credentials(found.url, self.wheel_options)
-        return cache.fetch(location, key=f"dev.extensions: {found.name} {found.version}")
+        return cache.fetch(location, key=f"dev.extensions: {found.name} {found.version}"), found
 
     def labels(self, prepared, facts) -> dict[str, str]:
         labels = {}
@@ -287,6 +306,8 @@ class DevPlan(PlanCommon):
             ("python", self.python_version or "the base image's"),
             ("MAX_JOBS", self.max_jobs or "from the engine's cores and memory (3 GiB a job)"),
             ("closure", self.lock_state)]
+        if self.sdist_lock_state:
+            rows.append(("sdists", self.sdist_lock_state))
         if self.extension:
             rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
         if self.git_credential_file:
@@ -365,7 +386,42 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         keep_git=src.keep_git,
         patches=tuple(settings.dev.patches),
         source_root=src.root,
+        **sdist_lock_fields(settings),
     ))
+
+
+def sdist_requirements(extensions) -> list[str]:
+    """Of [dev] extensions, the requirements built from their source distributions."""
+    return [e for e in extensions if not e.startswith("git+") and not is_location(e)]
+
+
+def sdist_lock_fields(settings: Settings) -> dict:
+    """The plan's sdist lock fields: the lock of its requirement-style extensions (`invoke lock`)
+    followed where it was made for them; with [build] locked, none or another refused here."""
+    from torchbake.variants.locking import lock_command, lock_platform
+
+    wanted = sdist_requirements(settings.dev.extensions)
+    if not wanted:
+        return {}
+    path = locks.path_for(Path(settings.build.locks).expanduser(), settings.image.reference, lock_platform(settings))
+    command = lock_command("invoke lock")
+    fields = {"sdist_lock_path": str(path)}
+    try:
+        found = sdists.read_lock(path)
+    except ConfigurationError as exc:
+        if settings.build.locked:
+            raise
+        return {**fields, "sdist_lock_state": f"float: {exc}"}
+    if found is not None and list(found.requirements) == wanted:
+        return {**fields, "sdist_lock": found, "sdist_lock_state": f"locked by {path} ({len(found.sdists)} sdists,"
+                                                                   f" sha256 {found.sha256[:12]})"}
+    why = (f"its lock {path} was made for {', '.join(found.requirements) or 'none'}, not {', '.join(wanted)}"
+           if found is not None else f"no lock ({path})")
+    if settings.build.locked:
+        raise ConfigurationError(f"build.locked: {settings.image.reference}'s source-distribution extensions cannot be"
+                                 f" built as locked: {why}. Lock them with this build's flags and --config files:"
+                                 f" `{command}` (review the lock's diff, commit it).")
+    return {**fields, "sdist_lock_state": f"float: {why}; `{command}` locks them"}
 
 
 JOB_MEMORY = 3 * 1024**3  # what one compile job of PyTorch's takes at its peak, about
