@@ -4,7 +4,10 @@ real torch CPU wheel (`--torch-wheel`, default: pip's find-links folder's torch-
 Python 3.11) compiles `--extension` (default torchsort==0.1.9, a C++ extension built with
 torch.utils.cpp_extension and published as a source distribution) from its sdist, found on the
 configured indexes on the host, against that torch with --no-build-isolation; then the image
-imports and calls it.
+imports and calls it. Then one of the extension's C++ files changes (a function added: the sdist
+as the first build fetched it, repacked into a find-links folder, which the search takes first) and
+the dev build runs again: the changed extension's step compiles again, what did not change is
+served by the layer cache and ccache.
 
 Prints the base's and the dev build's seconds, what the extension's compile step counted
 (compiler calls, seconds) and the call's answer. The PyTorch source the dev build also compiles
@@ -17,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import glob
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -48,6 +53,24 @@ def find_links_torch() -> str:
         if found:
             return found[-1]
     return ""
+
+
+def changed_sdist(cache: Path, links: Path, project: str) -> str:
+    """The extension's sdist as the first build fetched it, its first C++ file given one more
+    function, written under the same name into ``links``: that file's name in the archive."""
+    (original,) = [p for p in cache.rglob(f"{project}-*.tar.gz") if p.is_file()]
+    links.mkdir(exist_ok=True)
+    changed = ""
+    with tarfile.open(original) as source, tarfile.open(links / original.name, "w:gz") as out:
+        for member in source.getmembers():
+            data = source.extractfile(member).read() if member.isfile() else None
+            if data is not None and not changed and member.name.endswith(".cpp"):
+                data += b"\nint torchbake_benchmark_changed() { return 2; }\n"
+                member.size, changed = len(data), member.name
+            out.addfile(member, io.BytesIO(data) if data is not None else None)
+    if not changed:
+        sys.exit(f"{original.name} holds no C++ file to change")
+    return changed
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -82,13 +105,18 @@ def main() -> None:
             (work / "git-credentials").write_text(git_credentials(url, password))
             base_seconds, _ = timed([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base",
                                      "--tag", tag, "--sys", BASE, "--python", "3.11"], env)
-            dev_seconds, stdout = timed([*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag", tag,
-                                         "--base-img", base, "-c", str(work / "git-credentials")], env)
+            dev = [*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag", tag, "--base-img", base,
+                   "-c", str(work / "git-credentials")]
+            dev_seconds, stdout = timed(dev, env)
+            changed_file = changed_sdist(work / "cache", work / "links", project)
+            profile.write_text(profile.read_text().replace("[wheels]\n", f'[wheels]\nfind_links = ["{work / "links"}"]\n', 1))
+            again_seconds, again = timed(dev, env)
         manifest = re.search(r"manifest: (\S+)\)", stdout)
         record = json.loads(Path(manifest.group(1)).read_text()) if manifest else {}
         call = CALLS.get(project, f"import torch, {project.replace('-', '_')}; print('imported')")
         answer = run([DOCKER, "run", "--rm", image, "python", "-c", call]).stdout.strip()
         compiled = re.search(r"^Compiled: .*$", stdout, re.M)
+        compiled_again = re.search(r"^Compiled: .*$", again, re.M)
     finally:
         subprocess.run([DOCKER, "image", "rm", "--force", base, image], capture_output=True)
     print(f"\n{args.extension} from its sdist against {Path(wheel).name}, {os.cpu_count()} cores, this machine's engine:")
@@ -97,6 +125,8 @@ def main() -> None:
     print(compiled.group(0) if compiled else "Compiled: (no line)")
     print(f"progress recorded: {json.dumps(record.get('compile_progress', {}))}")
     print(f"in the image: {call}\n  -> {answer}")
+    print(f"again after {changed_file} changed: {again_seconds:.1f} s")
+    print(compiled_again.group(0) if compiled_again else "Compiled: (no line)")
 
 
 if __name__ == "__main__":
