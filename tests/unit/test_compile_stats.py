@@ -44,9 +44,11 @@ def test_each_steps_counts_are_read_from_the_builds_output_and_a_step_run_twice_
 def test_the_objects_a_compile_counted_follow_ccaches_counts_and_stand_alone_without_them():
     found = {"torch": Compiles(3, 0, 1201, 0, True, 41)}
     progress = {"torch": {"objects": 1204, "total": 1204, "seconds": 40, "per_minute": 1806.0},
-                "extension": {"objects": 2, "total": 0, "seconds": 3, "per_minute": 40.0}}
+                "extension": {"objects": 2, "total": 0, "seconds": 3, "per_minute": 40.0},
+                "extras": {"objects": 1, "total": 0, "seconds": 100, "per_minute": 0.6}}
     assert compile_stats.summary(found, progress) == ("torch: 3 compiled, 1,201 remote hits, 41 s (1,204/1,204 objects,"
-                                                      " 1,806 a minute); extension: 2 compiler calls, 40 a minute, 3 s")
+                                                      " 1,806 a minute); extension: 2 compiler calls, 40 a minute, 3 s;"
+                                                      " extras: 1 compiler call, 1 a minute, 100 s")
     assert compile_stats.record_summary(compile_stats.to_record(found), {}) == "torch: 3 compiled, 1,201 remote hits, 41 s"
 
 

@@ -78,7 +78,7 @@ def summary(found: Mapping[str, Compiles], progress: Mapping[str, Mapping] = {})
         text = found[role].describe() if role in found else ""
         if counted.get("objects"):
             objects = (f"{counted['objects']:,}/{counted['total']:,} objects" if counted.get("total")
-                       else f"{counted['objects']:,} compiler calls")
+                       else f"{counted['objects']:,} compiler call{'' if counted['objects'] == 1 else 's'}")
             rate = f", {counted['per_minute']:,.0f} a minute" if counted.get("per_minute") else ""
             text = f"{text} ({objects}{rate})" if text else f"{objects}{rate}, {counted.get('seconds', 0)} s"
         if text:
