@@ -161,6 +161,14 @@ def test_a_dev_images_sdists_are_locked_and_a_build_then_takes_exactly_those_fil
     upgraded = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1", "--upgrade", env=env,
                           cwd=tmp_path)
     assert upgraded.returncode == 0 and "torch-ext 1.1 → 1.2" in upgraded.stdout, upgraded.stdout + upgraded.stderr
+    # a matrix's dev cells too: `invoke lock --matrix` (what the nightly's --locked then holds)
+    matrix = tmp_path / "nightly.toml"
+    matrix.write_text(f'[matrix]\nprofiles = ["{config}"]\npythons = ["3.11"]\nvariants = ["dev"]\nname = "team/nightly"\n'
+                      'tag = "{variant}"\n')
+    cells = run_invoke("lock", "--matrix", "--config", str(matrix), env=env, cwd=tmp_path)
+    assert cells.returncode == 0, cells.stdout + cells.stderr
+    (cell_lock,) = (tmp_path / "locks").glob("pylock.team-nightly-dev-*.toml")
+    assert [p["name"] for p in tomllib.loads(cell_lock.read_text())["packages"]] == ["torch-ext"]
     config.write_text(config.read_text().replace('"torch-ext>=1.0"', '"torch-ext>=1.0", "other-ext"'))
     refused = run_invoke("build", "--config", str(config), "--name", "team/dev", "--tag", "1", "--locked", "--dry-run",
                          env=env, cwd=tmp_path)

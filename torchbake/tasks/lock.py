@@ -95,16 +95,26 @@ def _lock_matrix(given, upgrade, fetch: bool) -> None:
     cells, files = selected_cells(list(given["config"] or []), given["only"], [], [], None, found)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
     trust = {**overrides(LOCK_FLAGS, given), "build.locked": False}
-    released = [cell for cell in cells if variants.VARIANTS[cell.variant].lock_command]
-    if not released:
-        raise ConfigurationError("--matrix: no release or base cell is selected; dev images are built from source.")
     environ = dict(os.environ)
-    settings = runner.cell_settings(released[0], shared, environ, overrides=trust, project=found)
-    check_folders(settings, create=True)
+    released = [cell for cell in cells if variants.VARIANTS[cell.variant].lock_command]
+    # a dev cell's lock holds its extensions' source distributions, where it builds any from one
+    from torchbake.variants.dev import sdist_requirements
+
+    from_sdists = [settings for settings in (runner.cell_settings(cell, shared, environ, overrides=trust, project=found)
+                                             for cell in cells if cell.variant == "dev")
+                   if sdist_requirements(settings.dev.extensions)]
+    if not released and not from_sdists:
+        raise ConfigurationError("--matrix: no release or base cell is selected, and no dev cell builds an extension"
+                                 " from a source distribution; dev images are built from source at their commits.")
     plans = [runner.cell_plan(cell, shared, environ, overrides=trust, project=found) for cell in released]
-    client = _engine(settings)
-    for plan in plans:  # every cell planned (so checked) before any is locked
-        _lock_plan(plan, upgrade, fetch, client)
+    if released:
+        settings = runner.cell_settings(released[0], shared, environ, overrides=trust, project=found)
+        check_folders(settings, create=True)
+        client = _engine(settings)
+        for plan in plans:  # every cell planned (so checked) before any is locked
+            _lock_plan(plan, upgrade, fetch, client)
+    for settings in from_sdists:
+        _lock_dev_sdists(settings, upgrade, python_given=True)
 
 
 def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
@@ -116,15 +126,17 @@ def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
 
     from torchbake.core import redaction
     from torchbake.inputs import downloads, sdists
+    from torchbake.variants.dev import sdist_requirements
 
+    wanted = sdist_requirements(settings.dev.extensions)
+    if not wanted:  # refused before anything is made
+        raise ConfigurationError("invoke lock locks release images (add --release, or set [build] variant ="
+                                 " \"release\"), the base image build-base makes (--base), and a dev image's"
+                                 " extensions built from source distributions, of which [dev] extensions names none (a"
+                                 " requirement such as torchsort==0.1.9): torch and the extension are built from source"
+                                 " at their commits.")
     check_folders(settings, create=True)
     plan = variants.VARIANTS["dev"].plan(settings, python_given=python_given)
-    wanted = plan.sdist_requirements()
-    if not wanted:
-        raise ConfigurationError("invoke lock of a dev image locks its extensions built from source distributions,"
-                                 " and [dev] extensions names none (a requirement such as torchsort==0.1.9): torch and"
-                                 " the extension are built from source at their commits. `invoke lock --base` locks"
-                                 " its base image's build requirements.")
     target = Path(plan.sdist_lock_path)
     writable.check_folder(target.parent, "build.locks", create=True, example="./locks")
     locks.check_path(target)
