@@ -136,7 +136,7 @@ def test_a_dev_images_sdists_are_locked_and_a_build_then_takes_exactly_those_fil
     made = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1", env=env, cwd=tmp_path)
     assert made.returncode == 0, made.stdout + made.stderr
     (path,) = (tmp_path / "locks").glob("pylock.*.toml")
-    assert "+torch-ext 1.1" in made.stdout and f"Locked {path}: 1 source distributions, new" in made.stdout, made.stdout
+    assert "+torch-ext 1.1" in made.stdout and f"Locked {path}: 1 source distribution, new" in made.stdout, made.stdout
     locked = tomllib.loads(path.read_text())
     (package,) = locked["packages"]
     assert package["version"] == "1.1" and package["sdist"]["url"].endswith("/files/torch_ext-1.1.tar.gz")

@@ -168,7 +168,8 @@ def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
     for name, was, now in changed:
         output.channel().say("  " + image_diff.Change("python", name, was, now).text())
     what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
-    output.channel().say(("Locked", "green"), f" {target}: {len(found)} source distributions, {what}")
+    output.channel().say(("Locked", "green"), f" {target}: {len(found)} source distribution{'s' * (len(found) != 1)},"
+                                              f" {what}")
 
 
 def _engine(settings):
