@@ -125,18 +125,23 @@ class SdistLock:
     def locked(self, requirement: str) -> LockedSdist | None:
         return self.sdists.get(canonicalize_name(Requirement(requirement).name))
 
+    def versions(self) -> dict[str, str]:
+        """Project → version, as torchbake.inputs.locks.changes compares two locks."""
+        return {name: sdist.version for name, sdist in self.sdists.items()}
+
 
 def read_lock(path: Path) -> SdistLock | None:
     """The sdist lock at ``path`` (None where there is none); one torchbake cannot use is exit 2
     naming it."""
     from packaging.pylock import Pylock, PylockValidationError
 
+    from torchbake.inputs.locks import REMAKE as remake
+    from torchbake.inputs.locks import check_path
+
     if not path.exists() and not path.is_symlink():
         return None
-    if not path.is_file():
-        raise ConfigurationError(f"{path} is not a file, where the dev image's lock goes: move it away.")
+    check_path(path)  # a folder, a device or a dangling link there: exit 2, as for any lock
     data = path.read_bytes()
-    remake = "Make it again with the build's flags and --config files: `invoke lock`."
     try:
         lock = Pylock.from_dict(tomllib.loads(data.decode()))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, PylockValidationError) as exc:

@@ -161,10 +161,7 @@ def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
         found.append(sdists.LockedSdist(sdist.name, sdist.version, location if "://" in location
                                         else str(Path(location).resolve()), artifact.sha256))
     write_atomically(target, sdists.lock_text(wanted, found))
-    before = {s.name: s.version for s in old.sdists.values()} if old is not None else {}
-    after = {s.name: s.version for s in found}
-    changed = [(name, before.get(name, ""), after.get(name, "")) for name in sorted({*before, *after})
-               if before.get(name) != after.get(name)]
+    changed = locks.changes(old, sdists.read_lock(target))  # read back: what a build will take
     for name, was, now in changed:
         output.channel().say("  " + image_diff.Change("python", name, was, now).text())
     what = "new" if old is None else f"{len(changed)} changed" if changed else "unchanged"
