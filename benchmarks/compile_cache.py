@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark for dev images on a fleet: what a fresh runner pays after a one-file change, with
-and without a shared compile cache ([dev] ccache_remote).
+and without a shared compile cache ([dev] compile_cache).
 
 Side by side in one run, on the fixture sources the tests build (tests/e2e/fixture_repos: PyTorch's
 source the one of 300 translation units, built by the same scripts as PyTorch's, each unit
@@ -88,7 +88,7 @@ def main() -> None:
         credentials = work / "git-credentials"
         credentials.write_text(git_credentials(url, password))
         with_store = work / "store.toml"
-        with_store.write_text(f'[dev]\nccache_remote = "{store.url}"\n')
+        with_store.write_text(f'[dev]\ncompile_cache = "{store.url}"\n')
 
         def base(tag: str) -> str:
             run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,

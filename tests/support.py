@@ -529,6 +529,107 @@ def redis_store(folder: Path, password: str):
         store.stop()
 
 
+class TlsStore:
+    """A real compile-cache store over TLS on 127.0.0.1, its certificate signed by a CA of the test's
+    own (``ca``, from :func:`make_test_ca`), run from the package registries' servers: ``s3`` is
+    moto's S3-compatible server (a bucket, any key accepted), ``webdav`` is WsgiDAV with a user and
+    a password. ``url`` is the [dev] compile_cache value (with ``password``); ``files()`` counts what
+    the store holds."""
+
+    def __init__(self, kind: str, folder: Path, password: str):
+        import sys
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.kind, self.folder, self.password, self.process = kind, folder, password, None
+        self.ca, self.certificate, self.key = make_test_ca(folder / "ca")
+        self.data = folder / "data"
+        self.bin = Path(sys.executable).parent
+        self.url = (f"s3://AKIATESTSTORE:{password}@torchbake-cc/nightly?endpoint=https://127.0.0.1:{self.port}"
+                    f"&region=us-east-1" if kind == "s3" else f"https://cacheuser:{password}@127.0.0.1:{self.port}/cc")
+
+    def command(self) -> list[str]:
+        if self.kind == "s3":
+            return [str(self.bin / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port),
+                    "-c", str(self.certificate), "-k", str(self.key)]
+        self.data.mkdir(parents=True, exist_ok=True)
+        config = self.folder / "wsgidav.yaml"
+        config.write_text(
+            f"host: 127.0.0.1\nport: {self.port}\nssl_certificate: {self.certificate}\nssl_private_key: {self.key}\n"
+            f"provider_mapping:\n  '/': {self.data}\nhttp_authenticator:\n  domain_controller: null\n"
+            f"  accept_basic: true\n  accept_digest: false\n  default_to_digest: false\n"
+            f"simple_dc:\n  user_mapping:\n    '*':\n      cacheuser:\n        password: '{self.password}'\n"
+            f"verbose: 0\n")
+        return [str(self.bin / "wsgidav"), "--config", str(config)]
+
+    def start(self) -> None:
+        import ssl
+        import urllib.request
+
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        cwd=self.folder)
+        context = ssl.create_default_context(cafile=str(self.ca))
+        for _ in range(150):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                assert self.process.poll() is None, f"the {self.kind} store stopped (status {self.process.returncode})"
+                time.sleep(0.1)
+        else:
+            self.stop()
+            raise AssertionError(f"the {self.kind} store did not listen on 127.0.0.1:{self.port} within 15 s")
+        if self.kind == "s3":  # the bucket (moto: path style, no signature checked)
+            request = urllib.request.Request(f"https://127.0.0.1:{self.port}/torchbake-cc", method="PUT")
+            urllib.request.urlopen(request, context=context, timeout=30).close()
+
+    def stop(self) -> None:
+        """Down: nothing listens on its port any more."""
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+            self.process = None
+
+    def files(self) -> int:
+        """How many objects the store holds."""
+        if self.kind == "webdav":
+            return sum(1 for path in self.data.rglob("*") if path.is_file())
+        import re
+        import ssl
+        import urllib.request
+
+        context = ssl.create_default_context(cafile=str(self.ca))
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/torchbake-cc?list-type=2&max-keys=1000",
+                                    context=context, timeout=30) as answer:
+            return len(re.findall(rb"<Key>", answer.read()))
+
+    def stop_once_reached(self) -> threading.Event:
+        """Stop the store as soon as it holds more than now (a build's first object written), from a
+        thread; the event is set once it stopped it. A store that dies in the middle of a build."""
+        stopped, baseline = threading.Event(), self.files()
+
+        def watch() -> None:
+            while self.process is not None and self.files() == baseline:
+                time.sleep(0.05)
+            self.stop()
+            stopped.set()
+
+        threading.Thread(target=watch, daemon=True).start()
+        return stopped
+
+
+@contextmanager
+def tls_store(kind: str, folder: Path, password: str):
+    """A running :class:`TlsStore`, stopped at the end."""
+    store = TlsStore(kind, folder, password)
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
 REGISTRY_ACCEPT = ", ".join((  # every manifest kind: an index is what an image with provenance is
     "application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json", "application/vnd.oci.image.index.v1+json"))

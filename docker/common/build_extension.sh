@@ -5,8 +5,8 @@
 # format) through a command-line credential helper: nothing is written to .git/config, a layer,
 # or the log. COMMIT (resolved on the host) makes the step rebuild when the ref moves.
 set -euo pipefail
-# shellcheck source=docker/common/ccache_remote.sh
-. "$(dirname "$0")/ccache_remote.sh"
+# shellcheck source=docker/common/compile_cache.sh
+. "$(dirname "$0")/compile_cache.sh"
 # shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
 repo=${1:-}

@@ -4,8 +4,8 @@
 # source distribution the host fetched and checked, in /tmp/torchbake/extensions/), or a wheel.
 # A cloned or unpacked tree is built by build_source.sh: its compiles counted and cached.
 set -euo pipefail
-# shellcheck source=docker/common/ccache_remote.sh
-. "$(dirname "$0")/ccache_remote.sh"
+# shellcheck source=docker/common/compile_cache.sh
+. "$(dirname "$0")/compile_cache.sh"
 # shellcheck source=docker/common/trust.sh
 . "$(dirname "$0")/trust.sh"
 list=${1:?list file}

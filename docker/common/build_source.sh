@@ -3,8 +3,8 @@
 # Usage: build_source.sh ROLE DIR [FALLBACK_DIR]   (FALLBACK_DIR is used when DIR does not exist)
 # Records what was built in /etc/torchbake/built/ROLE.json (name, version, commit, source).
 set -euo pipefail
-# shellcheck source=docker/common/ccache_remote.sh
-. "$(dirname "$0")/ccache_remote.sh"
+# shellcheck source=docker/common/compile_cache.sh
+. "$(dirname "$0")/compile_cache.sh"
 role=${1:?role}
 src=${2:?source folder}
 if [ ! -d "$src" ] && [ -n "${3:-}" ]; then
@@ -30,7 +30,10 @@ echo "torchbake: building $role from $src (commit $commit, MAX_JOBS=${MAX_JOBS:-
 # This build's own counters: builds running side by side share the cache mount, and with it ccache's
 # counters (one build's --zero-stats would wipe another's). ccache before 4.4 has no stats log.
 stats_log=""
-if ccache --help 2>/dev/null | grep -q -- --show-log-stats; then
+sccache=${TORCHBAKE_SCCACHE_DIR:-/tmp/torchbake/sccache}/sccache
+if [ "${TORCHBAKE_COMPILE_CACHE_TOOL:-}" = sccache ]; then
+    "$sccache" --zero-stats >/dev/null  # its server serves this step alone
+elif ccache --help 2>/dev/null | grep -q -- --show-log-stats; then
     stats_log=$(mktemp /tmp/torchbake-ccache-stats.XXXXXX)
     export CCACHE_STATSLOG=$stats_log
 else
@@ -42,8 +45,14 @@ echo "+ python -m pip install --no-build-isolation --no-deps --no-index ${find_l
 (cd "$src" && python -m pip install --no-build-isolation --no-deps --no-index "${find_links[@]}" \
     --report "$report" -v .)
 python /opt/torchbake/common/record_built.py "$report" "$role" "$commit" "$src"
-echo "torchbake: ccache statistics for $role:"
-if [ -n "$stats_log" ]; then
+if [ "${TORCHBAKE_COMPILE_CACHE_TOOL:-}" = sccache ]; then
+    # sccache's own counts, for the build's record (sccache_counts.py)
+    echo "torchbake: sccache statistics for $role:"
+    "$sccache" --show-stats
+    "$sccache" --show-stats --stats-format json \
+        | python /opt/torchbake/common/sccache_counts.py "$role" "$TORCHBAKE_COMPILE_CACHE_SHARED" "$(( SECONDS - started ))"
+elif [ -n "$stats_log" ]; then
+    echo "torchbake: ccache statistics for $role:"
     # An empty stats log (no compiler call went through ccache) crashes ccache 4.7's --show-log-stats.
     if [ -s "$stats_log" ]; then
         ccache --show-log-stats
@@ -59,6 +68,7 @@ if [ -n "$stats_log" ]; then
         "remote=${TORCHBAKE_COMPILE_CACHE_SHARED} seconds=$(( SECONDS - started ))"
     rm -f "$stats_log"
 else
+    echo "torchbake: ccache statistics for $role:"
     ccache --show-stats
 fi
 rm -f "$report"

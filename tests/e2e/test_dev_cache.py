@@ -1,7 +1,8 @@
 """The dev images' compile cache on the fixture sources with the stand-in torch (conftest's
 lite_dev_config, PyTorch's source the one of TEST_UNITS translation units): a build's ccache statistics
 are its own beside another build, and a fresh engine compiles only the file that changed, every
-other object from the shared store another engine filled. (In a module of its own: beside
+other object from the shared store over TLS another engine filled (sccache; S3 and WebDAV servers
+from the package registries, on loopback, with a CA of the test's own). (In a module of its own: beside
 test_dev on another worker, not after it on the same one.)"""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_invoke
-from tests.support import redis_store
+from tests.support import tls_store
 
 from .fixture_repos import TEST_UNITS, write_large_pytorch
 from .helpers import copy_image, docker, recorded_compiles
@@ -76,43 +77,69 @@ def test_a_builds_ccache_statistics_are_its_own_while_another_build_zeroes_the_s
     assert hits and int(hits.group(1)) == 1, section
 
 
-def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_store_and_a_store_down_is_said_or_refused(
+def dev_build(config: Path, credentials: Path, store_config: Path, tmp_path: Path, tag: str, base: str, *more: str,
+              env: dict, jobs: int = 0):
+    """A dev build of ``base`` with the store of ``store_config``; ``jobs`` ([dev] max_jobs) makes its
+    steps run again where the same base was built before (never --no-cache: it empties the engine's
+    cache mount, test_dev's too). (The result, its seconds.)"""
+    started = time.monotonic()
+    extra = tmp_path / f"jobs{jobs}.toml"
+    extra.write_text(f"[dev]\nmax_jobs = {jobs}\n" if jobs else "")
+    result = run_invoke("build", "--config", str(config), "--config", str(store_config), "--config", str(extra),
+                        "--name", "torchbake-test/dev", "--tag", tag, "--base-img", base,
+                        "-c", str(credentials), "--no-verify", *more, env=env)
+    return result, time.monotonic() - started
+
+
+def store_config(path: Path, store) -> Path:
+    """[dev] compile_cache = the store, [downloads] ca_bundle = its CA (None: the CA not given)."""
+    ca = f'[downloads]\nca_bundle = "{store.ca}"\n' if store.ca else ""
+    path.write_text(f'[dev]\ncompile_cache = "{store.url}"\n{ca}')
+    return path
+
+
+def assert_secret_nowhere(secret: str, image: str, results) -> None:
+    """The store's password (or the CA's key) in no output, log, manifest, label or step."""
+    shown = docker("image", "inspect", image).stdout + docker("history", "--no-trunc", image).stdout
+    assert secret not in shown
+    for result in results:
+        manifest = re.search(r"manifest: (\S+)\)", result.stdout).group(1)
+        for text in (result.stdout + result.stderr, Path(manifest).read_text(),
+                     Path(manifest.replace(".manifest.json", ".log")).read_text()):
+            assert secret not in text
+
+
+def test_a_fresh_engine_compiles_only_the_changed_file_through_an_s3_store_over_tls_and_a_store_down_is_said_or_refused(
         lite_dev_base, tb_env, large_config, run_id, tmp_path, second_engine, repos, base_image):
-    """[dev] ccache_remote on a real store (Debian's redis-server on loopback, with a password):
+    """[dev] compile_cache on a real S3-compatible store over TLS (moto's server on loopback, its
+    certificate signed by a CA of the test's own, given as [downloads] ca_bundle), through sccache:
     engine A builds the dev image cold, compiling PyTorch's TEST_UNITS translation units (and the
-    extension) into the store. One source file changes (its tag moved, a new base). Engine B, fresh
-    (its own data root, empty build cache and cache mounts), builds it and compiles that one file:
-    every other object a remote hit, counted by the build's own record. A store that dies in the
-    middle of a build: the build succeeds without it and says so; with --require-compile-cache a
-    build fails (exit 3) and the tag stays on the image it held. The password is in no output,
-    log, manifest, label or step."""
+    extension) into the bucket. One source file changes (its tag moved, a new base). Engine B,
+    fresh (its own data root, empty build cache and cache mounts), builds it and compiles that one
+    file: every other object a hit in the store, counted by the build's own record. A store that
+    dies in the middle of a build: the build succeeds without it and says so; with
+    --require-compile-cache a build fails (exit 3) and the tag stays on the image it held. The
+    secret key and the CA's key are in no output, log, manifest, label or step."""
     config, credentials = large_config
     password = "store-" + uuid.uuid4().hex
     image = f"torchbake-test/dev:{run_id}-remote"
-    with redis_store(tmp_path / "redis", password) as store:
-        remote = tmp_path / "remote.toml"
-        remote.write_text(f'[dev]\nccache_remote = "{store.url}"\n')
+    with tls_store("s3", tmp_path / "s3", password) as store:
+        remote = store_config(tmp_path / "remote.toml", store)
+        ca_key = (tmp_path / "s3" / "ca" / "ca.key").read_text().splitlines()[1]
 
         def build(base: str, *more: str, env: dict = tb_env, jobs: int = 0):
-            """A dev build of base; ``jobs`` ([dev] max_jobs) makes its steps run again where the same
-            base was built before (never --no-cache: it empties the engine's cache mount, test_dev's too)."""
-            started = time.monotonic()
-            extra = tmp_path / f"jobs{jobs}.toml"
-            extra.write_text(f"[dev]\nmax_jobs = {jobs}\n" if jobs else "")
-            result = run_invoke("build", "--config", str(config), "--config", str(remote), "--config", str(extra),
-                                "--name", "torchbake-test/dev", "--tag", f"{run_id}-remote", "--base-img", base,
-                                "-c", str(credentials), "--no-verify", *more, env=env)
-            return result, time.monotonic() - started
+            return dev_build(config, credentials, remote, tmp_path, f"{run_id}-remote", base, *more, env=env, jobs=jobs)
 
         try:
             on_a, cold = build(lite_dev_base[0])
             assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-5000:]
-            assert store.keys() > 0
+            assert store.files() > TEST_UNITS
+            assert "torchbake: sccache 0.16.0 compiles through the store (an S3-compatible bucket, torchbake-cc)" in on_a.stdout
             # the build says, and records, what each compile step compiled: every unit of PyTorch's
             # source and the extension's (the fixture's audio has no C), each step with the store
             compiled_a = recorded_compiles(on_a.stdout)
             assert compiled_a["pytorch"]["compiled"] == TEST_UNITS + 1, compiled_a  # and the module's own file
-            assert compiled_a["extension"]["compiled"] + compiled_a["extension"]["local_hits"] >= 1, compiled_a
+            assert compiled_a["extension"]["compiled"] >= 1, compiled_a
             assert all(c["remote"] and not c["store_errors"] for c in compiled_a.values()), compiled_a
             assert re.search(rf"^Compiled: pytorch: {TEST_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
             # and its progress counted the same objects as they were compiled (the compiler's calls)
@@ -127,42 +154,78 @@ def test_a_fresh_engine_compiles_only_the_changed_file_the_rest_from_the_shared_
                 docker("image", "rm", "--force", changed_base, check=False)
             output = on_b.stdout + on_b.stderr
             assert on_b.returncode == 0, output[-5000:]
-            # engine B compiled the changed file alone: every other object engine A had (compiled, or found
-            # in its own cache mount: an earlier session's extension) came from the store
+            # engine B compiled the changed file alone: every other object engine A compiled came from the store
             compiled_b = recorded_compiles(on_b.stdout)
-            expected = {role: (0, c["compiled"] + c["local_hits"]) for role, c in compiled_a.items()}
+            expected = {role: (0, c["compiled"]) for role, c in compiled_a.items()}
             expected["pytorch"] = (1, TEST_UNITS)
             assert {role: (c["compiled"], c["remote_hits"]) for role, c in compiled_b.items()} == expected, (
                 compiled_a, compiled_b)
             print(f"dev build of {TEST_UNITS + 1} units: cold {cold:.0f} s; a fresh engine after one changed file,"
                   f" with the store: {fresh:.0f} s")
 
-            # the store dies in the middle of a build: its first compile reached it, then nothing listens;
-            # engine A's steps run again (another MAX_JOBS) from its own cache mount, each object sent on
+            # the store dies in the middle of a build: its first object reached it, then nothing listens;
+            # engine A's steps run again (another MAX_JOBS)
             stopped = store.stop_once_reached()
             down, _ = build(lite_dev_base[0], jobs=4)
             assert stopped.is_set(), "the build never reached the store"
             assert down.returncode == 0, (down.stdout + down.stderr)[-4000:]
             compiled_down = recorded_compiles(down.stdout)
             assert sum(c["store_errors"] for c in compiled_down.values()) >= 1, compiled_down
-            assert all(c["store_errors"] <= c["compiled"] + c["local_hits"] for c in compiled_down.values()), compiled_down
             flat = " ".join(down.stdout.split())
-            assert "Warning: the compile cache's store ([dev] ccache_remote) could not be reached from the" in flat
+            assert "Warning: the compile cache's store ([dev] compile_cache) could not be reached from the" in flat
             assert "without the store (unreachable)" in flat
 
             # down from the start, and required: the build fails (exit 3), the tag stays on the image it held
             held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
             required, _ = build(lite_dev_base[0], "--require-compile-cache", jobs=3)
             assert required.returncode == 3, (required.stdout + required.stderr)[-4000:]
+            assert "the compile cache's store could not be used (an S3-compatible bucket, torchbake-cc)" in required.stdout
             assert "could not be reached from the pytorch" in required.stderr, required.stderr[-3000:]
-            assert "--require-compile-cache ([dev] ccache_required) makes that an error" in required.stderr
+            assert "--require-compile-cache ([dev] compile_cache_required) makes that an error" in required.stderr
             assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held  # not tagged
-            shown = docker("image", "inspect", image).stdout + docker("history", "--no-trunc", image).stdout
-            assert password not in shown  # nor in a label, the image's config or a step's command
-            for result in (on_a, on_b, required, down):  # a secret: in no output, log or manifest
-                manifest = re.search(r"manifest: (\S+)\)", result.stdout).group(1)
-                for text in (result.stdout + result.stderr, Path(manifest).read_text(),
-                             Path(manifest.replace(".manifest.json", ".log")).read_text()):
-                    assert password not in text
+            for secret in (password, ca_key):
+                assert_secret_nowhere(secret, image, (on_a, on_b, required, down))
+        finally:
+            docker("image", "rm", "--force", image, check=False)
+
+
+def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_certificate_is_said_or_refused(
+        lite_dev_base, tb_env, large_config, run_id, tmp_path):
+    """The second kind of store: WebDAV over TLS (WsgiDAV on loopback, a user and a password, its
+    CA the test's own). With the right password and the CA the build's objects are in the store;
+    a wrong password: the build compiles without it and says why (the server's 401), its tag
+    set; the CA not given (an untrusted certificate) with --require-compile-cache: exit 3, the tag
+    where it was. The password is in no output, log or image."""
+    config, credentials = large_config
+    password = "dav-" + uuid.uuid4().hex
+    tag = f"{run_id}-webdav"
+    image = f"torchbake-test/dev:{tag}"
+    with tls_store("webdav", tmp_path / "dav", password) as store:
+        try:
+            good = store_config(tmp_path / "good.toml", store)
+            filled, _ = dev_build(config, credentials, good, tmp_path, tag, lite_dev_base[0], env=tb_env, jobs=5)
+            assert filled.returncode == 0, (filled.stdout + filled.stderr)[-4000:]
+            assert "compiles through the store (WebDAV over HTTPS, 127.0.0.1)" in filled.stdout
+            compiled = recorded_compiles(filled.stdout)
+            assert compiled["pytorch"]["remote"] and not compiled["pytorch"]["store_errors"], compiled
+            assert store.files() > TEST_UNITS  # every object, and sccache's own check file
+
+            store.url = store.url.replace(password, "wrong-" + password[4:12])
+            wrong, _ = dev_build(config, credentials, store_config(tmp_path / "wrong.toml", store), tmp_path, tag,
+                                 lite_dev_base[0], env=tb_env, jobs=6)
+            assert wrong.returncode == 0, (wrong.stdout + wrong.stderr)[-4000:]
+            assert "the compile cache's store could not be used (WebDAV over HTTPS, 127.0.0.1)" in wrong.stdout
+            assert "401" in wrong.stdout
+            assert "Warning: the compile cache's store ([dev] compile_cache) could not be reached from the" in " ".join(
+                wrong.stdout.split())
+
+            store.url, store.ca = store.url.replace("wrong-" + password[4:12], password), None
+            held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+            untrusted, _ = dev_build(config, credentials, store_config(tmp_path / "untrusted.toml", store), tmp_path,
+                                     tag, lite_dev_base[0], "--require-compile-cache", env=tb_env, jobs=7)
+            assert untrusted.returncode == 3, (untrusted.stdout + untrusted.stderr)[-4000:]
+            assert "certificate verify failed" in untrusted.stdout, untrusted.stdout[-3000:]
+            assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held
+            assert_secret_nowhere(password, image, (filled, wrong, untrusted))
         finally:
             docker("image", "rm", "--force", image, check=False)

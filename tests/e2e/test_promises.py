@@ -60,7 +60,7 @@ def test_no_secret_in_output_logs_manifests_reports_cache_or_image(base_image, t
                     "-days", "1", "-keyout", str(tmp_path / "ca.key"), "-out", str(bundle)], check=True,
                    capture_output=True)
     pem_body = "".join(bundle.read_text().splitlines()[1:3])
-    env = {**tb_env, "TORCHBAKE_DEV_CCACHE_REMOTE": f"redis://:{CCACHE_SECRET}@127.0.0.1:6379",
+    env = {**tb_env, "TORCHBAKE_DEV_COMPILE_CACHE": f"redis://:{CCACHE_SECRET}@127.0.0.1:6379",
            "TORCHBAKE_DEV_GIT_CREDENTIAL_FILE": str(credentials), "TORCHBAKE_DOWNLOADS_CA_BUNDLE": str(bundle)}
     handler = type("Handler", (_AuthHandler,), {"seen": set(), "__init__": lambda self, *a, **k:
                                                  _AuthHandler.__init__(self, *a, directory=str(www), **k)})

@@ -88,14 +88,14 @@ def test_the_shared_store_is_given_to_ccache_in_the_words_of_its_version(tmp_pat
     the cache mount would never reach the store); 20.04's 3.7 and Debian 11's 4.2 have no store."""
     (tmp_path / "ccache").write_text(f"#!/bin/sh\necho 'ccache version {version}'\n")
     (tmp_path / "ccache").chmod(0o755)
-    (tmp_path / "remote").write_text("redis://h")
-    script = ROOT / "docker/common/ccache_remote.sh"
+    (tmp_path / "remote").write_text("TORCHBAKE_COMPILE_CACHE_TOOL=ccache\nTORCHBAKE_CCACHE_STORAGE=redis://h\n")
+    script = ROOT / "docker/common/compile_cache.sh"
     shown = subprocess.run(
         ["bash", "-c", f". {script}; echo \"R=$CCACHE_REMOTE_STORAGE S=${{CCACHE_SECONDARY_STORAGE:-}}"
                        f" X=${{CCACHE_RESHARE:-}} SHARED=$TORCHBAKE_COMPILE_CACHE_SHARED DIR=$CCACHE_DIR\""],
         capture_output=True, text=True, check=True,
         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "CCACHE_DIR": "/cache", "CCACHE_REMOTE_STORAGE": "",
-             "TORCHBAKE_CCACHE_REMOTE_FILE": str(tmp_path / "remote")}).stdout
+             "TORCHBAKE_COMPILE_CACHE_FILE": str(tmp_path / "remote")}).stdout
     assert says in shown, shown
     values = dict(part.split("=", 1) for part in shown.splitlines()[-1].split(" "))
     assert values["R"] == exported["CCACHE_REMOTE_STORAGE"] and values["S"] == exported["CCACHE_SECONDARY_STORAGE"]
@@ -132,5 +132,5 @@ def test_requiring_the_store_without_one_names_the_value_missing_before_any_work
     config.write_text('[build]\nvariant = "dev"\n[image]\nbase = "debian:bookworm"\n')
     result = run_invoke("build", "--config", str(config), "--require-compile-cache", "--dry-run")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "dev.ccache_remote: --require-compile-cache ([dev] ccache_required) requires the compile cache's store" in result.stderr
+    assert "dev.compile_cache: --require-compile-cache ([dev] compile_cache_required) requires the compile cache's store" in result.stderr
     assert "Traceback" not in result.stderr and "docker" not in result.stdout

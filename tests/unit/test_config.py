@@ -281,7 +281,7 @@ def test_show_config_toml_of_a_variant_plans_that_variant_read_back(tmp_path, va
 def test_show_config_masks_the_secret_part_of_every_value(tmp_path, clean_env, remote, masked):
     profile = tmp_path / "secret.toml"
     profile.write_text('[wheels]\nextension = "https://builder:wheel-pass-1@files.example/ext-1.0-py3-none-any.whl"\n'
-                       f'[dev]\nccache_remote = "{remote}"\n')
+                       f'[dev]\ncompile_cache = "{remote}"\n')
     for fmt in ("table", "toml"):
         shown = run_invoke("show-config", "--config", str(profile), "--format", fmt, "--variant", "dev")
         assert shown.returncode == 0, shown.stderr
@@ -295,7 +295,7 @@ def test_a_refused_compile_cache_url_is_named_without_its_token(clean_env):
     """The storage helpers' `` @bearer-token=`` syntax, refused by the validation (exit 2): its
     message names the value with the token masked."""
     shown = run_invoke("show-config", "--variant", "dev",
-                       env={"TORCHBAKE_DEV_CCACHE_REMOTE": "https://cache.example/ccache @bearer-token=ccache-pass-3"})
+                       env={"TORCHBAKE_DEV_COMPILE_CACHE": "https://cache.example/ccache @bearer-token=ccache-pass-3"})
     assert shown.returncode == 2, shown.stdout + shown.stderr
     assert "ccache-pass-3" not in shown.stdout + shown.stderr and "@bearer-token=***" in shown.stderr, shown.stderr
 

@@ -144,17 +144,19 @@ def test_matrix_cells_live_in_the_matrix_registry(tmp_path: Path):
         expand(load_matrix(path), source=str(path))
 
 
-def test_ccache_remote_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
+def test_compile_cache_reaches_the_dev_build_as_a_secret_file_only_we_can_read(tmp_path):
     from torchbake.core.files import secret_files
     from torchbake.variants.dev import plan as plan_dev
 
     url = "http://builder:s3cret@127.0.0.1:8080/ccache|connect-timeout=500"
     dev = settings(**{"build.variant": "dev", "image.base": "torchbake/pytorch-cpu:base-py3.11",
-                      "dev.ccache_remote": url, "paths.cache_dir": str(tmp_path)})
+                      "dev.compile_cache": url, "paths.cache_dir": str(tmp_path)})
     plan = plan_dev(dev, python_given=False)
     with secret_files(plan.secrets()) as given:
-        path = dict(given)["ccache_remote"]
-        assert path.read_text() == url
+        path = dict(given)["compile_cache"]
+        assert path.read_text() == ("TORCHBAKE_COMPILE_CACHE_TOOL=ccache\nTORCHBAKE_COMPILE_CACHE_KIND='an HTTP store"
+                                    " (WebDAV, or any server that takes PUT), 127.0.0.1'\n"
+                                    f"TORCHBAKE_CCACHE_STORAGE='{url}'\n")
         assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     assert not path.exists() and not path.parent.exists()  # only while the build runs
     assert not any(tmp_path.rglob("*")), "nothing of the secret is written into the cache folder"
@@ -173,9 +175,9 @@ def test_a_dev_plan_with_no_cache_says_it_empties_the_compile_cache(tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["127.0.0.1:8080/ccache", "ftp://host/x", "http://"])
-def test_a_bad_ccache_remote_is_rejected(bad):
-    with pytest.raises(Exception, match="ccache remote storage URL"):
-        settings(**{"dev.ccache_remote": bad})
+def test_a_bad_compile_cache_is_rejected(bad):
+    with pytest.raises(Exception, match="is no compile cache store; accepted: redis://"):
+        settings(**{"dev.compile_cache": bad})
 
 
 def test_an_index_of_several_platforms_is_read_as_this_hosts_image(monkeypatch):

@@ -110,7 +110,7 @@ def test_the_documents_of_one_image_are_the_same_every_time():
 def statement() -> dict:
     return provenance.statement(
         image="torchbake/pytorch-cpu:2.13.0-py3.11", image_id="sha256:" + "a" * 64, variant="release",
-        configuration={"wheels.torch": "torch==2.13.0", "dev.ccache_remote": f"redis://:{SECRET}@cache:6379",
+        configuration={"wheels.torch": "torch==2.13.0", "dev.compile_cache": f"redis://:{SECRET}@cache:6379",
                        "dev.git_credential_file": "/home/ci/.git-credentials", "sources.pytorch_tag": "v2.6.0",
                        "base.requirements": ["numpy"], "build.verify": True,
                        "wheels.index_url": f"https://user:{SECRET}@pypi.example/simple", "wheels.extra": ["numpy"]},

