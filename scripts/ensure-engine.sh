@@ -8,7 +8,16 @@
 # system's sources left as they are), switches the containerd image store on in
 # /etc/docker/daemon.json and starts dockerd in the background.
 # Elsewhere, or where an older engine is running, it only checks, and says what to do.
+# --restart: an engine that answers, managed by systemd, lacking only the containerd image store
+# (a CI runner's, e.g. GitHub's hosted runners'): the store switched on in its settings, it is
+# restarted (the images of its old store stay on disk, unseen). Never without the flag.
 set -euo pipefail
+restart=0
+case "${1:-}" in
+    --restart) restart=1 ;;
+    "") ;;
+    *) echo "ensure-engine: unknown argument '$1'; the one argument is --restart" >&2; exit 2 ;;
+esac
 
 DOCKER=${TORCHBAKE_ENGINE_CLIENT:-/usr/bin/docker}
 LOG=${TORCHBAKE_DOCKERD_LOG:-/var/log/torchbake-dockerd.log}
@@ -107,6 +116,20 @@ if version=$(server_version) && [ -n "$version" ]; then
     if [ -z "$missing" ]; then
         say "the engine answers (Docker $version, buildx, containerd image store)."
         exit 0
+    fi
+    if [ "$restart" = 1 ] && [ "$missing" = "it keeps images in its own store, not containerd's" ] \
+        && [ "$(id -u)" = 0 ] && command -v systemctl >/dev/null && systemctl is-active --quiet docker; then
+        say "switching the containerd image store on in $SETTINGS and restarting docker (--restart)"
+        engine_settings
+        systemctl restart docker
+        for _ in $(seq 1 60); do
+            if version=$(server_version) && [ -n "$version" ] && [ -z "$(lacks "$version")" ]; then
+                say "the engine answers (Docker $version, buildx, containerd image store)."
+                exit 0
+            fi
+            sleep 1
+        done
+        fail "docker restarted but does not answer with the containerd image store; see 'journalctl -u docker'"
     fi
     fail "an engine answers at ${DOCKER_HOST:-the default socket}, but $missing.
 Docker >= $MIN_MAJOR with the buildx plugin and the containerd image store ($STORE_FEATURE in $SETTINGS)

@@ -6,6 +6,7 @@ import contextlib
 import http.server
 import itertools
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -567,8 +568,9 @@ class TlsStore:
         import ssl
         import urllib.request
 
-        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                        cwd=self.folder)
+        self.log = self.folder / "server.log"  # each request, one line (werkzeug's access log)
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.folder)
         context = ssl.create_default_context(cafile=str(self.ca))
         for _ in range(150):
             try:
@@ -604,14 +606,20 @@ class TlsStore:
                                     context=context, timeout=30) as answer:
             return len(re.findall(rb"<Key>", answer.read()))
 
+    def requests(self) -> int:
+        """How many object requests the store answered (its access log: moto's), sccache's check of
+        the store at its start aside."""
+        return len(re.findall(rb'"(?:GET|PUT|HEAD) /torchbake-cc/(?![^ ]*\.sccache_check)', self.log.read_bytes()))
+
     def stop_once_reached(self) -> threading.Event:
-        """Stop the store as soon as it holds more than now (a build's first object written), from a
+        """Stop the store as soon as a build asks it for an object (its first compile), from a
         thread; the event is set once it stopped it. A store that dies in the middle of a build."""
-        stopped, baseline = threading.Event(), self.files()
+        assert self.kind == "s3", "the access log that says a build reached it is moto's"
+        stopped, baseline = threading.Event(), self.requests()
 
         def watch() -> None:
-            while self.process is not None and self.files() == baseline:
-                time.sleep(0.05)
+            while self.process is not None and self.requests() == baseline:
+                time.sleep(0.02)
             self.stop()
             stopped.set()
 

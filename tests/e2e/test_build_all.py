@@ -6,6 +6,7 @@ the dev cell compiles the plain C extension; the real wheel's story is test_rele
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -34,6 +35,7 @@ from tests.support import (
     registry_requests,
     serve_registry,
 )
+from torchbake.fleet.summary import text as markdown_text
 
 from .fixture_repos import git
 from .helpers import STAND_IN_PYTHON, copy_image, docker, listing, make_wheel, table_header, table_rows
@@ -247,8 +249,14 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     matrix = write(extra_profiles=[str(folder / f"{name}.toml") for name in profiles], registry=f"{registry}/team",
                    extra_excludes=[f"{name}-{variant}-*" for name in profiles for variant in ("base", "dev")])
     report, junit = tmp_path / "missing" / "sub" / "r.json", tmp_path / "r.xml"  # the parent is made up front
-    result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--only", "*fail-*",
-                        "--keep-going", "--push", "--report", str(report), "--junit", str(junit), env=tb_env)
+    step_summary = tmp_path / "step-summary.md"
+    step_summary.write_text("an earlier step's summary\n")  # GitHub's file: each step appends to it
+    with webhook_receiver() as (hook, received):
+        result = run_invoke("build-all", "--config", str(matrix), "--only", "tiny-release-*", "--only", "*fail-*",
+                            "--keep-going", "--push", "--report", str(report), "--junit", str(junit),
+                            "--summary", str(step_summary),
+                            env={**tb_env, "TORCHBAKE_NOTIFY_WEBHOOK": hook, "GITHUB_RUN_ID": "4242",
+                                 "GITHUB_REPOSITORY": "team/images", "GITHUB_SERVER_URL": "https://github.example"})
     output = result.stdout + result.stderr
     assert result.returncode == 1, output[-4000:]
     assert "Traceback" not in output and "MarkupError" not in output
@@ -275,6 +283,60 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
         assert f"failed {cell_id}: {error} (log: " in summary, (cell_id, error)
     assert _flat("tiny-release-py311") in _flat(summary)
     assert "3 of 4 cells did not build" in result.stderr
+
+    # the morning summary: appended after the earlier step's, a row per cell, each failure's first
+    # error line as plain text (the installer's "[red]" escaped, not markup) and the command that shows its log
+    markdown = step_summary.read_text()
+    assert markdown.startswith("an earlier step's summary\n## torchbake build-all\n\n1 built, 3 failed\n") or \
+        markdown.startswith("an earlier step's summary\n## torchbake build-all\n\n3 failed, 1 built\n"), markdown[:300]
+    rows = {line.split(" | ")[0][2:]: line for line in markdown.splitlines() if line.startswith("| ") and "---" not in line}
+    assert set(rows) == {"cell", *(c.replace("_", "\\_") for c in cells)}, rows
+    assert " | built | " in rows["tiny-release-py311"] or " | unchanged | " in rows["tiny-release-py311"]
+    assert "gh run download 4242 --repo team/images" in markdown
+    for cell_id, error in failures.items():
+        line = next(line for line in markdown.splitlines() if line.startswith(f"- **{cell_id}** (failed): "))
+        assert markdown_text(error) in line, (error, line)  # the first error line, as text
+        assert "log: `less " in line and cells[cell_id]["log"].rsplit("/", 1)[1] in line, line
+        assert Path(line.split("log: `less ", 1)[1].rstrip("`")).is_file()  # the command shows the log
+    assert "\\[red\\]installer\\[/\\]" in markdown and "[red]installer[/]" not in markdown
+    # the failed night told the webhook, Slack's way; its URL (the secret) in no output
+    assert "Told the webhook ([notify] webhook) of the 3 failed cell(s)." in result.stdout
+    assert len(received) == 1 and received[0]["content-type"] == "application/json"
+    text = received[0]["body"]["text"]
+    assert text.startswith("torchbake build-all: 3 of 4 cells failed"), text
+    assert all(f"• {cell_id} (failed): " in text for cell_id in failures), text
+    assert text.endswith("https://github.example/team/images/actions/runs/4242")
+    assert hook not in output and hook.rsplit("/", 1)[1] not in output + markdown + report.read_text()
+
+
+@contextlib.contextmanager
+def webhook_receiver():
+    """A local webhook (Slack's incoming-webhook shape: a secret token in its path) that keeps what
+    it was POSTed: (its URL, [{"content-type", "body"}])."""
+    import http.server
+    import secrets
+
+    from tests.support import serving
+
+    received, token = [], secrets.token_hex(12)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            ok = self.path == f"/services/T0/B0/{token}"
+            if ok:
+                received.append({"content-type": self.headers["Content-Type"], "body": json.loads(body)})
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    with serving(httpd):
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/services/T0/B0/{token}", received
 
 
 def layer_of_step(host: str, image: str, manifest: dict, text: str) -> int:

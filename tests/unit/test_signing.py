@@ -189,7 +189,7 @@ def test_the_image_an_sbom_describes_is_read_from_either_format():
     (("build", "--release", "--push", "--registry", "reg.example/t", "--config", "{token:expired}"),
      "holds no usable OIDC identity token"),
     (("build", "--release", "--push", "--registry", "reg.example/t", "--sign-key", "{pub}", "--config", "{token:fresh}"),
-     "[sign] key and [sign] identity_token_file are both set"),
+     "[sign] key and [sign] identity_token_file are set: sign with a key or keylessly with one identity"),
 ])
 def test_signing_and_pushing_flags_are_refused_before_any_work_naming_what_is_wrong(args, says, tmp_path, keys):
     from cryptography.hazmat.primitives import serialization
@@ -611,3 +611,42 @@ def test_verify_refuses_a_private_or_rsa_key_before_asking_the_registry(keys, ki
     assert result.returncode == 2, result.stdout + result.stderr
     says = "is a private key; give its public key (PEM)" if kind == "ec" else "is an RSA key (2048 bits), which is not"
     assert f"--key {path} {says}" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_the_ci_identity_is_asked_for_afresh_at_each_signature_as_github_actions_gives_it(monkeypatch):
+    """[sign] ci_identity against GitHub Actions' id-token exchange as GitHub documents it (a local
+    server in its place): GET ACTIONS_ID_TOKEN_REQUEST_URL with audience=sigstore and the request
+    token as a bearer, answered {"value": JWT}. The token lives 5 minutes, so each signature asks
+    again; a job without the permission is told what it lacks (exit 2)."""
+    import http.server
+
+    from tests.support import serving
+
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            seen.append((self.path, self.headers.get("Authorization")))
+            body = json.dumps({"count": 1, "value": oidc_token(300)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    for name in ("ACTIONS_ID_TOKEN_REQUEST_URL", "ACTIONS_ID_TOKEN_REQUEST_TOKEN", "GITHUB_ACTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match=r"\[sign\] ci_identity: this job has no ambient OIDC identity"):
+        signing.KeylessSigner(ci_identity=True)
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    with serving(httpd):
+        monkeypatch.setenv("GITHUB_ACTIONS", "true")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_URL", f"http://127.0.0.1:{httpd.server_address[1]}/token?api-version=2.0")
+        monkeypatch.setenv("ACTIONS_ID_TOKEN_REQUEST_TOKEN", "request-token-7")
+        signer = signing.KeylessSigner(ci_identity=True)
+        assert signer.signer == "repo:team/images (https://token.actions.githubusercontent.com)"
+        signer._identity()  # what bundle() does before each signature
+    assert len(seen) == 2 and all("audience=sigstore" in path and auth == "bearer request-token-7" for path, auth in seen), seen

@@ -193,13 +193,17 @@ def signer_of(plan: Plan) -> signing.Signer | None:
 
 @functools.cache
 def signer_from(options: SignOptions) -> signing.Signer | signing.KeylessSigner | None:
-    """[sign] key, read (a key that cannot sign is exit 2), or [sign] identity_token_file's keyless
-    signer (a token that is none, or expired, is exit 2); None when neither is set. Once a run."""
-    if options.key and options.identity_token_file:
-        raise ConfigurationError("[sign] key and [sign] identity_token_file are both set: sign with a key or"
-                                 " keylessly, not both (unset one).")
-    if options.identity_token_file:
-        return signing.KeylessSigner(options.identity_token_file)
+    """[sign] key, read (a key that cannot sign is exit 2), or the keyless signer of [sign]
+    identity_token_file or [sign] ci_identity (a token that is none, or expired, is exit 2); None
+    when none is set. Once a run."""
+    chosen = [name for name, on in (("[sign] key", options.key), ("[sign] identity_token_file",
+                                                                  options.identity_token_file),
+                                    ("[sign] ci_identity", options.ci_identity)) if on]
+    if len(chosen) > 1:
+        raise ConfigurationError(f"{' and '.join(chosen)} are set: sign with a key or keylessly with one identity"
+                                 " (unset all but one).")
+    if options.identity_token_file or options.ci_identity:
+        return signing.KeylessSigner(options.identity_token_file, ci_identity=options.ci_identity)
     return signing.Signer(options.key, options.password_file or None) if options.key else None
 
 

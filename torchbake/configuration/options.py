@@ -243,6 +243,11 @@ BUILD_ALL_FLAGS = (
     Flag("only", "Build only cells whose id matches this glob (e.g. 'cuda-*-py310'); repeatable; their dependencies"
                  " come along", repeatable=True),
     Flag("skip", "Leave out cells whose id matches this glob; repeatable", repeatable=True),
+    Flag("registry", "The registry of every cell's image and build cache, instead of [matrix] registry (HOST[:PORT]"
+                     "[/PATH]; '' for none)"),
+    Flag("skip_incomplete", "Skip the cells that need values not set (one line each, \"skipped\" in the reports)"
+                            " instead of refusing the run: a shared workflow before its vendor URLs are given",
+         default=SWITCH),
     Flag("jobs", "Cells built at once (independent cells only), default 1", default=1),
     Flag("keep_going", "After a failure, still build the cells that do not depend on it (the default)", default=SWITCH),
     Flag("fail_fast", "Stop at the first failed cell", default=SWITCH),
@@ -252,6 +257,7 @@ BUILD_ALL_FLAGS = (
          default=SWITCH),
     Flag("report", "Write a JSON report to this file"),
     Flag("junit", "Write a JUnit XML report to this file"),
+    Flag("summary", "Append a Markdown summary of the run to this file (in GitHub Actions: \"$GITHUB_STEP_SUMMARY\")"),
     Flag("plan", "Print the ordered plan (build, skip, re-tag, which inputs changed and from which step, and why) and"
                  " touch nothing", default=SWITCH),
     Flag("shard", "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together"),

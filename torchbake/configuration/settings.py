@@ -518,6 +518,9 @@ class SignOptions:
                                            " 'sigstore') to sign keylessly instead of with [sign] key: Sigstore's"
                                            " public Fulcio and Rekor, by sigstore-python (the 'keyless' extra)",
                                       path="path")
+    ci_identity: bool = option(False, decides=(),
+                               help="Sign keylessly with the CI job's own OIDC identity, asked for afresh at each"
+                                    " signature (GitHub Actions: a job with permissions id-token: write)")
 
 
 EVIDENCE = ("image", "spdx", "spdx3", "cyclonedx", "provenance")  # what a signed push publishes per manifest
@@ -565,6 +568,15 @@ class GcOptions:
 
 
 @dataclass(frozen=True, kw_only=True)
+class NotifyOptions:
+    """Who hears of a build-all night (torchbake.fleet.summary)."""
+
+    webhook: str = option("", validation.webhook, decides=(),  # a secret: the URL itself is the credential
+                          help="POST a Slack-compatible message here when a build-all run has a failed cell (the"
+                               " URL is a secret: masked everywhere)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class PathOptions:
     """torchbake's own folders."""
 
@@ -593,6 +605,7 @@ class Settings:
     sign: SignOptions
     verify: VerifyOptions
     gc: GcOptions
+    notify: NotifyOptions
     paths: PathOptions
     checksums: Mapping[str, str] = field(default_factory=dict)  # [checksums] "<URL or file name>" = "<sha256>"
     toolkits: Mapping[str, str] = field(default_factory=dict)  # [toolkits]: toolkit key → URL or path ("" = none)

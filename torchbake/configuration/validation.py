@@ -488,6 +488,12 @@ def ca_bundle(value: str) -> None:
 _REGISTRY_RE = re.compile(r"^(localhost|[a-z0-9-]+(\.[a-z0-9-]+)+|[a-z0-9-]+:\d+|[a-z0-9-]+(\.[a-z0-9-]+)+:\d+)(/[a-z0-9._-]+)*$")
 
 
+def webhook(value: str) -> None:
+    """An http(s) URL that takes a POST ([notify] webhook)."""
+    if value and not re.match(r"^https?://[^/\s]+\S*$", value):
+        raise ValueError("expected the http(s):// URL of a webhook (e.g. a Slack incoming webhook's)")
+
+
 def registry_url(value: str) -> None:
     """A registry host (with a port when it has no dot) and an optional path: where images go."""
     if value and not _REGISTRY_RE.match(value.rstrip("/")):

@@ -19,6 +19,7 @@ class Status(StrEnum):
     INTERRUPTED = "interrupted"
     NOT_RUN = "not run"  # --fail-fast stopped the run first, or another cell's refusal stopped it before any work
     REFUSED = "refused"  # its configuration was refused (a value it needs is not set): the run built nothing
+    SKIPPED = "skipped"  # it needs a value not set, and --skip-incomplete left it out (or a cell it starts from)
     JOINED = "joined"  # an image's platforms, each built (or found), are one tag: NAME:TAG names their index
 
     @property
@@ -34,7 +35,7 @@ class Status(StrEnum):
     @property
     def without_image(self) -> bool:
         """It ended without its image: failed, or never run (--fail-fast stopped the run first)."""
-        return self.failed or self is Status.NOT_RUN
+        return self.failed or self in (Status.NOT_RUN, Status.SKIPPED)
 
     @property
     def in_registry(self) -> bool:

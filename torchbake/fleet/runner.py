@@ -391,14 +391,15 @@ def write_json(path: Path, results: Mapping[str, CellResult], started: datetime)
 def write_junit(path: Path, results: Mapping[str, CellResult]) -> None:
     failures = [r for r in results.values() if r.status.failed]
     suite = ElementTree.Element("testsuite", name="torchbake build-all", tests=str(len(results)),
-                                failures=str(len(failures)), skipped=str(sum(r.status is Status.NOT_RUN for r in results.values())),
+                                failures=str(len(failures)),
+                                skipped=str(sum(r.status in (Status.NOT_RUN, Status.SKIPPED) for r in results.values())),
                                 time=f"{sum(r.seconds for r in results.values()):.1f}")
     for r in results.values():
         case = ElementTree.SubElement(suite, "testcase", classname="build-all", name=r.id, time=f"{r.seconds:.1f}")
         if r.status.failed:
             failure = ElementTree.SubElement(case, "failure", message=r.error or r.reason)
             failure.text = f"{r.reason}\nlog: {r.log}"
-        elif r.status is Status.NOT_RUN:
+        elif r.status in (Status.NOT_RUN, Status.SKIPPED):
             ElementTree.SubElement(case, "skipped", message=r.reason)
         else:
             compiled = compile_stats.record_summary(r.compiles, r.compile_progress)

@@ -263,6 +263,7 @@ def resolve(
         sources[key] = override_source
     _refuse_masked(values, sources)
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
+    redaction.register(values["notify.webhook"])  # a webhook's whole URL is its credential
     _validate(values, sources, declared)
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])

@@ -27,7 +27,7 @@ MEDIA_TYPE = "application/vnd.in-toto+json"
 SUFFIX = ".provenance.json"
 BUILD_TYPE = "urn:torchbake:build:{variant}:v1"  # one build type per variant: its parameters differ
 # Options whose value is a secret or names one: left out of the parameters, not just masked.
-SECRET_OPTIONS = ("dev.git_credential_file", "dev.compile_cache")
+SECRET_OPTIONS = ("dev.git_credential_file", "dev.compile_cache", "notify.webhook")
 
 
 def _digest(value: str) -> dict[str, str]:

@@ -207,22 +207,38 @@ class KeylessSigner:
     short-lived Fulcio certificate naming that identity; each signature is logged in Rekor, and the
     bundle carries the certificate instead of a key hint. The token is a secret: printed nowhere."""
 
-    def __init__(self, token_file: str | Path):
-        where = f"[sign] identity_token_file {token_file}"
-        try:
-            raw = Path(token_file).read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigurationError(f"{where} cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
-        if raw:
-            redaction.register(raw)
-        sigstore = _sigstore()
-        try:
-            self._token = sigstore.oidc.IdentityToken(raw)
-        except sigstore.oidc.IdentityError as exc:
-            raise ConfigurationError(f"{where} holds no usable OIDC identity token ({exc}): give a fresh token whose"
-                                     " audience is 'sigstore' (a CI job's id-token), or sign with [sign] key.") from None
+    def __init__(self, token_file: str | Path = "", *, ci_identity: bool = False):
+        self._where = f"[sign] identity_token_file {token_file}" if token_file else "[sign] ci_identity"
+        self._token_file, self._ci_identity = token_file, ci_identity
+        self._token = self._identity()
         self.signer = f"{self._token.identity} ({self._token.issuer})"
         self._context = None
+
+    def _identity(self):
+        """The OIDC identity token: [sign] identity_token_file's, or (``ci_identity``) the CI job's own,
+        asked for afresh (GitHub Actions' id-token lives 5 minutes; a night signs hours after it
+        starts), by sigstore-python's detection of the CI's ambient credential."""
+        sigstore = _sigstore()
+        if self._ci_identity:
+            try:
+                raw = sigstore.oidc.detect_credential() or ""
+            except sigstore.oidc.IdentityError as exc:
+                raise ConfigurationError(f"{self._where}: the CI job gave no identity token ({exc}).") from None
+            if not raw:
+                raise ConfigurationError(f"{self._where}: this job has no ambient OIDC identity (GitHub Actions gives one"
+                                         " to a job whose permissions include id-token: write).")
+        else:
+            try:
+                raw = Path(self._token_file).read_text().strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigurationError(f"{self._where} cannot be read ({getattr(exc, 'strerror', None) or exc}).") from None
+        if raw:
+            redaction.register(raw)
+        try:
+            return sigstore.oidc.IdentityToken(raw)
+        except sigstore.oidc.IdentityError as exc:
+            raise ConfigurationError(f"{self._where} holds no usable OIDC identity token ({exc}): give a fresh token whose"
+                                     " audience is 'sigstore' (a CI job's id-token), or sign with [sign] key.") from None
 
     def ready(self) -> None:
         """Sigstore's trust root and services found (before any build: a push that cannot be
@@ -245,6 +261,8 @@ class KeylessSigner:
         from sigstore.dsse import Statement
         from sigstore.errors import Error as SigstoreError
 
+        if self._ci_identity:
+            self._token = self._identity()
         try:
             with self._context.signer(self._token) as signer:
                 return signer.sign_dsse(Statement(json.dumps(statement, sort_keys=True, separators=(",", ":"))

@@ -42,24 +42,26 @@ else:
 if TYPE_CHECKING:
     from torchbake import variants
     from torchbake.building import publishing
-    from torchbake.fleet import runner
+    from torchbake.fleet import runner, summary
 else:
     runner = LazyModule("torchbake.fleet.runner")
+    summary = LazyModule("torchbake.fleet.summary")
     publishing = LazyModule("torchbake.building.publishing")
     variants = LazyModule("torchbake.variants")
 
 def selected_cells(config_files: list[str], only, skip, platform_names, shard_text,
-                   found) -> tuple[list[Cell], list[str]]:
+                   found, registry: str | None = None) -> tuple[list[Cell], list[str]]:
     """The selected cells (of the --platform platforms, in the --shard slice) of the last
-    --config file's [matrix], else the project file's, else the bundled nightly matrix's; and the
-    config files every cell reads."""
+    --config file's [matrix], else the project file's, else the bundled nightly matrix's, its
+    registry ``registry`` where given (--registry); and the config files every cell reads."""
     in_project = found is not None and "matrix" in found.data
     files = [config_file(raw) for raw in config_files] or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
+    given = {} if registry is None else {"registry": registry}
     if matrix_files:
-        expanded = expand(load_matrix(Path(matrix_files[-1])), source=matrix_files[-1])
+        expanded = expand({**load_matrix(Path(matrix_files[-1])), **given}, source=matrix_files[-1])
     elif in_project:  # its profile paths are relative to it
-        expanded = expand(found.data["matrix"], source=found.source, relative_to=found.folder)
+        expanded = expand({**found.data["matrix"], **given}, source=found.source, relative_to=found.folder)
     else:
         raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see {CONFIG_DIR / 'nightly.toml'}.")
     cells = on_platforms(select(expanded, only or [], skip or []), platform_names or [])
@@ -78,14 +80,18 @@ def build_all(c, **given):
     emit_matrix, shard_text = given["emit_matrix"], given["shard"]
     join_only = given["join_only"]
     _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
-                 emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit), no_cache=no_cache, force=force,
+                 emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit or given["summary"]), no_cache=no_cache, force=force,
                  join_only=join_only)
     if given["sign_key"] and not (given["push"] or join_only or plan or emit_matrix):
         raise ConfigurationError("--sign-key signs what --push publishes, and nothing is pushed: add --push.")
-    outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit)) if path}
+    outputs = {flag: check_output_file(path, flag) for flag, path in (("--report", report), ("--junit", junit),
+                                                                      ("--summary", given["summary"])) if path}
+    title = " ".join(["torchbake build-all", *(["--join-only"] if join_only else []),
+                      *([f"shard {shard_text}"] if shard_text and not join_only else []), *(given["platform"] or [])])
     found = current_project()
     cells, files = selected_cells(list(given["config"] or []), given["only"], given["skip"], given["platform"],
-                          None if emit_matrix or join_only else shard_text, found)
+                                  None if emit_matrix or join_only else shard_text, found, given["registry"])
+    every_cell = list(cells)
     if join_only and not families(cells):
         raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"
                                  " with all of them selected, so there is nothing to join.")
@@ -103,12 +109,14 @@ def build_all(c, **given):
         except MissingValuesError as exc:
             needs[cell.id] = [key for key, _ in exc.missing]
         except FatalError as exc:  # the reports say which cell was refused and why, then the run stops
-            refused(outputs, cells, {cell.id: (str(exc), exc.exit_code)})
+            refused(outputs, cells, {cell.id: (str(exc), exc.exit_code)}, title)
             raise
+    skipped = incomplete(cells, needs) if given["skip_incomplete"] and not plan else {}
+    cells, needs = [cell for cell in cells if cell.id not in skipped], {} if skipped else needs
     if needs and not plan:
         error = missing_in_matrix(cells, needs)
         refused(outputs, cells, {cell_id: ("needs values that are not set: " + ", ".join(keys), error.exit_code)
-                                 for cell_id, keys in needs.items()})
+                                 for cell_id, keys in needs.items()}, title)
         raise error
     first = next((cell for cell in cells if cell.id in plans), None)  # its engine and folders are the run's
     settings = (runner.cell_settings(first, shared, environ, overrides=trust, project=found) if first
@@ -127,18 +135,15 @@ def build_all(c, **given):
     run = runner.MatrixRun(cells, plans, client, out, jobs=given["jobs"], keep_going=not given["fail_fast"],
                            force=force, push=given["push"],
                            log_dir=settings.paths.log_dir, locks_dir=settings.paths.cache_dir / "locks")
+    images = {cell.id: cell.image for cell in every_cell}
+    run.results.update({cell_id: runner.CellResult(cell_id, images[cell_id], Status.SKIPPED, why)
+                        for cell_id, why in skipped.items()})
     try:
         results = run.join_only() if join_only else run.run()
     finally:  # the reports first, also when interrupted: one failure must never hide the night's results
-        _write_reports(outputs, run.results, run.started)
+        _write_reports(outputs, run.results, run.started, title)
     out.show(runner.summary_table(results))
-    for line in runner.failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
-        out.say(line)
-    if settings.gc.after_build_all:  # [gc] after_build_all: a year of nights stays within its budget
-        done = collect(settings, client, dry_run=False)  # measures the disk before and after
-        before, after = done.before, done.after
-        out.say(f"Disk used: engine {human_size(before[0])} -> {human_size(after[0])},"
-                f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
+    _after_run(out, results, settings, client, title)
     status = runner.exit_status(results)
     if status:
         failed = [r.id for r in results.values() if not r.status.done]
@@ -146,7 +151,7 @@ def build_all(c, **given):
                    code=status)
 
 
-def refused(outputs: dict[str, Path], cells: list[Cell], reasons: dict[str, tuple[str, int]]) -> None:
+def refused(outputs: dict[str, Path], cells: list[Cell], reasons: dict[str, tuple[str, int]], title: str) -> None:
     """The reports of a run that stopped before any work: each refused cell with its reason and
     exit code, every other cell not run. A nightly's CI shows why, whatever the outcome."""
     results = {cell.id: runner.CellResult(cell.id, cell.image, Status.REFUSED, reasons[cell.id][0],
@@ -155,11 +160,13 @@ def refused(outputs: dict[str, Path], cells: list[Cell], reasons: dict[str, tupl
                runner.CellResult(cell.id, cell.image, Status.NOT_RUN, "the run stopped before any work: "
                                  + ", ".join(reasons) + " refused")
                for cell in cells}
-    _write_reports(outputs, results, datetime.now())
+    _write_reports(outputs, results, datetime.now(), title)
 
 
-def _write_reports(outputs: dict[str, Path], results: dict, started: datetime) -> None:
-    """--report (JSON) and --junit (XML), whichever were asked for."""
+def _write_reports(outputs: dict[str, Path], results: dict, started: datetime, title: str) -> None:
+    """--report (JSON), --junit (XML) and --summary (Markdown), whichever were asked for."""
+    if "--summary" in outputs:
+        summary.write(outputs["--summary"], results, title)
     if "--report" in outputs:
         runner.write_json(outputs["--report"], results, started)
     if "--junit" in outputs:
@@ -180,7 +187,7 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
     if emit_matrix not in (None, "github"):
         raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
     if (plan or emit_matrix) and reports:
-        raise ConfigurationError(f"--report and --junit write the results of a run; {'--plan' if plan else '--emit-matrix'}"
+        raise ConfigurationError(f"--report, --junit and --summary write the results of a run; {'--plan' if plan else '--emit-matrix'}"
                                  " runs nothing. Leave them out, or run without it.")
     if no_cache and not force:
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
@@ -213,6 +220,39 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
     if needs:
         output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
                   " before any work and name each.")
+
+
+def _after_run(out, results: dict, settings, client, title: str) -> None:
+    """What a run says after its table: each cell that did not build, the webhook told of a failed
+    night, and [gc] after_build_all's collection."""
+    for line in runner.failure_lines(results):  # unwrapped, for CI logs: the table folds long errors
+        out.say(line)
+    failed = sum(r.status.failed for r in results.values())
+    if settings.notify.webhook and failed:  # a failed night is told, or said that it could not be
+        why = summary.post(settings.notify.webhook, results, title)
+        if why:
+            out.say(("Warning:", "yellow"), f" the webhook ([notify] webhook) was not told of the {failed} failed"
+                                            f" cell(s): {why}.")
+        else:
+            out.say(f"Told the webhook ([notify] webhook) of the {failed} failed cell(s).")
+    if settings.gc.after_build_all:  # [gc] after_build_all: a year of nights stays within its budget
+        done = collect(settings, client, dry_run=False)  # measures the disk before and after
+        before, after = done.before, done.after
+        out.say(f"Disk used: engine {human_size(before[0])} -> {human_size(after[0])},"
+                f" cache folder {human_size(before[1])} -> {human_size(after[1])}.")
+
+
+def incomplete(cells: list[Cell], needs: dict[str, list[str]]) -> dict[str, str]:
+    """--skip-incomplete: each cell that needs values not set, and each cell that starts from one of
+    them, with why, each said in one line."""
+    skipped = {cell_id: f"needs {', '.join(keys)} (set {variants.how_to_set(keys[0], matrix=True)})"
+               for cell_id, keys in needs.items()}
+    for cell in cells:  # in dependency order: a cell after the cells it starts from
+        if cell.id not in skipped and (starts := [d for d in cell.depends_on if d in skipped]):
+            skipped[cell.id] = f"starts from {', '.join(starts)}, skipped"
+    for cell_id, why in skipped.items():
+        output.channel().say(f"Skipped {cell_id}: {why}")
+    return skipped
 
 
 def missing_in_matrix(cells: list[Cell], needs: dict[str, list[str]]) -> ConfigurationError:
