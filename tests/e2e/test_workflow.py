@@ -94,7 +94,7 @@ class Runner:
         self.outputs: dict[str, dict] = {}
         self.results: dict[str, list[dict]] = {}
         tools = folder / "runner-tools"
-        tools.mkdir(exist_ok=True)
+        tools.mkdir(parents=True, exist_ok=True)
         (tools / "sudo").write_text('#!/bin/sh\nexec "$@"\n')  # GitHub's runners: passwordless sudo (root here)
         (tools / "sudo").chmod(0o755)
         self.path = f"{python_bin}:{tools}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -198,7 +198,7 @@ def test_the_nightly_workflow_runs_as_written_with_no_secret_then_pushes_and_sig
     jobs = bare.results["build"]
     assert bare.results["join"] == []  # one platform: no join
     output = "\n".join(job["output"] for job in jobs)
-    assert "Skipped vendor-release-py311: needs wheels.torch" in output
+    assert "Skipped vendor-release-py311: needs wheels.extension" in output
     assert "ci-login" not in output and "docker login" not in output  # no registry: neither login nor signing ran
     reports = [json.loads(p.read_text()) for p in workspace.glob("report-*.json")]
     cells = {c["id"]: c for report in reports for c in report["cells"]}

@@ -416,8 +416,9 @@ INFRASTRUCTURE_CODES = (EngineError.exit_code, RegistryError.exit_code)  # in th
 def exit_status(results: Mapping[str, CellResult]) -> int:
     """0 when every cell is done; 4 when a cell found the engine not answering, else 10 when a push
     was refused or the registry could not be reached (what failed is the night's machinery, not a
-    cell: CI may retry); else 1 when any cell failed or did not run."""
-    failed = [r for r in results.values() if r.status.without_image]
+    cell: CI may retry); else 1 when any cell failed or did not run (one --skip-incomplete left
+    out is neither)."""
+    failed = [r for r in results.values() if r.status.without_image and r.status is not Status.SKIPPED]
     codes = {r.exit_code for r in failed}
     return next((code for code in INFRASTRUCTURE_CODES if code in codes), 1) if failed else 0
 
