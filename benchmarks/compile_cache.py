@@ -5,14 +5,16 @@ and without a shared compile cache ([dev] compile_cache).
 Side by side in one run, on the fixture sources the tests build (tests/e2e/fixture_repos: PyTorch's
 source the one of 300 translation units, built by the same scripts as PyTorch's, each unit
 given --weight loops to optimize so that it costs what one of PyTorch's costs; the stand-in torch),
-with Debian's redis-server on 127.0.0.1 as the store:
+with two stores on 127.0.0.1: Debian's redis-server (through the base's ccache, a network you
+trust) and moto's S3-compatible server over TLS, its certificate signed by a CA of the run's own
+(through sccache, what a hosted runner reaches over the internet):
 
   cold          engine A (this machine's) builds the dev image: every unit compiled, the
-                objects stored
+                objects stored (once per store)
   fresh+store   one unit changes; engine B, fresh (its own data root, empty build cache and
                 cache mounts), builds it with the store: target <= 10% of cold's time and
-                <= 1% of the objects compiled
-  fresh alone   the same on another fresh engine without the store: a fresh runner today
+                <= 1% of the objects compiled (once per store)
+  fresh alone   the same on another fresh engine without a store: a fresh runner today
 
 Each line gives the build's seconds (`invoke build`, the base image made beforehand and not
 counted) and the counts the build recorded in its manifest. Images it makes are removed; the
@@ -43,7 +45,7 @@ from tests.e2e.fixture_repos import (  # noqa: E402
     write_large_pytorch,
 )
 from tests.e2e.helpers import copy_image, make_tiny_torch  # noqa: E402
-from tests.support import git_server, redis_store, start_second_engine  # noqa: E402
+from tests.support import git_server, redis_store, start_second_engine, tls_store  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -79,7 +81,8 @@ def main() -> None:
     cache = {"TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     images: list[str] = []
     (work / "srv").mkdir()
-    with git_server(work / "srv", auth=f"builder:{password}") as (url, _), redis_store(work / "redis", password) as store:
+    with git_server(work / "srv", auth=f"builder:{password}") as (url, _), redis_store(work / "redis", password) as store, \
+            tls_store("s3", work / "s3", password) as bucket:
         make_repos(work, url)
         write_large_pytorch(work / "work", work / "srv", run=uuid.uuid4().hex, weight=args.weight)
         profile = work / "fixture.toml"
@@ -89,6 +92,8 @@ def main() -> None:
         credentials.write_text(git_credentials(url, password))
         with_store = work / "store.toml"
         with_store.write_text(f'[dev]\ncompile_cache = "{store.url}"\n')
+        with_bucket = work / "bucket.toml"
+        with_bucket.write_text(f'[dev]\ncompile_cache = "{bucket.url}"\n[downloads]\nca_bundle = "{bucket.ca}"\n')
 
         def base(tag: str) -> str:
             run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,
@@ -107,11 +112,12 @@ def main() -> None:
         try:
             cold_base = base("cold")
             cold, cold_counts = build(cold_base, "cold", with_store)
+            rows = [("cold, engine A, filling the S3 bucket (TLS, sccache)", *build(cold_base, "cold", with_bucket))]
             write_large_pytorch(work / "work", work / "srv", changed=7, weight=args.weight)
             changed = base("changed")
-            rows = []
-            for label, configs in (("fresh engine after one changed file, with the store", (with_store,)),
-                                   ("fresh engine after one changed file, without it", ())):
+            for label, configs in (("fresh engine after one changed file, with the Redis store", (with_store,)),
+                                   ("fresh engine after one changed file, with the S3 bucket", (with_bucket,)),
+                                   ("fresh engine after one changed file, without either", ())):
                 with start_second_engine(work / f"engine-{len(rows)}") as engine:
                     copy_image(changed, engine)
                     rows.append((label, *build(changed, "changed", *configs, engine=engine)))
@@ -119,10 +125,10 @@ def main() -> None:
             subprocess.run([DOCKER, "image", "rm", "--force", *images], capture_output=True)
     units = LARGE_UNITS + 1  # and the module's own file
     print(f"\ndev build of the fixture's PyTorch source ({units} units, weight {args.weight}), 2 cores, this machine's engine:")
-    print(f"{'build':<56} {'seconds':>8} {'vs cold':>8} {'torch compiled':>15} {'remote hits':>12}")
-    for label, seconds, counts in (("cold, engine A, filling the store", cold, cold_counts), *rows):
+    print(f"{'build':<58} {'seconds':>8} {'vs cold':>8} {'torch compiled':>15} {'remote hits':>12}")
+    for label, seconds, counts in (("cold, engine A, filling the Redis store (ccache)", cold, cold_counts), *rows):
         torch = counts.get("pytorch", {})
-        print(f"{label:<56} {seconds:>8.1f} {seconds / cold:>7.0%} {torch.get('compiled', 0):>9} of {units:<3}"
+        print(f"{label:<58} {seconds:>8.1f} {seconds / cold:>7.0%} {torch.get('compiled', 0):>9} of {units:<3}"
               f" {torch.get('remote_hits', 0):>12}")
 
 

@@ -61,7 +61,7 @@ _secrets: set[str] = set()
 def register(*values: str) -> None:
     """Remember secret values: from now on :func:`redact` masks them wherever they appear."""
     with _lock:
-        _secrets.update(v for v in values if v and len(v) >= _MIN_LENGTH)
+        _secrets.update(v for v in values if v and len(v.strip()) >= _MIN_LENGTH)  # white space is no secret
 
 
 def register_in(value: Any) -> None:

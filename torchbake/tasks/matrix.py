@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from invoke import Collection, Exit
 
-from torchbake.configuration import platforms
+from torchbake.configuration import platforms, validation
 from torchbake.configuration.options import BUILD_ALL_FLAGS, overrides
 from torchbake.configuration.writable import check_output_file
 from torchbake.core import output
@@ -58,6 +58,11 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
     files = [config_file(raw) for raw in config_files] or ([] if in_project else [str(CONFIG_DIR / "nightly.toml")])
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
     given = {} if registry is None else {"registry": registry}
+    if registry:
+        try:
+            validation.registry_url(registry)
+        except ValueError as exc:
+            raise ConfigurationError(f"--registry {registry!r}: {exc}.") from None
     if matrix_files:
         expanded = expand({**load_matrix(Path(matrix_files[-1])), **given}, source=matrix_files[-1])
     elif in_project:  # its profile paths are relative to it
