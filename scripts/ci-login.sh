@@ -4,7 +4,13 @@
 # standard input). Neither set: said, and nothing is logged in (a registry that wants a login
 # refuses the push, which torchbake says). One of them alone: an error naming the other.
 set -euo pipefail
-host=${NIGHTLY_REGISTRY%%/*}
+registry=${NIGHTLY_REGISTRY:-}
+case "$registry" in
+    *://* | *[[:space:]]* | /*)
+        echo "::error::ci-login: NIGHTLY_REGISTRY '$registry': expected HOST[:PORT][/PATH], no scheme, no space" >&2
+        exit 2 ;;
+esac
+host=${registry%%/*}
 if [ -z "$host" ]; then
     echo "ci-login: NIGHTLY_REGISTRY is not set: nothing is pushed, so nothing to log in to"
     exit 0

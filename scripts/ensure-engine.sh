@@ -13,11 +13,13 @@
 # restarted (the images of its old store stay on disk, unseen). Never without the flag.
 set -euo pipefail
 restart=0
-case "${1:-}" in
-    --restart) restart=1 ;;
-    "") ;;
-    *) echo "ensure-engine: unknown argument '$1'; the one argument is --restart" >&2; exit 2 ;;
-esac
+for argument in "$@"; do
+    case "$argument" in
+        --restart) restart=1 ;;
+        -h | --help) echo "usage: bash scripts/ensure-engine.sh [--restart]  (see the comment at its top)"; exit 0 ;;
+        *) echo "ensure-engine: unknown argument '$argument'; the one argument is --restart" >&2; exit 2 ;;
+    esac
+done
 
 DOCKER=${TORCHBAKE_ENGINE_CLIENT:-/usr/bin/docker}
 LOG=${TORCHBAKE_DOCKERD_LOG:-/var/log/torchbake-dockerd.log}
@@ -130,6 +132,9 @@ if version=$(server_version) && [ -n "$version" ]; then
             sleep 1
         done
         fail "docker restarted but does not answer with the containerd image store; see 'journalctl -u docker'"
+    fi
+    if [ "$restart" = 1 ]; then
+        say "--restart restarts an engine that lacks only the containerd image store, as root, managed by systemd (systemctl is-active docker); this one is not"
     fi
     fail "an engine answers at ${DOCKER_HOST:-the default socket}, but $missing.
 Docker >= $MIN_MAJOR with the buildx plugin and the containerd image store ($STORE_FEATURE in $SETTINGS)

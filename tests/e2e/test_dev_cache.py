@@ -205,7 +205,7 @@ def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_cert
             good = store_config(tmp_path / "good.toml", store)
             filled, _ = dev_build(config, credentials, good, tmp_path, tag, lite_dev_base[0], env=tb_env, jobs=5)
             assert filled.returncode == 0, (filled.stdout + filled.stderr)[-4000:]
-            assert "compiles through the store (WebDAV over HTTPS, 127.0.0.1)" in filled.stdout
+            assert "compiles through the store (WebDAV over HTTPS, 127.0.0.1:" in filled.stdout
             compiled = recorded_compiles(filled.stdout)
             assert compiled["pytorch"]["remote"] and not compiled["pytorch"]["store_errors"], compiled
             assert store.files() > TEST_UNITS  # every object, and sccache's own check file
@@ -214,7 +214,7 @@ def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_cert
             wrong, _ = dev_build(config, credentials, store_config(tmp_path / "wrong.toml", store), tmp_path, tag,
                                  lite_dev_base[0], env=tb_env, jobs=6)
             assert wrong.returncode == 0, (wrong.stdout + wrong.stderr)[-4000:]
-            assert "the compile cache's store could not be used (WebDAV over HTTPS, 127.0.0.1)" in wrong.stdout
+            assert "the compile cache's store could not be used (WebDAV over HTTPS, 127.0.0.1:" in wrong.stdout
             assert "401" in wrong.stdout
             assert "Warning: the compile cache's store ([dev] compile_cache) could not be reached from the" in " ".join(
                 wrong.stdout.split())

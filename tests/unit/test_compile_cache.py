@@ -51,16 +51,38 @@ def test_each_store_reaches_the_tool_that_speaks_it_in_its_words_its_credentials
 
 @pytest.mark.parametrize(("url", "says"), [
     ("rediss://:pw@cache:6380", "rediss:// (Redis over TLS: ccache speaks TLS only through storage helpers"),
-    ("ftp://cache/cc", "'ftp://cache/cc' is no compile cache store; accepted: redis://"),
+    ("ftp://cache/cc", "'ftp://cache/cc' is no compile cache store; accepted: redis://HOST[:PORT]"),
+    ("S3://bucket", "S3://: write the scheme in lower case (s3://)"),
     ("s3://bucket?endpoint=http://10.0.0.5:9000", "endpoint 'http://10.0.0.5:9000': the store is reached over TLS only"),
     ("s3://bucket?acl=public", "s3:// takes the query parameters endpoint, region, not acl"),
+    ("s3://bucket?endpoint=", "s3://: give each of endpoint, region once, with a value"),
+    ("s3://AKIAK:SECRETKEY@", "s3:// names no bucket"),
+    ("s3://:SECRETKEY@bucket", "s3://: KEY:SECRET@ needs both"),
+    ("s3://K:S@bucket:abc/p", "s3://: the port after the host is no number"),
+    ("s3://AKIAK:wJalr/K7MDENG/bPxRfiCY@bucket/p", "s3://: its user part holds a '/', '?' or '#'"),
+    ("https://user:hunter2xyz#abc@dav.example/cc", "https://: its user part holds a '/', '?' or '#'"),
+    ("https://u:p@dav.example:99999/cc", "https://: the port after the host is no number from 1 to 65535"),
+    ("https://dav.example/cc#frag", "https://: a store's URL has no '#' part"),
     ("https://cache.example/cc|bearer-token=x", "https:// is spoken by sccache, which takes no ccache |attributes"),
 ])
-def test_a_store_no_tool_can_use_is_refused_when_the_configuration_is_read(url, says):
+def test_a_store_no_tool_can_use_is_refused_when_the_configuration_is_read_and_no_secret_shows(url, says):
     with pytest.raises(ValueError) as refused:
         compile_cache.store_of(url)
-    assert says in str(refused.value)
-    assert "s3://[KEY:SECRET@]BUCKET" in str(refused.value) or "endpoint" in says or "attributes" in says
+    shown = redaction.redact(str(refused.value))
+    assert says in shown
+    for secret in ("SECRETKEY", "wJalr", "K7MDENG", "bPxRfiCY", "hunter2xyz"):
+        assert secret not in shown
+
+
+def test_the_accepted_forms_read_as_written_through_the_masking():
+    assert "s3://BUCKET[/PREFIX][?endpoint=https://HOST:PORT&region=REGION] (KEY:SECRET@ before BUCKET" in (
+        redaction.redact(compile_cache.accepted()))
+
+
+def test_a_host_is_kept_as_typed_ipv6_brackets_and_case():
+    found = read(compile_cache.settings_text("https://u:pw-11@[::1]:8443/cc", {}))
+    assert found["SCCACHE_WEBDAV_ENDPOINT"] == "https://[::1]:8443/cc"
+    assert read(compile_cache.settings_text("s3://K:S-12@MyBucket/p", {}))["SCCACHE_BUCKET"] == "MyBucket"
 
 
 def test_the_environment_a_store_needs_is_checked_when_the_plan_is_made():

@@ -155,7 +155,7 @@ def test_compile_cache_reaches_the_dev_build_as_a_secret_file_only_we_can_read(t
     with secret_files(plan.secrets()) as given:
         path = dict(given)["compile_cache"]
         assert path.read_text() == ("TORCHBAKE_COMPILE_CACHE_TOOL=ccache\nTORCHBAKE_COMPILE_CACHE_KIND='an HTTP store"
-                                    " (WebDAV, or any server that takes PUT), 127.0.0.1'\n"
+                                    " (WebDAV, or any server that takes PUT), 127.0.0.1:8080'\n"
                                     f"TORCHBAKE_CCACHE_STORAGE='{url}'\n")
         assert path.stat().st_mode & 0o777 == 0o600 and path.parent.stat().st_mode & 0o777 == 0o700
     assert not path.exists() and not path.parent.exists()  # only while the build runs

@@ -202,6 +202,9 @@ def signer_from(options: SignOptions) -> signing.Signer | signing.KeylessSigner 
     if len(chosen) > 1:
         raise ConfigurationError(f"{' and '.join(chosen)} are set: sign with a key or keylessly with one identity"
                                  " (unset all but one).")
+    if options.password_file and not options.key:
+        raise ConfigurationError("[sign] password_file is the password of [sign] key, and no key is set: set the key"
+                                 " (--sign-key), or unset the password file.")
     if options.identity_token_file or options.ci_identity:
         return signing.KeylessSigner(options.identity_token_file, ci_identity=options.ci_identity)
     return signing.Signer(options.key, options.password_file or None) if options.key else None

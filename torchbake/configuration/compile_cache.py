@@ -43,13 +43,15 @@ class Store:
     form: str  # the URL's form, as the errors and docs show it
 
 
-STORES = (
-    Store("redis", "ccache", "Redis", "redis://[:PASSWORD@]HOST[:PORT]"),
-    Store("http", "ccache", "an HTTP store (WebDAV, or any server that takes PUT)", "http://[USER:PASSWORD@]HOST/PATH"),
+STORES = (  # each form with its credentials apart (USER:PASSWORD@ goes before HOST, percent-encoded)
+    Store("redis", "ccache", "Redis", "redis://HOST[:PORT] (a password as :PASSWORD@ before HOST)"),
+    Store("http", "ccache", "an HTTP store (WebDAV, or any server that takes PUT)",
+          "http://HOST/PATH (USER:PASSWORD@ before HOST)"),
     Store("file", "ccache", "a folder", "file:///PATH"),
     Store("s3", "sccache", "an S3-compatible bucket",
-          "s3://[KEY:SECRET@]BUCKET[/PREFIX][?endpoint=https://HOST:PORT&region=REGION]"),
-    Store("https", "sccache", "WebDAV over HTTPS", "https://[USER:PASSWORD@]HOST/PATH"),
+          "s3://BUCKET[/PREFIX][?endpoint=https://HOST:PORT&region=REGION] (KEY:SECRET@ before BUCKET, or"
+          " AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"),
+    Store("https", "sccache", "WebDAV over HTTPS", "https://HOST/PATH (USER:PASSWORD@ before HOST)"),
     Store("gha", "sccache", "GitHub Actions' cache service", "gha://[VERSION]"),
 )
 CCACHE_REMOTE_SINCE = (4, 4)  # ccache's remote ("secondary") storage
@@ -69,27 +71,63 @@ def accepted() -> str:
 
 def store_of(url: str) -> Store:
     """The kind of store ``url`` names, or ValueError naming its scheme and what works (the
-    configuration's check: no environment, no engine)."""
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    configuration's check: no environment, no engine). The URL is taken as typed: a user part with
+    a raw "/", "?" or "#" (a password's), a port that is none, an empty bucket, a fragment are
+    refused, never read another way."""
+    scheme = url.split("://", 1)[0] if "://" in url else ""
     if any(char.isspace() for char in url):
         raise ValueError(f"{redaction.redact(url)!r}: a store's URL holds no white space (ccache's storage helpers'"
                          f" ` @attribute=` form is not supported); accepted: {accepted()}")
-    if scheme in REFUSED:
-        raise ValueError(f"{scheme}:// ({REFUSED[scheme]}) cannot be used; accepted: {accepted()}")
+    if scheme.lower() in REFUSED:
+        raise ValueError(f"{scheme}:// ({REFUSED[scheme.lower()]}) cannot be used; accepted: {accepted()}")
     store = next((s for s in STORES if s.scheme == scheme), None)
+    if store is None and any(s.scheme == scheme.lower() for s in STORES):
+        raise ValueError(f"{scheme}://: write the scheme in lower case ({scheme.lower()}://)")
     if store is None or (store.scheme != "gha" and not url.split("://", 1)[1].strip()):
         raise ValueError(f"{redaction.redact(url)!r} is no compile cache store; accepted: {accepted()}")
+    rest = url.split("://", 1)[1]
+    authority_end = min((rest.index(c) for c in "/?#" if c in rest), default=len(rest))
+    if "@" in rest[authority_end:].split("|", 1)[0]:
+        redaction.register(rest.rsplit("@", 1)[0])  # what was typed as the user part: masked in every message
+        raise ValueError(f"{scheme}://: its user part holds a '/', '?' or '#' (a password's?): percent-encode them"
+                         " (%2F, %3F, %23), so that the URL is read as typed")
+    parts = urllib.parse.urlsplit(url.split("|", 1)[0])
+    try:
+        parts.port  # noqa: B018 (read to check it)
+    except ValueError:
+        raise ValueError(f"{scheme}://: the port after the host is no number from 1 to 65535") from None
+    if parts.fragment or url.split("|", 1)[0].endswith("#"):
+        raise ValueError(f"{scheme}://: a store's URL has no '#' part (percent-encode a password's: %23)")
     if store.tool == "sccache" and "|" in url:
         raise ValueError(f"{scheme}:// is spoken by sccache, which takes no ccache |attributes; use {store.form}")
     if store.scheme == "s3":
-        parts = urllib.parse.urlsplit(url)
-        query = urllib.parse.parse_qs(parts.query)
-        if unknown := sorted(set(query) - set(_S3_QUERY)):
-            raise ValueError(f"s3:// takes the query parameters {', '.join(_S3_QUERY)}, not {', '.join(unknown)}")
-        endpoint = query.get("endpoint", ["https://"])[0]
-        if not endpoint.startswith("https://"):
-            raise ValueError(f"s3:// endpoint {endpoint!r}: the store is reached over TLS only (https://HOST:PORT)")
+        _check_s3(parts)
     return store
+
+
+def _check_s3(parts: urllib.parse.SplitResult) -> None:
+    if not _host(parts):
+        raise ValueError(f"s3:// names no bucket; use {STORES[3].form}")
+    if parts.port is not None:
+        raise ValueError("s3://: a bucket has no port (the store's address is ?endpoint=https://HOST:PORT)")
+    if (parts.username is None) != (parts.password is None) or (parts.password is not None and not (
+            parts.username and parts.password)):
+        raise ValueError("s3://: KEY:SECRET@ needs both the access key and the secret (or neither, and"
+                         " AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment)")
+    query = urllib.parse.parse_qs(parts.query, keep_blank_values=True)
+    if unknown := sorted(set(query) - set(_S3_QUERY)):
+        raise ValueError(f"s3:// takes the query parameters {', '.join(_S3_QUERY)}, not {', '.join(unknown)}")
+    if any(len(values) > 1 or not values[0] for values in query.values()):
+        raise ValueError(f"s3://: give each of {', '.join(_S3_QUERY)} once, with a value")
+    endpoint = query.get("endpoint", ["https://"])[0]
+    if not endpoint.startswith("https://"):
+        raise ValueError(f"s3:// endpoint {endpoint!r}: the store is reached over TLS only (https://HOST:PORT)")
+
+
+def _host(parts: urllib.parse.SplitResult) -> str:
+    """The host (or bucket) as typed, IPv6 brackets and case kept, with its port: the netloc
+    without the user part."""
+    return parts.netloc.rsplit("@", 1)[-1]
 
 
 def check(url: str, environ: Mapping[str, str]) -> Store:
@@ -133,7 +171,7 @@ def settings_text(url: str, environ: Mapping[str, str]) -> str:
         values = {"TORCHBAKE_CCACHE_STORAGE": url}
     elif store.scheme == "s3":
         query = {k: v[0] for k, v in urllib.parse.parse_qs(parts.query).items()}
-        values = {"SCCACHE_BUCKET": parts.hostname or "", "SCCACHE_S3_KEY_PREFIX": parts.path.strip("/"),
+        values = {"SCCACHE_BUCKET": _host(parts), "SCCACHE_S3_KEY_PREFIX": parts.path.strip("/"),
                   "SCCACHE_REGION": query.get("region", "us-east-1"), "SCCACHE_S3_USE_SSL": "true"}
         if "endpoint" in query:
             values["SCCACHE_ENDPOINT"] = query["endpoint"]
@@ -143,9 +181,7 @@ def settings_text(url: str, environ: Mapping[str, str]) -> str:
         else:
             values |= {name: environ[name] for name in S3_VARIABLES if environ.get(name)}
     elif store.scheme == "https":
-        host = parts.hostname or ""
-        values = {"SCCACHE_WEBDAV_ENDPOINT": urllib.parse.urlunsplit(
-            ("https", f"{host}:{parts.port}" if parts.port else host, parts.path, "", ""))}
+        values = {"SCCACHE_WEBDAV_ENDPOINT": urllib.parse.urlunsplit(("https", _host(parts), parts.path, "", ""))}
         if parts.username:
             values |= {"SCCACHE_WEBDAV_USERNAME": urllib.parse.unquote(parts.username),
                        "SCCACHE_WEBDAV_PASSWORD": urllib.parse.unquote(parts.password or "")}
@@ -153,8 +189,8 @@ def settings_text(url: str, environ: Mapping[str, str]) -> str:
         values = {"SCCACHE_GHA_ENABLED": "on", **({"SCCACHE_GHA_VERSION": parts.netloc} if parts.netloc else {}),
                   **{name: environ[name] for name in GHA_VARIABLES if environ.get(name)}}
     for name, value in values.items():
-        if any(word in name for word in ("PASSWORD", "SECRET", "TOKEN", "KEY_ID")) and value:
+        if any(word in name for word in ("PASSWORD", "SECRET", "TOKEN")) and value:
             redaction.register(value)
-    kind = f"{store.kind}, {parts.hostname or parts.netloc or store.scheme}"
+    kind = f"{store.kind}, {_host(parts) or store.scheme}"  # printed in the build's log: never the user part
     lines = {"TORCHBAKE_COMPILE_CACHE_TOOL": store.tool, "TORCHBAKE_COMPILE_CACHE_KIND": kind, **values}
     return "".join(f"{name}={shlex.quote(value)}\n" for name, value in lines.items())

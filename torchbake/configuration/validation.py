@@ -489,9 +489,21 @@ _REGISTRY_RE = re.compile(r"^(localhost|[a-z0-9-]+(\.[a-z0-9-]+)+|[a-z0-9-]+:\d+
 
 
 def webhook(value: str) -> None:
-    """An http(s) URL that takes a POST ([notify] webhook)."""
-    if value and not re.match(r"^https?://[^/\s]+\S*$", value):
-        raise ValueError("expected the http(s):// URL of a webhook (e.g. a Slack incoming webhook's)")
+    """An http(s) URL that takes a POST ([notify] webhook): a host, a port that is a number, no
+    user part (a webhook's secret is in its path, as Slack's and its likes' are)."""
+    if not value:
+        return
+    parts = urllib.parse.urlsplit(value)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1 or any(c.isspace() for c in value):
+        raise ValueError("expected the http(s):// URL of a webhook with a host (and a numeric port, if any), e.g. a"
+                         " Slack incoming webhook's https://hooks.slack.com/services/…")
+    if "@" in parts.netloc:
+        raise ValueError("a webhook's URL takes no USER:PASSWORD@ (its secret is the URL's path, as the service"
+                         " gives it)")
 
 
 def registry_url(value: str) -> None:

@@ -9,6 +9,7 @@ markup, no secret is shown. (Slack's ``text`` takes ``&``, ``<`` and ``>`` escap
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import re
@@ -118,5 +119,5 @@ def post(url: str, results: Mapping[str, CellResult], title: str, *, timeout: fl
         return ""
     except urllib.error.HTTPError as exc:
         return f"it answered HTTP {exc.code} {redact(str(exc.reason))}"
-    except (urllib.error.URLError, OSError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
         return f"it could not be reached ({redact(str(getattr(exc, 'reason', exc)))})"

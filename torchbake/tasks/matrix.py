@@ -134,7 +134,7 @@ def build_all(c, **given):
     client = docker_client(settings, choice=given["docker"], writes=not plan)
     client.check_engine()
     if plan:
-        _print_plan(cells, plans, needs, client, force=force)
+        _print_plan(cells, plans, needs, client, force=force, skip_incomplete=given["skip_incomplete"])
         return
     out = output.channel()
     run = runner.MatrixRun(cells, plans, client, out, jobs=given["jobs"], keep_going=not given["fail_fast"],
@@ -198,14 +198,22 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
 
 
-def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool) -> None:
-    """The ordered plan: what a run would do with each cell and why, or the values it still needs."""
+def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool,
+                skip_incomplete: bool = False) -> None:
+    """The ordered plan: what a run would do with each cell and why, or the values it still needs
+    (with ``skip_incomplete``: that the run skips it, and the cells that start from it)."""
     table = output.table(title="build-all plan")
     joined = families(cells)
+    skipped: set[str] = set()
     for column in ("#", "cell", "image", "action", "why"):
         table.add_column(column, overflow="fold")
     for index, cell in enumerate(cells, 1):
-        if cell.id in needs:
+        starts = [d for d in cell.depends_on if d in skipped]
+        if skip_incomplete and (cell.id in needs or starts):
+            skipped.add(cell.id)
+            action, why = "skip", (f"needs {', '.join(needs[cell.id])} (--skip-incomplete)" if cell.id in needs
+                                   else f"starts from {', '.join(starts)}, skipped")
+        elif cell.id in needs:
             action, why = "needs values", "\n".join(
                 f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in variants.ways_to_set(key, matrix=True))}"
                 for key in needs[cell.id])
@@ -222,9 +230,12 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             table.add_row(*(output.styled(v) for v in ("", cell.family, cell.joined, "join",
                                               f"one tag for {', '.join(members)}: the index of their images")))
     output.channel().show(table)
-    if needs:
+    if needs and skip_incomplete:
+        output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set: --skip-incomplete skips"
+                             f" them and the cells that start from them ({len(skipped)} in all).")
+    elif needs:
         output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set; building now would stop"
-                  " before any work and name each.")
+                             " before any work and name each.")
 
 
 def _after_run(out, results: dict, settings, client, title: str) -> None:

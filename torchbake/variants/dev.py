@@ -167,6 +167,9 @@ class DevPlan(PlanCommon):
     def check_dry_run(self, client) -> None:
         try:
             self.check_before_build(client)
+            if self.compile_cache:  # the base's OS, where the engine holds the base already
+                labels = ((client.inspect_image(self.base_image) or {}).get("Config") or {}).get("Labels") or {}
+                compile_cache.check_base(self.compile_cache, labels.get("org.opencontainers.image.base.name", ""))
         except EngineError:  # no engine: the plan alone
             return
 
