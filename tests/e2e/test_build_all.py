@@ -296,9 +296,10 @@ def test_three_kinds_of_failure_are_each_reported_with_their_first_error_line(ni
     for cell_id, error in failures.items():
         line = next(line for line in markdown.splitlines() if line.startswith(f"- **{cell_id}** (failed): "))
         assert markdown_text(error) in line, (error, line)  # the first error line, as text
+        said = line.split("(failed): ", 1)[1].rsplit("; log: ", 1)[0]
+        assert re.search(r"(?<!\\)[\[\]*_<>`|]", said) is None, said  # no markup left unescaped
         assert "log: `less " in line and cells[cell_id]["log"].rsplit("/", 1)[1] in line, line
         assert Path(line.split("log: `less ", 1)[1].rstrip("`")).is_file()  # the command shows the log
-    assert "\\[red\\]installer\\[/\\]" in markdown and "[red]installer[/]" not in markdown
     # the failed night told the webhook, Slack's way; its URL (the secret) in no output
     assert "Told the webhook ([notify] webhook) of the 3 failed cell(s)." in result.stdout
     assert len(received) == 1 and received[0]["content-type"] == "application/json"
