@@ -137,7 +137,8 @@ def check(url: str, environ: Mapping[str, str]) -> Store:
     if store.scheme == "gha" and not all(environ.get(name) for name in GHA_VARIABLES[:2]):
         raise ConfigurationError(
             "[dev] compile_cache gha:// reads ACTIONS_RESULTS_URL and ACTIONS_RUNTIME_TOKEN, which GitHub gives to"
-            " actions, not to run: steps: export them to the job first (docs/nightly.md, \"A compile cache\").")
+            " actions, not to run: steps: export them to the job first (docs/nightly.md, \"Compiles shared across"
+            " machines\").")
     if store.scheme == "s3" and not parts.password and not (
             environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY")):
         raise ConfigurationError(
@@ -153,13 +154,18 @@ def check_base(url: str, os_image: str) -> None:
     release = os_releases.release_of_reference(os_image)
     if store.tool != "ccache" or release is None:
         return
-    version = tuple(int(part) for part in release.ccache.split(".")[:2])
-    if version < CCACHE_REMOTE_SINCE:
+    if not _shares(release):
+        sccache_stores = ", ".join(s.scheme + "://" for s in STORES if s.tool == "sccache")
+        bases = ", ".join(r.reference for r in os_releases.OS_RELEASES if _shares(r))
         raise ConfigurationError(
             f"[dev] compile_cache {store.scheme}:// is spoken by ccache {'.'.join(map(str, CCACHE_REMOTE_SINCE))} and"
             f" later; the base image's OS {os_image} ships ccache {release.ccache}, which shares no compile. Use a"
-            f" store sccache speaks ({', '.join(s.scheme + '://' for s in STORES if s.tool == 'sccache')}), or a base"
-            f" on {', '.join(r.reference for r in os_releases.OS_RELEASES if tuple(int(p) for p in r.ccache.split('.')[:2]) >= CCACHE_REMOTE_SINCE)}.")
+            f" store sccache speaks ({sccache_stores}), or a base on {bases}.")
+
+
+def _shares(release: os_releases.OsRelease) -> bool:
+    """Whether the release's ccache has a remote storage (4.4 and later)."""
+    return tuple(int(part) for part in release.ccache.split(".")[:2]) >= CCACHE_REMOTE_SINCE
 
 
 def settings_text(url: str, environ: Mapping[str, str]) -> str:

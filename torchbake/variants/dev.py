@@ -151,7 +151,7 @@ class DevPlan(PlanCommon):
         image records (the extension's is cloned in the build: its patches are checked there)."""
         if not self.patches:
             return
-        labels = ((client.inspect_image(self.base_image) or {}).get("Config") or {}).get("Labels") or {}
+        labels = self.base_labels(client)
         trees = {}
         for name in ("pytorch", "vision", "audio"):
             commit, repo = labels.get(f"torchbake.source.{name}.commit", ""), labels.get(f"torchbake.source.{name}.repo", "")
@@ -164,12 +164,16 @@ class DevPlan(PlanCommon):
                 trees[name] = (tree.path, commit)
         patches.check(self.patch_files, trees)
 
+    def base_labels(self, client) -> dict[str, str]:
+        """The labels of the base image as the engine holds it now ({} where it holds none)."""
+        return ((client.inspect_image(self.base_image) or {}).get("Config") or {}).get("Labels") or {}
+
     def check_dry_run(self, client) -> None:
         try:
             self.check_before_build(client)
             if self.compile_cache:  # the base's OS, where the engine holds the base already
-                labels = ((client.inspect_image(self.base_image) or {}).get("Config") or {}).get("Labels") or {}
-                compile_cache.check_base(self.compile_cache, labels.get("org.opencontainers.image.base.name", ""))
+                compile_cache.check_base(self.compile_cache,
+                                         self.base_labels(client).get("org.opencontainers.image.base.name", ""))
         except EngineError:  # no engine: the plan alone
             return
 
