@@ -93,7 +93,10 @@ def main() -> None:
         with_store = work / "store.toml"
         with_store.write_text(f'[dev]\ncompile_cache = "{store.url}"\n')
         with_bucket = work / "bucket.toml"
-        with_bucket.write_text(f'[dev]\ncompile_cache = "{bucket.url}"\n[downloads]\nca_bundle = "{bucket.ca}"\n')
+        # MAX_JOBS 3 for the bucket's builds: the same inputs under another build argument, so that they
+        # run (a store is no input of the image: with the same inputs the image is unchanged)
+        with_bucket.write_text(f'[dev]\ncompile_cache = "{bucket.url}"\nmax_jobs = 3\n'
+                               f'[downloads]\nca_bundle = "{bucket.ca}"\n')
 
         def base(tag: str) -> str:
             run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,
