@@ -315,12 +315,33 @@ def dying_proxy(upstream: str, last_words: bytes = b"POST /v2/"):
         yield address
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def await_listening(process: subprocess.Popen, port: int, what: str, seconds: int = 10, log: str = "") -> None:
+    """Wait until ``process`` listens on 127.0.0.1:``port``; one that stops first, or does not listen
+    within ``seconds``, fails the test naming ``what`` (and ``log``: where its own output is); a
+    process that never listens is killed."""
+    for _ in range(seconds * 10):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            assert process.poll() is None, f"{what} stopped (status {process.returncode}){log}"
+            time.sleep(0.1)
+    process.kill()
+    process.wait(timeout=10)
+    raise AssertionError(f"{what} did not listen on 127.0.0.1:{port} within {seconds} s{log}")
+
+
 @contextmanager
 def serve_registry(folder: Path, log: Path | None = None):
     """A real local registry (Debian's docker-registry) on 127.0.0.1; its access log in ``log``."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     config = folder / "registry.yml"
     config.write_text(
         "version: 0.1\nlog:\n  level: info\n  accesslog:\n    disabled: false\nstorage:\n  filesystem:\n"
@@ -329,16 +350,7 @@ def serve_registry(folder: Path, log: Path | None = None):
     with open(log or os.devnull, "ab") as sink:
         process = subprocess.Popen([shutil.which("docker-registry") or "/usr/bin/docker-registry", "serve", str(config)],
                                    stdout=sink, stderr=sink)
-    for _ in range(100):
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            assert process.poll() is None, f"docker-registry stopped (status {process.returncode}); its log: {log}"
-            time.sleep(0.1)
-    else:
-        process.kill()
-        raise AssertionError(f"docker-registry did not listen on 127.0.0.1:{port} within 10 s; its log: {log}")
+    await_listening(process, port, "docker-registry", log=f"; its log: {log}")
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -449,9 +461,7 @@ class RedisStore:
     secret of the test's own), in ``folder``; ``url`` is ccache's remote storage for it."""
 
     def __init__(self, folder: Path, password: str):
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.folder, self.password, self.process = folder, password, None
         self.url = f"redis://{password}@127.0.0.1:{self.port}"
 
@@ -461,15 +471,7 @@ class RedisStore:
             [shutil.which("redis-server") or "/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
              "--requirepass", self.password, "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                assert self.process.poll() is None, f"redis-server stopped (status {self.process.returncode})"
-                time.sleep(0.1)
-        self.stop()
-        raise AssertionError(f"redis-server did not listen on 127.0.0.1:{self.port} within 10 s")
+        await_listening(self.process, self.port, "redis-server")
 
     def stop(self) -> None:
         """Down: nothing listens on its port any more."""
@@ -540,9 +542,7 @@ class TlsStore:
     def __init__(self, kind: str, folder: Path, password: str):
         import sys
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        self.port = free_port()
         self.kind, self.folder, self.password, self.process = kind, folder, password, None
         self.ca, self.certificate, self.key = make_test_ca(folder / "ca")
         self.data = folder / "data"
@@ -572,16 +572,7 @@ class TlsStore:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(self.command(), stdout=log, stderr=log, cwd=self.folder)
         context = ssl.create_default_context(cafile=str(self.ca))
-        for _ in range(150):
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                break
-            except OSError:
-                assert self.process.poll() is None, f"the {self.kind} store stopped (status {self.process.returncode})"
-                time.sleep(0.1)
-        else:
-            self.stop()
-            raise AssertionError(f"the {self.kind} store did not listen on 127.0.0.1:{self.port} within 15 s")
+        await_listening(self.process, self.port, f"the {self.kind} store", seconds=15)
         if self.kind == "s3":  # the bucket (moto: path style, no signature checked)
             request = urllib.request.Request(f"https://127.0.0.1:{self.port}/torchbake-cc", method="PUT")
             urllib.request.urlopen(request, context=context, timeout=30).close()
