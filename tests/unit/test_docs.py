@@ -293,3 +293,85 @@ def test_the_docs_script_installs_only_what_mkdocs_needs():
     assert not [line for line in code if "setup.sh" in line]
     assert [line for line in code if "python3 -m venv .venv" in line]
     assert [line for line in code if "--editable '.[docs]'" in line]
+
+
+MARKDOWN = ["README.md", *PAGES]
+
+
+def _outside_code(text: str) -> list[str]:
+    """The text's lines, each line of a code fence (its fences too) blanked to "```"."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            lines.append("```")
+        else:
+            lines.append("```" if fenced else line)
+    return lines
+
+
+def _glued_tables(text: str) -> list[int]:
+    """The lines where a table starts right under a line of text (outside code fences)."""
+    lines = _outside_code(text)
+    return [number for number, (before, line) in enumerate(zip(["", *lines], lines), 1)
+            if line.startswith("|") and before.strip() and not before.startswith("|")]
+
+
+@pytest.mark.parametrize("path", MARKDOWN)
+def test_every_table_starts_after_a_blank_line(path):
+    """A table glued to the paragraph above it is shown as that paragraph's text, pipes and all."""
+    glued = _glued_tables((ROOT / path).read_text())
+    assert not glued, f"{path}: a table with no blank line before it at lines {glued}"
+    assert _glued_tables("text\n| a | b |\n|---|---|\n\n```\nx\n| y |\n```\n| c |\n") == [2, 9]
+
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Each "## " section of a page by its heading, code fences included in its text."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def test_the_speed_page_holds_current_figures_not_a_history_of_runs():
+    """Each section's figures come from one measurement, dated; the runs that led there are in
+    the repository's history, not on the page."""
+    text = (ROOT / "docs" / "speed.md").read_text()
+    assert len(text.splitlines()) < 250
+    for heading, body in _sections(text).items():
+        dates = set(DATE.findall(body))
+        assert len(dates) <= 1, f"speed.md, {heading!r}: figures of several days {sorted(dates)}"
+        if "\n|" in body:
+            assert dates, f"speed.md, {heading!r}: a table that names no date of its run"
+    commits = re.findall(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b", text)
+    assert not commits, f"speed.md names commits of past runs: {commits[:5]}"
+    assert not re.search(r"→|\bbefore these changes\b|\bthe run before\b|\bruns? \d+\b", text)
+
+
+def test_the_speed_page_names_every_benchmark():
+    text = (ROOT / "docs" / "speed.md").read_text()
+    assert not [name for name in BENCHMARKS if f"benchmarks/{name}" not in text]
+
+
+ENGINE_INTERNALS = ("goroutine", "GOMEMLIMIT", "GOGC", "moby_history", "history.db", "docker.pid", "LinkFrom")
+
+
+def test_the_nightly_page_is_what_a_team_sets_up_and_the_engine_internals_are_troubleshooting():
+    nightly = (ROOT / "docs" / "nightly.md").read_text()
+    troubleshooting = (ROOT / "docs" / "troubleshooting.md").read_text()
+    assert not [word for word in ENGINE_INTERNALS if word in nightly], "nightly.md tells the engine's internals"
+    assert not [word for word in ENGINE_INTERNALS if word not in troubleshooting]
+
+
+def test_the_readme_does_not_repeat_the_getting_started_page():
+    """The README says what torchbake is, its two fresh-machine commands, and where the docs are;
+    docs/index.md is the getting-started page. No three lines in a row of one are in the other."""
+    readme = (ROOT / "README.md").read_text()
+    assert "\nbash scripts/main-job.sh\n" in readme and "\nbash scripts/test.sh\n" in readme
+    index = [line.strip() for line in (ROOT / "docs" / "index.md").read_text().splitlines() if line.strip()]
+    lines = [line.strip() for line in readme.splitlines() if line.strip()]
+    runs = {tuple(index[i:i + 3]) for i in range(len(index) - 2)}
+    repeated = [lines[i:i + 3] for i in range(len(lines) - 2) if tuple(lines[i:i + 3]) in runs]
+    assert not repeated, f"README.md repeats docs/index.md: {repeated[:3]}"
