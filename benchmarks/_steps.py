@@ -1,19 +1,43 @@
 """What every benchmark does with a step: run it (output captured, no standard input), stop the
-benchmark with the step's command and the end of its output when it fails, and time it. Not a
+benchmark with the step's command and the end of its output when it fails, and time it; and what
+their smoke mode (--smoke, the test suite's run: tests/e2e/test_benchmarks.py) shares. Not a
 benchmark itself (tests/e2e/test_benchmarks.py runs the others)."""
 
 from __future__ import annotations
 
+import argparse
+import contextlib
+import platform
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # torchbake and the tests' helpers, as the checkout has them
 DOCKER = "/usr/bin/docker"
 BOOKWORM = "torchbake/debian:bookworm"  # the Debian image `invoke bootstrap-os --suite bookworm` makes
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]  # this checkout's tasks
+# --smoke: the run the test suite makes of every benchmark, so that one that no longer runs turns
+# it red. One round, the smallest inputs (the tests' stand-in torch, wheels of a few bytes), images
+# and containers under names of its own (SMOKE_PREFIX), and nothing of the engine's own touched:
+# no prune of its build cache, no image removed that the run did not make.
+SMOKE_PREFIX = "tb-bench-smoke-"
+SMOKE_HELP = ("the smoke run the test suite makes: one round, the smallest inputs, names of its own"
+              f" ({SMOKE_PREFIX}*), no prune; its figures measure nothing")
+
+
+def add_smoke(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
+def smoke_name(kind: str) -> str:
+    """An image (or container) name of this smoke run's own: another run beside it has another."""
+    return f"{SMOKE_PREFIX}{kind}-{uuid.uuid4().hex[:8]}"
 
 
 def run(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -29,3 +53,46 @@ def timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | 
     started = time.monotonic()
     run(argv, env=env, cwd=cwd)
     return time.monotonic() - started
+
+
+def wheel_build_args() -> list[str]:
+    """The release Dockerfile's wheel arguments, as a plain `docker build` of its context on this
+    machine gives them: the image's machine is the host's (as `uname -m` says it), its wheel
+    platforms the manylinux_2_28 and linux ones of that machine and every older manylinux
+    (stage_wheels.sh needs both: TORCHBAKE_WHEEL_MACHINE, TORCHBAKE_WHEEL_PLATFORMS)."""
+    from torchbake.inputs.wheelhouse import compatible_platforms
+
+    machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+    tags = compatible_platforms([f"manylinux_2_28_{machine}", f"linux_{machine}"])
+    return ["--build-arg", f"WHEEL_MACHINE={machine}", "--build-arg", f"WHEEL_PLATFORMS={' '.join(tags)}"]
+
+
+def tiny_release_profile(folder: Path, extra: str = "[]") -> Path:
+    """A release profile on the tests' stand-in torch (tests.e2e.helpers.make_tiny_torch, a few
+    kB: the same bytes every run, so that the engine's cache keeps its steps), with ``extra``
+    (TOML) as its companions: the smoke run's inputs where the benchmark takes the CPU profile."""
+    from tests.e2e.helpers import STAND_IN_PYTHON, make_tiny_torch
+
+    wheel = make_tiny_torch(folder / "tiny-torch")
+    profile = folder / "tiny.toml"
+    profile.write_text(STAND_IN_PYTHON + f'[wheels]\ntorch = "{wheel}"\nextra = {extra}\n[build]\nvariant = "release"\n')
+    return profile
+
+
+@contextlib.contextmanager
+def packaged_base(folder: Path) -> Iterator[str]:
+    """BOOKWORM with the OS packages a release image needs already in it (the step the release
+    Dockerfile runs, run here as tests/e2e/conftest.py's packaged_base runs it; the engine's cache
+    keeps it across runs), under a name of the run's own, removed at the end: a smoke build's OS
+    step then installs nothing, even with --no-cache."""
+    run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BOOKWORM])
+    name = smoke_name("base") + ":packaged"
+    context = folder / "packaged-base"
+    shutil.copytree(ROOT / "docker" / "common", context / "common")
+    (context / "Dockerfile").write_text(f"FROM {BOOKWORM}\nRUN --mount=type=bind,source=common,target=/tmp/common"
+                                        " bash /tmp/common/install_os_packages.sh os 0\n")
+    try:
+        run([DOCKER, "build", "--quiet", "--tag", name, str(context)])
+        yield name
+    finally:
+        subprocess.run([DOCKER, "image", "rm", "--force", name], capture_output=True)

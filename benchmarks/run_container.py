@@ -9,7 +9,9 @@ Side by side, same engine, same image (the CPU release image, built by scripts/m
   rm      a throwaway container: `docker run --rm … IMAGE true` vs `invoke run-container IMAGE --rm --command true`
 
 Prints the median seconds of each and the ratio (torchbake / plain). Containers it makes are removed.
-Usage: .venv/bin/python benchmarks/run_container.py [--rounds N] [--image IMAGE]
+--smoke: one round on the Debian image `invoke bootstrap-os` makes (made where missing), containers
+named for the run.
+Usage: .venv/bin/python benchmarks/run_container.py [--rounds N] [--image IMAGE] [--smoke]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _steps import timed  # benchmarks/_steps.py, beside this script
+from _steps import BOOKWORM, add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/local/bin/docker" if Path("/usr/local/bin/docker").exists() else "/usr/bin/docker"
@@ -35,22 +37,28 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--image", default="torchbake/pytorch-cpu:2.13.0-py3.11")
+    add_smoke(parser)
     args = parser.parse_args()
-    image = args.image
+    image, plain_name, tb_name = args.image, "bench-plain", "bench-tb"
+    if args.smoke:
+        args.rounds, image, plain_name, tb_name = 1, BOOKWORM, smoke_name("plain"), smoke_name("tb")
+        run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BOOKWORM])
     times: dict[str, list[float]] = {key: [] for key in ("first plain", "first tb", "reuse plain", "reuse tb",
                                                            "rm plain", "rm tb")}
-    for _ in range(args.rounds):
-        remove("bench-plain", "bench-tb")
-        times["first plain"].append(
-            timed([DOCKER, "run", "-itd", "--name", "bench-plain", "--shm-size", "8g", image, "/bin/bash"])
-            + timed([DOCKER, "exec", "bench-plain", "true"]))
-        times["first tb"].append(timed([*INVOKE, "run-container", image, "--name", "bench-tb", "--shm-size", "8G",
-                                        "--command", "true"]))
-        times["reuse plain"].append(timed([DOCKER, "exec", "bench-plain", "true"]))
-        times["reuse tb"].append(timed([*INVOKE, "run-container", image, "--name", "bench-tb", "--command", "true"]))
-        times["rm plain"].append(timed([DOCKER, "run", "--rm", "--shm-size", "8g", image, "true"]))
-        times["rm tb"].append(timed([*INVOKE, "run-container", image, "--rm", "--shm-size", "8G", "--command", "true"]))
-    remove("bench-plain", "bench-tb")
+    try:
+        for _ in range(args.rounds):
+            remove(plain_name, tb_name)
+            times["first plain"].append(
+                timed([DOCKER, "run", "-itd", "--name", plain_name, "--shm-size", "8g", image, "/bin/bash"])
+                + timed([DOCKER, "exec", plain_name, "true"]))
+            times["first tb"].append(timed([*INVOKE, "run-container", image, "--name", tb_name, "--shm-size", "8G",
+                                            "--command", "true"]))
+            times["reuse plain"].append(timed([DOCKER, "exec", plain_name, "true"]))
+            times["reuse tb"].append(timed([*INVOKE, "run-container", image, "--name", tb_name, "--command", "true"]))
+            times["rm plain"].append(timed([DOCKER, "run", "--rm", "--shm-size", "8g", image, "true"]))
+            times["rm tb"].append(timed([*INVOKE, "run-container", image, "--rm", "--shm-size", "8G", "--command", "true"]))
+    finally:  # also where a step failed
+        remove(plain_name, tb_name)
     print(f"{'case':<8} {'plain s':>8} {'torchbake s':>12} {'ratio':>6}   (median of {args.rounds})")
     for case in ("first", "reuse", "rm"):
         plain, ours = statistics.median(times[f"{case} plain"]), statistics.median(times[f"{case} tb"])

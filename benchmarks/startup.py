@@ -9,7 +9,9 @@
                               default image built: `bash scripts/main-job.sh`; left out without it)
 
 Rounds alternate the cases (the same load for each); prints the median of each and its ratio to
-`invoke --list`. Usage: .venv/bin/python benchmarks/startup.py [--rounds N]
+`invoke --list`. --smoke: one round, without the `invoke build --release` case (the default
+image's name is the user's).
+Usage: .venv/bin/python benchmarks/startup.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _steps import timed  # benchmarks/_steps.py, beside this script
+from _steps import add_smoke, timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -34,7 +36,10 @@ IMAGE = "torchbake/pytorch-cpu:2.13.0-py3.11"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds to take the medians of")
+    add_smoke(parser)
     args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
     floor = Path(tempfile.mkdtemp(prefix="torchbake-bench-floor-"))
     (floor / "tasks.py").write_text("from invoke import task\n\n\n@task\ndef hello(c):\n    pass\n")
     invoke = str(BIN / "invoke")
@@ -46,7 +51,7 @@ def main() -> None:
         "torchbake --help": ([str(BIN / "torchbake"), "--help"], ROOT),
     }
     docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "image", "inspect", IMAGE], capture_output=True).returncode == 0:
+    if docker and not args.smoke and subprocess.run([docker, "image", "inspect", IMAGE], capture_output=True).returncode == 0:
         cases["invoke build --release (unchanged)"] = ([invoke, "build", "--release"], ROOT)
     try:
         seconds: dict[str, list[float]] = {name: [] for name in cases}

@@ -15,12 +15,16 @@ numpy on Debian bookworm):
 It empties the engine's build cache first (`docker builder prune --all`): a cache that holds two
 records of one step (every --no-cache build leaves one more) lets BuildKit take either, and two
 siblings built from it may then not share their layers. Images it makes are removed.
-Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N]
+The plain build gives the build arguments a user of this machine types (_steps.wheel_build_args).
+--smoke: the stand-in torch on the Debian base with its OS packages in it, wheels of a few bytes
+for the companion and the extension, one round, the layer cache as it is (no prune, no --no-cache).
+Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -32,10 +36,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # torchbake's own engine helpers, as the checkout has them
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args  # noqa: E402
+
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
-NAME = "torchbake-bench/once"
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
@@ -77,12 +83,14 @@ def new_bytes(image: str, other: str) -> int:
     return sum(size for _, size in mine[shared:])
 
 
-def extension_wheel(folder: Path, version: str) -> Path:
-    dist = f"bench_ext-{version}"
+def extension_wheel(folder: Path, version: str, project: str = "bench-ext") -> Path:
+    module = project.replace("-", "_")
+    dist = f"{module}-{version}"
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{dist}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("bench_ext/__init__.py", f"VERSION = {version!r}\n")
-        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: bench-ext\nVersion: {version}\n")
+        zf.writestr(f"{module}/__init__.py", f"VERSION = {version!r}\n")
+        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n")
         zf.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         zf.writestr(f"{dist}.dist-info/RECORD", "")
     return path
@@ -91,10 +99,26 @@ def extension_wheel(folder: Path, version: str) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="rounds to take the median of")
+    add_smoke(parser)
     args = parser.parse_args()
-    run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
-    run([DOCKER, "builder", "prune", "--all", "--force"])
     work = Path(tempfile.mkdtemp(prefix="torchbake-bench-"))
+    with contextlib.ExitStack() as stack:
+        if args.smoke:
+            args.rounds, name = 1, smoke_name("once")
+            base, profile, cold = stack.enter_context(packaged_base(work)), str(tiny_release_profile(work)), []
+            extra, companions = "[]", f'["{extension_wheel(work / "companion", "1.0.0", "bench-yaml")}"]'
+        else:
+            run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
+            run([DOCKER, "builder", "prune", "--all", "--force"])
+            name, base, profile, cold = "torchbake-bench/once", BASE, "configs/cpu.toml", ["--no-cache"]
+            extra, companions = '["numpy"]', '["numpy", "pyyaml"]'
+        compare(args, work, name, base, profile, cold, extra, companions)
+
+
+def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile: str, cold: list[str],  # noqa: N803
+            extra: str, companions: str) -> None:
+    """The builds and the table (``cold``: the flags of a cold build; ``extra``: the profile's
+    [wheels] extra, TOML; ``companions``: the sibling's, one more)."""
     made = []
 
     def build(tag: str, *extra: str, config: str = "") -> float:
@@ -103,7 +127,7 @@ def main() -> None:
             (work / f"{tag}.toml").write_text(config)
             flags = ["--config", str(work / f"{tag}.toml")]
         made.append(f"{NAME}:{tag}")
-        return run([*INVOKE, "build", "--config", "configs/cpu.toml", *flags, "--base-img", BASE, "--name", NAME,
+        return run([*INVOKE, "build", "--config", profile, *flags, "--base-img", BASE, "--name", NAME,
                     "--tag", tag, *extra])[0]
 
     try:
@@ -112,15 +136,15 @@ def main() -> None:
         # Siblings first, while the layer cache holds one torch step: the --no-cache rounds below
         # each leave another one behind (the same files, a different layer).
         torch_bytes = max(size for _, size in layers(f"{NAME}:uv"))
-        build("yaml", "--no-verify", config='[wheels]\nextra = ["numpy", "pyyaml"]\n')
+        build("yaml", "--no-verify", config=f'[wheels]\nextra = {companions}\n')
         sibling = new_bytes(f"{NAME}:yaml", f"{NAME}:uv")
         for version in ("1.0.0", "1.0.1"):
             wheel = extension_wheel(work, version)
-            build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = ["numpy"]\n')
+            build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = {extra}\n')
         extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:ext1.0.0")
-        plain = [DOCKER, "build", "--progress=plain", "--no-cache", "-f", str(context / "Dockerfile"), "-t",
+        plain = [DOCKER, "build", "--progress=plain", *cold, "-f", str(context / "Dockerfile"), "-t",
                  f"{NAME}:pip", "--build-arg", f"BASE_IMAGE={BASE}", "--build-arg", "PYTHON_VERSION=3.11",
-                 "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", str(context)]
+                 "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", *wheel_build_args(), str(context)]
         made.append(f"{NAME}:pip")
         colds: dict[str, list[float]] = {"uv": [], "pip": []}
         for index in range(args.rounds):  # alternating, so that neither goes first every time
@@ -128,7 +152,7 @@ def main() -> None:
                 # as on a fresh machine: no image of that name to look at or replace (not timed)
                 subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{kind}"], capture_output=True)
                 colds[kind].append(run(plain, {"DOCKER_BUILDKIT": "1"})[0] if kind == "pip" else
-                                   build("uv", "--build-dir", str(context), "--no-prepare", "--no-cache", "--no-verify"))
+                                   build("uv", "--build-dir", str(context), "--no-prepare", *cold, "--no-verify"))
         pip_cold, uv_cold = statistics.median(colds["pip"]), statistics.median(colds["uv"])
         unchanged = statistics.median(build("uv")
                                       for _ in range(args.rounds))
