@@ -97,6 +97,12 @@ def task_flags() -> Iterator[tuple[object, tuple[Flag, ...]]]:
         yield task, getattr(task, "flags", ())
 
 
+def anchor(task: str, flag: Flag) -> str:
+    """The flag's anchor in the tasks reference (``build--torch-whl-url``), which ``invoke --help
+    TASK`` names (torchbake.tasks.help)."""
+    return f"{task.replace('_', '-')}--{flag.param.replace('_', '-')}"
+
+
 def tasks_markdown() -> str:
     """Every task: what it does (its docstring) and each flag with its help."""
     from torchbake.tasks import ns
@@ -109,7 +115,8 @@ def tasks_markdown() -> str:
         for flag in getattr(task, "flags", ()):
             aliases = ", ".join(f"-{a}" if len(a) == 1 else f"--{a}" for a in flag.aliases)
             typed = flag.param.upper() if flag.positional else flag.spelling
-            lines.append(f"| `{typed}`{f' ({_cell(aliases)})' if aliases else ''} | {_cell(flag.help)} |")
+            lines.append(f'| <a id="{anchor(name, flag)}"></a>`{typed}`{f" ({_cell(aliases)})" if aliases else ""}'
+                         f" | {_cell(flag.help)} |")
         lines.append("")
     return "\n".join(lines)
 

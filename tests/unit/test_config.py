@@ -306,7 +306,7 @@ def test_the_documented_toml_holds_every_value_exactly_under_its_help():
               "checksums.https://h.invalid/a b.whl": "0" * 64}
     text = config.to_toml(values, documented=True)
     assert tomllib.loads(text) == tomllib.loads(config.to_toml(values))
-    assert "# Python version of the image, X.Y (build.sh and build_base.sh -v/--python_version)\nversion = " in text
+    assert "# Python version of the image, X.Y. As build.sh and build_base.sh -v/--python_version\nversion = " in text
     assert "[image]\n# The image a build makes.\n" in text
 
 

@@ -11,6 +11,7 @@ from torchbake.checks.devices import DeviceAccess, HostDevices, device_access
 from torchbake.configuration import validation
 from torchbake.core.errors import ConfigurationError, ContainerError
 from torchbake.planning.config import resolve
+from torchbake.running import containers
 from torchbake.running.containers import (
     Mount,
     RunRequest,
@@ -56,9 +57,20 @@ def existing(status="running", image=IMAGE_ID, ours=True, shm=8 * GIB, created_f
     ("torch@sha256:" + "b" * 64, "torch-bbbbbbbbbbbb"),
     ("4abc215f68de", "torchbake-4abc215f68de"),
 ])
-def test_default_name_comes_from_the_image(image, name):
-    assert default_name(image) == name
-    validation.container_name(name)
+def test_default_name_is_the_users_and_comes_from_the_image(image, name):
+    """Each user's container of an image is their own: on a GPU machine a team shares, the name
+    everyone's run-container picked was the same."""
+    assert default_name(image, "alice") == f"alice-{name}"
+    validation.container_name(default_name(image, "alice"))
+
+
+@pytest.mark.parametrize(("user", "prefix"), [("alice", "alice"), ("DOMAIN\\bob smith", "DOMAIN-bob-smith"),
+                                               ("", "uid"), ("..", "uid")])
+def test_the_user_name_is_one_a_container_name_may_hold(monkeypatch, user, prefix):
+    monkeypatch.setattr("getpass.getuser", lambda: user)
+    found = containers.user_name()
+    assert found.startswith(prefix)
+    validation.container_name(f"{found}-x")
 
 
 @pytest.mark.parametrize(("text", "size"), [("80G", 80 * GIB), ("512m", 512 << 20), ("1.5GB", 3 * GIB // 2),
@@ -178,6 +190,25 @@ def test_running_container_gets_a_new_shell_and_a_stopped_one_is_started():
     assert stopped.setup == (("docker", "start", "box"),)
     assert stopped.attached == ("docker", "exec", "--interactive", "box", "/bin/bash")
     assert stopped.notes == ("Starting stopped container box.",)
+
+
+def test_a_one_off_command_leaves_no_container_behind_unless_kept():
+    """`run-container IMAGE --command …` without --rm created a detached container (with its
+    /dev/shm) and left it running. Now: a container it creates is removed when it ends, one it
+    starts is stopped again; --keep keeps either; a running one is only entered."""
+    one_off = plan(request(command="python -V"))
+    assert one_off.throwaway and one_off.setup == () and one_off.attached[:3] == ("docker", "run", "--rm")
+    assert "removed when the command ends (--keep keeps it)" in one_off.notes[0]
+    kept = plan(request(command="python -V", keep=True))
+    assert not kept.throwaway and kept.create and kept.setup[0][:3] == ("docker", "run", "--detach")
+    started = plan(request(command="python -V"), existing("exited"))
+    assert started.start and started.stop_after and "stopped again when the command ends" in started.notes[0]
+    left_running = plan(request(command="python -V", keep=True), existing("exited"))
+    assert left_running.start and not left_running.stop_after
+    entered = plan(request(command="python -V"), existing("running"))
+    assert not (entered.throwaway or entered.start or entered.stop_after or entered.create)
+    shell = plan(request(interactive=True))  # a shell's container stays, as always
+    assert shell.create and not shell.throwaway
 
 
 def test_a_container_of_another_image_is_refused_unless_replaced():

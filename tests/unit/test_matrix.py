@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from torchbake.core.errors import ConfigurationError
-from torchbake.fleet import matrix
+from torchbake.core.errors import ConfigurationError, RegistryError
+from torchbake.fleet import costs, matrix
 from torchbake.planning.config import CONFIG_DIR
 
 MATRIX = {
@@ -148,8 +148,9 @@ def test_github_matrix_has_each_platforms_shards_on_its_own_runner():
     assert [(e["shard"], e["platform"], e["runs-on"]) for e in data] == [
         ("1/2", "linux/amd64", "ubuntu-24.04"), ("2/2", "linux/amd64", "ubuntu-24.04"),
         ("1/2", "linux/arm64", "gh200-runner"), ("2/2", "linux/arm64", "gh200-runner")]
-    assert data[2]["cells"] == "cpu-release-py311-arm64"  # the shard a runner builds with --platform and --shard
-    assert [c.id for c in matrix.shard(matrix.on_platforms(cells, ["linux/arm64"]), 1, 2)] == ["cpu-release-py311-arm64"]
+    assert data[3]["cells"] == "cpu-release-py311-arm64"  # the shard a runner builds with --only (the workflow)
+    assert data[2]["cells"] == "musa-base-py311-arm64 musa-dev-py311-arm64"  # the heaviest group first
+    assert [c.id for c in matrix.shard(matrix.on_platforms(cells, ["linux/arm64"]), 2, 2)] == ["cpu-release-py311-arm64"]
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -168,3 +169,51 @@ def test_bad_platforms(change, message):
 def test_platform_filter_names_what_the_matrix_builds():
     with pytest.raises(ConfigurationError, match=r"--platform linux/arm64: the matrix builds no image for it"):
         matrix.on_platforms(matrix.expand(MATRIX), ["arm64"])
+
+
+def test_shards_are_balanced_by_expected_minutes_not_by_count():
+    """Four PyTorch compiles (a base and a dev cell each) and four release cells in four shards:
+    each shard gets one compile. Dealt by count, in plan order, two compiles shared a shard."""
+    cells = matrix.expand({"pythons": ["3.10", "3.11", "3.12", "3.13"], "profiles": ["cpu", "musa"],
+                           "variants": ["release", "base", "dev"], "exclude": ["cpu-base-*", "cpu-dev-*"]})
+    slices = [matrix.shard(cells, i, 4) for i in range(1, 5)]
+    assert [sum(c.variant == "dev" for c in part) for part in slices] == [1, 1, 1, 1]
+    assert sorted(c.id for part in slices for c in part) == sorted(c.id for c in cells)
+    minutes = [sum(c.minutes for c in part) for part in slices]
+    assert max(minutes) - min(minutes) <= costs.DEFAULT_MINUTES["release"] * 2
+
+
+def test_declared_minutes_by_variant_and_glob_weigh_the_cells():
+    cells = matrix.expand({**MATRIX, "minutes": {"dev": 30, "musa-base-py310": 400}})
+    weight = {c.id: c.minutes for c in cells}
+    assert weight["musa-dev-py311"] == 30 and weight["musa-base-py310"] == 400
+    assert weight["musa-base-py311"] == costs.DEFAULT_MINUTES["base"]
+    assert weight["cpu-release-py310"] == costs.DEFAULT_MINUTES["release"]
+    with pytest.raises(ConfigurationError, match=r"\[matrix\] minutes = \{'dev': 0\}: expected a table"):
+        matrix.expand({**MATRIX, "minutes": {"dev": 0}})
+
+
+def test_a_dev_cells_last_build_in_the_registry_weighs_it():
+    """What the registry's provenance records a dev cell took outweighs its declared minutes; a
+    registry that does not answer is said once, and the rest stays declared."""
+    cells = matrix.expand({**MATRIX, "registry": "registry.example:5000"})
+    statement = {"predicate": {"runDetails": {"metadata": {"startedOn": "2026-11-27T01:00:00+00:00",
+                                                           "finishedOn": "2026-11-27T04:30:00+00:00"}}}}
+    asked = []
+
+    def ask(image):
+        asked.append(image)
+        return json.dumps(statement) if "py310" in image else None
+
+    found = costs.costs(cells, ask, print)
+    assert found["musa-dev-py310"] == costs.Cost(210.0, "registry")
+    assert found["musa-dev-py311"] == costs.Cost(costs.DEFAULT_MINUTES["dev"], "declared")
+    assert all("dev" in image for image in asked)  # only dev cells are asked about
+    said = []
+
+    def down(image):
+        raise RegistryError("registry.example:5000 did not answer: connection refused")
+
+    found = costs.costs(cells, down, said.append)
+    assert len(said) == 1 and "did not answer" in said[0] and "declared minutes" in said[0]
+    assert {cost.source for cost in found.values()} == {"declared"}

@@ -137,7 +137,7 @@ def check(url: str, environ: Mapping[str, str]) -> Store:
     if store.scheme == "gha" and not all(environ.get(name) for name in GHA_VARIABLES[:2]):
         raise ConfigurationError(
             "[dev] compile_cache gha:// reads ACTIONS_RESULTS_URL and ACTIONS_RUNTIME_TOKEN, which GitHub gives to"
-            " actions, not to run: steps: export them to the job first (docs/nightly.md, \"Compiles shared across"
+            " actions, not to run: steps: export them to the job first (docs/nightly.md, \"Share compiles across"
             " machines\").")
     if store.scheme == "s3" and not parts.password and not (
             environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY")):

@@ -169,26 +169,26 @@ TOOLKIT_URLS = tuple(Flag(toolkit.key, toolkit.help or f"URL or path of the {too
                            key=f"{settings.TOOLKITS_SECTION}.{toolkit.key}", aliases=toolkit.aliases)
                       for accelerator in accelerators.bundled().values() for toolkit in accelerator.toolkits)
 
-CONFIG = Flag("config", "TOML config file layered over torchbake's defaults (`invoke show-config --format toml` shows"
+CONFIG = Flag("config", "TOML config file, or a bundled one's name. Layered over torchbake's defaults (`invoke show-config --format toml` shows"
                         " every option), or the name of one torchbake ships: "
                         + ", ".join(name for name, kind in bundled_configs().items() if kind == "a profile")
                         + " (profiles), nightly (build-all's matrix); repeatable, later files win", repeatable=True)
-DRY_RUN = Flag("dry_run", "Print what would be done (the plan, the exact commands) and touch nothing", aliases=("dry_run",),
+DRY_RUN = Flag("dry_run", "Print what would be done; touch nothing. The plan and the exact commands", aliases=("dry_run",),
                default=SWITCH)
-NO_CACHE = Flag("no_cache", "Build every step again, ignoring the engine's layer cache (what build_all.sh always did)",
+NO_CACHE = Flag("no_cache", "Build every step again, ignoring the cache. The engine's layer cache (what build_all.sh always did)",
                 default=SWITCH)
-FORCE = Flag("force", "Build even when the image under NAME:TAG already has these inputs (the same input hash);"
+FORCE = Flag("force", "Build even if the image is unchanged. Even when the image under NAME:TAG already has these inputs (the same input hash);"
                       " without it such a build prints 'unchanged' and does nothing", default=SWITCH)
-NO_PREPARE = Flag("no_prepare", "Reuse the context already prepared in --build-dir (build.sh --no_prepare)",
+NO_PREPARE = Flag("no_prepare", "Reuse the context prepared in --build-dir. As build.sh --no_prepare",
                   aliases=("no_prepare",), default=SWITCH)
-CHECK_REPRODUCIBLE = Flag("check_reproducible", "Then build the same context again without any cache and compare: the"
+CHECK_REPRODUCIBLE = Flag("check_reproducible", "Build twice and compare the digests. The same context again without any cache: the"
                                                 " same image digest, or exit 6 naming the files that differ (implies"
                                                 " --force)", default=SWITCH)
 (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, REGISTRY, REQUIRE_REGISTRY, NO_REGISTRY_CHECK,
  REQUIRE_INDEX, SIGN_KEY) = option_flags(
     "build.docker", "build.builder", "bootstrap.auto", "downloads.require_hashes", "downloads.ca_bundle",
     "registry.url", "registry.require", "registry.check", "wheels.require_index", "sign.key")
-PUSH = Flag("push", "Push each verified image to its registry (each platform's, then the index of them under the"
+PUSH = Flag("push", "Push each verified image to its registry. Each platform's, then the index of them under the"
                     " tag) with its SBOMs and provenance attached, and print its digest", default=SWITCH)
 BASE_KEY = option_flag("verify.base_key")
 ENGINE = (DOCKER, BUILDER, NO_BOOTSTRAP, REQUIRE_HASHES, CA_BUNDLE, FORCE, REGISTRY, REQUIRE_REGISTRY,
@@ -212,17 +212,17 @@ LOCK_FLAGS = (
     *option_flags("image.name", "image.tag", "image.base", "python.version", "image.platforms"),
     *TOOLKIT_URLS,
     *option_flags("wheels.torch", "wheels.extension", "build.variant", "base.sys", "base.requirements_date"),
-    Flag("base", "Lock the base image `invoke build-base` makes (its [base] requirements, and the Debian packages on"
-                 " its --sys image) instead of a release image", default=SWITCH),
+    Flag("base", "Lock the base image instead of a release one. The image `invoke build-base` makes: its [base]"
+                 " requirements, and the Debian packages on its --sys image", default=SWITCH),
     CONFIG,
-    Flag("upgrade", "Let every locked version move to what the index offers now (without it, locking again keeps"
+    Flag("upgrade", "Let every locked version move. To what the index offers now (without it, locking again keeps"
                     " each version the lock holds)", default=SWITCH),
-    Flag("upgrade_package", "Let this project's locked version move (e.g. numpy); repeatable", repeatable=True),
-    Flag("matrix", "Lock every release and base cell of the build-all matrix instead (the [matrix] of the last --config file"
+    Flag("upgrade_package", "Let this project's locked version move. E.g. numpy; repeatable", repeatable=True),
+    Flag("matrix", "Lock every cell of the build-all matrix. Every release and base cell, instead (the [matrix] of the last --config file"
                    " that has one, else the project file's, else configs/nightly.toml), each for its own Python and"
                    " platform", default=SWITCH),
-    Flag("only", "With --matrix: only the cells whose id matches this glob; repeatable", repeatable=True),
-    Flag("fetch", "Also download every locked wheel into the download cache (checked against the lock), so that"
+    Flag("only", "With --matrix: only cells matching this glob. Repeatable", repeatable=True),
+    Flag("fetch", "Also download every locked wheel. Into the download cache, checked against the lock, so that"
                   " builds from it need no index: the cache a CI workflow restores", default=SWITCH),
 )
 
@@ -238,34 +238,38 @@ BUILD_BASE_FLAGS = (
 # --- build-all --------------------------------------------------------------------------------
 
 BUILD_ALL_FLAGS = (
-    Flag("config", "TOML file(s): the [matrix] table (default configs/nightly.toml) and options shared by every cell"
+    Flag("config", "TOML file(s): the matrix and shared options. The [matrix] table (default configs/nightly.toml) and options shared by every cell"
                    " (e.g. vendor URLs); repeatable", repeatable=True),
-    Flag("only", "Build only cells whose id matches this glob (e.g. 'cuda-*-py310'); repeatable; their dependencies"
+    Flag("only", "Build only cells whose id matches this glob. E.g. 'cuda-*-py310'; repeatable; their dependencies"
                  " come along", repeatable=True),
-    Flag("skip", "Leave out cells whose id matches this glob; repeatable", repeatable=True),
-    Flag("registry", "The registry of every cell's image and build cache, instead of [matrix] registry (HOST[:PORT]"
+    Flag("skip", "Leave out cells whose id matches this glob. Repeatable", repeatable=True),
+    Flag("registry", "Registry of every cell's image and cache. Instead of [matrix] registry (HOST[:PORT]"
                      "[/PATH]; '' for none)"),
-    Flag("skip_incomplete", "Skip the cells that need values not set (one line each, \"skipped\" in the reports)"
+    Flag("skip_incomplete", "Skip cells that need values not set. One line each, \"skipped\" in the reports,"
                             " instead of refusing the run: a shared workflow before its vendor URLs are given",
          default=SWITCH),
-    Flag("jobs", "Cells built at once (independent cells only), default 1", default=1),
-    Flag("keep_going", "After a failure, still build the cells that do not depend on it (the default)", default=SWITCH),
+    Flag("jobs", "Cells built at once (default 1). Independent cells only", default=1),
+    Flag("keep_going", "Build what does not depend on a failure. The default: after a failure, still build the cells that do not depend on it", default=SWITCH),
     Flag("fail_fast", "Stop at the first failed cell", default=SWITCH),
     PUSH,
-    Flag("force", "Build every cell even if its image already has the same input hash", default=SWITCH),
-    Flag("no_cache", "With --force: build every step again, ignoring the engine's layer cache (build_all.sh's way)",
+    Flag("force", "Build every cell, even unchanged ones. Even if its image already has the same input hash", default=SWITCH),
+    Flag("no_cache", "With --force: build every step again. Ignoring the engine's layer cache (build_all.sh's way)",
          default=SWITCH),
     Flag("report", "Write a JSON report to this file"),
     Flag("junit", "Write a JUnit XML report to this file"),
-    Flag("summary", "Append a Markdown summary of the run to this file (in GitHub Actions: \"$GITHUB_STEP_SUMMARY\")"),
-    Flag("plan", "Print the ordered plan (build, skip, re-tag, which inputs changed and from which step, and why) and"
+    Flag("summary", "Append a Markdown summary to this file. In GitHub Actions: \"$GITHUB_STEP_SUMMARY\")"),
+    Flag("plan", "Print the ordered plan; touch nothing. Build, skip, re-tag, which inputs changed and from which step, and why) and"
                  " touch nothing", default=SWITCH),
-    Flag("shard", "Build only slice I of N of the plan (I/N, e.g. 1/2); dependent cells stay together"),
-    Flag("platform", "Build only the cells of this platform (one of [matrix] platforms, e.g. linux/arm64; repeatable):"
+    Flag("shard", "Build only shard I of N (I/N, e.g. 1/2). Shards of about equal expected minutes ([matrix]"
+                  " minutes, or what a dev cell's last image in the registry records its build took); dependent"
+                  " cells stay together"),
+    Flag("platform", "Build only the cells of this platform. One of [matrix] platforms, e.g. linux/arm64; repeatable):"
                      " a native runner's share of the nightly", repeatable=True),
-    Flag("join_only", "Build nothing: make each image's tag the index of its platforms' images already pushed to the"
+    Flag("join_only", "Only join the platforms' pushed images. Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
-    Flag("emit_matrix", "Print the matrix for a CI fan-out and exit: 'github' (JSON with one entry per shard)"),
+    Flag("emit_matrix", "Print the CI fan-out matrix and exit. 'github': JSON with one entry per shard"),
+    Flag("shards", "With --emit-matrix: how many shards. Each of about equal expected minutes (as --shard's); default"
+                   " one per group of cells that depend on each other", default=0),
     DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY, BASE_KEY,
     LOCKED,
 )
@@ -273,35 +277,37 @@ BUILD_ALL_FLAGS = (
 # --- run-container, containers, stop-container ------------------------------------------------
 
 RUN_CONTAINER_FLAGS = (
-    Flag("image", "Image to run, NAME:TAG or id (its torchbake.profile label picks the device profile); default the"
+    Flag("image", "Image to run, NAME:TAG or id. Its torchbake.profile label picks the device profile; default the"
                   " image of this host's most recent successful build", positional=True),
     *option_flags("run.name", "run.shm_size", "run.privileged", "run.gpu_check", "run.platform"),
-    Flag("env", "KEY=VALUE for the container and this shell; repeatable, adds to [run] env", repeatable=True),
-    Flag("mount", "Bind mount HOST:CONTAINER or HOST:CONTAINER:ro (HOST must exist); repeatable, adds to [run] mounts",
+    Flag("env", "KEY=VALUE for the container; repeatable. For the container and this shell; adds to [run] env", repeatable=True),
+    Flag("mount", "Bind mount HOST:CONTAINER[:ro]; repeatable. HOST must exist; adds to [run] mounts",
          repeatable=True),
     option_flag("run.workdir"),
-    (lambda flag: dataclasses.replace(flag, help=" | ".join(f"{a.name} ({a.description})" for a in
-                                                             accelerators.bundled().values())
-                                      + f", or an accelerator of your --config: {flag.help}"))(
+    (lambda flag: dataclasses.replace(flag, help=flag.help.replace(". [run] device_profile", "; one of: " + " | ".join(
+        f"{a.name} ({a.description})" for a in accelerators.bundled().values())
+        + ", or an accelerator of your --config. [run] device_profile")))(
         option_flag("run.device_profile")),
-    Flag("rm", "Run a throwaway container, removed when the shell or command ends", default=SWITCH),
-    Flag("command", "Run this with SHELL -c instead of an interactive shell; its exit status becomes this task's"),
-    Flag("replace", "Remove a container of this name that torchbake created (other image or settings) and create it"
-                    " again", default=SWITCH),
+    Flag("rm", "Remove the container when it ends. A throwaway container, removed when the shell or command ends", default=SWITCH),
+    Flag("command", "Run this command instead of a shell. With SHELL -c; its exit status becomes this task's; a"
+                    " container it creates is removed when it ends, one it starts is stopped again (unless --keep)"),
+    Flag("keep", "Keep what a --command creates or starts. Its container stays, running", default=SWITCH),
+    Flag("replace", "Replace the container of this name. One torchbake created (other image or settings): removed and"
+                    " created again", default=SWITCH),
     DRY_RUN, CONFIG, DOCKER,
 )
 CONTAINERS_FLAGS = (DOCKER, CONFIG)
 STOP_CONTAINER_FLAGS = (
-    Flag("name", "Container to stop (one torchbake created; `invoke containers` lists them)", positional=True),
+    Flag("name", "Container to stop. One torchbake created; `invoke containers` lists them", positional=True),
     Flag("rm", "Also remove it", default=SWITCH),
-    Flag("time", "Seconds to wait for it to stop before it is killed (default 10)", default=10),
+    Flag("time", "Seconds to wait before it is killed (default 10)", default=10),
     DOCKER, CONFIG,
 )
 
 # --- gc ---------------------------------------------------------------------------------------
 
 GC_FLAGS = (
-    Flag("dry_run", "List exactly what would be removed, and why; remove nothing", default=SWITCH),
+    Flag("dry_run", "List what would be removed; remove nothing. Exactly what, and why", default=SWITCH),
     *option_flags("gc.keep", "gc.older_than", "gc.max_cache", "gc.max_build_cache", "gc.engine_build_cache"),
     DOCKER, CONFIG,
 )
@@ -309,28 +315,28 @@ GC_FLAGS = (
 # --- verify, show-build, show-config ----------------------------------------------------------
 
 VERIFY_CHECKS = (  # what verify expects of the image; not with --reproducible
-    Flag("python", "Expected Python X.Y (default: the image's torchbake.python label)"),
-    Flag("torch_version", "Expected torch version (default: the torchbake.torch-version label)"),
-    Flag("extension_module", "Extension module that must import (default: the torchbake.extension-module label)"),
+    Flag("python", "Expected Python X.Y. Default: the image's torchbake.python label"),
+    Flag("torch_version", "Expected torch version. Default: the torchbake.torch-version label"),
+    Flag("extension_module", "Extension module that must import. Default: the torchbake.extension-module label"),
     *(Flag(f.arch.verify_flag, f.arch.verify_help) for f in FAMILIES.values() if f.arch.verify_flag),  # --cuda-arch-list
 )
 VERIFY_FLAGS = (
     Flag("image", "Image to verify, NAME:TAG or id", positional=True),
     *VERIFY_CHECKS,
-    Flag("reproducible", "Instead: build the image again without any cache from the configuration this host recorded"
+    Flag("reproducible", "Instead: rebuild it and compare the digests. Build the image again without any cache from the configuration this host recorded"
                          " when it built it, and compare (exit 6 naming the files that differ); --config adds files"
                          " over that configuration (e.g. credentials, which records keep masked)", default=SWITCH),
-    VERIFY_GPUS := Flag("gpus", "Also run the GPU checks: on every GPU of this host, with the image's device"
+    VERIFY_GPUS := Flag("gpus", "Also run the GPU checks on this host's GPUs. On every GPU of this host, with the image's device"
                                 " profile's access, a matmul and a convolution, and a judgement of torch's kernels"
                                 " for it (native, compatible, PTX only, none); without GPUs, the table says they were"
                                 " not run and why", default=SWITCH),
-    Flag("signatures", "Instead: check in the registry that the image's manifest (each platform's and the index)"
+    Flag("signatures", "Instead: check the signatures in the registry. That the image's manifest (each platform's and the index)"
                        " and each of its SBOMs and provenance carry a Sigstore bundle signed by --key, about that"
                        " manifest (exit 11 when one is missing, by another key or tampered with)", default=SWITCH),
-    Flag("key", "With --signatures: the public key (PEM) to check with; default the public half of [sign] key"),
-    Flag("identity", "With --signatures, instead of --key: check keyless signatures, whose Fulcio certificate must"
+    Flag("key", "With --signatures: the public key (PEM). The key to check with; default the public half of [sign] key"),
+    Flag("identity", "With --signatures: the keyless identity. Instead of --key: check keyless signatures, whose Fulcio certificate must"
                      " name this identity (an e-mail, a CI workflow's URI), against Sigstore's public trust root"),
-    Flag("issuer", "With --identity: the OIDC issuer that must have vouched for it (e.g."
+    Flag("issuer", "With --identity: the OIDC issuer it needs. The issuer that must have vouched for it (e.g."
                    " https://token.actions.githubusercontent.com)"),
     option_flag("verify.require"),
     DOCKER, CONFIG,
@@ -338,25 +344,25 @@ VERIFY_FLAGS = (
 SHOW_BUILD_FLAGS = (Flag("image", "Image to describe, NAME:TAG or id", positional=True), DOCKER, CONFIG)
 SHOW_CONFIG_FLAGS = (
     CONFIG,
-    Flag("variant", "Show the values derived for this kind of build: base (build-base), dev or release (build"
+    Flag("variant", "Values derived for a kind of build. base (build-base), dev or release (build"
                     " --release); default [build] variant"),
-    Flag("format", "table (default: each value and where it came from) or toml (a file --config reads back to the same"
+    Flag("format", "table (default) or toml. table: each value and where it came from; toml: a file --config reads back to the same"
                    " settings)", default="table"),
 )
 
 # --- sbom, provenance, diff -------------------------------------------------------------------
 
-OUTPUT = Flag("output", "Write it to this file (atomically) instead of printing it")
-SBOM_IMAGE = Flag("image", "Image, NAME:TAG or id; or a registry reference (host/name:tag) the engine does not hold,"
+OUTPUT = Flag("output", "Write it to this file instead of printing it. Atomically")
+SBOM_IMAGE = Flag("image", "Image: NAME:TAG, id or registry reference. One the engine does not hold (host/name:tag):"
                               " whose SBOM is read from the registry", positional=True)  # then --format: tasks/contents.py
 PROVENANCE_FLAGS = (
-    Flag("image", "Image, NAME:TAG or id (built on this host); or a registry reference whose provenance is read from"
+    Flag("image", "Image: NAME:TAG, id or registry reference. NAME:TAG or id of one built on this host; a registry reference's provenance is read from"
                   " the registry", positional=True),
     OUTPUT, DOCKER, CONFIG,
 )
 DIFF_FLAGS = (
-    Flag("old", "The image compared against: NAME:TAG, id, or a registry reference", positional=True),
-    Flag("new", "The image compared: NAME:TAG, id, or a registry reference", positional=True),
+    Flag("old", "The image compared against. NAME:TAG, id, or a registry reference", positional=True),
+    Flag("new", "The image compared. NAME:TAG, id, or a registry reference", positional=True),
     Flag("format", "table (default) or json (the whole diff)", default="table"),
     DOCKER, CONFIG,
 )
@@ -364,8 +370,8 @@ DIFF_FLAGS = (
 # --- bootstrap-os -----------------------------------------------------------------------------
 
 BOOTSTRAP_OS_FLAGS = (
-    Flag("suite", "Debian/Ubuntu suite to bootstrap, e.g. bookworm or jammy (default bookworm)", default="bookworm"),
-    Flag("name", "Image to create (default torchbake/debian:<suite>)"),
+    Flag("suite", "Debian or Ubuntu suite (default bookworm). E.g. jammy, trixie, noble", default="bookworm"),
+    Flag("name", "Image to create. Default torchbake/debian:<suite>"),
     *option_flags("bootstrap.mirror", "bootstrap.variant", "bootstrap.include", "image.platforms"),
     Flag("force", "Make the image again even if it exists", default=SWITCH),
     DOCKER, CONFIG,

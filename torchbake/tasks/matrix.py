@@ -18,6 +18,7 @@ from torchbake.core.errors import ConfigurationError, FatalError, MissingValuesE
 from torchbake.core.lazy import LazyModule
 from torchbake.core.output import human_size
 from torchbake.core.status import Status
+from torchbake.fleet import costs
 from torchbake.fleet.matrix import (
     Cell,
     expand,
@@ -71,8 +72,22 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
         raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see {CONFIG_DIR / 'nightly.toml'}.")
     cells = on_platforms(select(expanded, only or [], skip or []), platform_names or [])
     if shard_text:
-        cells = shard(cells, *parse_shard(shard_text))
+        index, count = parse_shard(shard_text)
+        cells = shard(cells, index, count, cell_costs(cells))
     return cells, files
+
+
+def cell_costs(cells: list[Cell]) -> dict[str, costs.Cost]:
+    """Each cell's expected minutes (torchbake.fleet.costs): a dev cell's from the provenance of
+    its last image in its registry, where there is one."""
+    from torchbake.adapters import registry
+    from torchbake.supply_chain import attestations
+
+    def ask(image: str) -> str | None:
+        host, repository, tag = registry.split_reference(image)
+        return attestations.fetch(registry.for_host(host, {}), repository, tag, "provenance") if host else None
+
+    return costs.costs(cells, ask, output.Channel(output.console(stderr=True)).say)
 
 
 @flag_task(*BUILD_ALL_FLAGS)
@@ -84,6 +99,7 @@ def build_all(c, **given):
     report, junit, plan, force, no_cache = (given[k] for k in ("report", "junit", "plan", "force", "no_cache"))
     emit_matrix, shard_text = given["emit_matrix"], given["shard"]
     join_only = given["join_only"]
+    _check_shards(shard_text, given["shards"], emit_matrix=bool(emit_matrix))
     _check_flags(keep_going=given["keep_going"], fail_fast=given["fail_fast"], jobs=given["jobs"],
                  emit_matrix=emit_matrix, plan=plan, reports=bool(report or junit or given["summary"]), no_cache=no_cache, force=force,
                  join_only=join_only)
@@ -101,8 +117,7 @@ def build_all(c, **given):
         raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"
                                  " with all of them selected, so there is nothing to join.")
     if emit_matrix:
-        count = parse_shard(shard_text)[1] if shard_text else len(groups(cells))
-        output.result(github_matrix(cells, count) + "\n")
+        output.result(github_matrix(cells, given["shards"] or len(groups(cells)), cell_costs(cells)) + "\n")
         return
     environ = dict(os.environ)
     shared = [f for f in files if set(configuration.load_toml(Path(f))) - {"matrix"}]
@@ -178,6 +193,20 @@ def _write_reports(outputs: dict[str, Path], results: dict, started: datetime, t
         runner.write_junit(outputs["--junit"], results)
 
 
+def _check_shards(shard_text: str | None, shards: int, *, emit_matrix: bool) -> None:
+    """--shard I/N builds one slice; --emit-matrix prints every slice, as many as --shards N."""
+    if emit_matrix and shard_text:
+        count = shard_text.rsplit("/", 1)[-1]
+        example = count if count.isdigit() and int(count) > 0 else "4"
+        raise ConfigurationError(f"--shard {shard_text!r} picks the one slice a run builds; --emit-matrix prints every"
+                                 f" slice: give how many with --shards N, e.g. --emit-matrix github --shards {example}.")
+    if shards and not emit_matrix:
+        raise ConfigurationError(f"--shards {shards} says how many slices --emit-matrix prints; to build one slice of"
+                                 f" {shards}, give --shard I/{shards} (e.g. --shard 1/{shards}).")
+    if shards < 0:
+        raise ConfigurationError(f"--shards {shards}: expected a number of shards, 1 or more.")
+
+
 def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: str | None, plan: bool, reports: bool,
                  no_cache: bool, force: bool, join_only: bool) -> None:
     """Flags that contradict each other or have no effect, before anything is read."""
@@ -198,6 +227,16 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
         raise ConfigurationError("--no-cache rebuilds every step, so it needs --force (unchanged cells are skipped otherwise).")
 
 
+# what each action of the plan says in its summary line, in the line's order
+PLAN_STATES = {"build": "to build", "retag": "to re-tag", "skip": "unchanged", "decide": "decided when run",
+               "fail": "failing already", "needs values": "needing values"}
+
+
+def _plan_order(item: tuple[str, int]) -> int:
+    order = [*PLAN_STATES.values(), "skipped (--skip-incomplete)"]
+    return order.index(item[0]) if item[0] in order else len(order)
+
+
 def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool,
                 skip_incomplete: bool = False) -> None:
     """The ordered plan: what a run would do with each cell and why, or the values it still needs
@@ -205,6 +244,7 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
     table = output.table(title="build-all plan")
     joined = families(cells)
     skipped: set[str] = set()
+    counted: dict[str, int] = {}
     for column in ("#", "cell", "image", "action", "why"):
         table.add_column(column, overflow="fold")
     for index, cell in enumerate(cells, 1):
@@ -225,11 +265,16 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             if getattr(plans[cell.id], "lock_path", ""):  # a release or base cell: its closure locked, or floating
                 why += f"\nclosure {plans[cell.id].lock_state}"
         table.add_row(*(output.styled(str(v)) for v in (index, cell.id, cell.image, action, why)))
+        state = "skipped (--skip-incomplete)" if cell.id in skipped else PLAN_STATES.get(action, action)
+        counted[state] = counted.get(state, 0) + 1
         if joined.get(cell.family, [None])[-1] is cell:  # an image's last platform: then its join
             members = [other.platform for other in joined[cell.family]]
             table.add_row(*(output.styled(v) for v in ("", cell.family, cell.joined, "join",
                                               f"one tag for {', '.join(members)}: the index of their images")))
     output.channel().show(table)
+    joins = sum(1 for members in joined.values() if members)
+    states = ", ".join(f"{number} {state}" for state, number in sorted(counted.items(), key=_plan_order))
+    output.channel().say(f"Plan: {len(cells)} cells: {states}" + (f"; then {joins} joins." if joins else "."))
     if needs and skip_incomplete:
         output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set: --skip-incomplete skips"
                              f" them and the cells that start from them ({len(skipped)} in all).")

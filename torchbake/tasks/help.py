@@ -1,0 +1,112 @@
+"""``invoke --help TASK`` at a glance: one line a flag, grouped as a reader looks for them.
+
+A flag's line is the first sentence of its help (the rest is in the generated reference, which
+gives each flag an anchor, ``#TASK--FLAG``: :func:`torchbake.reference.anchor`); flags are grouped as
+:data:`GROUPS` says, at 80 columns whatever the terminal. A task that declares no flags of its own
+(a team's task beside torchbake's) keeps invoke's help.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+import textwrap
+from collections.abc import Callable, Iterable
+
+from invoke import Program
+
+from torchbake.configuration.options import SWITCH, Flag
+from torchbake import reference
+from torchbake.core import output
+
+WIDTH = 80
+FLAG_COLUMN = 32  # the flag's spelling fits in it; a longer one pushes its help to the right
+SUMMARY_WIDTH = WIDTH - FLAG_COLUMN - 2  # what a first sentence may take (torchbake's own always fit)
+
+TRUST = {"push", "registry", "sign_key", "base_key", "require_registry", "no_registry_check", "locked",
+         "require_hashes", "ca_bundle", "check_reproducible", "require_index"}
+
+# (heading, does the flag belong): the first group that takes a flag shows it
+GROUPS: tuple[tuple[str, Callable[[Flag], bool]], ...] = (
+    ("Release images (--release)", lambda flag: flag.only == "release"),
+    ("Dev images (from source)", lambda flag: flag.only == "dev"),
+    ("Vendor toolkits", lambda flag: flag.key.startswith("toolkits.")),
+    ("Publishing and trust", lambda flag: flag.param in TRUST),
+)
+COMMON = "Common"
+
+# a sentence ends at ". " not after these abbreviations
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)\.(?:\s|$)")
+_OPTION_SUFFIX = re.compile(r"\s*\[[a-z_]+\] [a-z_]+$")
+
+
+def summary(flag: Flag) -> str:
+    """The flag's help up to the end of its first sentence, without the option it sets."""
+    text = " ".join(_OPTION_SUFFIX.sub("", flag.help).split())
+    found = _SENTENCE_END.search(text)
+    return (text[:found.start()] if found else text).rstrip(".")
+
+
+def fits(text: str, width: int) -> str:
+    """``text`` cut at a word to ``width`` columns, "…" marking the cut (a team's own long help)."""
+    if len(text) <= width:
+        return text
+    return text[:width - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def spelling(flag: Flag) -> str:
+    """``-n, -i, --name VALUE`` (an IMAGE given without its flag: ``[IMAGE]``); the underscore
+    spellings of the legacy scripts are read but not shown here (the reference lists them)."""
+    if flag.positional:
+        return f"{flag.param.upper()}, {flag.spelling} VALUE"
+    shorts = [f"-{alias}" for alias in flag.aliases if len(alias) == 1]
+    value = "" if flag.default is SWITCH else " N" if isinstance(flag.default, int) else " VALUE"
+    return ", ".join([*shorts, flag.spelling]) + value
+
+
+def grouped(flags: Iterable[Flag]) -> list[tuple[str, list[Flag]]]:
+    """The flags under their headings, common ones first, each group in declaration order."""
+    groups: dict[str, list[Flag]] = {COMMON: []}
+    for heading, _ in GROUPS:
+        groups[heading] = []
+    for flag in flags:
+        heading = next((heading for heading, belongs in GROUPS if belongs(flag)), COMMON)
+        groups[heading].append(flag)
+    return [(heading, members) for heading, members in groups.items() if members]
+
+
+def render(task: str, flags: tuple[Flag, ...], docstring: str) -> str:
+    """The whole help of ``task`` as printed."""
+    program = output.PROGRAM
+    positional = " ".join(f"[{flag.param.upper()}]" for flag in flags if flag.positional)
+    lines = [f"Usage: {program} {task} {positional + ' ' if positional else ''}[FLAGS]", ""]
+    for paragraph in inspect.cleandoc(docstring).split("\n\n"):  # reflowed to the width
+        lines += [*textwrap.wrap(" ".join(paragraph.split()), WIDTH, break_long_words=False, break_on_hyphens=False), ""]
+    for heading, members in grouped(flags):
+        lines.append(f"{heading}:")
+        for flag in members:
+            spelled = spelling(flag)
+            column = max(FLAG_COLUMN, len(spelled) + 4)
+            lines.append(f"  {spelled:<{column - 2}}{fits(summary(flag), WIDTH - column)}".rstrip())
+        lines.append("")
+    example = next(flag for flag in flags if not flag.positional)
+    lines.append(f"More on each flag: the docs' reference/tasks page, #{task}--FLAG (e.g.")
+    lines.append(f"#{reference.anchor(task, example)}); each option's value and source: `{program} show-config`.")
+    return "\n".join(lines) + "\n"
+
+
+def _print_task_help(program: Program, name: str, original=Program.print_task_help) -> None:
+    task = program.collection[name]
+    flags = getattr(task, "flags", None)
+    if not flags:
+        original(program, name)
+        return
+    try:
+        sys.stdout.write(render(name, flags, task.__doc__ or ""))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `invoke --help build | head`: the reader stopped
+        pass
+
+
+Program.print_task_help = _print_task_help  # type: ignore[method-assign]
