@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 
 from invoke import Program
 
-from torchbake.configuration.options import SWITCH, Flag
 from torchbake import reference
+from torchbake.configuration.options import SWITCH, Flag
 from torchbake.core import output
 
 WIDTH = 80
