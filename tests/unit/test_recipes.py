@@ -338,24 +338,28 @@ def test_add_an_accelerator_family(tmp_path, monkeypatch):
 
 def test_add_a_benchmark(tmp_path):
     """The skeleton, named, is a benchmark the checks of benchmarks pick up and pass (it starts
-    with --help, reads no engine file: tests/e2e/test_benchmarks.py in the copy; ruff), runs a
-    round, and the speed page names it."""
+    with --help, reads no engine file: tests/e2e/test_benchmarks.py in the copy; ruff), its
+    --smoke runs a round of its cases, and the speed page names it."""
     recipe = recipes()["Add a benchmark"].named("recipe_demo")
     root = copy_project(tmp_path, *PROJECT, "benchmarks", "tests", "pyproject.toml", "docs/speed.md")
     assert apply(recipe, root) == set(recipe.files)
     script = root / "benchmarks" / "recipe_demo.py"
 
-    checked = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k", "recipe_demo",
-                              "tests/e2e/test_benchmarks.py"], cwd=root, capture_output=True, text=True, timeout=300,
-                             stdin=subprocess.DEVNULL)
-    assert checked.returncode == 0 and re.search(r"^1 passed", checked.stdout, re.M), checked.stdout + checked.stderr
+    checked = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-k",
+                              "recipe_demo and not smoke", "tests/e2e/test_benchmarks.py"],  # a smoke run: below
+                             cwd=root, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert checked.returncode == 0 and re.search(r"^[1-9]\d* passed", checked.stdout, re.M), checked.stdout + checked.stderr
     linted = subprocess.run([str(Path(sys.executable).parent / "ruff"), "check", str(script)], cwd=root,
                             capture_output=True, text=True, timeout=60)
     assert linted.returncode == 0, linted.stdout + linted.stderr
 
-    ran = subprocess.run([sys.executable, str(script), "--rounds", "1"], cwd=root, capture_output=True, text=True,
-                         timeout=300, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)})
+    with (root / "tasks.py").open("a") as tasks:  # each invoke the benchmark starts: a line of RECIPE_RUNS
+        tasks.write('\nimport os\nwith open(os.environ["RECIPE_RUNS"], "a") as runs:\n    runs.write("run\\n")\n')
+    ran = subprocess.run([sys.executable, str(script), "--smoke"], cwd=root, capture_output=True, text=True,
+                         timeout=300, stdin=subprocess.DEVNULL,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root), "RECIPE_RUNS": str(tmp_path / "runs")})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert [line.split()[:2] for line in ran.stdout.splitlines()] == [["invoke", "--list"], ["invoke", "show-config"]]
+    assert (tmp_path / "runs").read_text() == "run\n" * 2  # --smoke: one round of the two cases
 
     assert "`benchmarks/recipe_demo.py`" in (root / "docs" / "speed.md").read_text()  # the page names every benchmark
