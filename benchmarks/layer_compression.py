@@ -12,12 +12,15 @@ The CPU release context (torch 2.13.0 + numpy on Debian bookworm) is prepared on
 Prints each build's seconds and the exporter's own ("exporting layers … done"), the medians'
 ratios against plain, and the compressed size of the layers each made (`docker save`).
 Images it makes are removed.
-Usage: .venv/bin/python benchmarks/layer_compression.py [--rounds N]
+--smoke: the stand-in torch on the Debian base with its OS packages in it, one round, the layer
+cache as it is (no --no-cache: the exporter still compresses every layer, force-compression).
+Usage: .venv/bin/python benchmarks/layer_compression.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -32,6 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+
 from torchbake.adapters.docker_cli import DockerCLI  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
@@ -72,31 +78,39 @@ def layer_bytes(image: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2, help="rounds of plain, gzip, zstd (medians are shown)")
+    add_smoke(parser)
     args = parser.parse_args()
+    name, cold = (smoke_name("compression"), []) if args.smoke else (NAME, ["--no-cache"])
+    args.rounds = 1 if args.smoke else args.rounds
     seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
     exports: dict[str, list[float]] = {kind: [] for kind in KINDS}
     sizes: dict[str, int] = {}
-    with tempfile.TemporaryDirectory(prefix="torchbake-compression-") as folder:
-        prepared = run([*INVOKE, "build", "--release", "--name", NAME, "--tag", "prepared", "--base-img", BASE,
-                        "--build-dir", folder, "--no-verify", "--force"])
+    with tempfile.TemporaryDirectory(prefix="torchbake-compression-") as folder, contextlib.ExitStack() as stack:
+        if args.smoke:
+            base = stack.enter_context(packaged_base(Path(folder) / "smoke"))
+            profile = ["--config", str(tiny_release_profile(Path(folder) / "smoke"))]
+        else:
+            base, profile = BASE, ["--release"]
+        prepared = run([*INVOKE, "build", *profile, "--name", name, "--tag", "prepared", "--base-img", base,
+                        "--build-dir", str(Path(folder) / "context"), "--no-verify", "--force"])
         argv = recorded_command(prepared.stdout)
         output_at = next(i for i, arg in enumerate(argv) if arg.startswith("--output=") or arg == "--load")
         tag_at = argv.index("--tag") + 1
         try:
             for _ in range(args.rounds):  # taking turns: the machine's load drifts
                 for kind, flag in KINDS.items():
-                    command = [*argv[:output_at], flag, "--no-cache", *argv[output_at + 1:]]
-                    command[tag_at + 1] = f"{NAME}:{kind}"  # --no-cache went in before it
+                    command = [*argv[:output_at], flag, *cold, *argv[output_at + 1:]]
+                    command[tag_at + len(cold)] = f"{name}:{kind}"  # --no-cache went in before it
                     started = time.monotonic()
                     result = run(command)
                     seconds[kind].append(time.monotonic() - started)
                     took = re.findall(r"exporting layers ([\d.]+)s done", result.stdout + result.stderr)
                     exports[kind].append(float(took[-1]) if took else 0.0)
             for kind in KINDS:
-                sizes[kind] = layer_bytes(f"{NAME}:{kind}")
+                sizes[kind] = layer_bytes(f"{name}:{kind}")
         finally:
             for tag in (*KINDS, "prepared"):
-                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{name}:{tag}"], capture_output=True, check=False)
     plain = statistics.median(seconds["plain"])
     print(f"{'build (--no-cache)':<20} {'runs (s)':<20} {'median':>7} {'vs plain':>9} {'export (s)':>16} {'layers':>10}")
     for kind, runs in seconds.items():

@@ -15,12 +15,15 @@ then `import torch` in a fresh container of each image, the images taking turns 
 Prints seconds, the ratio of the medians after / before, and whether every "after" build gave
 one digest.
 Images it makes are removed.
-Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--rounds N] [--imports N]
+--smoke: the stand-in torch on the Debian base with its OS packages in it, one round, one import
+each, the layer cache as it is (no --no-cache).
+Usage: .venv/bin/python benchmarks/reproducible_build.py [--before-commit REV] [--rounds N] [--imports N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -34,6 +37,9 @@ DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/reproducible"
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+
 IMPORT = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
 
 
@@ -44,23 +50,24 @@ def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     return result
 
 
-def cold_build(tag: str, template: Path | None) -> tuple[float, str]:
-    argv = [*INVOKE, "build", "--release", "--name", NAME, "--tag", tag, "--base-img", BASE, "--no-cache"]
+def cold_build(tag: str, template: Path | None, inputs: list[str], name: str = NAME) -> tuple[float, str]:
+    """``inputs``: the profile and base flags, and --no-cache."""
+    argv = [*INVOKE, "build", *inputs, "--name", name, "--tag", tag]
     if template is not None:
         argv += ["--docker-file", str(template)]
     started = time.monotonic()
     run(argv)
     seconds = time.monotonic() - started
-    return seconds, run([DOCKER, "image", "inspect", "--format", "{{.Id}}", f"{NAME}:{tag}"]).stdout.strip()
+    return seconds, run([DOCKER, "image", "inspect", "--format", "{{.Id}}", f"{name}:{tag}"]).stdout.strip()
 
 
-def import_seconds(tags: tuple[str, ...], times: int) -> dict[str, float]:
+def import_seconds(tags: tuple[str, ...], times: int, name: str = NAME) -> dict[str, float]:
     """The median `import torch` time of each image, the images taking turns (the machine's load
     drifts; turns share it fairly)."""
     seen: dict[str, list[float]] = {tag: [] for tag in tags}
     for _ in range(times):
         for tag in tags:
-            seen[tag].append(float(run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c",
+            seen[tag].append(float(run([DOCKER, "run", "--rm", "--network", "none", f"{name}:{tag}", "python", "-c",
                                         IMPORT]).stdout.split()[-1]))
     return {tag: statistics.median(values) for tag, values in seen.items()}
 
@@ -70,22 +77,31 @@ def main() -> None:
     parser.add_argument("--before-commit", default="46e3a9b", help="commit whose release Dockerfile is 'before'")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of before, after (medians are shown)")
     parser.add_argument("--imports", type=int, default=12, help="`import torch` runs per image")
+    add_smoke(parser)
     args = parser.parse_args()
+    name = smoke_name("reproducible") if args.smoke else NAME
+    if args.smoke:
+        args.rounds, args.imports = 1, 1
     seconds: dict[str, list[float]] = {"before": [], "after": []}
     ids: dict[str, set[str]] = {"before": set(), "after": set()}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        if args.smoke:
+            base = stack.enter_context(packaged_base(Path(tmp)))
+            inputs = ["--config", str(tiny_release_profile(Path(tmp))), "--base-img", base]
+        else:
+            inputs = ["--release", "--base-img", BASE, "--no-cache"]
         before = Path(tmp) / "dockerfile.release"
         before.write_text(run(["git", "-C", str(ROOT), "show", f"{args.before_commit}:docker/ubuntu/dockerfile.release"]).stdout)
         try:
             for _ in range(args.rounds):  # the two take turns: the machine's load drifts
                 for tag, template in (("before", before), ("after", None)):
-                    took, image_id = cold_build(tag, template)
+                    took, image_id = cold_build(tag, template, inputs, name)
                     seconds[tag].append(took)
                     ids[tag].add(image_id)
-            imports = import_seconds(("before", "after"), args.imports)
+            imports = import_seconds(("before", "after"), args.imports, name)
         finally:
             for tag in seconds:
-                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True, check=False)
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{name}:{tag}"], capture_output=True, check=False)
     print(f"{'build (--no-cache)':<12} {'runs (s)':<24} {'median':>7}  image ids")
     for tag, runs in seconds.items():
         print(f"{tag:<12} {', '.join(f'{r:.1f}' for r in runs):<24} {statistics.median(runs):7.1f}"
