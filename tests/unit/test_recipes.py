@@ -158,13 +158,13 @@ def changed(root: Path) -> set[str]:
 # Run in the copy (its torchbake and tasks.py first on the path, the tests of this checkout after):
 # the generated reference, and the project's own tests of declarations, for the option KEY.
 RULES = '''
-import json, sys, tempfile
+import json, os, subprocess, sys, tempfile
 from pathlib import Path
 from tests.unit import test_bad_values_sweep as sweep, test_config, test_options
 from torchbake import reference
 from torchbake.core.errors import ConfigurationError
 from torchbake.planning import config
-key, variable, bad = sys.argv[1:]
+key, variable, bad, flags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 test_config.test_every_option_declares_its_help_and_every_section_says_what_it_is_for()
 for table in sorted(test_options.TABLES):
     test_options.test_every_flag_sets_an_option_that_exists_and_a_switch_says_what_it_sets(table)
@@ -176,18 +176,28 @@ for k, b in swept:
 for v, b, k in sweep.ENVIRONMENT:
     if k == key:
         sweep.test_every_options_environment_variable_refuses_a_value_of_the_wrong_kind(v, b, k)
+cases = [case for case in sweep.FLAGS if case[1] in flags]  # the new flags, swept by the sweep's own driver
+home = Path(tempfile.mkdtemp())
+env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ["PYTHONPATH"], "HOME": str(home),
+       "TORCHBAKE_PATHS_CACHE_DIR": str(home / "cache"), "TORCHBAKE_PATHS_LOG_DIR": str(home / "logs")}
+done = subprocess.run([sys.executable, "-c", sweep.DRIVER], capture_output=True, text=True, env=env, cwd=home, check=True,
+                      input=json.dumps([[task, flag, value, *sweep.SAFE[task]] for task, flag, value in cases]))
+results = {(task, flag): tuple(result) for (task, flag, _), result in zip(cases, json.loads(done.stdout), strict=True)}
+for case in cases:
+    sweep.test_every_flag_refuses_a_value_of_the_wrong_kind_with_exit_2_naming_it(*case, results)
 try:
     config.resolve([], {variable: bad})
     refused = ""
 except ConfigurationError as exc:
     refused = f"{exc.exit_code} {exc}"
 print(json.dumps({"options": reference.options_markdown(), "tasks": reference.tasks_markdown(), "swept": len(swept),
+                  "flags swept": [flag for _, flag, _ in cases],
                   "toml": config.to_toml(config.resolve([], {}).values, documented=True), "refused": refused}))
 '''
 
 
-def rules(root: Path, key: str, variable: str, bad: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", RULES, key, variable, bad], cwd=root, capture_output=True, text=True,
+def rules(root: Path, key: str, variable: str, bad: str, *flags: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", RULES, key, variable, bad, *flags], cwd=root, capture_output=True, text=True,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{root}:{ROOT}"}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
@@ -268,8 +278,8 @@ def test_add_a_flag(tmp_path):
     assert planned.returncode == 0, planned.stdout + planned.stderr
     assert "for the audit" in planned.stdout.split("Plan for")[0], planned.stdout
 
-    found = rules(root, "build.progress", "TORCHBAKE_BUILD_PROGRESS", "tty")
-    assert not found["refused"]
+    found = rules(root, "build.progress", "TORCHBAKE_BUILD_PROGRESS", "tty", "--progress", "--note")
+    assert not found["refused"] and sorted(found["flags swept"]) == ["--note", "--progress"], found["flags swept"]
     build_task = entry(found["tasks"], "## `invoke build`")
     assert "`--progress`" in build_task and "`--note`" in build_task, build_task
     assert "- flag: `--progress`" in entry(found["options"], "### `build.progress`")
