@@ -16,7 +16,8 @@ The base image is built first (not counted), then the dev image with `--no-verif
 removed at the end. Prints: configure seconds (from the step's start to ninja's first object),
 the compile's objects and seconds, objects a minute, and at each quarter of the objects the time
 left said against the time it then took.
-Usage: .venv/bin/python benchmarks/dev_compile.py [--units N] [--weight N]
+--smoke: the fixture of 8 units of one loop each.
+Usage: .venv/bin/python benchmarks/dev_compile.py [--units N] [--weight N] [--smoke]
        PYTORCH_REPO_ROOT_PATH=~/src .venv/bin/python benchmarks/dev_compile.py --config team.toml
 """
 
@@ -36,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _steps import BOOKWORM as BASE  # noqa: E402
-from _steps import DOCKER, INVOKE, ROOT, run  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos, write_cmake_pytorch  # noqa: E402
 from tests.e2e.helpers import make_tiny_torch  # noqa: E402
@@ -99,21 +100,25 @@ def main() -> None:
     parser.add_argument("--credentials", help="git credentials for the profile's private extension")
     parser.add_argument("--units", type=int, default=400, help="the fixture's translation units")
     parser.add_argument("--weight", type=int, default=100, help="loops in each fixture unit for the compiler to optimize")
+    add_smoke(parser)
     args = parser.parse_args()
+    name = NAME
+    if args.smoke:  # the fixture, whatever PYTORCH_REPO_ROOT_PATH says
+        args.source_root, args.units, args.weight, name = "", 8, 1, smoke_name("dev-compile")
     if args.source_root and not args.config:
         parser.error("a source root (--source-root or PYTORCH_REPO_ROOT_PATH) is built with its team's profile: give --config")
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
     work = Path(tempfile.mkdtemp(prefix="torchbake-dev-compile-bench-"))
     env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     tag = uuid.uuid4().hex[:8]
-    base, image = f"{NAME}-base:{tag}", f"{NAME}:{tag}"
+    base, image = f"{name}-base:{tag}", f"{name}:{tag}"
     try:
         if args.source_root:
             profile, source = Path(args.config), f"the clones in {args.source_root}"
             credentials = ["-c", args.credentials] if args.credentials else []
-            run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,
+            run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{name}-base", "--tag", tag,
                  "--source-root", args.source_root], env=env)
-            said, configure, ended = watched_build([*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag", tag,
+            said, configure, ended = watched_build([*INVOKE, "build", "--config", str(profile), "--name", name, "--tag", tag,
                                                     "--base-img", base, *credentials, "--no-verify"], env)
         else:
             password = "bench-" + uuid.uuid4().hex
@@ -128,9 +133,9 @@ def main() -> None:
                                                extension="private/extension-lite", pytorch="pytorch-cmake", extras=False,
                                                build_tools=("cmake", "ninja")))
                 (work / "git-credentials").write_text(git_credentials(url, password))
-                run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,
+                run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{name}-base", "--tag", tag,
                      "--sys", BASE, "--python", "3.11"], env=env)
-                said, configure, ended = watched_build([*INVOKE, "build", "--config", str(profile), "--name", NAME,
+                said, configure, ended = watched_build([*INVOKE, "build", "--config", str(profile), "--name", name,
                                                         "--tag", tag, "--base-img", base, "-c", str(work / "git-credentials"),
                                                         "--no-verify"], env)
             source = f"the CMake fixture ({args.units} units, weight {args.weight})"
