@@ -137,9 +137,52 @@ def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
         assert result.returncode == 0, result.stderr
         seen += [cell for cell in CELLS if cell in result.stdout]
     assert sorted(seen) == sorted(CELLS)
-    emitted = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shard", "1/2", env=tb_env)
+    whole = run_invoke("build-all", "--config", str(matrix), "--plan", env=tb_env)
+    # the summary line counts every cell in its state (it named only the cells that needed values)
+    counted = re.search(r"Plan: (\d+) cells: (.*)", whole.stdout)
+    assert counted and int(counted[1]) == len(CELLS), whole.stdout[-1500:]
+    assert sum(int(n) for n in re.findall(r"(\d+) [a-z]", counted[2])) == len(CELLS), counted[0]
+    emitted = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shards", "2", env=tb_env)
     data = json.loads(emitted.stdout)
     assert sorted(" ".join(e["cells"] for e in data["include"]).split()) == sorted(CELLS)
+    # the compile's group alone in one shard, the two release cells in the other (by count: 2 and 2)
+    assert sorted(e["cells"] for e in data["include"]) == ["fixture-lite-base-py311 fixture-lite-dev-py311",
+                                                           "tiny-release-py311 lean-release-py311"]
+    meant = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shard", "1/2", env=tb_env)
+    assert meant.returncode == 2 and "--emit-matrix prints every slice: give how many with --shards N, e.g." \
+        " --emit-matrix github --shards 2." in meant.stderr, meant.stderr
+
+
+def test_a_dev_cells_last_build_in_the_registry_weighs_its_shard(nightly, tb_env, tmp_path, base_image, run_id):
+    """--emit-matrix reads the provenance of a dev cell's last image in the registry (a real
+    registry, the document attached as torchbake attaches it) and weighs the cell by the build
+    time it records; a registry that does not answer is said, and the declared minutes decide."""
+    from torchbake.adapters import registry
+    from torchbake.supply_chain import attestations
+
+    folder, _lean, write = nightly
+    repository, tag = "torchbake-test/nightly-fixture-lite", f"dev-py311-{run_id}"
+    statement = {"predicate": {"runDetails": {"metadata": {"startedOn": "2026-11-27T01:00:00+00:00",
+                                                           "finishedOn": "2026-11-27T11:00:00+00:00"}}}}
+    with serve_registry(tmp_path) as host:
+        matrix = write(registry=host)
+        docker("tag", base_image, f"{host}/{repository}:{tag}")
+        try:
+            docker("push", f"{host}/{repository}:{tag}")
+        finally:
+            docker("image", "rm", f"{host}/{repository}:{tag}")
+        attestations.attach(registry.for_host(host, {}), repository, tag, {"provenance": json.dumps(statement)},
+                            created="2026-11-27T11:00:00Z")
+        emitted = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shards", "2",
+                             env=tb_env)
+        assert emitted.returncode == 0, emitted.stderr
+        minutes = {e["cells"]: e["minutes"] for e in json.loads(emitted.stdout)["include"]}
+        assert minutes["fixture-lite-base-py311 fixture-lite-dev-py311"] == 600 + 15  # recorded + base's declared
+    down = run_invoke("build-all", "--config", str(matrix), "--emit-matrix", "github", "--shards", "2", env=tb_env)
+    assert down.returncode == 0, down.stderr
+    assert f"the registry of {host}/{repository}:{tag} did not answer" in down.stderr
+    minutes = {e["cells"]: e["minutes"] for e in json.loads(down.stdout)["include"]}
+    assert minutes["fixture-lite-base-py311 fixture-lite-dev-py311"] == 90 + 15  # declared
 
 
 def test_keep_going_builds_the_others_and_reports_the_failure(nightly, tb_env, tiny_torch):

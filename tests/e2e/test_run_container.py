@@ -14,8 +14,9 @@ import uuid
 import pytest
 
 from tests.conftest import ROOT, run_invoke
+from torchbake.running.containers import user_name
 
-from .helpers import copy_image, docker, engine_state, gpu_less
+from .helpers import copy_image, docker, engine_state, gpu_less, listing
 
 DATALOADER_CHECK = '''
 import os
@@ -91,6 +92,39 @@ def test_mounts_of_host_paths_with_commas_quotes_spaces_and_unicode(base_image, 
     assert result.stdout == "mounted\n"
 
 
+def test_a_one_off_command_leaves_no_container_unless_kept_and_default_names_are_each_users(base_image, tb_env,
+                                                                                          run_id):
+    """`run-container IMAGE --command …` without --rm created a detached container (with its
+    /dev/shm) and left it running; the default name (`<repository>-<tag>`) was everyone's."""
+    image = f"tb-one-off-{run_id}:x"  # a name of this test's own: its containers are the ones to count
+    docker("tag", base_image, image)
+
+    def made() -> list[str]:
+        return listing("ps", "--all", "--filter", f"label=torchbake.image={image}", "--format", "{{.Names}}").split()
+
+    try:
+        once = run_invoke("run-container", image, "--command", "echo hi", env=tb_env)
+        assert once.returncode == 0 and once.stdout == "hi\n", once.stderr
+        assert "removed when the command ends (--keep keeps it)" in once.stderr
+        assert made() == []
+        kept = run_invoke("run-container", image, "--command", "true", "--keep", env=tb_env)
+        assert kept.returncode == 0, kept.stderr
+        user = user_name()  # this machine's: root
+        assert made() == [f"{user}-tb-one-off-{run_id}-x"]
+        assert f"container {user}-tb-one-off-{run_id}-x is yours: the default name is your user name" in kept.stderr
+        docker("stop", made()[0])
+        again = run_invoke("run-container", image, "--command", "echo in it", env=tb_env)  # stopped: started, stopped
+        assert again.returncode == 0 and again.stdout == "in it\n", again.stderr
+        assert "it is stopped again when the command ends" in again.stderr
+        assert json.loads(docker("container", "inspect", made()[0]).stdout)[0]["State"]["Status"] == "exited"
+        both = run_invoke("run-container", image, "--command", "true", "--keep", "--rm", env=tb_env)
+        assert both.returncode == 2 and "--keep and --rm contradict each other" in both.stderr
+    finally:
+        for name in made():
+            docker("rm", "--force", name, check=False)
+        docker("image", "rm", image, check=False)
+
+
 def test_exit_status_of_the_command_is_the_tasks(image, tb_env):
     result = run_invoke("run-container", image, "--rm", "--command", "echo bye; exit 7", env=tb_env)
     assert result.returncode == 7
@@ -125,7 +159,7 @@ def test_default_shm_is_large_and_small_ones_warn(image, tb_env):
 
 def test_a_named_container_is_reused_started_refused_and_replaced(image, base_image, tb_env, container_name):
     name = container_name("reuse")
-    first = run_invoke("run-container", image, "--name", name, "--command", "touch /made-here", env=tb_env)
+    first = run_invoke("run-container", image, "--name", name, "--command", "touch /made-here", "--keep", env=tb_env)
     assert first.returncode == 0, first.stderr
     assert f"Creating container {name}" in first.stderr
     made = inspect(name)
@@ -152,7 +186,8 @@ def test_a_named_container_is_reused_started_refused_and_replaced(image, base_im
     stopped = run_invoke("stop-container", name, env=tb_env)
     assert stopped.returncode == 0, stopped.stderr
     assert inspect(name)["State"]["Status"] == "exited"
-    started = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", env=tb_env)
+    started = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", "--keep",
+                         env=tb_env)
     assert started.returncode == 0, started.stderr
     assert f"Starting stopped container {name}" in started.stderr
     assert inspect(name)["Id"] == made["Id"] and inspect(name)["State"]["Status"] == "running"

@@ -66,3 +66,14 @@ def test_the_generic_name_of_a_renamed_flag_sets_the_same_option():
                             "--docker", "/usr/bin/docker")
         assert result.returncode == 0, result.stdout + result.stderr
         assert "extension       https://vendor.invalid/ext-1.0-py3-none-any.whl" in result.stdout, flag
+
+
+def test_a_number_options_flag_gives_the_option_its_type():
+    """invoke gives a flag's value as text: a number option's flag set "3", which the configuration
+    refused as the wrong type (a team adding such a flag had to convert it in its task)."""
+    from torchbake.configuration.options import option_flag, overrides
+
+    keep = option_flag("gc.keep")
+    assert overrides((keep,), {"keep": "3"}) == {"gc.keep": 3}
+    with pytest.raises(ConfigurationError, match=r"--keep 'x': expected a whole number \(gc\.keep\)\."):
+        overrides((keep,), {"keep": "x"})

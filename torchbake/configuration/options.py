@@ -113,8 +113,20 @@ def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, An
         value = given.get(flag.param)
         if not flag.key or value is None or value is False or value == []:
             continue
-        found[flag.key] = flag.sets if flag.default is SWITCH and flag.sets is not None else value
+        found[flag.key] = flag.sets if flag.default is SWITCH and flag.sets is not None else _typed(flag, value)
     return found
+
+
+def _typed(flag: Flag, value: Any) -> Any:
+    """A number option's flag value (invoke gives text) as its option's type, or an error naming it."""
+    default = settings.declaration(flag.key).default
+    if not isinstance(value, str) or isinstance(default, bool) or not isinstance(default, int | float):
+        return value
+    try:
+        return type(default)(value)
+    except ValueError:
+        raise ConfigurationError(f"{flag.spelling} {value!r}: expected {'a whole number' if isinstance(default, int) else 'a number'}"
+                                 f" ({flag.key}).") from None
 
 
 def check_effect(flags: tuple[Flag, ...], variant: str, given: Mapping[str, Any]) -> None:

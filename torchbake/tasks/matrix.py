@@ -81,13 +81,17 @@ def cell_costs(cells: list[Cell]) -> dict[str, costs.Cost]:
     """Each cell's expected minutes (torchbake.fleet.costs): a dev cell's from the provenance of
     its last image in its registry, where there is one."""
     from torchbake.adapters import registry
+    from torchbake.configuration.network import DownloadPolicy
     from torchbake.supply_chain import attestations
+
+    briefly = DownloadPolicy(retries=1, retry_max_time=20.0, timeout=10.0)  # a weight is not worth a night's wait
 
     def ask(image: str) -> str | None:
         host, repository, tag = registry.split_reference(image)
-        return attestations.fetch(registry.for_host(host, {}), repository, tag, "provenance") if host else None
+        return attestations.fetch(registry.for_host(host, {}, briefly), repository, tag, "provenance") if host else None
 
-    return costs.costs(cells, ask, output.Channel(output.console(stderr=True)).say)
+    with output.channel_to(output.Channel(output.console(stderr=True))) as notes:  # stdout: --emit-matrix's JSON alone
+        return costs.costs(cells, ask, notes.say)
 
 
 @flag_task(*BUILD_ALL_FLAGS)
