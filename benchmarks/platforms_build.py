@@ -25,7 +25,9 @@ installed and verify run again.
 Prints each round's seconds (the whole `invoke build`, and its manifest's "build" phase: the
 `docker buildx build` alone, without verify, which runs the image's pip under QEMU), the medians
 and the ratios arm64/amd64 and arm64/naive (goals: at most 1.5 and 0.25). Images it makes are removed; the base image is kept for the next run.
-Usage: .venv/bin/python benchmarks/platforms_build.py [--rounds N]
+--smoke: the stand-in torch alone (no companions: nothing downloaded), one round, names of the
+run's own (the two-platform base is kept as in a full run: the first run on a machine makes it).
+Usage: .venv/bin/python benchmarks/platforms_build.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from _steps import run, timed  # benchmarks/_steps.py, beside this script
+from _steps import add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
@@ -89,40 +91,45 @@ def ensure_base() -> float:
                   "--platform", "amd64,arm64", "--include", RUNTIME_PACKAGES])
 
 
-def naive_context(folder: Path, torch: Path) -> Path:
+def naive_context(folder: Path, torch: Path, COMPANIONS: tuple[str, ...] = COMPANIONS) -> Path:  # noqa: N803
     """A Dockerfile that installs the aarch64 wheels with pip inside the emulated image."""
     context = folder / "naive"
+    imports = [name for name in ("numpy", "scipy") if any(c.startswith(f"{name}==") for c in COMPANIONS)]
     wheels = context / "wheels"
     wheels.mkdir(parents=True)
-    run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--platform",
-         "manylinux_2_28_aarch64", "--python-version", "3.11", "--dest", str(wheels), *COMPANIONS])
+    if COMPANIONS:
+        run([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "--platform",
+             "manylinux_2_28_aarch64", "--python-version", "3.11", "--dest", str(wheels), *COMPANIONS])
     (wheels / torch.name).write_bytes(torch.read_bytes())
     (context / "Dockerfile").write_text(
         f"FROM {BASE}\nCOPY wheels /tmp/wheels\n"
         "RUN python3 -m venv /opt/venv && /opt/venv/bin/pip install --no-index --find-links /tmp/wheels"
-        f" torch {' '.join(COMPANIONS)} && /opt/venv/bin/python -c 'import numpy, scipy, torch'\n")
+        f" torch {' '.join(COMPANIONS)} && /opt/venv/bin/python -c 'import {', '.join(['torch', *imports])}'\n")
     return context
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1)
+    add_smoke(parser)
     args = parser.parse_args()
+    companions, name = ((), smoke_name("platforms")) if args.smoke else (COMPANIONS, NAME)
+    args.rounds = 1 if args.smoke else args.rounds
     made = ensure_base()
     print(f"base {BASE} (amd64 + arm64, {RUNTIME_PACKAGES}): {'kept' if not made else f'made in {made:.0f} s'}")
     seconds: dict[str, list[float]] = {kind: [] for kind in ("amd64", "arm64", "naive", "amd64 new torch",
                                                              "arm64 new torch")}
     phases: dict[str, list[float]] = {kind: [] for kind in seconds if kind != "naive"}
     with tempfile.TemporaryDirectory(prefix="torchbake-bench-platforms-") as folder:
-        context = naive_context(Path(folder), stand_in_torch(Path(folder) / "torch"))
+        context = naive_context(Path(folder), stand_in_torch(Path(folder) / "torch"), companions)
 
         def build(arch: str, local: str, *cold: str) -> float:
             profile = Path(folder) / f"{local}.toml"
             torch = stand_in_torch(Path(folder) / local, local)
             profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{torch}"\n'
-                               f'extra = {list(COMPANIONS)!r}\n[build]\nvariant = "release"\n'.replace("'", '"'))
+                               f'extra = {list(companions)!r}\n[build]\nvariant = "release"\n'.replace("'", '"'))
             started = time.monotonic()
-            done = run([*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag", arch, "--base-img",
+            done = run([*INVOKE, "build", "--config", str(profile), "--name", name, "--tag", arch, "--base-img",
                         BASE, "--platform", f"linux/{arch}", "--force", *cold])
             phases[f"{arch}{' new torch' if not cold else ''}"].append(build_phase(done.stdout))
             return time.monotonic() - started
@@ -132,7 +139,7 @@ def main() -> None:
                 for arch in ("amd64", "arm64"):
                     seconds[arch].append(build(arch, "bench", "--no-cache"))
                 seconds["naive"].append(timed([DOCKER, "buildx", "build", "--no-cache", "--platform", "linux/arm64",
-                                               "--progress=plain", "--tag", f"{NAME}:naive", str(context)]))
+                                               "--progress=plain", "--tag", f"{name}:naive", str(context)]))
                 new = f"bench{os.getpid()}x{round_number}"  # a torch no run before built: nothing cached for it
                 for arch in ("amd64", "arm64"):
                     seconds[f"{arch} new torch"].append(build(arch, new))
@@ -141,7 +148,7 @@ def main() -> None:
                     for kind, values in seconds.items()))
         finally:
             for tag in ("amd64", "arm64", "naive"):
-                subprocess.run([DOCKER, "image", "rm", "--force", f"{NAME}:{tag}"], capture_output=True)
+                subprocess.run([DOCKER, "image", "rm", "--force", f"{name}:{tag}"], capture_output=True)
     median = {kind: statistics.median(values) for kind, values in seconds.items()}
     print("median seconds: " + ", ".join(f"{kind} {value:.1f}" for kind, value in median.items()))
     built = {kind: statistics.median(values) for kind, values in phases.items()}

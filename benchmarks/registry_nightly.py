@@ -15,12 +15,15 @@ machine's, A, and a second, empty one, B, without NAT, as a fresh CI runner):
               the registry's access log), against torch's layer; target <= 5%
 
 Images it makes on A are removed; B and the registry go with the run.
-Usage: .venv/bin/python benchmarks/registry_nightly.py [--rounds N]
+--smoke: both cells on the stand-in torch, FROM the Debian base with its OS packages in it (B
+has it loaded), one no-change round, names of the run's own.
+Usage: .venv/bin/python benchmarks/registry_nightly.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -36,6 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.support import registry_manifest, registry_requests, serve_registry, start_second_engine  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -64,19 +70,31 @@ def extension_wheel(folder: Path) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the no-change run to take the median of")
+    add_smoke(parser)
     args = parser.parse_args()
-    run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
     work = Path(tempfile.mkdtemp(prefix="torchbake-registry-bench-"))
+    with contextlib.ExitStack() as stack:
+        if args.smoke:
+            args.rounds = 1
+            tiny = tiny_release_profile(work)
+            bench(args, work, stack.enter_context(packaged_base(work)), str(tiny), tiny.read_text(), smoke_name("nightly"))
+        else:
+            run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
+            bench(args, work, BASE, "cpu", '[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n'
+                  '[build]\nvariant = "release"\n', "torchbake-bench")
+
+
+def bench(args: argparse.Namespace, work: Path, BASE: str, first: str, lean_text: str, prefix: str) -> None:  # noqa: N803
+    """The two cells: the profile ``first``, and a lean one (``lean_text``) whose extension changes."""
     lean = work / "lean.toml"
-    lean_text = '[python]\nversion = "3.11"\n[wheels]\ntorch = "torch==2.13.0"\nextra = []\n[build]\nvariant = "release"\n'
     lean.write_text(lean_text)
     log = work / "registry-access.log"
     images: list[str] = []
     with serve_registry(work, log) as host, start_second_engine(work) as engine_b:
         matrix = work / "nightly.toml"
         matrix.write_text(
-            f'[matrix]\nprofiles = ["cpu", "{lean}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
-            f'registry = "{host}/bench"\nname = "{{registry}}torchbake-bench/{{profile}}"\ntag = "{{variant}}-py{{py}}"\n'
+            f'[matrix]\nprofiles = ["{first}", "{lean}"]\npythons = ["3.11"]\nvariants = ["release"]\n'
+            f'registry = "{host}/bench"\nname = "{{registry}}{prefix}/{{profile}}"\ntag = "{{variant}}-py{{py}}"\n'
             f'[matrix.options.release]\n"image.base" = "{BASE}"\n')
         try:
             cold, _ = run([*INVOKE, "build-all", "--config", str(matrix), "--force", "--no-cache", "--push",
