@@ -5,7 +5,8 @@
 #     the TLS tests, skopeo reads the registry's referrers back as a client nobody here wrote,
 #     Node.js runs sigstore-js, which verifies torchbake's signatures: tests/js; redis-server is
 #     the shared compile-cache store the dev-image tests start on loopback; ninja-build runs the real
-#     ninja build whose progress tests/unit/test_compile_progress.py reads),
+#     ninja build whose progress tests/unit/test_compile_progress.py reads; Chromium and its
+#     chromedriver show the documentation site as a reader's browser does: tests/unit/test_site_in_a_browser.py),
 #   - a running Docker engine >= 26 with buildx (scripts/ensure-engine.sh installs it),
 #   - QEMU user emulation for the other platform (scripts/ensure-emulation.sh),
 #   - .venv with torchbake and its test tools installed.
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then
     missing=()
-    for pkg in debootstrap docker-registry tmux openssl skopeo redis-server ninja-build; do
+    for pkg in debootstrap docker-registry tmux openssl skopeo redis-server ninja-build chromium chromium-driver; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
     done
     # Node.js runs the verifiers nobody here wrote (sigstore-js, tests/js/)

@@ -67,7 +67,7 @@ def options_markdown() -> str:
     for key in settings.declarations():
         sections.setdefault(key.split(".", 1)[0], []).append(key)
     for section, keys in sections.items():
-        lines += [f"## `[{section}]`", "", settings.section_help(section), ""]
+        lines += [f"## `[{section}]`", "", _text(settings.section_help(section)), ""]
         for key in keys:
             declaration = settings.declaration(key)
             flags = by_option.get(key, [])

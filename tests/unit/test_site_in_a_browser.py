@@ -1,0 +1,155 @@
+"""The documentation site as a reader sees it: built as the README says, served over HTTP, every
+page opened in a real headless browser (Debian's Chromium, driven by Selenium and Chromium's own
+chromedriver), its visible text judged; each page's first screen kept as a screenshot in
+``test-artifacts/site/`` (CI keeps that folder)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from urllib.parse import urldefrag, urljoin, urlparse
+
+import pytest
+
+from tests.conftest import ROOT
+from torchbake.tasks import ns
+
+SCREENSHOTS = ROOT / "test-artifacts" / "site"
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+# a Markdown table the renderer left as text: its delimiter row "|---|:---:|" in a paragraph
+RAW_TABLE = re.compile(r"\|\s*:?-{3,}:?\s*\|")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """The site, built strictly (scripts/docs.sh), served on a free loopback port."""
+    where = tmp_path_factory.mktemp("site") / "site"
+    built = subprocess.run(["bash", "scripts/docs.sh", "build", str(where)], cwd=ROOT, capture_output=True, text=True,
+                           timeout=180, stdin=subprocess.DEVNULL)
+    assert built.returncode == 0, built.stdout + built.stderr
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(where))
+    handler.log_message = lambda *args: None  # type: ignore[method-assign]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    pages = sorted(str(path.parent.relative_to(where)) for path in where.rglob("index.html")
+                   if not path.relative_to(where).parts[0] in ("search", "assets"))
+    yield f"http://127.0.0.1:{server.server_port}/", [("" if page == "." else page + "/") for page in pages]
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,900"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def visit(browser, url: str) -> dict:
+    """The page at ``url`` as the browser shows it: the article's visible text, the elements the
+    browser did not know (an unescaped ``<suite>`` becomes one, and shows nothing), the ids on the
+    page, and where its links go."""
+    browser.get(url)
+    return browser.execute_script("""
+        const article = document.querySelector('article');
+        return {
+            text: article.innerText,
+            paragraphs: [...article.querySelectorAll('p')].map(p => p.innerText),
+            unknown: [...article.querySelectorAll('*')].filter(e => e instanceof HTMLUnknownElement)
+                .map(e => '<' + e.tagName.toLowerCase() + '> in: ' + e.parentElement.innerText.slice(0, 120)),
+            ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+            links: [...article.querySelectorAll('a[href]')].map(a => a.href),
+        };""")
+
+
+@pytest.fixture(scope="module")
+def pages(served, browser):
+    """Every page, visited once; its first screen saved."""
+    base, names = served
+    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+    SCREENSHOTS.mkdir(parents=True)
+    seen = {}
+    for name in names:
+        seen[name] = visit(browser, base + name)
+        browser.save_screenshot(str(SCREENSHOTS / f"{name.strip('/').replace('/', '-') or 'index'}.png"))
+    return seen
+
+
+def test_the_site_has_its_pages_and_a_screenshot_of_each(served, pages):
+    assert {"", "reference/tasks/", "reference/options/", "platforms/", "troubleshooting/"} <= set(pages)
+    shots = sorted(SCREENSHOTS.glob("*.png"))
+    assert len(shots) == len(pages) and all(shot.stat().st_size > 10_000 for shot in shots)
+
+
+def test_no_page_shows_a_markdown_table_row_as_text(pages):
+    """A table without a blank line before it renders as its pipes (docs/platforms.md's did)."""
+    shown = {name: [text[:160] for text in page["paragraphs"] if RAW_TABLE.search(text)]
+             for name, page in pages.items()}  # (a table shown in a code block is meant as text)
+    assert {name: rows for name, rows in shown.items() if rows} == {}
+
+
+def test_no_placeholder_is_dropped_by_the_browser(pages):
+    """`debian:<suite>` in a help text, unescaped, is an element to a browser: it shows "debian:"."""
+    assert {name: page["unknown"] for name, page in pages.items() if page["unknown"]} == {}
+    assert "debian:<suite>" in pages["reference/options/"]["text"]
+
+
+def test_every_internal_link_reaches_an_element(served, pages):
+    base, _ = served
+    broken = []
+    for name, page in pages.items():
+        for link in page["links"]:
+            target, fragment = urldefrag(link)
+            if not target.startswith(base):
+                continue
+            path = urlparse(target).path.lstrip("/")
+            if path not in pages:
+                broken.append(f"{name}: {link} (no such page)")
+            elif fragment and fragment not in pages[path]["ids"]:
+                broken.append(f"{name}: {link} (no element #{fragment})")
+    assert broken == []
+
+
+def test_the_help_anchors_of_every_flag_are_on_the_tasks_page(pages):
+    """`invoke --help TASK` says each flag is at #TASK--FLAG of the tasks reference."""
+    from torchbake import reference
+
+    ids = set(pages["reference/tasks/"]["ids"])
+    missing = [reference.anchor(name, flag) for name in ns.tasks for flag in ns.tasks[name].flags
+               if reference.anchor(name, flag) not in ids]
+    assert missing == []
+
+
+@pytest.mark.parametrize("task", sorted(ns.tasks))
+def test_the_search_finds_each_task_by_name(served, browser, task):
+    """Typed into the site's search box, a task's name lists its section of the tasks reference."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base, _ = served
+    name = task.replace("_", "-")
+    browser.get(base)
+    box = browser.find_element(By.CSS_SELECTOR, "input.md-search__input")
+    box.click()
+    box.send_keys(name)
+    wanted = urljoin(base, f"reference/tasks/#invoke-{name}")
+
+    def found(driver) -> bool:  # (read in one go: the list is redrawn as the search narrows)
+        hrefs = driver.execute_script("return [...document.querySelectorAll('.md-search-result__item a')].map(a => a.href)")
+        return any(urldefrag(href)[1] == urldefrag(wanted)[1] and "reference/tasks/" in href for href in hrefs)
+
+    WebDriverWait(browser, 20).until(found, message=f"searching {name!r} lists no link to {wanted}")
