@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import threading
-from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
