@@ -313,7 +313,7 @@ def _outside_code(text: str) -> list[str]:
 def _glued_tables(text: str) -> list[int]:
     """The lines where a table starts right under a line of text (outside code fences)."""
     lines = _outside_code(text)
-    return [number for number, (before, line) in enumerate(zip(["", *lines], lines), 1)
+    return [number for number, (before, line) in enumerate(zip(["", *lines], lines, strict=False), 1)
             if line.startswith("|") and before.strip() and not before.startswith("|")]
 
 
@@ -332,7 +332,7 @@ BENCHMARKS = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py") if not p.
 def _sections(text: str) -> dict[str, str]:
     """Each "## " section of a page by its heading, code fences included in its text."""
     parts = re.split(r"^## (.+)$", text, flags=re.M)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def test_the_speed_page_holds_current_figures_not_a_history_of_runs():
