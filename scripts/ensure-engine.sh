@@ -101,7 +101,7 @@ install_engine() {
 # record (its logs and traces, about seven blobs) for 48 hours however many there are, and
 # containerd's collector walks them all at every image removal and build: after a day of test
 # runs (4,349 records, 21,000 blobs) a removal cost containerd 0.34 s of CPU, 0.08 s without them
-# (docs/speed.md). torchbake keeps each build's own log; ten minutes of BuildKit's records is plenty.
+# (docs/troubleshooting.md). torchbake keeps each build's own log; ten minutes of BuildKit's records is plenty.
 engine_settings() {
     if command -v python3 >/dev/null; then
         python3 "$(dirname "$0")/engine_settings.py" "$SETTINGS"

@@ -39,11 +39,11 @@ if [ -n "${CI:-}" ]; then
     # count nor the last use of what it reuses), so a cut takes the steps the next run needs along
     # with a run's own (run-unique wheels, a fresh CA, fixture sources); and it files a step's cache
     # under the context upload (type source.local) of the build that first ran it, so pruning that
-    # upload forgets the step for every later build (docs/housekeeping.md, docs/speed.md). Keeping
+    # upload forgets the step for every later build (docs/housekeeping.md). Keeping
     # the uploads and cutting only the steps' records does not help: a run adds 4.5 GB of uploads,
     # and within a day they left the steps a few GB. Measured, 2026-11-28: 13:02 to 14:03 in
     # pytest right after cuts, 11:03 after none. A run adds 1 to 4 GB to the cache (about 10 GB
-    # before contexts were named after their files, docs/speed.md) and holds a few GB more while it
+    # before contexts were named after their files) and holds a few GB more while it
     # runs (second engines, test folders): under 10 GB free on the engine's disk after a run, the
     # cache goes down to 30 GB, in BuildKit's own order.
     engine_root=$(/usr/bin/docker info --format '{{.DockerRootDir}}' 2>/dev/null) || engine_root=/
