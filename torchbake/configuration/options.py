@@ -119,7 +119,8 @@ def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, An
 
 def _typed(flag: Flag, value: Any) -> Any:
     """A number option's flag value (invoke gives text) as its option's type, or an error naming it."""
-    default = settings.declaration(flag.key).default
+    declared = settings.declarations().get(flag.key)  # (a toolkit's flag sets a [toolkits] key: text)
+    default = declared.default if declared is not None else ""
     if not isinstance(value, str) or isinstance(default, bool) or not isinstance(default, int | float):
         return value
     try:
