@@ -13,7 +13,11 @@ Prints the base's and the dev build's seconds, what the extension's compile step
 (compiler calls, seconds) and the call's answer. The PyTorch source the dev build also compiles
 is the small fixture (tests/e2e/fixture_repos: PyTorch publishes no sdist and its repository is
 too large to bring here). Images are removed at the end.
-Usage: .venv/bin/python benchmarks/real_extension.py [--torch-wheel PATH] [--extension REQ]
+--smoke: the tests' stand-in torch and, for the extension, a C++ extension of two files written
+here as an sdist (tbsmokeext 1.0, its setup.py importing torch, so --no-build-isolation only)
+and found in a find-links folder of the run's own: the same steps, no index and no real wheel
+needed; images named for the run.
+Usage: .venv/bin/python benchmarks/real_extension.py [--torch-wheel PATH] [--extension REQ] [--smoke]
 """
 
 from __future__ import annotations
@@ -35,13 +39,42 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _steps import BOOKWORM as BASE  # noqa: E402
-from _steps import DOCKER, INVOKE, ROOT, run  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos  # noqa: E402
+from tests.e2e.helpers import make_tiny_torch  # noqa: E402
 from tests.support import git_server  # noqa: E402
 
 NAME = "torchbake-bench/real-extension"
-CALLS = {"torchsort": "import torch, torchsort; print(torchsort.soft_rank(torch.tensor([[8., 1., 5.]])).tolist())"}
+CALLS = {"torchsort": "import torch, torchsort; print(torchsort.soft_rank(torch.tensor([[8., 1., 5.]])).tolist())",
+         "tbsmokeext": "import torch, tbsmokeext; print(tbsmokeext.twice(21))"}
+SMOKE_EXTENSION = "tbsmokeext==1.0"
+SMOKE_SOURCES = {  # a C++ extension nobody published: the smoke run's sdist
+    "setup.py": ("from setuptools import Extension, setup\n"
+                 "import torch  # built against the installed torch: --no-build-isolation\n"
+                 "setup(name='tbsmokeext', version='1.0', ext_modules=[Extension('tbsmokeext',"
+                 " ['csrc/module.cpp', 'csrc/twice.cpp'], language='c++')])\n"),
+    "PKG-INFO": "Metadata-Version: 2.1\nName: tbsmokeext\nVersion: 1.0\n",
+    "csrc/module.cpp": ("#include <Python.h>\nlong twice(long x);\n"
+                        "static PyObject *py_twice(PyObject *, PyObject *x) { return PyLong_FromLong(twice(PyLong_AsLong(x))); }\n"
+                        "static PyMethodDef m[] = {{\"twice\", py_twice, METH_O, \"\"}, {nullptr, nullptr, 0, nullptr}};\n"
+                        "static struct PyModuleDef d = {PyModuleDef_HEAD_INIT, \"tbsmokeext\", nullptr, -1, m};\n"
+                        "PyMODINIT_FUNC PyInit_tbsmokeext(void) { return PyModule_Create(&d); }\n"),
+    "csrc/twice.cpp": "long twice(long x) { return 2 * x; }\n",
+}
+
+
+def smoke_sdist(folder: Path) -> Path:
+    """SMOKE_SOURCES as the sdist tbsmokeext-1.0.tar.gz in ``folder`` (a find-links folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tbsmokeext-1.0.tar.gz"
+    with tarfile.open(path, "w:gz") as out:
+        for name, text in SMOKE_SOURCES.items():
+            data = text.encode()
+            member = tarfile.TarInfo(f"tbsmokeext-1.0/{name}")
+            member.size, member.mode = len(data), 0o644
+            out.addfile(member, io.BytesIO(data))
+    return path
 
 
 def find_links_torch() -> str:
@@ -55,10 +88,12 @@ def find_links_torch() -> str:
     return ""
 
 
-def changed_sdist(cache: Path, links: Path, project: str) -> str:
-    """The extension's sdist as the first build fetched it, its first C++ file given one more
-    function, written under the same name into ``links``: that file's name in the archive."""
-    (original,) = [p for p in cache.rglob(f"{project}-*.tar.gz") if p.is_file()]
+def changed_sdist(folders: list[Path], links: Path, project: str) -> str:
+    """The extension's sdist as the first build fetched it (into the download cache, the first of
+    ``folders``; one in a find-links folder, the next, is taken from there), its first C++ file
+    given one more function, written under the same name into ``links``: that file's name in the archive."""
+    (original,) = [p for p in folders[0].rglob(f"{project}-*.tar.gz") if p.is_file()] or [
+        p for folder in folders[1:] for p in folder.glob(f"{project}-*.tar.gz")]
     links.mkdir(exist_ok=True)
     changed = ""
     with tarfile.open(original) as source, tarfile.open(links / original.name, "w:gz") as out:
@@ -83,16 +118,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--torch-wheel", default="", help="the real torch wheel the base installs (default: find-links')")
     parser.add_argument("--extension", default="torchsort==0.1.9", help="a PyTorch C++ extension published as an sdist")
+    add_smoke(parser)
     args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="torchbake-real-extension-bench-"))
+    env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
+    name = NAME
+    if args.smoke:  # the stand-in torch; the extension's sdist found in pip's find-links (one of the run's own)
+        args.torch_wheel, args.extension, name = str(make_tiny_torch(work / "torch")), SMOKE_EXTENSION, smoke_name("real-extension")
+        sdists = smoke_sdist(work / "sdists").parent
+        env["PIP_FIND_LINKS"] = " ".join([str(sdists), *env.get("PIP_FIND_LINKS", "").split()])
     wheel = args.torch_wheel or find_links_torch()
     if not wheel or not Path(wheel).is_file():
         parser.error("no torch CPU wheel for Python 3.11 found: give --torch-wheel PATH")
     project = re.split(r"[=<>!~ \[]", args.extension, maxsplit=1)[0].lower()
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE], cwd=ROOT)
-    work = Path(tempfile.mkdtemp(prefix="torchbake-real-extension-bench-"))
-    env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     tag = uuid.uuid4().hex[:8]
-    base, image = f"{NAME}-base:{tag}", f"{NAME}:{tag}"
+    base, image = f"{name}-base:{tag}", f"{name}:{tag}"
     password = "bench-" + uuid.uuid4().hex
     (work / "srv").mkdir()
     try:
@@ -103,12 +144,12 @@ def main() -> None:
                                            extension="private/extension-lite", extras=False)
                                .replace("[dev]\n", f'[dev]\nextensions = ["{args.extension}"]\n', 1))
             (work / "git-credentials").write_text(git_credentials(url, password))
-            base_seconds, _ = timed([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base",
+            base_seconds, _ = timed([*INVOKE, "build-base", "--config", str(profile), "--name", f"{name}-base",
                                      "--tag", tag, "--sys", BASE, "--python", "3.11"], env)
-            dev = [*INVOKE, "build", "--config", str(profile), "--name", NAME, "--tag", tag, "--base-img", base,
+            dev = [*INVOKE, "build", "--config", str(profile), "--name", name, "--tag", tag, "--base-img", base,
                    "-c", str(work / "git-credentials")]
             dev_seconds, stdout = timed(dev, env)
-            changed_file = changed_sdist(work / "cache", work / "links", project)
+            changed_file = changed_sdist([work / "cache", work / "sdists"], work / "links", project)
             profile.write_text(profile.read_text().replace("[wheels]\n", f'[wheels]\nfind_links = ["{work / "links"}"]\n', 1))
             again_seconds, again = timed(dev, env)
         manifest = re.search(r"manifest: (\S+)\)", stdout)
