@@ -19,12 +19,15 @@ trust) and moto's S3-compatible server over TLS, its certificate signed by a CA 
 Each line gives the build's seconds (`invoke build`, the base image made beforehand and not
 counted) and the counts the build recorded in its manifest. Images it makes are removed; the
 engines and the store go with the run.
-Usage: .venv/bin/python benchmarks/compile_cache.py [--weight N]
+--smoke: the Redis store alone (its cold fill, a fresh engine with it, a fresh engine without it) on
+8 units of no loops, images named for the run.
+Usage: .venv/bin/python benchmarks/compile_cache.py [--units N] [--weight N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -46,6 +49,9 @@ from tests.e2e.fixture_repos import (  # noqa: E402
 )
 from tests.e2e.helpers import copy_image, make_tiny_torch  # noqa: E402
 from tests.support import git_server, redis_store, start_second_engine, tls_store  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import add_smoke, smoke_name  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -74,7 +80,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--weight", type=int, default=300,
                         help="loops in each translation unit (about 4 ms of gcc -O2 each on these 2 cores)")
+    parser.add_argument("--units", type=int, default=LARGE_UNITS, help="translation units of the fixture's PyTorch source")
+    add_smoke(parser)
     args = parser.parse_args()
+    name = NAME
+    if args.smoke:  # the fewest units that hold the changed one (unit 7), each of no loops
+        args.units, args.weight, name = 8, 0, smoke_name("compile-cache")
+    if args.units < 8:
+        parser.error("--units: at least 8 (unit 7 is the one that changes)")
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
     work = Path(tempfile.mkdtemp(prefix="torchbake-compile-bench-"))
     password = "bench-" + uuid.uuid4().hex
@@ -82,9 +95,10 @@ def main() -> None:
     images: list[str] = []
     (work / "srv").mkdir()
     with git_server(work / "srv", auth=f"builder:{password}") as (url, _), redis_store(work / "redis", password) as store, \
-            tls_store("s3", work / "s3", password) as bucket:
+            (contextlib.nullcontext() if args.smoke else tls_store("s3", work / "s3", password)) as bucket:
         make_repos(work, url)
-        write_large_pytorch(work / "work", work / "srv", run=uuid.uuid4().hex, weight=args.weight)
+        write_large_pytorch(work / "work", work / "srv", run=uuid.uuid4().hex, weight=args.weight,
+                           units=args.units)
         profile = work / "fixture.toml"
         profile.write_text(dev_profile(url, supplier="Bench <bench@example.com>", torch=str(make_tiny_torch(work / "torch")),
                                        extension="private/extension-lite", pytorch="pytorch-large", extras=False))
@@ -92,41 +106,42 @@ def main() -> None:
         credentials.write_text(git_credentials(url, password))
         with_store = work / "store.toml"
         with_store.write_text(f'[dev]\ncompile_cache = "{store.url}"\n')
-        with_bucket = work / "bucket.toml"
+        with_bucket = work / "bucket.toml"  # (none in the smoke run: the Redis store alone)
         # MAX_JOBS 3 for the bucket's builds: the same inputs under another build argument, so that they
         # run (a store is no input of the image: with the same inputs the image is unchanged)
-        with_bucket.write_text(f'[dev]\ncompile_cache = "{bucket.url}"\nmax_jobs = 3\n'
-                               f'[downloads]\nca_bundle = "{bucket.ca}"\n')
+        if bucket:
+            with_bucket.write_text(f'[dev]\ncompile_cache = "{bucket.url}"\nmax_jobs = 3\n'
+                                   f'[downloads]\nca_bundle = "{bucket.ca}"\n')
 
         def base(tag: str) -> str:
-            run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{NAME}-base", "--tag", tag,
+            run([*INVOKE, "build-base", "--config", str(profile), "--name", f"{name}-base", "--tag", tag,
                  "--sys", BASE, "--python", "3.11"], cache)
-            images.append(f"{NAME}-base:{tag}")
+            images.append(f"{name}-base:{tag}")
             return images[-1]
 
         def build(base_image: str, tag: str, *configs: Path, engine: dict | None = None) -> tuple[float, dict]:
             argv = [*INVOKE, "build", "--config", str(profile), *(a for c in configs for a in ("--config", str(c))),
-                    "--name", NAME, "--tag", tag, "--base-img", base_image, "-c", str(credentials), "--no-verify"]
+                    "--name", name, "--tag", tag, "--base-img", base_image, "-c", str(credentials), "--no-verify"]
             seconds, stdout = run(argv, {**cache, **(engine or {})})
             if not engine:
-                images.append(f"{NAME}:{tag}")
+                images.append(f"{name}:{tag}")
             return seconds, compiles(stdout)
 
         try:
             cold_base = base("cold")
             cold, cold_counts = build(cold_base, "cold", with_store)
-            rows = [("cold, engine A, filling the S3 bucket (TLS, sccache)", *build(cold_base, "cold", with_bucket))]
-            write_large_pytorch(work / "work", work / "srv", changed=7, weight=args.weight)
+            rows = [("cold, engine A, filling the S3 bucket (TLS, sccache)", *build(cold_base, "cold", with_bucket))] if bucket else []
+            write_large_pytorch(work / "work", work / "srv", changed=7, weight=args.weight, units=args.units)
             changed = base("changed")
             for label, configs in (("fresh engine after one changed file, with the Redis store", (with_store,)),
-                                   ("fresh engine after one changed file, with the S3 bucket", (with_bucket,)),
+                                   *([("fresh engine after one changed file, with the S3 bucket", (with_bucket,))] if bucket else []),
                                    ("fresh engine after one changed file, without either", ())):
                 with start_second_engine(work / f"engine-{len(rows)}") as engine:
                     copy_image(changed, engine)
                     rows.append((label, *build(changed, "changed", *configs, engine=engine)))
         finally:
             subprocess.run([DOCKER, "image", "rm", "--force", *images], capture_output=True)
-    units = LARGE_UNITS + 1  # and the module's own file
+    units = args.units + 1  # and the module's own file
     print(f"\ndev build of the fixture's PyTorch source ({units} units, weight {args.weight}), 2 cores, this machine's engine:")
     print(f"{'build':<58} {'seconds':>8} {'vs cold':>8} {'torch compiled':>15} {'remote hits':>12}")
     for label, seconds, counts in (("cold, engine A, filling the Redis store (ccache)", cold, cold_counts), *rows):

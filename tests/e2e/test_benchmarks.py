@@ -20,9 +20,10 @@ NUMBER = r"\d+(?:\.\d+)?"
 # What each smoke run's output must hold: its table's rows with their figures (each a regular
 # expression, matched line by line).
 TABLES = {
-    "compile_cache.py": [rf"^cold, engine A, filling the Redis store \(ccache\)\s+{NUMBER}\s+100%",
-                         rf"^fresh engine after one changed file, with the S3 bucket\s+{NUMBER}\s+\d+%",
-                         rf"^fresh engine after one changed file, without either\s+{NUMBER}\s+\d+%\s+[1-9]\d* of"],
+    # the smoke run's 8 units and the module's own file: a fresh engine with the store compiles the changed one alone
+    "compile_cache.py": [rf"^cold, engine A, filling the Redis store \(ccache\)\s+{NUMBER}\s+100%\s+9 of 9\s",
+                         rf"^fresh engine after one changed file, with the Redis store\s+{NUMBER}\s+\d+%\s+1 of 9\s+8$",
+                         rf"^fresh engine after one changed file, without either\s+{NUMBER}\s+\d+%\s+9 of 9\s"],
     "dev_compile.py": [rf"^configure \(step start to the first object\): {NUMBER} s",
                        rf"^compile: [1-9][\d,]* of [\d,]+ objects in {NUMBER} s"],
     "layer_compression.py": [rf"^{kind}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x\s+{NUMBER}\s+[1-9]{NUMBER}MB$"
@@ -33,8 +34,8 @@ TABLES = {
                         rf"^plain docker build loop, warm +: +{NUMBER} s"],
     "platforms_build.py": [rf"^median seconds: amd64 {NUMBER}, arm64 {NUMBER}, naive {NUMBER}",
                            rf"^cold: arm64 / naive emulated = {NUMBER}"],
-    "real_extension.py": [rf"^dev build \(fixture PyTorch source, .*\): {NUMBER} s", r"^  -> \S",
-                          r"^Compiled: [1-9]", rf"^again after \S+ changed: {NUMBER} s"],
+    "real_extension.py": [rf"^dev build \(fixture PyTorch source, tbsmokeext==1\.0, verify\): {NUMBER} s", r"^  -> 42$",
+                          rf"^again after tbsmokeext-1\.0/csrc/\S+\.cpp changed: {NUMBER} s\nCompiled: .*tbsmokeext: [1-9]\d* compiled"],
     "registry_nightly.py": [rf"^cold matrix on A .*\s{NUMBER}s$", rf"^nothing changed, fresh engine B .*\s{NUMBER}s\s+{NUMBER}% of cold",
                             rf"^one extension wheel changed, B rebuilds and pushes that cell\s+{NUMBER}s$"],
     "release_build.py": [rf"^warm, nothing changed: build only\s+{NUMBER}s\s+{NUMBER}s\s+{NUMBER}x$",
@@ -58,19 +59,13 @@ def test_every_benchmark_starts_and_asks_the_engine_not_its_files(script):
     shown = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, cwd=ROOT,
                            stdin=subprocess.DEVNULL, timeout=120)
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "--smoke" in shown.stdout or script.name in NO_SMOKE_YET, f"{script.name} has no smoke mode"
+    assert "--smoke" in shown.stdout, f"{script.name} has no smoke mode"
     text = script.read_text()
     for engine_file in ("layerdb", "DockerRootDir", "/var/lib/docker", "/var/lib/containerd"):
         assert engine_file not in text, f"{script.name} reads the engine's files ({engine_file})"
 
 
-# Not yet given a smoke mode (strict: the day they have one, this list must lose them).
-NO_SMOKE_YET = {"compile_cache.py", "real_extension.py"}
-SMOKED = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="no --smoke yet")) if p.name in NO_SMOKE_YET
-          else p for p in BENCHMARKS]
-
-
-@pytest.mark.parametrize("script", SMOKED, ids=[p.name for p in BENCHMARKS])
+@pytest.mark.parametrize("script", BENCHMARKS, ids=[p.name for p in BENCHMARKS])
 def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, clean_env):
     started = time.monotonic()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
