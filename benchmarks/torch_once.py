@@ -17,7 +17,9 @@ records of one step (every --no-cache build leaves one more) lets BuildKit take 
 siblings built from it may then not share their layers. Images it makes are removed.
 The plain build gives the build arguments a user of this machine types (_steps.wheel_build_args).
 --smoke: the stand-in torch on the Debian base with its OS packages in it, wheels of a few bytes
-for the companion and the extension, one round, the layer cache as it is (no prune, no --no-cache).
+for the companion and the extension, one round, the layer cache as it is (no prune, no --no-cache);
+the first image already holds the extension's first version (its build is the one the changed
+wheel is measured against: one build fewer), one import of each image.
 Usage: .venv/bin/python benchmarks/torch_once.py [--rounds N] [--smoke]
 """
 
@@ -105,8 +107,10 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         if args.smoke:
             args.rounds, name = 1, smoke_name("once")
-            base, profile, cold = stack.enter_context(packaged_base(work)), str(tiny_release_profile(work)), []
-            extra, companions = "[]", f'["{extension_wheel(work / "companion", "1.0.0", "bench-yaml")}"]'
+            base, tiny, cold = stack.enter_context(packaged_base(work)), tiny_release_profile(work), []
+            # the first image with the extension's first version: the changed wheel's build is measured against it
+            tiny.write_text(tiny.read_text().replace("[wheels]\n", f'[wheels]\nextension = "{extension_wheel(work, "1.0.0")}"\n', 1))
+            extra, companions, profile = "[]", f'["{extension_wheel(work / "companion", "1.0.0", "bench-yaml")}"]', str(tiny)
         else:
             run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
             run([DOCKER, "builder", "prune", "--all", "--force"])
@@ -118,8 +122,10 @@ def main() -> None:
 def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile: str, cold: list[str],  # noqa: N803
             extra: str, companions: str) -> None:
     """The builds and the table (``cold``: the flags of a cold build; ``extra``: the profile's
-    [wheels] extra, TOML; ``companions``: the sibling's, one more)."""
+    [wheels] extra, TOML; ``companions``: the sibling's, one more). A profile that already names
+    the extension's wheel 1.0.0 (the smoke run's) is its own first-version build."""
     made = []
+    holds_first = f'extension = "{work / "bench_ext-1.0.0-py3-none-any.whl"}"' in Path(profile).read_text()
 
     def build(tag: str, *extra: str, config: str = "") -> float:
         flags = []
@@ -138,10 +144,10 @@ def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile:
         torch_bytes = max(size for _, size in layers(f"{NAME}:uv"))
         build("yaml", "--no-verify", config=f'[wheels]\nextra = {companions}\n')
         sibling = new_bytes(f"{NAME}:yaml", f"{NAME}:uv")
-        for version in ("1.0.0", "1.0.1"):
+        for version in ("1.0.1",) if holds_first else ("1.0.0", "1.0.1"):
             wheel = extension_wheel(work, version)
             build(f"ext{version}", "--no-verify", config=f'[wheels]\nextension = "{wheel}"\nextra = {extra}\n')
-        extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:ext1.0.0")
+        extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:uv" if holds_first else f"{NAME}:ext1.0.0")
         plain = [DOCKER, "build", "--progress=plain", *cold, "-f", str(context / "Dockerfile"), "-t",
                  f"{NAME}:pip", "--build-arg", f"BASE_IMAGE={BASE}", "--build-arg", "PYTHON_VERSION=3.11",
                  "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", *wheel_build_args(), str(context)]
@@ -159,7 +165,7 @@ def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile:
         history = run([DOCKER, "history", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", f"{NAME}:uv"])[1]
         imports: dict[str, list[float]] = {"uv": [], "pip": []}
         timer = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
-        for index in range(2 * args.rounds):  # alternating, so that neither goes first every time
+        for index in range(1 if args.smoke else 2 * args.rounds):  # alternating, so that neither goes first every time
             for tag in ("uv", "pip") if index % 2 else ("pip", "uv"):
                 out = run([DOCKER, "run", "--rm", "--network", "none", f"{NAME}:{tag}", "python", "-c", timer])[1]
                 imports[tag].append(float(out))
