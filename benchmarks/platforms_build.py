@@ -25,14 +25,19 @@ installed and verify run again.
 Prints each round's seconds (the whole `invoke build`, and its manifest's "build" phase: the
 `docker buildx build` alone, without verify, which runs the image's pip under QEMU), the medians
 and the ratios arm64/amd64 and arm64/naive (goals: at most 1.5 and 0.25). Images it makes are removed; the base image is kept for the next run.
---smoke: the stand-in torch alone (no companions: nothing downloaded), one round, names of the
-run's own (the two-platform base is kept as in a full run: the first run on a machine makes it).
+--smoke: the stand-in torch alone (no companions: nothing downloaded), one round, the layer cache
+as it is (no --no-cache: the "new torch" builds are the ones that run every step after the wheels,
+emulated for arm64), names of the run's own; the two-platform base is the test suite's (tests/e2e/test_platforms.py's MULTI_BASE, the
+same OS packages, made once per engine and kept) where this engine has it, else this benchmark's
+where it has that, else the suite's is made under its name and lock, as its test would (the
+minutes of an emulated debootstrap, once per engine; a tag of the run's own on it meanwhile).
 Usage: .venv/bin/python benchmarks/platforms_build.py [--rounds N] [--smoke]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -49,6 +54,8 @@ from _steps import add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, be
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake-bench/debian:bookworm-multi"
+SUITE_BASE = "torchbake-test/debian:bookworm-multi"  # tests/e2e/test_platforms.py's MULTI_BASE: the same packages
+SUITE_BASE_LOCK = Path(tempfile.gettempdir()) / "torchbake-tests-multi-base.lock"  # and the lock its fixture makes it under
 NAME = "torchbake-bench/platforms"
 RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
 COMPANIONS = ("numpy==2.4.6", "scipy==1.17.1", "pandas==3.1.1", "pyarrow==26.0.1")
@@ -76,23 +83,45 @@ def stand_in_torch(folder: Path, local: str = "bench") -> Path:
     files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
+        for name, text in files.items():  # the same bytes for the same LOCAL: the layer cache may keep its steps
+            archive.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), text)
     return wheel
 
 
-def ensure_base() -> float:
-    """The two-platform base with the OS packages in it: its making's seconds (0 when kept)."""
-    labels = subprocess.run([DOCKER, "image", "inspect", "--format", "{{json .Config.Labels}}", BASE],
+def kept(image: str) -> bool:
+    """Whether the engine holds ``image`` as a two-platform base with the OS packages in it."""
+    labels = subprocess.run([DOCKER, "image", "inspect", "--format", "{{json .Config.Labels}}", image],
                             capture_output=True, text=True).stdout
-    if "linux/amd64,linux/arm64" in labels and RUNTIME_PACKAGES in labels:
+    return "linux/amd64,linux/arm64" in labels and RUNTIME_PACKAGES in labels
+
+
+def ensure_base(base: str = BASE) -> float:
+    """The two-platform base ``base`` with the OS packages in it: its making's seconds (0 when kept)."""
+    if kept(base):
         return 0.0
-    return timed([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE, "--force",
+    return timed([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", base, "--force",
                   "--platform", "amd64,arm64", "--include", RUNTIME_PACKAGES])
 
 
-def naive_context(folder: Path, torch: Path, COMPANIONS: tuple[str, ...] = COMPANIONS) -> Path:  # noqa: N803
-    """A Dockerfile that installs the aarch64 wheels with pip inside the emulated image."""
+@contextlib.contextmanager
+def smoke_base(name: str):
+    """(the smoke run's name for the two-platform base, its making's seconds): the suite's base or
+    this benchmark's, whichever the engine holds (the suite's made, under its lock, when neither),
+    tagged with ``name`` for the run (that tag removed at the end, the base kept)."""
+    import filelock
+
+    with filelock.FileLock(SUITE_BASE_LOCK):
+        source = BASE if kept(BASE) and not kept(SUITE_BASE) else SUITE_BASE
+        made = ensure_base(source)
+        run([DOCKER, "tag", source, name])
+    try:
+        yield name, made, source
+    finally:
+        subprocess.run([DOCKER, "image", "rm", name], capture_output=True)
+
+
+def naive_context(folder: Path, torch: Path, COMPANIONS: tuple[str, ...] = COMPANIONS, BASE: str = BASE) -> Path:  # noqa: N803
+    """A Dockerfile that installs the aarch64 wheels with pip inside the emulated image (FROM ``BASE``)."""
     context = folder / "naive"
     imports = [name for name in ("numpy", "scipy") if any(c.startswith(f"{name}==") for c in COMPANIONS)]
     wheels = context / "wheels"
@@ -115,34 +144,43 @@ def main() -> None:
     args = parser.parse_args()
     companions, name = ((), smoke_name("platforms")) if args.smoke else (COMPANIONS, NAME)
     args.rounds = 1 if args.smoke else args.rounds
-    made = ensure_base()
-    print(f"base {BASE} (amd64 + arm64, {RUNTIME_PACKAGES}): {'kept' if not made else f'made in {made:.0f} s'}")
+    with contextlib.ExitStack() as stack:
+        if args.smoke:
+            base, made, source = stack.enter_context(smoke_base(smoke_name("base") + ":multi"))
+        else:
+            base, made, source = BASE, ensure_base(), BASE
+        print(f"base {source} (amd64 + arm64, {RUNTIME_PACKAGES}): {'kept' if not made else f'made in {made:.0f} s'}")
+        bench(args, companions, name, base, [] if args.smoke else ["--no-cache"])
+
+
+def bench(args: argparse.Namespace, companions: tuple[str, ...], name: str, BASE: str, cold: list[str]) -> None:  # noqa: N803
+    """The rounds and the table, FROM ``BASE`` (``cold``: the flags of the cold builds)."""
     seconds: dict[str, list[float]] = {kind: [] for kind in ("amd64", "arm64", "naive", "amd64 new torch",
                                                              "arm64 new torch")}
     phases: dict[str, list[float]] = {kind: [] for kind in seconds if kind != "naive"}
     with tempfile.TemporaryDirectory(prefix="torchbake-bench-platforms-") as folder:
-        context = naive_context(Path(folder), stand_in_torch(Path(folder) / "torch"), companions)
+        context = naive_context(Path(folder), stand_in_torch(Path(folder) / "torch"), companions, BASE)
 
-        def build(arch: str, local: str, *cold: str) -> float:
+        def build(arch: str, local: str, kind: str, *flags: str) -> float:
             profile = Path(folder) / f"{local}.toml"
             torch = stand_in_torch(Path(folder) / local, local)
             profile.write_text(f'[python]\nversion = "3.11"\n[wheels]\ntorch = "{torch}"\n'
                                f'extra = {list(companions)!r}\n[build]\nvariant = "release"\n'.replace("'", '"'))
             started = time.monotonic()
             done = run([*INVOKE, "build", "--config", str(profile), "--name", name, "--tag", arch, "--base-img",
-                        BASE, "--platform", f"linux/{arch}", "--force", *cold])
-            phases[f"{arch}{' new torch' if not cold else ''}"].append(build_phase(done.stdout))
+                        BASE, "--platform", f"linux/{arch}", "--force", *flags])
+            phases[kind].append(build_phase(done.stdout))
             return time.monotonic() - started
 
         try:
             for round_number in range(1, args.rounds + 1):
                 for arch in ("amd64", "arm64"):
-                    seconds[arch].append(build(arch, "bench", "--no-cache"))
-                seconds["naive"].append(timed([DOCKER, "buildx", "build", "--no-cache", "--platform", "linux/arm64",
+                    seconds[arch].append(build(arch, "bench", arch, *cold))
+                seconds["naive"].append(timed([DOCKER, "buildx", "build", *cold, "--platform", "linux/arm64",
                                                "--progress=plain", "--tag", f"{name}:naive", str(context)]))
                 new = f"bench{os.getpid()}x{round_number}"  # a torch no run before built: nothing cached for it
                 for arch in ("amd64", "arm64"):
-                    seconds[f"{arch} new torch"].append(build(arch, new))
+                    seconds[f"{arch} new torch"].append(build(arch, new, f"{arch} new torch"))
                 print(f"round {round_number}: " + ", ".join(
                     f"{kind} {values[-1]:.1f} s" + (f" (build {phases[kind][-1]:.1f} s)" if kind in phases else "")
                     for kind, values in seconds.items()))
