@@ -51,16 +51,18 @@ def existing(status="running", image=IMAGE_ID, ours=True, shm=8 * GIB, created_f
             "HostConfig": {"ShmSize": shm, "Privileged": False}, "Mounts": []}
 
 
-@pytest.mark.parametrize(("image", "name"), [
-    (IMAGE, "pytorch-cpu-2.13.0-py3.11"),
-    ("registry.local:5000/team/torch-musa", "torch-musa-latest"),
-    ("torch@sha256:" + "b" * 64, "torch-bbbbbbbbbbbb"),
-    ("4abc215f68de", "torchbake-4abc215f68de"),
+@pytest.mark.parametrize(("image", "name", "earlier"), [
+    (IMAGE, "torchbake-pytorch-cpu-2.13.0-py3.11", "pytorch-cpu-2.13.0-py3.11"),
+    ("registry.local:5000/team/torch-musa", "team-torch-musa-latest", "torch-musa-latest"),
+    ("localhost/a/torch:1", "a-torch-1", "torch-1"),
+    ("torch@sha256:" + "b" * 64, "torch-bbbbbbbbbbbb", "torch-bbbbbbbbbbbb"),
+    ("4abc215f68de", "torchbake-4abc215f68de", "torchbake-4abc215f68de"),
 ])
-def test_default_name_is_the_users_and_comes_from_the_image(image, name):
+def test_default_name_is_the_users_and_comes_from_the_images_whole_repository(image, name, earlier):
     """Each user's container of an image is their own: on a GPU machine a team shares, the name
-    everyone's run-container picked was the same."""
+    everyone's run-container picked was the same; and a/pytorch and b/pytorch were one name."""
     assert default_name(image, "alice") == f"alice-{name}"
+    assert containers.earlier_name(image) == earlier  # named when such a container exists
     validation.container_name(default_name(image, "alice"))
 
 
@@ -189,7 +191,9 @@ def test_running_container_gets_a_new_shell_and_a_stopped_one_is_started():
     stopped = plan(request(forward_stdin=True), existing("exited"))
     assert stopped.setup == (("docker", "start", "box"),)
     assert stopped.attached == ("docker", "exec", "--interactive", "box", "/bin/bash")
-    assert stopped.notes == ("Starting stopped container box.",)
+    assert stopped.notes == ("Starting stopped container box for the command; it is stopped again when the command"
+                             " ends (--keep leaves it running).",)  # a script on standard input: one command
+    assert plan(request(interactive=True), existing("exited")).notes == ("Starting stopped container box.",)
 
 
 def test_a_one_off_command_leaves_no_container_behind_unless_kept():
@@ -209,6 +213,8 @@ def test_a_one_off_command_leaves_no_container_behind_unless_kept():
     assert not (entered.throwaway or entered.start or entered.stop_after or entered.create)
     shell = plan(request(interactive=True))  # a shell's container stays, as always
     assert shell.create and not shell.throwaway
+    piped = plan(request(forward_stdin=True))  # a script on standard input is one command too
+    assert piped.throwaway
 
 
 def test_a_container_of_another_image_is_refused_unless_replaced():

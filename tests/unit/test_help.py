@@ -95,3 +95,37 @@ def test_a_team_task_without_declared_flags_keeps_invoke_help(capsys):
     Program(namespace=Collection(deploy), binary="invoke").run(["invoke", "--help", "deploy"], exit=False)
     assert "Docstring:" in capsys.readouterr().out  # invoke's own layout
 
+
+
+def test_usage_brackets_only_what_may_be_left_out():
+    """diff's OLD and NEW are required: `[OLD] [NEW]` told the reader otherwise."""
+    assert shown("diff").splitlines()[0] == "Usage: invoke diff OLD NEW [FLAGS]"
+    task_ = ns.tasks["run-container"]
+    assert task_help.render("run-container", task_.flags, "", task_.optional_positional).splitlines()[0] == (
+        "Usage: invoke run-container [IMAGE] [FLAGS]")
+
+
+def test_help_of_an_unknown_task_is_bad_input_with_the_nearest_task():
+    """`invoke --help buld` said only "No idea what 'buld' is!", exit 1; `invoke buld` names build."""
+    result = run_invoke("--help", "buld")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == ("torchbake: error: No idea what 'buld' is! Did you mean build? `invoke --list`"
+                                     " lists the tasks.")
+
+
+def test_a_flag_given_help_as_its_value_is_refused_before_anything_runs():
+    """`run-container IMAGE --command --help` ran `bash -c --help` in a container."""
+    result = run_invoke("run-container", "torchbake/debian:bookworm", "--command", "--help")
+    assert result.returncode == 2 and "--command needs a value" in result.stderr and result.stdout == ""
+
+
+def test_a_reader_that_stops_early_gets_no_traceback():
+    """`invoke --list | head -1` and a team's task's help through `head` ended in BrokenPipeError."""
+    import subprocess
+
+    from tests.conftest import INVOKE, ROOT
+
+    for typed in ("--list", "--help build"):
+        pipeline = subprocess.run(f"{' '.join(INVOKE)} --search-root {ROOT} {typed} | head -1", shell=True,
+                                  capture_output=True, text=True, timeout=60)
+        assert pipeline.stdout.strip() and "Traceback" not in pipeline.stderr, pipeline.stderr

@@ -217,3 +217,18 @@ def test_a_dev_cells_last_build_in_the_registry_weighs_it():
     found = costs.costs(cells, down, said.append)
     assert len(said) == 1 and "did not answer" in said[0] and "declared minutes" in said[0]
     assert {cost.source for cost in found.values()} == {"declared"}
+
+
+@pytest.mark.parametrize(("minutes", "says"), [
+    ({"dev": float("inf")}, "a number above 0, at most 10,000"),
+    ({"dev": 1e308}, "a number above 0, at most 10,000"),
+    ({"devv": 3}, "[matrix] minutes key 'devv' is neither a variant (release, base, dev) nor a glob of a cell's id;"
+                  " did you mean 'dev'?"),
+    ({"nothing-*": 500}, "[matrix] minutes key 'nothing-*' is neither a variant"),
+])
+def test_minutes_that_weigh_nothing_or_everything_are_refused(minutes, says):
+    """inf (or a sum past a float) ended --emit-matrix in an OverflowError traceback; a key that
+    is no variant and matches no cell (a typo) weighed nothing, silently."""
+    with pytest.raises(ConfigurationError) as info:
+        matrix.expand({**MATRIX, "minutes": minutes})
+    assert says in str(info.value)

@@ -241,3 +241,29 @@ def test_the_dry_run_refuses_what_the_build_would(args, says):
     result = run_invoke(*args, "--dry-run", "--docker", "/usr/bin/docker")
     assert result.returncode == 2, result.stdout + result.stderr
     assert says in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_an_error_raised_while_an_interrupt_unwinds_is_the_interrupt():
+    """SIGTERM in the middle of importing the docker SDK: naming the SDK's errors in an `except`
+    imported it again, half made, and the user got four tracebacks and exit 1, not 143."""
+    from invoke import Exit
+
+    from torchbake.tasks.cli import Terminated, reports_errors
+
+    @reports_errors
+    def interrupted():
+        try:
+            raise Terminated()
+        except KeyboardInterrupt:
+            raise AttributeError("module 'docker' has no attribute 'errors'") from None
+
+    with pytest.raises(Exit) as info:
+        interrupted()
+    assert info.value.code == 143 and "interrupted (SIGTERM)" in info.value.message
+
+    @reports_errors
+    def broken():
+        raise AttributeError("a defect of its own")
+
+    with pytest.raises(AttributeError, match="a defect of its own"):  # not taken for an interrupt
+        broken()

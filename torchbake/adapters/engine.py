@@ -536,6 +536,8 @@ def engine_errors(what: str, timeout: float, setting: str = "[build] engine_time
     engine's refusal."""
     try:
         yield
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM, maybe in the middle of importing the SDK: naming its
+        raise                  # errors below would import it again, half made (an AttributeError)
     except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
         if isinstance(exc, docker.errors.APIError):
             raise EngineError(f"`docker {what}` failed: {exc.explanation or exc}") from exc

@@ -281,8 +281,8 @@ BUILD_ALL_FLAGS = (
     Flag("join_only", "Only join the platforms' pushed images. Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),
     Flag("emit_matrix", "Print the CI fan-out matrix and exit. 'github': JSON with one entry per shard"),
-    Flag("shards", "With --emit-matrix: how many shards. Each of about equal expected minutes (as --shard's); default"
-                   " one per group of cells that depend on each other", default=0),
+    Flag("shards", "With --emit-matrix: how many shards. Each of about equal expected minutes (as --shard's); 0 (the"
+                   " default): one per group of cells that depend on each other", default=0),
     DOCKER, BUILDER, REQUIRE_HASHES, CA_BUNDLE, REQUIRE_REGISTRY, NO_REGISTRY_CHECK, REQUIRE_INDEX, SIGN_KEY, BASE_KEY,
     LOCKED,
 )
@@ -306,7 +306,7 @@ RUN_CONTAINER_FLAGS = (
                     " container it creates is removed when it ends, one it starts is stopped again (unless --keep)"),
     Flag("keep", "Keep what a --command creates or starts. Its container stays, running", default=SWITCH),
     Flag("replace", "Replace the container of this name. One torchbake created (other image or settings): removed and"
-                    " created again", default=SWITCH),
+                    " created again, and kept (also for a --command)", default=SWITCH),
     DRY_RUN, CONFIG, DOCKER,
 )
 CONTAINERS_FLAGS = (DOCKER, CONFIG)

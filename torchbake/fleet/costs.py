@@ -10,6 +10,7 @@ PyTorch compiles share a shard only when there are more of them than shards.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Callable, Mapping
@@ -21,13 +22,26 @@ from torchbake.core.errors import ConfigurationError, FatalError
 DEFAULT_MINUTES = {"release": 5.0, "base": 15.0, "dev": 90.0}  # a cell of another variant: "release"'s
 
 
+MOST_MINUTES = 10_000.0  # a week: more is a typo (or inf), not a night's build
+
+
 def declared_minutes(value: object, source: str) -> dict[str, float]:
-    """``[matrix] minutes``, checked: variant names or cell-id globs → minutes (a number > 0)."""
+    """``[matrix] minutes``, checked: variant names or cell-id globs → minutes (above 0, at most
+    :data:`MOST_MINUTES`)."""
     if not isinstance(value, dict) or not all(
-            isinstance(m, int | float) and not isinstance(m, bool) and m > 0 for m in value.values()):
+            isinstance(m, int | float) and not isinstance(m, bool) and 0 < m <= MOST_MINUTES for m in value.values()):
         raise ConfigurationError(f"{source}: [matrix] minutes = {value!r}: expected a table of variant or cell-id glob"
-                                 ' = minutes (a number above 0), e.g. { dev = 120, "cuda-dev-*" = 240 }.')
+                                 f' = minutes (a number above 0, at most {MOST_MINUTES:,.0f}), e.g. {{ dev = 120, "cuda-dev-*" = 240 }}.')
     return {str(key): float(minutes) for key, minutes in value.items()}
+
+
+def check_keys(table: Mapping[str, float], cell_ids: list[str], source: str) -> None:
+    """Each key of ``[matrix] minutes`` is a variant or a glob of some cell's id (a typo weighs nothing)."""
+    for key in table:
+        if key not in DEFAULT_MINUTES and not any(fnmatch.fnmatch(cell_id, key) for cell_id in cell_ids):
+            near = difflib.get_close_matches(key, [*DEFAULT_MINUTES, *cell_ids], n=1, cutoff=0.7)
+            raise ConfigurationError(f"{source}: [matrix] minutes key {key!r} is neither a variant ({', '.join(DEFAULT_MINUTES)})"
+                                     f" nor a glob of a cell's id{f'; did you mean {near[0]!r}?' if near else '.'}")
 
 
 def declared(cell_id: str, variant: str, table: Mapping[str, float]) -> float:

@@ -233,6 +233,7 @@ def expand(matrix: Mapping[str, Any], *, source: str = "matrix", config_dir: Pat
     if len(set(images)) != len(images):
         raise ConfigurationError(f"{source}: two cells would build the same image; make [matrix] name/tag use"
                                  " {variant}, {py} and {profile}.")
+    costs.check_keys(table.minutes, ids, source)
     return cells
 
 

@@ -119,24 +119,36 @@ def user_name() -> str:
 
 
 def default_name(image: str, user: str) -> str:
-    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``USER-pytorch-cpu-2.13.0-py3.11``: on a machine
-    shared by a team, each user's container of an image is their own."""
-    return f"{user}-{image_name(image)}"
+    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``USER-torchbake-pytorch-cpu-2.13.0-py3.11``: on a
+    machine shared by a team, each user's container of an image is their own (the repository's
+    whole path, without its registry: ``a/pytorch`` and ``b/pytorch`` are two images)."""
+    if validation.is_image_id(image):
+        return f"{user}-torchbake-{image.removeprefix('sha256:')[:12]}"
+    repository, suffix = _split(image)
+    parts = repository.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]  # the registry's host
+    return f"{user}-{'-'.join(parts)}-{suffix}"
 
 
-def image_name(image: str) -> str:
-    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``pytorch-cpu-2.13.0-py3.11`` (the default name
-    of earlier torchbake versions, which was everyone's)."""
+def earlier_name(image: str) -> str:
+    """``torchbake/pytorch-cpu:2.13.0-py3.11`` → ``pytorch-cpu-2.13.0-py3.11``: the default name
+    earlier torchbake versions gave everyone's container of an image."""
     if validation.is_image_id(image):
         return f"torchbake-{image.removeprefix('sha256:')[:12]}"
+    repository, suffix = _split(image)
+    return f"{repository.rsplit('/', 1)[-1]}-{suffix}"
+
+
+def _split(image: str) -> tuple[str, str]:
+    """The repository and what names the image in it (its tag, or the start of its digest)."""
     if "@" in image:
         repository, digest = image.split("@", 1)
-        suffix = digest.split(":")[-1][:12]
-    elif ":" in image.rsplit("/", 1)[-1]:
-        repository, suffix = image.rsplit(":", 1)
-    else:
-        repository, suffix = image, "latest"
-    return f"{repository.rsplit('/', 1)[-1]}-{suffix}"
+        return repository, digest.split(":")[-1][:12]
+    if ":" in image.rsplit("/", 1)[-1]:
+        repository, tag = image.rsplit(":", 1)
+        return repository, tag
+    return image, "latest"
 
 
 # -- the request and its plan ----------------------------------------------------------------------
@@ -169,9 +181,15 @@ class RunRequest:
     accelerators: Mapping[str, Accelerator] = field(default_factory=accelerators_declared)  # their device access
 
     def one_off(self, exists: bool) -> bool:
-        """A container for this run alone, removed when it ends: --rm, or a --command for which no
-        container exists (unless --keep or --replace ask for one that stays)."""
-        return self.remove or (bool(self.command) and not self.keep and not self.replace and not exists)
+        """A container for this run alone, removed when it ends: --rm, or one command (--command,
+        or a script on standard input) for which no container exists (unless --keep or --replace
+        ask for one that stays)."""
+        return self.remove or (self.one_command and not self.keep and not self.replace and not exists)
+
+    @property
+    def one_command(self) -> bool:
+        """It runs one command (--command, or what standard input holds), not a shell a user types in."""
+        return bool(self.command) or not self.interactive
 
     @classmethod
     def from_settings(cls, settings: Settings, image: str, *, extra_env: Sequence[str] = (),
@@ -230,7 +248,7 @@ class ContainerSpec:
 
     @property
     def hostname(self) -> str:
-        return self.name.replace("_", "-").replace(".", "-")[:63]
+        return self.name.replace("_", "-").replace(".", "-")[:63].rstrip("-")
 
     def create_options(self) -> dict[str, Any]:
         """Keyword arguments of the SDK's ``create_container``, with ``host_config`` those of its
@@ -346,7 +364,7 @@ def plan_session(request: RunRequest, *, binary: str, image_id: str, name: str, 
                          else f"Running the command in running container {name}.")
         elif state in ("exited", "created"):
             steps["start"] = True
-            if request.command and not request.keep:
+            if request.one_command and not request.keep:
                 notes.append(f"Starting stopped container {name} for the command; it is stopped again when the"
                              " command ends (--keep leaves it running).")
                 steps["stop_after"] = True
@@ -446,7 +464,7 @@ def prepare_session(client: DockerClient, request: RunRequest) -> Session:
     elif existing is None and not request.name:
         output.channel().say(f"torchbake: container {name} is yours: the default name is your user name, the image's"
                              " repository and its tag; --name NAME (or [run] name) names it otherwise.")
-        earlier = image_name(request.image) + suffix
+        earlier = earlier_name(request.image) + suffix
         if (((client.inspect_container(earlier) or {}).get("Config") or {}).get("Labels") or {}).get(CONTAINER_LABEL):
             output.channel().say(f"torchbake: container {earlier}, named as earlier torchbake versions named"
                                  f" everyone's, exists; `--name {earlier}` opens it.")
@@ -471,7 +489,7 @@ def run_session(client: DockerClient, session: Session) -> int:
         return _attach(client, session)
     finally:
         if session.stop_after:
-            client.stop_container(session.name, 10)
+            client.stop_container(session.name, 2)  # its shell, PID 1, ignores SIGTERM: no use waiting 10 s
 
 
 def _attach(client: DockerClient, session: Session) -> int:

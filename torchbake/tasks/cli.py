@@ -169,6 +169,12 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
         raise Exit(message=redact(output.as_typed(f"torchbake: error: {text}{hint}")), code=ConfigurationError.exit_code) from None
 
 
+def unknown_task(parser: Parser, name: str) -> Exit:
+    """``invoke --help buld``: the exit of an unknown task's name, with the nearest one."""
+    text = f"No idea what '{name}' is!{_nearest(parser, '', name)} `invoke --list` lists the tasks."
+    return Exit(message=redact(output.as_typed(f"torchbake: error: {text}")), code=ConfigurationError.exit_code)
+
+
 # the legacy scripts' flags whose meaning lives elsewhere in torchbake: what to type instead
 ELSEWHERE = {
     ("build", "-s"): "An older build.sh's -s/--sys chose the Dockerfile folder; torchbake's Dockerfiles serve every"
@@ -218,7 +224,8 @@ def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
         if not argument.takes_value or argument.optional:
             continue
         following = argv[index + 1] if index + 1 < len(argv) else None
-        if following is None or spelled(following) in context.flags or spelled(following) in context.inverse_flags:
+        if (following is None or following in ("--help", "-h") or spelled(following) in context.flags
+                or spelled(following) in context.inverse_flags):  # (`--command --help` ran a container)
             raise ParseError(f"{word} needs a value", context)
 
 
@@ -232,6 +239,23 @@ class Terminated(KeyboardInterrupt):
 
 def _terminate(signum: int, frame: Any) -> None:
     raise Terminated()
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that ``exc`` was raised in the handling of, if any."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__context__
+    return None
+
+
+def _interrupted(exc: KeyboardInterrupt) -> Exit:
+    name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
+    return Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."
+                        " Images that existed before are unchanged; run the command again to go on.", code=code)
 
 
 def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
@@ -251,10 +275,11 @@ def reports_errors(body: Callable[..., Any]) -> Callable[..., Any]:
             sys.stdout.flush()
             raise Exit(message=redact(output.as_typed(f"torchbake: error: {exc}")), code=exc.exit_code) from None
         except KeyboardInterrupt as exc:
-            name, code = ("SIGTERM", 143) if isinstance(exc, Terminated) else ("SIGINT", 130)
-            raise Exit(message=f"torchbake: interrupted ({name}); what this run had started was cleaned up."
-                               " Images that existed before are unchanged; run the command again to go on.",
-                       code=code) from None
+            raise _interrupted(exc) from None
+        except Exception as exc:  # one raised while an interrupt unwound (a module it stopped half imported)
+            if (cause := _interrupt_behind(exc)) is None:
+                raise
+            raise _interrupted(cause) from None
         finally:
             signal.signal(signal.SIGTERM, previous)
             if (clients := sys.modules.get("torchbake.adapters.docker_cli")) is not None:

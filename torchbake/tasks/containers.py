@@ -35,14 +35,14 @@ def run_container(c, **given):
     if given["keep"] and given["rm"]:
         raise ConfigurationError("--keep and --rm contradict each other: --rm removes the container when it ends,"
                                  " --keep keeps it. Give one of them.")
-    if given["keep"] and command is None:
-        raise ConfigurationError("--keep keeps the container a --command creates or starts; an interactive shell's"
-                                 " container is always kept. Add --command '…', or leave --keep out.")
     if command is not None and not command.strip():
         raise ConfigurationError("--command is empty; give the command to run, e.g. --command 'python -V',"
                                  " or leave --command out for an interactive shell.")
     stdin = running.standard_input_kind()
     interactive = stdin == "terminal" and sys.stdout.isatty()
+    if given["keep"] and command is None and interactive:
+        raise ConfigurationError("--keep keeps the container a --command creates or starts; an interactive shell's"
+                                 " container is always kept. Add --command '…', or leave --keep out.")
     if not interactive and not command and stdin != "data":
         raise ConfigurationError(
             "Standard input is not a terminal, so there is no one to type into a shell: pass"

@@ -8,11 +8,13 @@ gives each flag an anchor, ``#TASK--FLAG``: :func:`torchbake.reference.anchor`);
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import os
 import re
 import sys
 import textwrap
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from invoke import Program
 
@@ -25,7 +27,8 @@ FLAG_COLUMN = 32  # the flag's spelling fits in it; a longer one pushes its help
 SUMMARY_WIDTH = WIDTH - FLAG_COLUMN - 2  # what a first sentence may take (torchbake's own always fit)
 
 TRUST = {"push", "registry", "sign_key", "base_key", "require_registry", "no_registry_check", "locked",
-         "require_hashes", "ca_bundle", "check_reproducible", "require_index"}
+         "require_hashes", "ca_bundle", "check_reproducible", "require_index",
+         "signatures", "key", "identity", "issuer", "require"}  # (the last: verify's)
 
 # (heading, does the flag belong): the first group that takes a flag shows it
 GROUPS: tuple[tuple[str, Callable[[Flag], bool]], ...] = (
@@ -61,8 +64,17 @@ def spelling(flag: Flag) -> str:
     if flag.positional:
         return f"{flag.param.upper()}, {flag.spelling} VALUE"
     shorts = [f"-{alias}" for alias in flag.aliases if len(alias) == 1]
-    value = "" if flag.default is SWITCH else " N" if isinstance(flag.default, int) else " VALUE"
+    value = "" if flag.default is SWITCH else " N" if _whole_number(flag) else " VALUE"
     return ", ".join([*shorts, flag.spelling]) + value
+
+
+def _whole_number(flag: Flag) -> bool:
+    """The flag takes a whole number: its default is one, or the option it sets is."""
+    from torchbake.configuration import settings
+
+    declared = settings.declarations().get(flag.key) if flag.key else None
+    default = declared.default if declared is not None else flag.default
+    return isinstance(default, int) and not isinstance(default, bool)
 
 
 def grouped(flags: Iterable[Flag]) -> list[tuple[str, list[Flag]]]:
@@ -76,10 +88,12 @@ def grouped(flags: Iterable[Flag]) -> list[tuple[str, list[Flag]]]:
     return [(heading, members) for heading, members in groups.items() if members]
 
 
-def render(task: str, flags: tuple[Flag, ...], docstring: str) -> str:
-    """The whole help of ``task`` as printed."""
+def render(task: str, flags: tuple[Flag, ...], docstring: str, optional: Iterable[str] = ()) -> str:
+    """The whole help of ``task`` as printed (``optional``: the positional arguments that may be
+    left out, shown in brackets)."""
     program = output.PROGRAM
-    positional = " ".join(f"[{flag.param.upper()}]" for flag in flags if flag.positional)
+    positional = " ".join(f"[{flag.param.upper()}]" if flag.param in optional else flag.param.upper()
+                          for flag in flags if flag.positional)
     lines = [f"Usage: {program} {task} {positional + ' ' if positional else ''}[FLAGS]", ""]
     for paragraph in inspect.cleandoc(docstring).split("\n\n"):  # reflowed to the width
         lines += [*textwrap.wrap(" ".join(paragraph.split()), WIDTH, break_long_words=False, break_on_hyphens=False), ""]
@@ -99,14 +113,41 @@ def render(task: str, flags: tuple[Flag, ...], docstring: str) -> str:
 def _print_task_help(program: Program, name: str, original=Program.print_task_help) -> None:
     task = program.collection[name]
     flags = getattr(task, "flags", None)
-    if not flags:
-        original(program, name)
-        return
-    try:
-        sys.stdout.write(render(name, flags, task.__doc__ or ""))
+    with _reader_may_stop():
+        if not flags:  # a team's own task: invoke's help
+            original(program, name)
+            return
+        sys.stdout.write(render(name, flags, task.__doc__ or "", getattr(task, "optional_positional", ())))
         sys.stdout.flush()
-    except BrokenPipeError:  # `invoke --help build | head`: the reader stopped
-        pass
+
+
+def _list_tasks(program: Program, original=Program.list_tasks) -> None:
+    with _reader_may_stop():
+        original(program)
+
+
+@contextlib.contextmanager
+def _reader_may_stop() -> Iterator[None]:
+    """`invoke --help build | head`, `invoke --list | head`: the reader stopped; stop quietly (the
+    rest of the output goes nowhere), as other commands do, not with a BrokenPipeError traceback."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _parse_cleanup(program: Program, original=Program.parse_cleanup) -> None:
+    """`invoke --help buld`: bad input like `invoke buld` (its nearest task, exit 2), not invoke's
+    bare "No idea what 'buld' is!" with exit 1."""
+    asked = program.args.help.value
+    if isinstance(asked, str) and asked not in program.parser.contexts:
+        from torchbake.tasks.cli import unknown_task
+
+        raise unknown_task(program.parser, asked)
+    original(program)
 
 
 Program.print_task_help = _print_task_help  # type: ignore[method-assign]
+Program.list_tasks = _list_tasks  # type: ignore[method-assign]
+Program.parse_cleanup = _parse_cleanup  # type: ignore[method-assign]

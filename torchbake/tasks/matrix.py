@@ -224,6 +224,8 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
         raise ConfigurationError(f"--jobs {jobs}: expected 1 or more.")
     if emit_matrix not in (None, "github"):
         raise ConfigurationError(f"--emit-matrix {emit_matrix!r}: the one format is 'github'.")
+    if emit_matrix and plan:
+        raise ConfigurationError("--emit-matrix prints the CI matrix and --plan the plan; run one, then the other.")
     if (plan or emit_matrix) and reports:
         raise ConfigurationError(f"--report, --junit and --summary write the results of a run; {'--plan' if plan else '--emit-matrix'}"
                                  " runs nothing. Leave them out, or run without it.")
