@@ -97,15 +97,11 @@ def task_flags() -> Iterator[tuple[object, tuple[Flag, ...]]]:
         yield task, getattr(task, "flags", ())
 
 
-def anchor(task: str, flag: Flag) -> str:
-    """The flag's anchor in the tasks reference (``build--torch-whl-url``), which ``invoke --help
-    TASK`` names (torchbake.tasks.help)."""
-    return f"{task.replace('_', '-')}--{flag.param.replace('_', '-')}"
-
-
 def tasks_markdown() -> str:
-    """Every task: what it does (its docstring) and each flag with its help."""
+    """Every task: what it does (its docstring) and each flag with its help, at the anchor
+    ``invoke --help TASK`` names."""
     from torchbake.tasks import ns
+    from torchbake.tasks.help import anchor
 
     lines: list[str] = []
     for name in sorted(ns.tasks):

@@ -77,7 +77,7 @@ def test_the_help_names_the_reference_anchor_of_each_flag(name):
     assert f"#{dashed}--FLAG" in text
     page = reference.tasks_markdown()
     for flag in ns.tasks[name].flags:
-        assert f'<a id="{reference.anchor(dashed, flag)}"></a>' in page
+        assert f'<a id="{task_help.anchor(dashed, flag)}"></a>' in page
 
 
 def test_the_first_sentence_is_the_summary():

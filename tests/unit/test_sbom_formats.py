@@ -32,7 +32,8 @@ def everywhere() -> dict[str, object]:
 def test_every_place_that_lists_the_formats_reads_the_table():
     found = everywhere()
     table = sbom_formats.TABLE
-    assert found["help"] == "spdx (SPDX 2.3 JSON), spdx3 (SPDX 3.0.1 JSON-LD) or cyclonedx (CycloneDX 1.6 JSON)"
+    assert found["help"] == ("SBOM format (default spdx). spdx (SPDX 2.3 JSON), spdx3 (SPDX 3.0.1 JSON-LD) or"
+                             " cyclonedx (CycloneDX 1.6 JSON)")
     assert found["kinds"] == (*(f.name for f in table), "provenance")
     assert found["media types"] == [f.media_type for f in table]
     assert found["suffixes"] == [f.suffix for f in table]

@@ -125,11 +125,11 @@ def test_every_internal_link_reaches_an_element(served, pages):
 
 def test_the_help_anchors_of_every_flag_are_on_the_tasks_page(pages):
     """`invoke --help TASK` says each flag is at #TASK--FLAG of the tasks reference."""
-    from torchbake import reference
+    from torchbake.tasks import help as task_help
 
     ids = set(pages["reference/tasks/"]["ids"])
-    missing = [reference.anchor(name, flag) for name in ns.tasks for flag in ns.tasks[name].flags
-               if reference.anchor(name, flag) not in ids]
+    missing = [task_help.anchor(name, flag) for name in ns.tasks for flag in ns.tasks[name].flags
+               if task_help.anchor(name, flag) not in ids]
     assert missing == []
 
 

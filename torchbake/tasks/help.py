@@ -1,7 +1,7 @@
 """``invoke --help TASK`` at a glance: one line a flag, grouped as a reader looks for them.
 
 A flag's line is the first sentence of its help (the rest is in the generated reference, which
-gives each flag an anchor, ``#TASK--FLAG``: :func:`torchbake.reference.anchor`); flags are grouped as
+gives each flag the anchor :func:`anchor` names, ``#TASK--FLAG``); flags are grouped as
 :data:`GROUPS` says, at 80 columns whatever the terminal. A task that declares no flags of its own
 (a team's task beside torchbake's) keeps invoke's help.
 """
@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Iterator
 
 from invoke import Program
 
-from torchbake import reference
 from torchbake.configuration.options import SWITCH, Flag
 from torchbake.core import output
 
@@ -68,6 +67,11 @@ def spelling(flag: Flag) -> str:
     return ", ".join([*shorts, flag.spelling]) + value
 
 
+def anchor(task: str, flag: Flag) -> str:
+    """The flag's anchor in the tasks reference (``build--torch-whl-url``; torchbake.reference)."""
+    return f"{task.replace('_', '-')}--{flag.param.replace('_', '-')}"
+
+
 def _whole_number(flag: Flag) -> bool:
     """The flag takes a whole number: its default is one, or the option it sets is."""
     from torchbake.configuration import settings
@@ -106,7 +110,7 @@ def render(task: str, flags: tuple[Flag, ...], docstring: str, optional: Iterabl
         lines.append("")
     example = next(flag for flag in flags if not flag.positional)
     lines.append(f"More on each flag: the docs' reference/tasks page, #{task}--FLAG (e.g.")
-    lines.append(f"#{reference.anchor(task, example)}); each option's value and source: `{program} show-config`.")
+    lines.append(f"#{anchor(task, example)}); each option's value and source: `{program} show-config`.")
     return "\n".join(lines) + "\n"
 
 
@@ -138,8 +142,8 @@ def _reader_may_stop() -> Iterator[None]:
 
 
 def _parse_cleanup(program: Program, original=Program.parse_cleanup) -> None:
-    """`invoke --help buld`: bad input like `invoke buld` (its nearest task, exit 2), not invoke's
-    bare "No idea what 'buld' is!" with exit 1."""
+    """``--help`` of an unknown task: bad input, as the unknown task itself is (its nearest task,
+    exit 2), not invoke's bare "No idea what '…' is!" with exit 1."""
     asked = program.args.help.value
     if isinstance(asked, str) and asked not in program.parser.contexts:
         from torchbake.tasks.cli import unknown_task
