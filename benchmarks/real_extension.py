@@ -14,8 +14,9 @@ Prints the base's and the dev build's seconds, what the extension's compile step
 is the small fixture (tests/e2e/fixture_repos: PyTorch publishes no sdist and its repository is
 too large to bring here). Images are removed at the end.
 --smoke: the tests' stand-in torch and, for the extension, a C++ extension of two files written
-here as an sdist (tbsmokeext 1.0, its setup.py importing torch, so --no-build-isolation only)
-and found in a find-links folder of the run's own: the same steps, no index and no real wheel
+here as an sdist (tbsmokeext 1.0, its setup.py importing torch, so --no-build-isolation only;
+each file naming the run, so that no compile cache an earlier run filled serves it) and found
+in a find-links folder of the run's own: the same steps, no index and no real wheel
 needed; images named for the run.
 Usage: .venv/bin/python benchmarks/real_extension.py [--torch-wheel PATH] [--extension REQ] [--smoke]
 """
@@ -64,12 +65,16 @@ SMOKE_SOURCES = {  # a C++ extension nobody published: the smoke run's sdist
 }
 
 
-def smoke_sdist(folder: Path) -> Path:
-    """SMOKE_SOURCES as the sdist tbsmokeext-1.0.tar.gz in ``folder`` (a find-links folder)."""
+def smoke_sdist(folder: Path, run_id: str) -> Path:
+    """SMOKE_SOURCES as the sdist tbsmokeext-1.0.tar.gz in ``folder`` (a find-links folder), each
+    C++ file given a function naming ``run_id``: the compile cache of the engine's cache mount
+    (kept across runs) has never seen them."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tbsmokeext-1.0.tar.gz"
     with tarfile.open(path, "w:gz") as out:
         for name, text in SMOKE_SOURCES.items():
+            if name.endswith(".cpp"):
+                text += f'const char *tbsmokeext_run_{Path(name).stem}() {{ return "{run_id}"; }}\n'
             data = text.encode()
             member = tarfile.TarInfo(f"tbsmokeext-1.0/{name}")
             member.size, member.mode = len(data), 0o644
@@ -125,7 +130,7 @@ def main() -> None:
     name = NAME
     if args.smoke:  # the stand-in torch; the extension's sdist found in pip's find-links (one of the run's own)
         args.torch_wheel, args.extension, name = str(make_tiny_torch(work / "torch")), SMOKE_EXTENSION, smoke_name("real-extension")
-        sdists = smoke_sdist(work / "sdists").parent
+        sdists = smoke_sdist(work / "sdists", uuid.uuid4().hex).parent
         env["PIP_FIND_LINKS"] = " ".join([str(sdists), *env.get("PIP_FIND_LINKS", "").split()])
     wheel = args.torch_wheel or find_links_torch()
     if not wheel or not Path(wheel).is_file():
