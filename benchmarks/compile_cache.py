@@ -141,6 +141,7 @@ def main() -> None:
                     rows.append((label, *build(changed, "changed", *configs, engine=engine)))
         finally:
             subprocess.run([DOCKER, "image", "rm", "--force", *images], capture_output=True)
+    subprocess.run(["rm", "-rf", str(work)], capture_output=True)  # the sources, the stores' files, the logs
     units = args.units + 1  # and the module's own file
     print(f"\ndev build of the fixture's PyTorch source ({units} units, weight {args.weight}), 2 cores, this machine's engine:")
     print(f"{'build':<58} {'seconds':>8} {'vs cold':>8} {'torch compiled':>15} {'remote hits':>12}")

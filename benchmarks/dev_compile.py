@@ -141,6 +141,7 @@ def main() -> None:
             source = f"the CMake fixture ({args.units} units, weight {args.weight})"
     finally:
         subprocess.run([DOCKER, "image", "rm", "--force", base, image], capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)  # the fixture's sources, the logs
     report(said, configure, ended, source)
 
 

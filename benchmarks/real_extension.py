@@ -165,6 +165,7 @@ def main() -> None:
         compiled_again = re.search(r"^Compiled: .*$", again, re.M)
     finally:
         subprocess.run([DOCKER, "image", "rm", "--force", base, image], capture_output=True)
+        subprocess.run(["rm", "-rf", str(work)], capture_output=True)  # the sources, the sdists, the logs
     print(f"\n{args.extension} from its sdist against {Path(wheel).name}, {os.cpu_count()} cores, this machine's engine:")
     print(f"base image (the real torch wheel installed): {base_seconds:.1f} s")
     print(f"dev build (fixture PyTorch source, {args.extension}, verify): {dev_seconds:.1f} s")
