@@ -20,8 +20,6 @@ from datetime import datetime
 from torchbake.core.errors import ConfigurationError, FatalError
 
 DEFAULT_MINUTES = {"release": 5.0, "base": 15.0, "dev": 90.0}  # a cell of another variant: "release"'s
-
-
 MOST_MINUTES = 10_000.0  # a week: more is a typo (or inf), not a night's build
 
 

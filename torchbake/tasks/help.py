@@ -23,7 +23,6 @@ from torchbake.core import output
 
 WIDTH = 80
 FLAG_COLUMN = 32  # the flag's spelling fits in it; a longer one pushes its help to the right
-SUMMARY_WIDTH = WIDTH - FLAG_COLUMN - 2  # what a first sentence may take (torchbake's own always fit)
 
 TRUST = {"push", "registry", "sign_key", "base_key", "require_registry", "no_registry_check", "locked",
          "require_hashes", "ca_bundle", "check_reproducible", "require_index",
@@ -58,8 +57,9 @@ def fits(text: str, width: int) -> str:
 
 
 def spelling(flag: Flag) -> str:
-    """``-n, -i, --name VALUE`` (an IMAGE given without its flag: ``[IMAGE]``); the underscore
-    spellings of the legacy scripts are read but not shown here (the reference lists them)."""
+    """``-n, -i, --name VALUE``, ``--jobs N``, ``IMAGE, --image VALUE`` (given with or without its
+    flag); the underscore spellings of the legacy scripts are read but not shown here (the
+    reference lists them)."""
     if flag.positional:
         return f"{flag.param.upper()}, {flag.spelling} VALUE"
     shorts = [f"-{alias}" for alias in flag.aliases if len(alias) == 1]
