@@ -129,3 +129,11 @@ def test_a_reader_that_stops_early_gets_no_traceback():
         pipeline = subprocess.run(f"{' '.join(INVOKE)} --search-root {ROOT} {typed} | head -1", shell=True,
                                   capture_output=True, text=True, timeout=60)
         assert pipeline.stdout.strip() and "Traceback" not in pipeline.stderr, pipeline.stderr
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_a_command_in_a_tasks_text_is_never_split_across_lines(name):
+    """The reflowed docstring broke `invoke build-base` after `invoke: a hint cut in two."""
+    text = shown(name)
+    for span in re.findall(r"`[^`]*`", " ".join((ns.tasks[name].__doc__ or "").split())):
+        assert span in text, span

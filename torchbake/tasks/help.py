@@ -40,6 +40,7 @@ COMMON = "Common"
 # a sentence ends at ". " not after these abbreviations
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\betc)\.(?:\s|$)")
 _OPTION_SUFFIX = re.compile(r"\s*\[[a-z_]+\] [a-z_]+$")
+_CODE_SPAN = re.compile(r"`[^`]*`")
 
 
 def summary(flag: Flag) -> str:
@@ -99,8 +100,10 @@ def render(task: str, flags: tuple[Flag, ...], docstring: str, optional: Iterabl
     positional = " ".join(f"[{flag.param.upper()}]" if flag.param in optional else flag.param.upper()
                           for flag in flags if flag.positional)
     lines = [f"Usage: {program} {task} {positional + ' ' if positional else ''}[FLAGS]", ""]
-    for paragraph in inspect.cleandoc(docstring).split("\n\n"):  # reflowed to the width
-        lines += [*textwrap.wrap(" ".join(paragraph.split()), WIDTH, break_long_words=False, break_on_hyphens=False), ""]
+    for paragraph in inspect.cleandoc(docstring).split("\n\n"):  # reflowed to the width, a `command` kept whole
+        kept = _CODE_SPAN.sub(lambda span: span.group().replace(" ", "\0"), " ".join(paragraph.split()))
+        wrapped = textwrap.wrap(kept, WIDTH, break_long_words=False, break_on_hyphens=False)
+        lines += [*(line.replace("\0", " ") for line in wrapped), ""]
     for heading, members in grouped(flags):
         lines.append(f"{heading}:")
         for flag in members:
