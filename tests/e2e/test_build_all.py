@@ -153,7 +153,7 @@ def test_plan_touches_nothing_and_shards_cover_it_once(nightly, tb_env):
         " --emit-matrix github --shards 2." in meant.stderr, meant.stderr
 
 
-def test_a_dev_cells_last_build_in_the_registry_weighs_its_shard(nightly, tb_env, tmp_path, base_image, run_id):
+def test_a_dev_cells_last_build_in_the_registry_weighs_its_shard(nightly, tb_env, tmp_path, run_id):
     """--emit-matrix reads the provenance of a dev cell's last image in the registry (a real
     registry, the document attached as torchbake attaches it) and weighs the cell by the build
     time it records; a registry that does not answer is said, and the declared minutes decide."""
@@ -164,9 +164,12 @@ def test_a_dev_cells_last_build_in_the_registry_weighs_its_shard(nightly, tb_env
     repository, tag = "torchbake-test/nightly-fixture-lite", f"dev-py311-{run_id}"
     statement = {"predicate": {"runDetails": {"metadata": {"startedOn": "2026-11-27T01:00:00+00:00",
                                                            "finishedOn": "2026-11-27T11:00:00+00:00"}}}}
+    (tmp_path / "empty").mkdir()
+    tarball = tmp_path / "tiny.tar"  # an image of one empty layer: what the test weighs is its provenance
+    subprocess.run(["tar", "-cf", str(tarball), "-C", str(tmp_path / "empty"), "."], check=True)
     with serve_registry(tmp_path) as host:
         matrix = write(registry=host)
-        docker("tag", base_image, f"{host}/{repository}:{tag}")
+        docker("import", str(tarball), f"{host}/{repository}:{tag}")
         try:
             docker("push", f"{host}/{repository}:{tag}")
         finally:
