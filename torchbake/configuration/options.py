@@ -117,10 +117,17 @@ def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, An
     return found
 
 
+def option_default(flag: Flag) -> Any:
+    """The default of the option ``flag`` sets ("" for a [toolkits] key, which is text), else the flag's own."""
+    if not flag.key:
+        return flag.default
+    declared = settings.declarations().get(flag.key)
+    return declared.default if declared is not None else ""
+
+
 def _typed(flag: Flag, value: Any) -> Any:
     """A number option's flag value (invoke gives text) as its option's type, or an error naming it."""
-    declared = settings.declarations().get(flag.key)  # (a toolkit's flag sets a [toolkits] key: text)
-    default = declared.default if declared is not None else ""
+    default = option_default(flag)
     if not isinstance(value, str) or isinstance(default, bool) or not isinstance(default, int | float):
         return value
     try:
@@ -270,13 +277,13 @@ BUILD_ALL_FLAGS = (
          default=SWITCH),
     Flag("report", "Write a JSON report to this file"),
     Flag("junit", "Write a JUnit XML report to this file"),
-    Flag("summary", "Append a Markdown summary to this file. In GitHub Actions: \"$GITHUB_STEP_SUMMARY\")"),
-    Flag("plan", "Print the ordered plan; touch nothing. Build, skip, re-tag, which inputs changed and from which step, and why) and"
-                 " touch nothing", default=SWITCH),
+    Flag("summary", "Append a Markdown summary to this file. In GitHub Actions: \"$GITHUB_STEP_SUMMARY\""),
+    Flag("plan", "Print the ordered plan; touch nothing. Each cell's action (build, skip, re-tag), which inputs"
+                 " changed and from which step, and why", default=SWITCH),
     Flag("shard", "Build only shard I of N (I/N, e.g. 1/2). Shards of about equal expected minutes ([matrix]"
                   " minutes, or what a dev cell's last image in the registry records its build took); dependent"
                   " cells stay together"),
-    Flag("platform", "Build only the cells of this platform. One of [matrix] platforms, e.g. linux/arm64; repeatable):"
+    Flag("platform", "Build only the cells of this platform. One of [matrix] platforms, e.g. linux/arm64; repeatable:"
                      " a native runner's share of the nightly", repeatable=True),
     Flag("join_only", "Only join the platforms' pushed images. Build nothing: make each image's tag the index of its platforms' images already pushed to the"
                       " registry (the last job of a nightly whose platforms ran on their own runners)", default=SWITCH),

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from invoke import Program
 
-from torchbake.configuration.options import SWITCH, Flag
+from torchbake.configuration.options import SWITCH, Flag, option_default
 from torchbake.core import output
 
 WIDTH = 80
@@ -75,10 +75,7 @@ def anchor(task: str, flag: Flag) -> str:
 
 def _whole_number(flag: Flag) -> bool:
     """The flag takes a whole number: its default is one, or the option it sets is."""
-    from torchbake.configuration import settings
-
-    declared = settings.declarations().get(flag.key) if flag.key else None
-    default = declared.default if declared is not None else flag.default
+    default = option_default(flag)
     return isinstance(default, int) and not isinstance(default, bool)
 
 
