@@ -7,21 +7,34 @@ before any work still writes its reports."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
+import time
 from pathlib import Path
 
 from tests.conftest import run_invoke
+from torchbake.inputs import downloads
 
+from .conftest import TINY_PROFILE
 from .helpers import STAND_IN_PYTHON, docker
 
 DAMAGE = b"\xff\xfe not utf-8 \x80"
 
 
 def test_damaged_records_in_the_cache_and_log_folders_are_repaired_not_a_traceback(
-        base_image, tiny_profile, tmp_path, run_id):
+        base_image, tiny_torch, tmp_path, run_id):
     env = {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache"), "TORCHBAKE_PATHS_LOG_DIR": str(tmp_path / "logs")}
     image = f"torchbake-test/damaged-{run_id}:1"
-    common = ["--config", str(tiny_profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image]
+    # The wheel's own copy, hashed only once it is older than downloads.RACY_NS: the shared one's
+    # ctime moves whenever another worker's build links it, and a racily new file's digest is
+    # (rightly) not recorded, so the digests record this test damages would be missing.
+    wheel = tmp_path / "wheel" / tiny_torch.name
+    wheel.parent.mkdir()
+    shutil.copyfile(tiny_torch, wheel)
+    profile = tmp_path / "tiny.toml"
+    profile.write_text(TINY_PROFILE.format(wheel=wheel))
+    time.sleep(max(0.0, (wheel.stat().st_ctime_ns + downloads.RACY_NS) / 1e9 + 0.2 - time.time()))
+    common = ["--config", str(profile), "--name", image.split(":")[0], "--tag", "1", "--base-img", base_image]
     try:
         first = run_invoke("build", *common, "--no-verify", env=env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
