@@ -56,3 +56,19 @@ def test_where_nothing_can_register_it_the_hint_is_a_command_that_exists_here(ba
     assert result.returncode == 1, result.stdout + result.stderr
     assert (f"no QEMU handler for {MACHINE} in {bare_binfmt}; as root, run: apt-get install qemu-user-static"
             " binfmt-support") in result.stderr
+
+
+def test_the_environment_setup_filled_holds_its_packages_bytecode():
+    """scripts/setup.sh compiles what it installed: where PYTHONDONTWRITEBYTECODE is set (CI,
+    these machines) Python never writes bytecode, and every `invoke` compiled its SDKs anew."""
+    import importlib.util
+    import sys
+
+    assert Path(sys.prefix) == ROOT / ".venv", sys.prefix  # the suite runs in setup.sh's environment
+    missing = []
+    for name in ("invoke", "docker", "rich", "cyclonedx.model.bom", "spdx_tools.spdx.model", "spdx_python_model",
+                 "filelock", "requests"):
+        source = importlib.util.find_spec(name).origin
+        if not Path(importlib.util.cache_from_source(source)).is_file():
+            missing.append(source)
+    assert missing == [], f"no bytecode beside these sources (run: bash scripts/setup.sh): {missing}"
