@@ -155,6 +155,8 @@ def test_a_shipped_profile_is_named_by_name_and_a_name_it_does_not_ship_lists_th
         ({"TORCHBAKE_PYTHON_VERISON": "3.10"}, "Unknown environment variable TORCHBAKE_PYTHON_VERISON. Did you mean 'TORCHBAKE_PYTHON_VERSION'?"),
         ({"TORCHBAKE_BUILD_VERIFY": "maybe"}, "TORCHBAKE_BUILD_VERIFY='maybe': expected true/false"),
         ({"TORCHBAKE_IMAGE_RENDER_GID": "abc"}, "TORCHBAKE_IMAGE_RENDER_GID='abc': expected an integer."),
+        ({"TORCHBAKE_IMAGE_RENDER_GID": "1_0"}, "TORCHBAKE_IMAGE_RENDER_GID='1_0': expected an integer."),
+        ({"TORCHBAKE_DOWNLOADS_RETRY_BACKOFF": "nan"}, "TORCHBAKE_DOWNLOADS_RETRY_BACKOFF='nan': expected a number."),
         ({"TORCHBAKE_IMAGE_ENV": "A"}, "expected KEY=VALUE pairs"),
     ],
 )

@@ -77,6 +77,9 @@ def test_a_number_options_flag_gives_the_option_its_type():
     assert overrides((keep,), {"keep": "3"}) == {"gc.keep": 3}
     with pytest.raises(ConfigurationError, match=r"--keep 'x': expected a whole number \(gc\.keep\)\."):
         overrides((keep,), {"keep": "x"})
+    for typed in ("1_0", "0x10", " 3x", "nan"):  # Python's literals are not numbers a user types
+        with pytest.raises(ConfigurationError, match=r"expected a whole number \(gc\.keep\)"):
+            overrides((keep,), {"keep": typed})
     toolkit = next(flag for flag in options.BUILD_FLAGS if flag.key.startswith("toolkits."))  # text, as given
     assert overrides((toolkit,), {toolkit.param: "https://h.invalid/k.tar.gz"}) == {
         toolkit.key: "https://h.invalid/k.tar.gz"}

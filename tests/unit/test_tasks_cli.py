@@ -101,11 +101,12 @@ def _typed_flags():
 
 
 @pytest.mark.parametrize(("task", "flag"), _typed_flags())
-def test_a_value_of_the_wrong_type_for_any_flag_is_a_clear_error_exit_2(task, flag):
-    result = run_invoke(task, flag, "not-a-number", *(["IMAGE"] if task in ("verify", "show-build") else []))
+@pytest.mark.parametrize("value", ["not-a-number", "1_0"])  # (int("1_0") is 10 to Python, not to a user)
+def test_a_value_of_the_wrong_type_for_any_flag_is_a_clear_error_exit_2(task, flag, value):
+    result = run_invoke(task, flag, value, *(["IMAGE"] if task in ("verify", "show-build") else []))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
-    assert f"torchbake: error: {flag} 'not-a-number': expected a whole number." in result.stderr
+    assert f"torchbake: error: {flag} {value!r}: expected a whole number." in result.stderr
     assert f"`invoke --help {task}` lists its flags." in result.stderr
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchbake.configuration import accelerators, settings
+from torchbake.configuration import accelerators, settings, validation
 from torchbake.core.data import bundled_configs
 from torchbake.core.errors import ConfigurationError
 from torchbake.families import FAMILIES
@@ -131,7 +131,7 @@ def _typed(flag: Flag, value: Any) -> Any:
     if not isinstance(value, str) or isinstance(default, bool) or not isinstance(default, int | float):
         return value
     try:
-        return type(default)(value)
+        return validation.parse_number(value, type(default))
     except ValueError:
         raise ConfigurationError(f"{flag.spelling} {value!r}: expected {'a whole number' if isinstance(default, int) else 'a number'}"
                                  f" ({flag.key}).") from None

@@ -172,7 +172,7 @@ def _parse_env_value(name: str, text: str, default: Any, source: str) -> Any:
         raise ConfigurationError(f"{source}={text!r}: expected true/false (or 1/0, yes/no).")
     if isinstance(default, int | float):
         try:
-            return type(default)(text)
+            return validation.parse_number(text, type(default))
         except ValueError:
             raise ConfigurationError(f"{source}={text!r}: expected {_type_name(default)}.") from None
     if isinstance(default, list):

@@ -147,6 +147,10 @@ def _set_value(argument: Argument, value: Any, cast: bool = True, original=Argum
     """A flag's value of the wrong type (``--jobs x``) is a parse error naming the flag, the value
     and what is accepted, never a ValueError traceback."""
     try:
+        if cast and argument.kind in TYPE_WORDS and isinstance(value, str):
+            from torchbake.configuration.validation import parse_number
+
+            value = parse_number(value, argument.kind)  # digits, not Python's literals (1_0, nan)
         original(argument, value, cast)
     except (ValueError, TypeError):
         flag = ("-" if len(argument.name) == 1 else "--") + argument.name.replace("_", "-")

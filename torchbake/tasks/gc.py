@@ -65,7 +65,7 @@ def gc(c, **given):
     anything while the engine does not answer."""
     if given["keep"] is not None:
         try:
-            given["keep"] = int(given["keep"])
+            given["keep"] = validation.parse_number(str(given["keep"]), int)
         except ValueError:
             raise ConfigurationError(f"--keep {given['keep']!r}: expected a whole number of images, 0 or more.") from None
     settings = resolve_config(given["config"], overrides(GC_FLAGS, given)).settings()
