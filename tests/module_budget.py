@@ -1,15 +1,17 @@
-"""The suite's budget: each test module's seconds alone on the reference machine, recorded in
-``tests/module-budget.toml`` by ``scripts/measure-modules.sh``, and the budget each is held to
-(``tests/unit/test_module_budget.py``).
+"""The suite's budget: each test module's seconds alone on this project's machine (Debian 12, 2
+cores), recorded in ``tests/module-budget.toml`` by ``scripts/measure-modules.sh``, and the
+budget each is held to (``tests/unit/test_module_budget.py``).
 
 The whole suite is to run on 2 cores in at most 12 minutes. A module alone keeps one core busy
-for most of its time (one pytest process, one build at a time; the engine's work in between):
-measured, four workers finish in about half the modules' time alone (57 min alone, 28 min on
-four workers, 2026-11-27; 19 min 45 s alone, 11 min 4 s on four workers, 2026-11-28). So the
-modules' times alone may add up to 12 minutes on each of the 2 cores: 1,440 seconds, the TARGET,
-which ``suite_budget`` in the file holds them to. A module's budget is its figure and 15 % (at
-least 2 s more: a module of a few seconds varies by that much between two measurements); a
-module that grows past it is measured again and its budget raised on purpose, or made smaller.
+for most of its time (one pytest process, one build at a time; the engine's work in between), so
+the modules' times alone may add up to 12 minutes on each of the 2 cores: 1,440 seconds, the
+TARGET. The suite is over it: measured 2026-11-29, the modules alone add up to 3,615 s (60 min
+39 s in one process; four workers from a fresh clone, 41 to 45 min). ``suite_budget`` in the
+file is the CEILING the modules' sum is held to: today's sum, lowered as the suite gets faster,
+never raised to let a change in (a new module pays for its time with time saved elsewhere). A
+module's budget is its figure and 15 % (at least 2 s more: a module of a few seconds varies by
+that much between two measurements); a module that grows past it is measured again and its
+budget raised on purpose, or made smaller.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ FILE = Path(__file__).with_name("module-budget.toml")
 CORES = 2
 WALL_SECONDS = 12 * 60
 TARGET = CORES * WALL_SECONDS
+CEILING = 3620  # the modules' sum alone may not pass this (3,615 s measured 2026-11-29); only ever lowered
 HEADROOM = 1.15  # a new module's budget: its first figure and 15 % (first_budget)
 
 
@@ -65,7 +68,7 @@ def update(measured: dict[str, float], path: Path = FILE, present: list[str] | N
         budget = old["modules"].get(name, {}).get("budget") or first_budget(seconds)
         modules[name] = {"seconds": seconds, "budget": budget}
     cores = len(os.sched_getaffinity(0))
-    new = {"suite_budget": old.get("suite_budget", TARGET), "measured": date.today().isoformat(),
+    new = {"suite_budget": old.get("suite_budget", CEILING), "measured": date.today().isoformat(),
            "machine": f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())}, {cores} cores, "
                       f"{engine()}",
            "modules": dict(sorted(modules.items()))}
@@ -82,7 +85,8 @@ def main() -> None:
     new = update(json.loads(args.update.read_text()))
     spent = sum(entry["seconds"] for entry in new["modules"].values())
     print(f"tests/module-budget.toml: {len(new['modules'])} modules, {spent:.0f} s alone in all (the suite's"
-          f" budget now: {new['suite_budget']} s; the target: {TARGET} s, 12 minutes on each of {CORES} cores).")
+          f" budget now: {new['suite_budget']} s, at most {CEILING}; the target: {TARGET} s, 12 minutes on each of {CORES}"
+          " cores).")
 
 
 if __name__ == "__main__":

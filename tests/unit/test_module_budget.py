@@ -27,9 +27,10 @@ def test_each_module_stays_within_its_budget():
 def test_the_modules_alone_add_up_to_no_more_than_the_suites_budget():
     budget = module_budget.read()
     assert sum(entry["seconds"] for entry in budget["modules"].values()) <= budget["suite_budget"]
-    # the ceiling came down to the target (1,181 s alone on 2026-11-28): 12 minutes on each of 2 cores
-    assert budget["suite_budget"] == module_budget.TARGET == 1440
-    assert budget["measured"] >= "2026-11-28" and "2 cores" in budget["machine"]
+    # over the target (12 minutes on each of 2 cores): the ceiling is the sum measured 2026-11-29,
+    # and only comes down towards the target
+    assert module_budget.TARGET == 1440 <= budget["suite_budget"] <= module_budget.CEILING <= 3620
+    assert budget["measured"] >= "2026-11-29" and "2 cores" in budget["machine"]
 
 
 def test_an_update_keeps_budgets_gives_a_new_module_its_figure_and_drops_a_gone_one(tmp_path):
