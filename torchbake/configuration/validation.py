@@ -33,6 +33,7 @@ _NAME_RE = re.compile(rf"^(?:{_DOMAIN}/)?{_COMPONENT}(?:/{_COMPONENT})*$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A number as typed on a command line or in an environment variable: digits, a sign, a decimal
 # point for a float; not Python's wider literals (int("1_0") is 10, float("nan") and "inf" pass).
 _NUMBER_RE = {int: re.compile(r"[+-]?[0-9]+"), float: re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")}
@@ -43,7 +44,6 @@ def parse_number(text: str, kind: type[int] | type[float]) -> int | float:
     if not _NUMBER_RE[kind].fullmatch(text.strip()):
         raise ValueError(text)
     return kind(text)
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def python_version(value: str) -> None:
