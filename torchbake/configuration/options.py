@@ -133,7 +133,7 @@ def _typed(flag: Flag, value: Any) -> Any:
     try:
         return validation.parse_number(value, type(default))
     except ValueError:
-        raise ConfigurationError(f"{flag.spelling} {value!r}: expected {'a whole number' if isinstance(default, int) else 'a number'}"
+        raise ConfigurationError(f"{flag.spelling} {value!r}: expected {validation.NUMBER_WORDS[type(default)]}"
                                  f" ({flag.key}).") from None
 
 

@@ -37,6 +37,7 @@ _ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # A number as typed on a command line or in an environment variable: digits, a sign, a decimal
 # point for a float; not Python's wider literals (int("1_0") is 10, float("nan") and "inf" pass).
 _NUMBER_RE = {int: re.compile(r"[+-]?[0-9]+"), float: re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")}
+NUMBER_WORDS = {int: "a whole number", float: "a number"}  # what an error says each kind expects
 
 
 def parse_number(text: str, kind: type[int] | type[float]) -> int | float:

@@ -23,6 +23,7 @@ from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
 from torchbake.configuration import writable
+from torchbake.configuration.validation import NUMBER_WORDS, parse_number
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError, FatalError
 from torchbake.core.lazy import LazyModule
@@ -140,21 +141,17 @@ def _dashed(parser: ParseMachine, token: str) -> str:
     dashed = UNSHOWN_SPELLINGS.get(dashed, dashed)
     return dashed if not known(token) and known(dashed) else token
 
-TYPE_WORDS = {int: "a whole number", float: "a number"}
-
 
 def _set_value(argument: Argument, value: Any, cast: bool = True, original=Argument.set_value) -> None:
     """A flag's value of the wrong type (``--jobs x``) is a parse error naming the flag, the value
     and what is accepted, never a ValueError traceback."""
     try:
-        if cast and argument.kind in TYPE_WORDS and isinstance(value, str):
-            from torchbake.configuration.validation import parse_number
-
+        if cast and argument.kind in NUMBER_WORDS and isinstance(value, str):
             value = parse_number(value, argument.kind)  # digits, not Python's literals (1_0, nan)
         original(argument, value, cast)
     except (ValueError, TypeError):
         flag = ("-" if len(argument.name) == 1 else "--") + argument.name.replace("_", "-")
-        raise ParseError(f"{flag} {value!r}: expected {TYPE_WORDS.get(argument.kind, argument.kind.__name__)}.") from None
+        raise ParseError(f"{flag} {value!r}: expected {NUMBER_WORDS.get(argument.kind, argument.kind.__name__)}.") from None
 
 
 def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> Any:
