@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tarfile
@@ -222,6 +223,13 @@ TINY_TORCH_VERSION = "2.13.0+tiny"
 # stand-in build's own CPU time (its SBOMs, 2026-11-27: 3.6 s → 2.4 s user); uv kept, its crates
 # in the SBOMs and its pin check are proven on the real CPU image (test_release, test_as_typed).
 STAND_IN_PYTHON = '[python]\nversion = "3.11"\nkeep_uv = false\n'
+
+
+def as_in_a_terminal() -> None:
+    """A started command's Ctrl-C as a terminal user's: the default disposition of SIGINT (a `preexec_fn`).
+    A job started in the background by a shell without job control (a CI step, `cmd &`) inherits
+    SIGINT ignored, and Python then keeps ignoring it: a test's SIGINT would reach nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def make_tiny_torch(folder: Path) -> Path:

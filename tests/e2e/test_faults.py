@@ -19,7 +19,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.support import start_second_engine
 
-from .helpers import STAND_IN_PYTHON, copy_image, docker, listing, make_wheel
+from .helpers import STAND_IN_PYTHON, as_in_a_terminal, copy_image, docker, listing, make_wheel
 
 KIT_PADDING = os.urandom(8 << 20)  # incompressible: the download takes a while on a slow server
 
@@ -76,12 +76,10 @@ class Run:
     def __init__(self, args: list[str], env: dict[str, str]):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
         full_env.update(env, PYTHONUNBUFFERED="1")
-        # A job started in the background by a shell without job control inherits SIGINT ignored, and
-        # Python then keeps ignoring it: give the run the default disposition a terminal user has.
         self.process = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(ROOT), *args], cwd=ROOT,
                                         env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                         stdin=subprocess.DEVNULL,
-                                        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                                        preexec_fn=as_in_a_terminal)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from tests.conftest import run_invoke
 from tests.support import serve_registry
 
-from .helpers import STAND_IN_PYTHON, docker, listing, make_wheel
+from .helpers import STAND_IN_PYTHON, as_in_a_terminal, docker, listing, make_wheel
 
 MULTI_BASE = "torchbake-test/debian:bookworm-multi"  # made once per engine, kept between runs (as SHARED_BASE)
 # Made with every OS package a release image needs: the arm64 build runs no emulated apt step.
@@ -344,7 +344,8 @@ def test_an_arm64_bootstrap_stopped_in_its_second_stage_leaves_no_mount_no_folde
     process = subprocess.Popen([*INVOKE, "--search-root", str(ROOT), "bootstrap-os", "--suite", "bookworm",
                                 "--platform", "linux/arm64", "--name", name], cwd=ROOT, start_new_session=True,
                                env={**clean, **tb_env, "PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=as_in_a_terminal)
     seen, mounted = [], []
     try:
         started = time.monotonic()
