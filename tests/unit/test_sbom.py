@@ -3,6 +3,7 @@ validated by the formats' own maintained libraries; no secret in any of them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -188,3 +189,29 @@ def test_an_attestation_is_an_oci_artifact_whose_subject_is_the_image():
     assert manifest["subject"] == {"mediaType": subject.media_type, "digest": subject.digest, "size": 1234}
     assert manifest["layers"][0]["mediaType"] == "application/spdx+json"
     assert attestations.referrers_tag("sha256:" + "9" * 64) == "sha256-" + "9" * 64
+
+
+def test_the_cyclonedx_dependency_graph_is_flat_and_merged_as_the_librarys_merger_makes_it():
+    """One entry a component (the image's entry lists every other one), each naming exactly the
+    components it depends on and none nested: what cyclonedx's BomDependencyGraphFlatMerger would
+    make of it, which the writer leaves out (it made every entry again: a third of its time)."""
+    from cyclonedx.contrib.bom.utils import BomDependencyGraphFlatMerger
+    from cyclonedx.model.dependency import Dependency
+
+    from torchbake.supply_chain import sbom
+
+    inventory = dataclasses.replace(
+        image(extra=(PythonDist("torchvision", "0.28.0", "/opt/venv", requires=("torch", "numpy")),)),
+        debs=(Deb("libc6", "2.36-9+deb12u14", "amd64", "glibc", "2.36-9+deb12u14"),
+              Deb("python3.11", "3.11.2-6+deb12u8", "amd64", "python3.11", "3.11.2-6+deb12u8", depends=("libc6",))))
+    parts = sbom.components(inventory, INPUTS, "")
+    entries = json.loads(sbom.cyclonedx_document(inventory, parts, "0.1.0"))["dependencies"]
+    refs = [entry["ref"] for entry in entries]
+    assert sorted(refs) == sorted(part.ref for part in parts)  # each component once
+    assert any(part.depends_on for part in parts[1:])  # the graph has edges to hold
+    graph = {entry["ref"]: sorted(entry.get("dependsOn", [])) for entry in entries}
+    assert graph == {parts[0].ref: sorted(part.ref for part in parts[1:]),
+                     **{part.ref: sorted(part.depends_on) for part in parts[1:]}}
+    merged = BomDependencyGraphFlatMerger._flatten_merge(  # the library's merge of the written graph
+        [Dependency(ref, [Dependency(d) for d in needs]) for ref, needs in graph.items()])
+    assert {str(d.ref): sorted(str(n.ref) for n in d.dependencies) for d in merged} == graph
