@@ -215,3 +215,38 @@ def test_the_cyclonedx_dependency_graph_is_flat_and_merged_as_the_librarys_merge
     merged = BomDependencyGraphFlatMerger._flatten_merge(  # the library's merge of the written graph
         [Dependency(ref, [Dependency(d) for d in needs]) for ref, needs in graph.items()])
     assert {str(d.ref): sorted(str(n.ref) for n in d.dependencies) for d in merged} == graph
+
+
+STATUS = ("Package: libc6\nStatus: install ok installed\nArchitecture: amd64\nVersion: 2.36-9+deb12u14\n"
+          "Source: glibc\nMaintainer: GNU Libc Maintainers <debian-glibc@lists.debian.org>\n\n")
+
+
+class StatusEngine:
+    """An engine whose images hold STATUS as their dpkg database; ``ids``: reference → image id."""
+
+    def __init__(self, ids: dict[str, str]):
+        self.ids, self.containers = ids, 0
+
+    def run_capture(self, image, argv, *, entrypoint=None, **_):
+        self.containers += 1
+        return type("Result", (), {"output": STATUS, "returncode": 0})()
+
+    def inspect_image(self, reference):
+        return {"Id": self.ids[reference]} if reference in self.ids else None
+
+
+def test_a_from_images_packages_are_read_once_per_image_id_and_kept_only_while_its_name_holds_it(tmp_path):
+    from torchbake.supply_chain.inventory import base_debs
+
+    base = {"reference": "debian:bookworm", "image_id": "sha256:" + "7" * 64}
+    engine = StatusEngine({"debian:bookworm": base["image_id"]})
+    first = base_debs(engine, base, tmp_path)
+    assert [deb.name for deb in first] == ["libc6"] and engine.containers == 1
+    assert base_debs(engine, base, tmp_path) == first and engine.containers == 1  # from the record, no container
+    (tmp_path / "base-debs" / f"sha256-{'7' * 64}.json").write_text('{"debs": [{"name": 1}]}')  # damaged
+    assert base_debs(engine, base, tmp_path) == first and engine.containers == 2
+    moved = {**base, "image_id": "sha256:" + "8" * 64}  # the name now holds another image: read, not kept
+    assert base_debs(engine, moved, tmp_path) == first and engine.containers == 3
+    assert not (tmp_path / "base-debs" / f"sha256-{'8' * 64}.json").exists()
+    base_debs(engine, moved, tmp_path)
+    assert engine.containers == 4

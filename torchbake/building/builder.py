@@ -654,7 +654,7 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
         client, tag, image, found=found, variant=plan.variant, configuration=plan.configuration,
         inputs=record.facts.get("inputs", []), files=record.facts.get("files", {}),
         base=record.facts.get("base_image", {}), recipe=recipe, started=record.started,
-        invocation=record.path.name.removesuffix(".manifest.json"))
+        invocation=record.path.name.removesuffix(".manifest.json"), cache_dir=plan.path_options.cache_dir)
     suffix = image.removeprefix(plan.image)  # "" or "-slim"
     where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))
     record.facts.setdefault("attestations", {})[image] = attestations.write_beside(where, documents)

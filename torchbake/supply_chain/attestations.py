@@ -39,19 +39,20 @@ KIND_ANNOTATION = "dev.torchbake.attestation"
 
 def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, variant: str, configuration: Mapping[str, Any],
          inputs: list[Mapping[str, Any]], files: Mapping[str, str], base: Mapping[str, str], recipe: Mapping[str, str],
-         started: float, invocation: str) -> dict[str, str]:
+         started: float, invocation: str, cache_dir: Path) -> dict[str, str]:
     """Kind → text of the SBOMs (:mod:`torchbake.supply_chain.sbom`) and the provenance of the image a build
     made for ``image``, under ``tag`` (``found``: what the verify probe read of its packages, else
-    they are read now, in a container without network)."""
+    they are read now, in a container without network; ``cache_dir``: where the FROM image's
+    packages are kept, :func:`torchbake.supply_chain.inventory.base_debs`)."""
     import torchbake
-    from torchbake.supply_chain.inventory import LOCK_LABEL, debs_of, source_trees, take
+    from torchbake.supply_chain.inventory import LOCK_LABEL, base_debs, source_trees, take
 
     taken = take(client, tag, found)
     documents = sbom_formats.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
-    base_debs = debs_of(client, base["reference"]) if base.get("reference") else ()
+    in_image = base_debs(client, base, cache_dir) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
-    in_base = {(b.name, b.version, b.architecture) for b in base_debs or ()}
-    added = None if base_debs is None else [
+    in_base = {(b.name, b.version, b.architecture) for b in in_image or ()}
+    added = None if in_image is None else [
         {"name": deb.name, "version": deb.version, "architecture": deb.architecture,
          "purl": sbom.deb_purl(deb, vendor, distro), "url": deb.url,
          "digest": {alg: value for alg, value in (("sha256", deb.sha256), ("sha512", deb.sha512)) if value}}

@@ -8,14 +8,17 @@ container it verifies with); the layers come from the engine's image record and 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchbake.core.errors import ConfigurationError, EngineError
+from torchbake.core.files import read_back_object, write_atomically
 from torchbake.core.redaction import redact
 
 if TYPE_CHECKING:  # the engine's client: a listing of the tasks imports this module and needs none
@@ -418,6 +421,26 @@ def debs_of(client: DockerClient, image: str) -> tuple[Deb, ...] | None:
     if status.returncode != 0:
         return None
     return tuple(Deb.from_json(d) for d in parse_dpkg_status(status.output))
+
+
+def base_debs(client: DockerClient, base: Mapping[str, str], cache_dir: Path) -> tuple[Deb, ...] | None:
+    """The Debian packages of a build's FROM image (``base``: the build record's, its reference
+    and the engine's id of it), read once per image id (an id never changes content, as
+    variants.common.os_release_of reads /etc/os-release) and kept in ``cache_dir``: each build on
+    that image ran a container for them. Kept only while the reference still names that id; a
+    damaged record is read again. None when they cannot be read."""
+    reference, image_id = base.get("reference", ""), base.get("image_id", "")
+    record = cache_dir / "base-debs" / f"{image_id.replace(':', '-')}.json" if image_id.startswith("sha256:") else None
+    if record is not None and record.is_file():
+        kept = read_back_object(record)
+        try:
+            return tuple(Deb.from_json(found) for found in kept["debs"])
+        except (TypeError, KeyError, AttributeError):
+            pass  # damaged: read again
+    debs = debs_of(client, reference)
+    if debs is not None and record is not None and (client.inspect_image(reference) or {}).get("Id") == image_id:
+        write_atomically(record, json.dumps({"debs": [dataclasses.asdict(deb) for deb in debs]}))
+    return debs
 
 
 def installed(inventory: Inventory, environment: str = "") -> dict[str, str]:
