@@ -38,9 +38,9 @@ def test_damaged_records_in_the_cache_and_log_folders_are_repaired_not_a_traceba
     try:
         first = run_invoke("build", *common, "--no-verify", env=env)
         assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
-        damaged = [p for folder in ("digests", "os-release") for p in (tmp_path / "cache" / folder).rglob("*")
+        damaged = [p for folder in ("digests", "os-release", "base-debs") for p in (tmp_path / "cache" / folder).rglob("*")
                    if p.is_file() and not p.name.endswith(".lock")]
-        assert {p.parent.name for p in damaged} >= {"digests", "os-release"}, damaged  # both kinds were written
+        assert {p.parent.name for p in damaged} >= {"digests", "os-release", "base-debs"}, damaged  # each kind was written
         for path in damaged:
             path.write_bytes(DAMAGE)
         for path in (tmp_path / "cache").glob("*.json"):  # the built-images and first-built records
@@ -51,6 +51,7 @@ def test_damaged_records_in_the_cache_and_log_folders_are_repaired_not_a_traceba
         assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
         assert "Traceback" not in again.stderr
         assert "os-release" in again.stdout and "is damaged" in again.stdout, again.stdout[-3000:]
+        assert "Debian packages again" in again.stdout, again.stdout[-3000:]
         for path in damaged:  # each record written anew, readable
             assert path.read_bytes() != DAMAGE, path
         for task in (["gc", "--dry-run"], ["show-build", image]):

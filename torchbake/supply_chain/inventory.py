@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError
 from torchbake.core.files import read_back_object, write_atomically
 from torchbake.core.redaction import redact
@@ -436,7 +437,7 @@ def base_debs(client: DockerClient, base: Mapping[str, str], cache_dir: Path) ->
         try:
             return tuple(Deb.from_json(found) for found in kept["debs"])
         except (TypeError, KeyError, AttributeError):
-            pass  # damaged: read again
+            output.channel().say(f"{record} is damaged; reading {reference}'s Debian packages again.")
     debs = debs_of(client, reference)
     if debs is not None and record is not None and (client.inspect_image(reference) or {}).get("Id") == image_id:
         write_atomically(record, json.dumps({"debs": [dataclasses.asdict(deb) for deb in debs]}))
