@@ -1,0 +1,235 @@
+"""`invoke` for the suite's commands, each forked from a server that has already imported it.
+
+Each command a test runs (``tests.conftest.run_invoke``) is a process of its own, as a user's is:
+its own pid, standard streams, environment, working folder, exit status and exit (atexit, threads
+joined, streams flushed). What it does not pay again is Python's start-up and imports: invoke,
+torchbake's tasks and what a build imports later (the SBOM libraries), 0.4 s of CPU a command and
+0.4 s more a build, over a thousand times a run. One server a pytest worker imports them once,
+runs nothing else, and forks a child for each command; the child takes the command's streams,
+environment and folder, then runs ``python -m invoke ARGS`` as the interpreter would.
+
+What a fresh start is the point of runs as a plain subprocess: the installed tool
+(test_installed), start-up itself (test_startup), Ctrl-C from a terminal, a copy of the project
+(``run_invoke(root=...)``), a command given standard input and a wrapped command line (``wrap``).
+
+Run as a script it is the server: ``python tests/forked_invoke.py SOCKET``; it stops when its
+standard input (a pipe from the worker) closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import locale
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# What a command imports, imported once in the server (a command imports the rest itself).
+PRELOADED = ("invoke.main", "torchbake.tasks", "torchbake.supply_chain.attestations")
+_LENGTH = struct.Struct("!I")
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+def serve(path: str) -> dict:
+    """Fork a child for each request on ``path``; return the request, in the child only."""
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    waiting: dict[int, socket.socket] = {}  # child pid: the connection its exit status goes to
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "request")
+    selector.register(wake_r, selectors.EVENT_READ, "exited")
+    selector.register(sys.stdin, selectors.EVENT_READ, "worker")
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.data == "worker":  # the worker's end closed: it is gone
+                sys.exit(0)
+            if key.data == "exited":
+                os.read(wake_r, 4096)
+                _report_exits(waiting)
+                continue
+            connection, _ = listener.accept()
+            request, fds = _receive(connection)
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                selector.close()
+                for sock in (listener, *waiting.values()):
+                    sock.close()
+                os.close(wake_r)
+                os.close(wake_w)
+                _take_streams(fds)
+                request["report"] = connection.detach()
+                return request
+            for fd in fds:
+                os.close(fd)
+            waiting[pid] = connection
+            connection.sendall(f"{pid}\n".encode())
+            _report_exits(waiting)  # one that exited before it was waited for
+
+
+def _report_exits(waiting: dict[int, socket.socket]) -> None:
+    while waiting:
+        try:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = waiting.pop(pid, None)
+        if connection is None:
+            continue
+        answer = {"returncode": os.waitstatus_to_exitcode(status), "cpu": usage.ru_utime + usage.ru_stime}
+        with contextlib.suppress(OSError):  # the client gave up on it (a timeout)
+            connection.sendall(json.dumps(answer).encode() + b"\n")
+        connection.close()
+
+
+def _receive(connection: socket.socket) -> tuple[dict, list[int]]:
+    data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
+    while len(data) < _LENGTH.size or len(data) < _LENGTH.size + _LENGTH.unpack_from(data)[0]:
+        data += connection.recv(1 << 16)
+    return json.loads(data[_LENGTH.size:]), list(fds)
+
+
+def _take_streams(fds: list[int]) -> None:
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+
+
+def become(request: dict) -> None:
+    """Make this child the process ``python -m invoke ARGS`` would have started."""
+    os.close(request.pop("report"))
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    encoding = sys.stdout.encoding
+    sys.stdin = sys.__stdin__ = open(0, encoding=encoding, closefd=False)  # noqa: SIM115
+    sys.stdout = sys.__stdout__ = open(1, "w", 1 if os.isatty(1) else -1, encoding=encoding,  # noqa: SIM115
+                                       closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", 1, encoding=encoding, errors="backslashreplace",  # noqa: SIM115
+                                       closefd=False)
+    sys.path[0] = request["cwd"]
+    sys.argv = ["invoke", *request["args"]]  # runpy sets argv[0] to invoke/__main__.py, as -m does
+    # What a module of torchbake's sets when it is imported, set again for this command:
+    downloads = sys.modules.get("torchbake.inputs.downloads")
+    if downloads is not None:
+        downloads._STARTED = time.time()
+
+
+# -- the client ---------------------------------------------------------------------------------
+
+class ForkedInvoke:
+    """A worker's server, started on first use and stopped with the worker."""
+
+    def __init__(self, folder: Path, root: Path) -> None:
+        self.path = str(folder / f"invoke-{os.getpid()}.sock")
+        self.root = root
+        self.server: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        if self.server is not None and self.server.poll() is None:
+            return
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
+        self.server = subprocess.Popen([sys.executable, __file__, self.path], cwd=self.root, env=env,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if self.server.stdout.readline() != b"ready\n":
+            raise RuntimeError(f"the forked-invoke server did not start (exit {self.server.wait()})")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stdin.close()
+            self.server.wait(timeout=30)
+            self.server = None
+
+    def run(self, argv: list[str], args: list[str], *, env: dict[str, str], cwd: Path,
+            timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
+        """``python -m invoke ARGS`` (``argv`` as the record names it) with no standard input, as
+        subprocess.run with capture_output and text would, and the CPU seconds it used."""
+        self.start()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        in_r = os.open(os.devnull, os.O_RDONLY)
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(self.path)
+            request = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
+            socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [in_r, out_w, err_w])
+        finally:
+            for fd in (in_r, out_w, err_w):
+                os.close(fd)
+        reader = connection.makefile("rb")
+        pid = int(reader.readline())
+        output = {out_r: bytearray(), err_r: bytearray()}
+        selector = selectors.DefaultSelector()
+        for fd in output:
+            selector.register(fd, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+
+        def timed_out() -> subprocess.TimeoutExpired:
+            _kill(pid)
+            return subprocess.TimeoutExpired(argv, timeout, _text(output[out_r]), _text(output[err_r]))
+
+        try:
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise timed_out()
+                for key, _ in selector.select(left):
+                    chunk = os.read(key.fd, 65536)
+                    if chunk:
+                        output[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+            connection.settimeout(max(deadline - time.monotonic(), 0.1))
+            try:
+                answer = json.loads(reader.readline())
+            except (TimeoutError, ValueError):
+                raise timed_out() from None
+        finally:
+            selector.close()
+            os.close(out_r)
+            os.close(err_r)
+            reader.close()
+            connection.close()
+        done = subprocess.CompletedProcess(argv, answer["returncode"], _text(output[out_r]), _text(output[err_r]))
+        return done, answer["cpu"]
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def _text(data: bytes) -> str:
+    """As subprocess's text mode reads a stream: the locale's encoding, universal newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+if __name__ == "__main__":
+    command = serve(sys.argv[1])
+    become(command)
+    import runpy
+
+    runpy.run_module("invoke", run_name="__main__", alter_sys=True)

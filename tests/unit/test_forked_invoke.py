@@ -1,0 +1,66 @@
+"""The suite's commands are forked from a server that has imported invoke (tests/forked_invoke.py):
+each must be the command a fresh `python -m invoke` would have been."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+
+import pytest
+
+from tests.conftest import INVOKE, ROOT, _forked_invoke
+
+
+def fresh(args: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*INVOKE, *args], env=env, cwd=cwd, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("args, env", [
+    (["--list"], {}),
+    (["show-config", "--config", "../configs/cuda.toml"], {"TORCHBAKE_NAME": "team/torch"}),
+    (["build", "--python", "3.99", "--dry-run"], {}),  # refused: exit 2, the message on stderr
+])
+def test_a_forked_command_is_the_command_a_fresh_process_runs(args, env, tmp_path):
+    """Same exit status, output and error output, with the command's environment and folder (a
+    relative --config is read from it): break become() (the environment, the folder, the streams)
+    and these differ."""
+    cwd = ROOT / "docs" if any(a.startswith("../") for a in args) else ROOT
+    full_env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")},
+                "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path), **env}
+    argv = ["--search-root", str(ROOT), *args]
+    expected = fresh(argv, full_env, cwd)
+    forked, cpu = _forked_invoke().run([*INVOKE, *argv], argv, env=full_env, cwd=cwd, timeout=120)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (expected.returncode, expected.stdout, expected.stderr)
+    assert forked.stdout or forked.stderr
+    assert cpu > 0
+
+
+def test_a_command_past_its_timeout_is_killed_and_said_as_subprocess_says_it():
+    with pytest.raises(subprocess.TimeoutExpired):
+        _forked_invoke().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=0.001)
+    again, _ = _forked_invoke().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=120)
+    assert again.returncode == 0 and "build-all" in again.stdout
+
+
+# What a module of torchbake may read when it is imported, and so what the server sets again in each
+# child (tests/forked_invoke.py become()): a module that reads the clock, the environment, the
+# process or the folder at import would see the server's, not the command's.
+SET_AGAIN = {("torchbake/inputs/downloads.py", "_STARTED")}
+READS_THE_PROCESS = ("time.", "os.environ", "os.getenv", "os.getpid", "os.getcwd", "Path.cwd", "Path.home",
+                     "datetime.")
+
+
+def test_no_module_reads_the_process_at_import_but_those_the_server_sets_again():
+    found = set()
+    for path in sorted((ROOT / "torchbake").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                names = {ast.unparse(sub) for sub in ast.walk(node.value) if isinstance(sub, ast.Attribute)}
+                if any(name.startswith(READS_THE_PROCESS) for name in names):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    found |= {(relative, ast.unparse(target)) for target in targets}
+    # torchbake/checks/verify.py's `module = sys.argv[1]` is in a script run inside the image
+    assert found == SET_AGAIN
