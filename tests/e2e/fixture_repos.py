@@ -181,7 +181,7 @@ def git_credentials(url: str, password: str) -> str:
 
 
 LARGE_UNITS = 300  # translation units of pytorch-large in the benchmark (benchmarks/compile_cache.py)
-TEST_UNITS = 40  # and in the suite's (test_dev_cache): as many files as prove one compiled, the rest from the store
+TEST_UNITS = 8  # and in the suite's (test_dev_cache): as many files as prove one compiled, the rest from the store
 
 
 def write_large_pytorch(work: Path, srv: Path, *, run: str = "", changed: int | None = None, weight: int = 0,
