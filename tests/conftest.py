@@ -33,8 +33,10 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
     full_env.update(env or {})
     argv = [*INVOKE, "--search-root", str(root), *args]
-    if wrap is None and root == ROOT and input is None:  # forked from a process that has imported invoke
-        with recorded(["invoke", *args]) as record:  # (tests/forked_invoke.py)
+    # forked from a process that has imported invoke (tests/forked_invoke.py), but where the
+    # interpreter's own start is asked for (PYTHON* variables: a path, import times, buffering)
+    if wrap is None and root == ROOT and input is None and not any(k.startswith("PYTHON") for k in env or {}):
+        with recorded(["invoke", *args]) as record:
             done, record["cpu"] = _forked_invoke().run(argv, argv[3:], env=full_env, cwd=cwd, timeout=timeout)
             return done
     with recorded(["invoke", *args]):

@@ -11,7 +11,8 @@ ARGS`` as the interpreter would.
 
 What a fresh start is the point of runs as a plain subprocess: the installed tool
 (test_installed), start-up itself (test_startup), Ctrl-C from a terminal, a copy of the project
-(``run_invoke(root=...)``), a command given standard input and a wrapped command line (``wrap``).
+(``run_invoke(root=...)``), a command given standard input or PYTHON* variables (what the
+interpreter reads as it starts) and a wrapped command line (``wrap``).
 
 Run as a script it is the server: ``python tests/forked_invoke.py SOCKET``; it stops when its
 standard input (a pipe from the worker) closes.
