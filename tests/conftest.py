@@ -66,7 +66,8 @@ def _forked_invoke():
 def recorded(argv: list[str]):
     """Where SUITE_INVOCATIONS names a file (scripts/measure-modules.sh), each command a test runs
     is a line of it: the test, the command, its seconds and its CPU seconds (its own and its
-    children's): what finds two tests making the same image."""
+    children's): what finds two tests making the same image. The block gets a dict: a command
+    that is not this process's child (forked by tests/forked_invoke.py) puts its CPU under "cpu"."""
     path = os.environ.get("SUITE_INVOCATIONS")
     record: dict = {}
     if not path:

@@ -190,6 +190,8 @@ class ForkedInvoke:
             self.server.stdin.close()
             self.server.wait(timeout=30)
             self.server = None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
 
     def run(self, argv: list[str], args: list[str], *, env: dict[str, str], cwd: Path,
             timeout: float) -> tuple[subprocess.CompletedProcess[str], float]:
