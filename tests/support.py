@@ -161,7 +161,8 @@ def flaky_server(payload: bytes, script: list[str], *, ranges: bool = True, tls:
                 self.wfile.flush()
                 self.close_connection = True
                 return
-            self.wfile.write(body)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # a client that gave up on a stall
+                self.wfile.write(body)
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     scheme = "http"
