@@ -39,6 +39,9 @@ from pathlib import Path
 # command: plumbum copies the environment when it is imported (`local.env`, where it looks a
 # program up), and torch is the image's, not the host's.
 NOT_PRELOADED = ("plumbum", "torch")
+# What a module of torchbake's reads from the clock when it is imported (the moment a run began),
+# read again in each child for its command (tests/unit/test_forked_invoke.py finds every such read)
+SET_AGAIN = (("torchbake.inputs.downloads", "_STARTED"),)
 _LENGTH = struct.Struct("!I")
 
 
@@ -158,10 +161,8 @@ def become(request: dict) -> None:
                                        closefd=False)
     sys.path[0] = request["cwd"]
     sys.argv = ["invoke", *request["args"]]  # runpy sets argv[0] to invoke/__main__.py, as -m does
-    # What a module of torchbake's sets when it is imported, set again for this command:
-    downloads = sys.modules.get("torchbake.inputs.downloads")
-    if downloads is not None:
-        downloads._STARTED = time.time()
+    for module, name in SET_AGAIN:
+        setattr(sys.modules[module], name, time.time())
 
 
 # -- the client ---------------------------------------------------------------------------------
@@ -179,8 +180,8 @@ class ForkedInvoke:
             return
         if os.path.exists(self.path):
             os.unlink(self.path)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}
-        self.server = subprocess.Popen([sys.executable, __file__, self.path], cwd=self.root, env=env,
+        # (the worker's environment: each child gets its command's, and no module reads it at import)
+        self.server = subprocess.Popen([sys.executable, __file__, self.path], cwd=self.root,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if self.server.stdout.readline() != b"ready\n":
             raise RuntimeError(f"the forked-invoke server did not start (exit {self.server.wait()})")

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from tests.conftest import INVOKE, ROOT, _forked_invoke
+from tests.forked_invoke import SET_AGAIN
 
 
 def fresh(args: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess[str]:
@@ -44,10 +45,8 @@ def test_a_command_past_its_timeout_is_killed_and_said_as_subprocess_says_it():
     assert again.returncode == 0 and "build-all" in again.stdout
 
 
-# What a module of torchbake may read when it is imported, and so what the server sets again in each
-# child (tests/forked_invoke.py become()): a module that reads the clock, the environment, the
-# process or the folder at import would see the server's, not the command's.
-SET_AGAIN = {("torchbake/inputs/downloads.py", "_STARTED")}
+# A module that reads the clock, the environment, the process or the folder at import would see the
+# server's, not the command's: only those the server sets again in each child (SET_AGAIN) may.
 READS_THE_PROCESS = ("time.", "os.environ", "os.getenv", "os.getpid", "os.getcwd", "Path.cwd", "Path.home",
                      "datetime.")
 
@@ -62,5 +61,4 @@ def test_no_module_reads_the_process_at_import_but_those_the_server_sets_again()
                 if any(name.startswith(READS_THE_PROCESS) for name in names):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     found |= {(relative, ast.unparse(target)) for target in targets}
-    # torchbake/checks/verify.py's `module = sys.argv[1]` is in a script run inside the image
-    assert found == SET_AGAIN
+    assert found == {(module.replace(".", "/") + ".py", name) for module, name in SET_AGAIN}
