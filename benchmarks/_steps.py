@@ -6,11 +6,13 @@ benchmark itself (tests/e2e/test_benchmarks.py runs the others)."""
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -33,6 +35,19 @@ SMOKE_HELP = ("the smoke run the test suite makes: one round, the smallest input
 
 def add_smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
+
+
+def work_folder(kind: str) -> Path:
+    """A folder of this benchmark's own (torchbake-KIND-bench-*), removed when it exits, however it
+    stops short (a failed step); one it was killed before removing, the next test run removes
+    (tests/leftovers.py), never while this benchmark lives."""
+    from tests import leftovers
+
+    leftovers.hold()
+    folder = Path(tempfile.mkdtemp(prefix=f"torchbake-{kind}-bench-"))
+    # rm: what a second engine left in it is root's and deep; shutil.rmtree took 4 times as long
+    atexit.register(subprocess.run, ["rm", "-rf", str(folder)], capture_output=True, check=False)
+    return folder
 
 
 def smoke_name(kind: str) -> str:

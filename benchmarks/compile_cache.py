@@ -33,7 +33,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -51,7 +50,7 @@ from tests.e2e.helpers import copy_image, make_tiny_torch  # noqa: E402
 from tests.support import git_server, redis_store, start_second_engine, tls_store  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, smoke_name  # noqa: E402
+from _steps import add_smoke, smoke_name, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -89,7 +88,7 @@ def main() -> None:
     if args.units < 8:
         parser.error("--units: at least 8 (unit 7 is the one that changes)")
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
-    work = Path(tempfile.mkdtemp(prefix="torchbake-compile-bench-"))
+    work = work_folder("compile")
     password = "bench-" + uuid.uuid4().hex
     cache = {"TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     images: list[str] = []
@@ -141,7 +140,6 @@ def main() -> None:
                     rows.append((label, *build(changed, "changed", *configs, engine=engine)))
         finally:
             subprocess.run([DOCKER, "image", "rm", "--force", *images], capture_output=True)
-    subprocess.run(["rm", "-rf", str(work)], capture_output=True)  # the sources, the stores' files, the logs
     units = args.units + 1  # and the module's own file
     print(f"\ndev build of the fixture's PyTorch source ({units} units, weight {args.weight}), 2 cores, this machine's engine:")
     print(f"{'build':<58} {'seconds':>8} {'vs cold':>8} {'torch compiled':>15} {'remote hits':>12}")

@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -37,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _steps import BOOKWORM as BASE  # noqa: E402
-from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name, work_folder  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos, write_cmake_pytorch  # noqa: E402
 from tests.e2e.helpers import make_tiny_torch  # noqa: E402
@@ -108,7 +107,7 @@ def main() -> None:
     if args.source_root and not args.config:
         parser.error("a source root (--source-root or PYTORCH_REPO_ROOT_PATH) is built with its team's profile: give --config")
     run([*INVOKE, "bootstrap-os", "--suite", "bookworm", "--name", BASE])
-    work = Path(tempfile.mkdtemp(prefix="torchbake-dev-compile-bench-"))
+    work = work_folder("dev-compile")
     env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     tag = uuid.uuid4().hex[:8]
     base, image = f"{name}-base:{tag}", f"{name}:{tag}"
@@ -141,7 +140,6 @@ def main() -> None:
             source = f"the CMake fixture ({args.units} units, weight {args.weight})"
     finally:
         subprocess.run([DOCKER, "image", "rm", "--force", base, image], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)  # the fixture's sources, the logs
     report(said, configure, ended, source)
 
 

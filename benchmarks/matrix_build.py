@@ -25,7 +25,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 BASE = "torchbake/debian:bookworm"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
 
 
 def run(argv, env=None, cwd=None) -> float:
@@ -62,7 +61,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=30000, help="files in the generated source tree")
     add_smoke(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="torchbake-matrix-bench-"))
+    work = work_folder("matrix")
     with contextlib.ExitStack() as stack:
         if args.smoke:
             args.files = 20
@@ -123,7 +122,6 @@ def bench(args: argparse.Namespace, work: Path, BASE: str, release: str, prefix:
                              capture_output=True, text=True).stdout.split()
     for ref in listing:
         subprocess.run(["/usr/bin/docker", "image", "rm", "--force", ref], capture_output=True)
-    subprocess.run(["rm", "-rf", str(work)])
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,7 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _steps import BOOKWORM as BASE  # noqa: E402
-from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name  # noqa: E402
+from _steps import DOCKER, INVOKE, ROOT, add_smoke, run, smoke_name, work_folder  # noqa: E402
 
 from tests.e2e.fixture_repos import dev_profile, git_credentials, make_repos  # noqa: E402
 from tests.e2e.helpers import make_tiny_torch  # noqa: E402
@@ -125,7 +124,7 @@ def main() -> None:
     parser.add_argument("--extension", default="torchsort==0.1.9", help="a PyTorch C++ extension published as an sdist")
     add_smoke(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="torchbake-real-extension-bench-"))
+    work = work_folder("real-extension")
     env = {**os.environ, "TORCHBAKE_PATHS_CACHE_DIR": str(work / "cache")}
     name = NAME
     if args.smoke:  # the stand-in torch; the extension's sdist found in pip's find-links (one of the run's own)
@@ -165,7 +164,6 @@ def main() -> None:
         compiled_again = re.search(r"^Compiled: .*$", again, re.M)
     finally:
         subprocess.run([DOCKER, "image", "rm", "--force", base, image], capture_output=True)
-        subprocess.run(["rm", "-rf", str(work)], capture_output=True)  # the sources, the sdists, the logs
     print(f"\n{args.extension} from its sdist against {Path(wheel).name}, {os.cpu_count()} cores, this machine's engine:")
     print(f"base image (the real torch wheel installed): {base_seconds:.1f} s")
     print(f"dev build (fixture PyTorch source, {args.extension}, verify): {dev_seconds:.1f} s")

@@ -30,7 +30,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 import urllib.request
@@ -42,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from tests.support import registry_manifest, registry_requests, serve_registry, start_second_engine  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -73,7 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the no-change run to take the median of")
     add_smoke(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="torchbake-registry-bench-"))
+    work = work_folder("registry")
     with contextlib.ExitStack() as stack:
         if args.smoke:
             args.rounds = 1
@@ -145,7 +144,6 @@ def bench(args: argparse.Namespace, work: Path, BASE: str, first: str, lean_text
         finally:
             for image in images:
                 subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
-            subprocess.run(["rm", "-rf", str(work / "data")], capture_output=True)
 
     noop = statistics.median(nothing)
     print(f"{'case':<66} {'figure':>12}  target")

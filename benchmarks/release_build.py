@@ -22,7 +22,6 @@ import contextlib
 import os
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
 # benchmarks/_steps.py, beside this script
@@ -36,6 +35,7 @@ from _steps import (
     timed,
     tiny_release_profile,
     wheel_build_args,
+    work_folder,
 )
 
 
@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.rounds, args.skip_cold = 1, True
-    work = Path(tempfile.mkdtemp(prefix="torchbake-bench-"))
+    work = work_folder("release")
     name = smoke_name("release") if args.smoke else "torchbake-bench"
     images = (f"{name}/plain:bench", f"{name}/tb:bench")
     try:
@@ -61,7 +61,6 @@ def main() -> None:
     finally:
         for image in images:
             subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
-        subprocess.run(["rm", "-rf", str(work)])
     print(f"\n{'case':<38} {'plain docker build':>18} {'torchbake':>10} {'ratio':>7}")
     for case, plain_s, tb_s in rows:
         print(f"{case:<38} {plain_s:>17.1f}s {tb_s:>9.1f}s {tb_s / plain_s:>6.2f}x")

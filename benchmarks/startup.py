@@ -22,11 +22,10 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from _steps import add_smoke, timed  # benchmarks/_steps.py, beside this script
+from _steps import add_smoke, timed, work_folder  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -40,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.smoke:
         args.rounds = 1
-    floor = Path(tempfile.mkdtemp(prefix="torchbake-bench-floor-"))
+    floor = work_folder("startup")
     (floor / "tasks.py").write_text("from invoke import task\n\n\n@task\ndef hello(c):\n    pass\n")
     invoke = str(BIN / "invoke")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # no option of the caller's
@@ -53,13 +52,10 @@ def main() -> None:
     docker = shutil.which("docker")
     if docker and not args.smoke and subprocess.run([docker, "image", "inspect", IMAGE], capture_output=True).returncode == 0:
         cases["invoke build --release (unchanged)"] = ([invoke, "build", "--release"], ROOT)
-    try:
-        seconds: dict[str, list[float]] = {name: [] for name in cases}
-        for _ in range(args.rounds):
-            for name, (argv, cwd) in cases.items():
-                seconds[name].append(timed(argv, cwd=cwd, env=environment))
-    finally:
-        shutil.rmtree(floor, ignore_errors=True)
+    seconds: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(args.rounds):
+        for name, (argv, cwd) in cases.items():
+            seconds[name].append(timed(argv, cwd=cwd, env=environment))
     medians = {name: statistics.median(values) for name, values in seconds.items()}
     reference = medians["invoke --list"]
     print(f"start-up, median of {args.rounds} alternating rounds, {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")

@@ -31,7 +31,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -39,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # torchbake's own engine helpers, as the checkout has them
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args  # noqa: E402
+from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -103,7 +102,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds to take the median of")
     add_smoke(parser)
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="torchbake-bench-"))
+    work = work_folder("torch-once")
     with contextlib.ExitStack() as stack:
         if args.smoke:
             args.rounds, name = 1, smoke_name("once")
@@ -172,7 +171,6 @@ def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile:
     finally:
         for image in made:
             subprocess.run([DOCKER, "image", "rm", "--force", image], capture_output=True)
-        subprocess.run(["rm", "-rf", str(work)])
 
     print("layers of the uv-installed image (newest first):")
     for line in history.splitlines():

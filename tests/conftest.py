@@ -121,9 +121,18 @@ LONGEST_FIRST = ("test_platforms.py", "test_as_typed.py", "test_dev.py", "test_b
 os.environ.setdefault("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)
 
 
+SWEPT = pytest.StashKey[list]()
+
+
 def pytest_configure(config):
-    if not hasattr(config, "workerinput") and hasattr(config.option, "testrunuid"):
+    if hasattr(config, "workerinput"):
+        return
+    if hasattr(config.option, "testrunuid"):
         config.option.testrunuid = os.environ["PYTEST_XDIST_TESTRUNUID"]
+    if shutil.which("docker"):  # what killed runs left, where no other run is alive (tests/leftovers.py)
+        from tests import leftovers
+
+        config.stash[SWEPT] = leftovers.hold_and_sweep()
 
 
 def pytest_sessionfinish(session):
@@ -154,8 +163,14 @@ def pytest_collection_modifyitems(items):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Each module's seconds (setup, call and teardown of its tests, as the workers spent them),
-    longest first, after every run: where the suite's time goes, module by module."""
+    """What killed runs had left and this run removed at its start; each module's seconds (setup,
+    call and teardown of its tests, as the workers spent them), longest first, after every run:
+    where the suite's time goes, module by module."""
+    swept = terminalreporter.config.stash.get(SWEPT, [])
+    if swept:
+        terminalreporter.section("left by killed runs, removed at this run's start")
+        for thing in swept:
+            terminalreporter.write_line(thing)
     totals: dict[str, float] = {}
     for reports in terminalreporter.stats.values():
         for report in reports:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import leftovers
 from tests.conftest import ROOT
 
 BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))  # _steps: a helper
@@ -78,20 +79,23 @@ LANES = (("compile_cache.py", "registry_nightly.py", "startup.py", "run_containe
          ("dev_compile.py", "matrix_build.py", "main_job.py", "layer_compression.py", "release_build.py"))
 
 
-def _smoke(script: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
+    """The smoke run of ``script``, its seconds, and what it left in its temporary folder ``temp``."""
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # as clean_env
+    temp.mkdir()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
-                          stdin=subprocess.DEVNULL, timeout=900, env=environment)
-    return done, time.monotonic() - started
+                          stdin=subprocess.DEVNULL, timeout=900, env={**environment, "TMPDIR": str(temp)})
+    return done, time.monotonic() - started, sorted(os.listdir(temp))
 
 
 @pytest.fixture(scope="module")
-def smoke_runs():
+def smoke_runs(tmp_path_factory):
     """Every benchmark's smoke run, started at once in its lane; each test waits for its own."""
     lanes = [ThreadPoolExecutor(max_workers=1) for _ in LANES]
-    runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name) for lane, names in zip(lanes, LANES, strict=True)
-            for name in names}
+    temp = tmp_path_factory.mktemp("smoke-temp")
+    runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name, temp / name)
+            for lane, names in zip(lanes, LANES, strict=True) for name in names}
     yield runs
     for lane in lanes:
         lane.shutdown(wait=True, cancel_futures=True)
@@ -103,12 +107,15 @@ def test_every_benchmark_is_in_a_lane():
 
 @pytest.mark.parametrize("script", BENCHMARKS, ids=[p.name for p in BENCHMARKS])
 def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
-    done, seconds = smoke_runs[script.name].result(timeout=3600)
+    done, seconds, left = smoke_runs[script.name].result(timeout=3600)
     said = f"{script.name} --smoke, exit {done.returncode} after {seconds:.0f} s:\n" \
            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     assert done.returncode == 0, said
     for row in TABLES[script.name]:
         assert re.search(row, done.stdout, re.M), f"no line matching {row!r} in the output of {said}"
+    # its work folder (and torchbake's, the engines') gone: at most the lock that said it was alive
+    left = [name for name in left if name != leftovers.RUNNING.name]
+    assert left == [], f"{script.name} left in its temporary folder: {left}"
 
 
 def test_torch_once_measures_layers_by_asking_the_engine(base_image):

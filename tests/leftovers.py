@@ -1,0 +1,96 @@
+"""What a test run killed before its end (CI's time limit, a machine stopped, kill -9) leaves on
+the engine and the disk, removed by the next run that finds no other run alive: the images under
+the tests' names that carry a run's id, and what a killed second engine left mounted in the tests'
+folders (pytest then cannot delete them, and they stay). On a reused CI machine these filled the
+disk: a run holds a few GB of images when it is stopped.
+
+Each run holds a shared lock on one file for as long as it lives (the kernel drops it when the
+process dies, however it dies). A run that gets the lock exclusively is the only one: nothing
+under those names is in use, so nothing it removes belongs to a run still going."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+RUNNING = Path(tempfile.gettempdir()) / "torchbake-tests-running.lock"
+# The names the tests and the benchmarks' smoke runs give what they make (pushed copies under a
+# loopback registry's host too), and the 8-hex id of a run, a worker or a smoke run in them. An
+# image under these names without an id (the shared bootstrapped bases) is kept between runs.
+OURS = re.compile(r"^(?:127\.0\.0\.1:\d+/[^/]+/)?(?:torchbake-test/|tb-bench-smoke-)")
+RUN_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{8}(?![0-9a-f])")
+# The folders of runs and benchmarks, where a killed one's second engines had their data roots;
+# a benchmark's own (BENCH_FOLDER) goes whole, pytest's it removes itself (keeping the last three).
+TEMP = Path(tempfile.gettempdir())
+FOLDER_PREFIXES = ("pytest-of-", "torchbake-")
+BENCH_FOLDER = re.compile(r"^torchbake-[a-z-]*bench-")
+
+_held: list[int] = []
+
+
+def hold_and_sweep(docker: str = "docker") -> list[str]:
+    """Mark this test run alive for its lifetime; where it is the only run alive, remove what
+    killed ones left (:func:`sweep`) first. Returns what was removed."""
+    descriptor = os.open(RUNNING, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:  # another run is alive: its images are in use
+        removed = []
+    else:
+        removed = sweep(docker)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)  # (from exclusive: a conversion; others may now join)
+    _held.append(descriptor)
+    return removed
+
+
+def hold() -> None:
+    """Mark this process (a benchmark) alive for its lifetime: no run sweeps while it lives."""
+    descriptor = os.open(RUNNING, os.O_RDWR | os.O_CREAT, 0o666)
+    fcntl.flock(descriptor, fcntl.LOCK_SH)
+    _held.append(descriptor)
+
+
+def leftover(reference: str) -> bool:
+    """Whether ``reference`` (an image's repository:tag) is one a test run made for itself."""
+    return bool(OURS.match(reference) and RUN_ID.search(reference.rsplit("/", 1)[-1]))
+
+
+def sweep(docker: str = "docker") -> list[str]:
+    """Remove every image a run made for itself, and unmount what killed engines left mounted in
+    the tests' folders. Only while no run is alive (:func:`hold_and_sweep`)."""
+    listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                            text=True, check=False).stdout.split()
+    removed = [reference for reference in listed if leftover(reference)]
+    if removed:
+        subprocess.run([docker, "image", "rm", "--force", *removed], capture_output=True, check=False)
+    for point in reversed(_mounts_below_tests()):  # deepest first
+        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+        removed.append(point)
+    for folder in TEMP.iterdir():
+        if BENCH_FOLDER.match(folder.name) and folder.is_dir():
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
+
+
+def _mounts_below_tests() -> list[str]:
+    points = []
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        point = line.split()[1].replace("\\040", " ")
+        inside = Path(point).relative_to(TEMP) if Path(point).is_relative_to(TEMP) else None
+        if inside and inside.parts and inside.parts[0].startswith(FOLDER_PREFIXES):
+            points.append(point)
+    return sorted(points)
+
+
+if __name__ == "__main__":  # scripts/test.sh, before it counts the room on the engine's disk
+    if shutil.which("docker"):
+        gone = hold_and_sweep()
+        if gone:
+            print(f"test.sh: removed what killed test runs left: {len(gone)} images, mounts and folders", file=sys.stderr)
