@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Room on the engine's disk before the tests start: `make-room.sh GB`. A run holds up to about 16 GB
+# while it goes (second engines' data roots, the tests' folders, images, the build cache's growth),
+# and every build checks build.min_free_space first. CI machines are reused between runs: there (CI
+# set) the engine's build cache is cut by what is missing, before the run, in BuildKit's own order
+# (a prune beside the tests deleted records the run had yet to use). Every cut costs the next runs
+# steps they had cached: BuildKit 0.13 ranks records by creation more than by use, and files a
+# step under the context upload of the build that first ran it (docs/housekeeping.md). On a
+# developer's machine nothing of theirs is removed: the shortfall is said, with what frees it.
+# DOCKER: the engine's client (tests/unit/test_make_room.py gives a stand-in).
+set -uo pipefail
+room_gb=${1:?usage: make-room.sh GB}
+docker=${DOCKER:-/usr/bin/docker}
+engine_root=$("$docker" info --format '{{.DockerRootDir}}' 2>/dev/null) || engine_root=/
+engine_free() { df --output=avail -B1 "$engine_root" | tail -1; }
+cache_bytes() {  # (asking the engine its build cache's size takes 2 s)
+    "$docker" system df --format '{{.Type}} {{.Size}}' 2>/dev/null \
+        | sed -n 's/^Build Cache \(.*\)B$/\1/p' | numfmt --from=si 2>/dev/null
+}
+short=$((room_gb * 1000 * 1000 * 1000 - $(engine_free)))
+[ "$short" -gt 0 ] || exit 0
+if [ -z "${CI:-}" ]; then
+    echo "test.sh: $(($(engine_free) / 1000000000)) GB free on the engine's disk ($engine_root); a run needs" \
+        "about ${room_gb} GB, and builds refuse to start short of it. Free some: docker builder prune --keep-storage 20GB" >&2
+    exit 0
+fi
+if ! before=$(cache_bytes) || [ -z "$before" ]; then
+    echo "test.sh: the engine did not say its build cache's size; nothing was cut." >&2
+    exit 0
+fi
+keep=$((before > short ? before - short : 0))
+"$docker" builder prune --force --keep-storage "$keep" >/dev/null \
+    || echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
+echo "test.sh: the engine's build cache cut from $((before / 1000000000)) GB to $((keep / 1000000000)) GB" \
+    "for the run's ${room_gb} GB; $(($(engine_free) / 1000000000)) GB free." >&2

@@ -1,0 +1,70 @@
+"""scripts/make-room.sh, before the suite: on CI the build cache is cut by what the run's room
+lacks on the engine's disk, and no more; on a developer's machine nothing is cut and the shortfall
+is said with the command that frees it. An engine stand-in (a script) answers for the engine: its
+root is this test's folder, its build cache 40 GB, and it records the prune it is asked for."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+
+GB = 1000 ** 3
+
+
+@pytest.fixture
+def engine(tmp_path):
+    asked = tmp_path / "asked"
+    docker = tmp_path / "docker"
+    docker.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        case "$1" in
+            info) echo {tmp_path} ;;
+            system) echo 'Images 7.9GB'; echo 'Build Cache 40GB' ;;
+            builder) echo "$@" >> {asked} ;;
+        esac
+        """))
+    docker.chmod(0o755)
+    return docker, asked
+
+
+def make_room(docker, room_gb: int, ci: bool) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CI"} | {"DOCKER": str(docker)} | ({"CI": "1"} if ci else {})
+    return subprocess.run(["bash", str(ROOT / "scripts" / "make-room.sh"), str(room_gb)], capture_output=True,
+                          text=True, env=env, timeout=60)
+
+
+def free_gb(folder) -> float:
+    return shutil.disk_usage(folder).free / GB
+
+
+def test_on_ci_the_cache_is_cut_by_what_the_room_lacks(engine, tmp_path):
+    docker, asked = engine
+    room = int(free_gb(tmp_path)) + 5  # about 5 GB short
+    done = make_room(docker, room, ci=True)
+    assert done.returncode == 0, done.stderr
+    words = asked.read_text().split()
+    assert words[:4] == ["builder", "prune", "--force", "--keep-storage"]
+    kept = int(words[4]) / GB
+    assert 34 < kept < 36, kept  # 40 GB less what was missing
+    assert f"cut from 40 GB to {int(words[4]) // GB} GB for the run's {room} GB" in done.stderr
+
+
+def test_with_room_enough_nothing_is_cut(engine, tmp_path):
+    docker, asked = engine
+    done = make_room(docker, max(1, int(free_gb(tmp_path)) - 2), ci=True)
+    assert done.returncode == 0 and done.stderr == "" and not asked.exists()
+
+
+def test_on_a_developers_machine_nothing_is_cut_and_the_shortfall_is_said(engine, tmp_path):
+    docker, asked = engine
+    room = int(free_gb(tmp_path)) + 5
+    done = make_room(docker, room, ci=False)
+    assert done.returncode == 0 and not asked.exists()
+    assert f"GB free on the engine's disk ({tmp_path}); a run needs about {room} GB" in done.stderr
+    assert "docker builder prune --keep-storage 20GB" in done.stderr
