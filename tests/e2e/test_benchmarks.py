@@ -80,13 +80,14 @@ LANES = (("compile_cache.py", "registry_nightly.py", "startup.py", "run_containe
 
 
 def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
-    """The smoke run of ``script``, its seconds, and what it left in its temporary folder ``temp``."""
+    """The smoke run of ``script``, its seconds, and the files it left in its temporary folder
+    ``temp`` (torchbake's folder of candidates' locks stays, empty: one for every build on a host)."""
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # as clean_env
     temp.mkdir()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900, env={**environment, "TMPDIR": str(temp)})
-    return done, time.monotonic() - started, sorted(os.listdir(temp))
+    return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
 
 @pytest.fixture(scope="module")
