@@ -51,11 +51,13 @@ from pathlib import Path
 
 from _steps import add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
 
+from tests.leftovers import host_lock  # (the checkout on sys.path: _steps put it there)
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake-bench/debian:bookworm-multi"
 SUITE_BASE = "torchbake-test/debian:bookworm-multi"  # tests/e2e/test_platforms.py's MULTI_BASE: the same packages
-SUITE_BASE_LOCK = Path(tempfile.gettempdir()) / "torchbake-tests-multi-base.lock"  # and the lock its fixture makes it under
+SUITE_BASE_LOCK = host_lock("multi-base")  # and the lock its fixture makes it under
 NAME = "torchbake-bench/platforms"
 RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
 COMPANIONS = ("numpy==2.4.6", "scipy==1.17.1", "pandas==3.1.1", "pyarrow==26.0.1")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Room on the engine's disk before the tests start: `make-room.sh GB`. A run holds up to about 16 GB
-# while it goes (second engines' data roots, the tests' folders, images, the build cache's growth),
-# and every build checks build.min_free_space first. CI machines are reused between runs: there (CI
+# Room on the engine's disk before the tests start: `make-room.sh GB`. A whole run from a fresh
+# clone took up to 12.7 GB while it went (2026-11-29: the clone's .venv, second engines' data
+# roots, the tests' folders, images, the build cache's growth), and every build checks
+# build.min_free_space (2 GB) and its own estimate first: test.sh asks for 20. CI machines are reused between runs: there (CI
 # set) the engine's build cache is cut by what is missing, before the run, in BuildKit's own order
 # (a prune beside the tests deleted records the run had yet to use). Every cut costs the next runs
 # steps they had cached: BuildKit 0.13 ranks records by creation more than by use, and files a

@@ -19,7 +19,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-RUNNING = Path(tempfile.gettempdir()) / "torchbake-tests-running.lock"
+# Where the locks every test run and benchmark on this host share are: the temporary folder, or this
+# variable's folder where a run gave a benchmark a temporary folder of its own (test_benchmarks.py).
+LOCKS_VARIABLE = "TB_TESTS_LOCK_DIR"
+
+
+def host_lock(name: str) -> Path:
+    """The lock file ``name`` that the test runs and benchmarks on this host take turns at."""
+    return Path(os.environ.get(LOCKS_VARIABLE) or tempfile.gettempdir()) / f"torchbake-tests-{name}.lock"
+
+
+RUNNING = host_lock("running")
 # The names the tests and the benchmarks' smoke runs give what they make (pushed copies under a
 # loopback registry's host too), and the 8-hex id of a run, a worker or a smoke run in them. An
 # image under these names without an id (the shared bootstrapped bases) is kept between runs.

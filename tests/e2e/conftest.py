@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, run_invoke
+from tests.leftovers import host_lock
 from tests.support import git_server, serve_registry, start_second_engine
 
 from .fixture_repos import dev_profile, git_credentials, make_repos
@@ -42,11 +43,9 @@ def default_names_lock():
     """Held by the tests that make, set aside or watch images under torchbake's default names and
     debian:*/ubuntu:* (the as-typed commands, the bad-input catalogue): they take turns, also
     across pytest-xdist workers and across test runs on one machine."""
-    import tempfile
-
     import filelock
 
-    with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-default-names.lock"):
+    with filelock.FileLock(host_lock("default-names")):
         yield
 
 
@@ -121,7 +120,6 @@ def base_image(run_id, tb_env):
     reproducible, so it is the very image the main job makes on demand (test_as_typed), and the
     real CPU image's build (conftest's cpu_image) and the main job's then share every step in the
     engine's cache. (An image made for other platforms or packages is another image.)"""
-    import tempfile
 
     import filelock
 
@@ -148,7 +146,7 @@ def base_image(run_id, tb_env):
 
     # One bootstrap for the pytest-xdist workers of a run, kept for later runs on this engine
     # (a cache, as the engine's build cache is): the others wait for it and tag it.
-    with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-base-image.lock"):
+    with filelock.FileLock(host_lock("base-image")):
         for made in ("debian:bookworm", SHARED_BASE):
             image_id = made_by_torchbake(made)
             if image_id and docker("tag", image_id, name, check=False).returncode == 0:

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import subprocess
-import tempfile
 import tomllib
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from tests.conftest import run_invoke
+from tests.leftovers import host_lock
 from tests.support import serve_registry
 
 from .helpers import STAND_IN_PYTHON, as_in_a_terminal, docker, listing, make_wheel
@@ -33,7 +33,7 @@ NUMPY = "numpy==2.4.6"
 def multi_base(run_id, tb_env):
     """A bookworm base for linux/amd64 and linux/arm64 under one name, by `invoke bootstrap-os --platform`."""
     name = f"torchbake-test/debian:bookworm-multi-{run_id}"
-    with filelock.FileLock(Path(tempfile.gettempdir()) / "torchbake-tests-multi-base.lock"):
+    with filelock.FileLock(host_lock("multi-base")):
         labels = docker("image", "inspect", "--format", "{{json .Config.Labels}}", MULTI_BASE, check=False).stdout
         if "linux/amd64,linux/arm64" not in labels or RUNTIME_PACKAGES not in labels:
             result = run_invoke("bootstrap-os", "--suite", "bookworm", "--name", MULTI_BASE, "--force",

@@ -7,6 +7,7 @@ import docker.errors
 import pytest
 import requests
 
+from torchbake.adapters import engine
 from torchbake.adapters.engine import DockerClient
 from torchbake.core.errors import EngineError, RegistryError
 
@@ -85,12 +86,18 @@ LISTINGS = [
 @pytest.mark.parametrize(("method", "sdk_call", "gone", "times", "listed", "lasting"), LISTINGS,
                          ids=[entry[0] for entry in LISTINGS])
 def test_a_listing_that_meets_an_object_removed_meanwhile_is_asked_again(method, sdk_call, gone, times, listed,
-                                                                           lasting):
+                                                                           lasting, monkeypatch):
+    pauses: list[float] = []
+    monkeypatch.setattr(engine.time, "sleep", pauses.append)
     listing = in_turn(*[gone] * times, listed)
     assert getattr(client_with(FakeAPI(**{sdk_call: listing})), method)() == listed
     assert listing.left == []
+    assert pauses == [0.25, 0.5][:times]
+    pauses.clear()
     with pytest.raises(EngineError, match=lasting):
         getattr(client_with(FakeAPI(**{sdk_call: gone})), method)()  # not forever
+    # over a few seconds: a container being removed lacked its snapshot for five listings back to back
+    assert pauses == [0.25, 0.5, 1.0, 2.0]
     refused = client_with(FakeAPI(**{sdk_call: docker.errors.APIError("500 Server Error", explanation="disk I/O error")}))
     with pytest.raises(EngineError, match="disk I/O error"):
         getattr(refused, method)()

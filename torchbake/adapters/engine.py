@@ -45,7 +45,8 @@ else:  # the SDK is imported at the first engine call, not when the tasks are li
 
 ENGINE_TIMEOUT = 60.0  # seconds for any engine call that is not a build or a long run
 _RAISE = object()  # DockerClient.call: a missing object is an error
-_LISTING_ATTEMPTS = 5  # DockerClient._listing: listings asked while objects are removed beside them
+_LISTING_ATTEMPTS = 5  # DockerClient._listing: listings asked while objects are removed beside them,
+_LISTING_PAUSE = 0.25  # the first pause between two, doubled each time (3.75 s in all)
 
 
 def marked_json(output: str, mark: str) -> Any:
@@ -114,13 +115,15 @@ class DockerClient(DockerCLI):
         content while it lists, so an image or container another client removes meanwhile makes
         the whole listing fail as "not found" (`docker system df`: "rw layer snapshot not found
         for container …", seen beside another test's removal); such a listing is asked again, a
-        few times, and a lasting failure is raised."""
-        for _attempt in range(_LISTING_ATTEMPTS - 1):
+        few times over a few seconds (a container being removed lacked its snapshot for longer
+        than five listings back to back), and a lasting failure is raised."""
+        for attempt in range(_LISTING_ATTEMPTS - 1):
             try:
                 return self.call(what, method, **kwargs)
             except EngineError as exc:
                 if not (isinstance(exc.__cause__, docker.errors.NotFound) or "not found" in str(exc.__cause__)):
                     raise
+            time.sleep(_LISTING_PAUSE * 2 ** attempt)
         return self.call(what, method, **kwargs)
 
     def build(self, argv: list[str], env: Mapping[str, str], log_file: Path) -> None:

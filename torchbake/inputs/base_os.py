@@ -250,7 +250,8 @@ def remove_rootfs(work: Path) -> None:
     """Remove a temporary root file system: unmount what debootstrap left mounted below it, then
     delete it without crossing into any file system still mounted there."""
     unmount_below(work, "it was not removed. Unmount them (umount --lazy PATH), then delete the folder")
-    shutil.rmtree(work, ignore_errors=True)
+    # rm: a quarter of shutil.rmtree's time on a root file system's 7,000 files (1 s against 4 s)
+    command.run(["rm", "-rf", "--one-file-system", "--", str(work)], check=False, capture=True, echo=False)
 
 
 # What debootstrap writes of the moment or of this host, emptied or removed (reproducible-builds.org's
