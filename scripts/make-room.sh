@@ -29,8 +29,17 @@ if ! before=$(cache_bytes) || [ -z "$before" ]; then
     echo "test.sh: the engine did not say its build cache's size; nothing was cut." >&2
     exit 0
 fi
-keep=$((before > short ? before - short : 0))
-"$docker" builder prune --force --keep-storage "$keep" >/dev/null \
-    || echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
-echo "test.sh: the engine's build cache cut from $((before / 1000000000)) GB to $((keep / 1000000000)) GB" \
+# Records share layers, so a cut frees less than it removes (2 GB removed freed 1 GB): cut again by
+# what is still missing, three cuts at most.
+size=$before
+for _ in 1 2 3; do
+    size=$((size > short ? size - short : 0))
+    if ! "$docker" builder prune --force --keep-storage "$size" >/dev/null; then
+        echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
+        break
+    fi
+    short=$((room_gb * 1000 * 1000 * 1000 - $(engine_free)))
+    [ "$short" -gt 0 ] && [ "$size" -gt 0 ] || break
+done
+echo "test.sh: the engine's build cache cut from $((before / 1000000000)) GB to $((size / 1000000000)) GB" \
     "for the run's ${room_gb} GB; $(($(engine_free) / 1000000000)) GB free." >&2

@@ -43,16 +43,18 @@ def free_gb(folder) -> float:
     return shutil.disk_usage(folder).free / GB
 
 
-def test_on_ci_the_cache_is_cut_by_what_the_room_lacks(engine, tmp_path):
+def test_on_ci_the_cache_is_cut_by_what_the_room_lacks_and_again_while_it_still_lacks(engine, tmp_path):
+    """The stand-in's prune frees nothing (as a cut of records whose layers others share frees
+    less than it removes): each cut is by what is still missing, three at most."""
     docker, asked = engine
     room = int(free_gb(tmp_path)) + 5  # about 5 GB short
     done = make_room(docker, room, ci=True)
     assert done.returncode == 0, done.stderr
-    words = asked.read_text().split()
-    assert words[:4] == ["builder", "prune", "--force", "--keep-storage"]
-    kept = int(words[4]) / GB
-    assert 34 < kept < 36, kept  # 40 GB less what was missing
-    assert f"cut from 40 GB to {int(words[4]) // GB} GB for the run's {room} GB" in done.stderr
+    cuts = [line.split() for line in asked.read_text().splitlines()]
+    assert [cut[:4] for cut in cuts] == [["builder", "prune", "--force", "--keep-storage"]] * 3
+    kept = [int(cut[4]) / GB for cut in cuts]
+    assert 34 < kept[0] < 36 and 29 < kept[1] < 31 and 24 < kept[2] < 26, kept  # 40 GB less 5, 10, 15
+    assert f"cut from 40 GB to {int(cuts[-1][4]) // GB} GB for the run's {room} GB" in done.stderr
 
 
 def test_with_room_enough_nothing_is_cut(engine, tmp_path):
