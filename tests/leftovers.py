@@ -68,7 +68,8 @@ def hold() -> None:
 
 def leftover(reference: str) -> bool:
     """Whether ``reference`` (an image's repository:tag) is one a test run made for itself."""
-    return bool(OURS.match(reference) and RUN_ID.search(reference.rsplit("/", 1)[-1]))
+    ours = OURS.match(reference)
+    return bool(ours and RUN_ID.search(reference[ours.end():]))  # (not in a registry's address)
 
 
 def sweep(docker: str = "docker") -> list[str]:

@@ -22,11 +22,12 @@ LISTED = [
     "torchbake-test/pytorch-cpu:run-9f5010dc",  # a run's
     "127.0.0.1:58111/team/torchbake-test/nightly-mp:release-py311-2dc5183d-arm64",  # pushed to a test registry
     "tb-bench-smoke-real-extension-3b8bb6d1:394ce0c9",  # a benchmark's smoke run
+    "127.0.0.1:57765/bench/tb-bench-smoke-nightly-ad3cd2d6/tiny:release-py311",  # its id in the path
     "debian:bookworm",  # the user's, whatever their tags
     "team/pytorch:2dc5183d",
     "torchbake-test/aside:1c09276be3ff",  # a user's image set aside by name, not a run's id
 ]
-LEFT = LISTED[2:6]
+LEFT = LISTED[2:7]
 
 
 @pytest.fixture
