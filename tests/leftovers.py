@@ -41,6 +41,7 @@ TEMP = Path(tempfile.gettempdir())
 FOLDER_PREFIXES = ("pytest-of-", "torchbake-")
 BENCH_FOLDER = re.compile(r"^torchbake-[a-z-]*bench-")
 
+ENGINE_TIMEOUT = 120  # seconds for the engine to list or remove images
 _held: list[int] = []
 
 
@@ -75,11 +76,15 @@ def leftover(reference: str) -> bool:
 def sweep(docker: str = "docker") -> list[str]:
     """Remove every image a run made for itself, and unmount what killed engines left mounted in
     the tests' folders. Only while no run is alive (:func:`hold_and_sweep`)."""
-    listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
-                            text=True, check=False).stdout.split()
-    removed = [reference for reference in listed if leftover(reference)]
-    if removed:
-        subprocess.run([docker, "image", "rm", "--force", *removed], capture_output=True, check=False)
+    try:  # an engine that does not answer: its images stay, for the next run
+        listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
+                                text=True, check=False, timeout=ENGINE_TIMEOUT).stdout.split()
+        removed = [reference for reference in listed if leftover(reference)]
+        if removed:
+            subprocess.run([docker, "image", "rm", "--force", *removed], capture_output=True, check=False,
+                           timeout=ENGINE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        removed = []
     for point in reversed(_mounts_below_tests()):  # deepest first
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
         removed.append(point)
