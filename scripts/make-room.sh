@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Room on the engine's disk before the tests start: `make-room.sh GB`. A whole run from a fresh
 # clone took up to 12.7 GB while it went (2026-11-29: the clone's .venv, second engines' data
-# roots, the tests' folders, images, the build cache's growth), and every build checks
-# build.min_free_space (2 GB) and its own estimate first: test.sh asks for 20. CI machines are reused between runs: there (CI
-# set) the engine's build cache is cut by what is missing, before the run, in BuildKit's own order
-# (a prune beside the tests deleted records the run had yet to use). Every cut costs the next runs
-# steps they had cached: BuildKit 0.13 ranks records by creation more than by use, and files a
-# step under the context upload of the build that first ran it (docs/housekeeping.md). On a
-# developer's machine nothing of theirs is removed: the shortfall is said, with what frees it.
+# roots, the tests' folders, images, the build cache's growth), and every build keeps
+# build.min_free_space (2 GB) and its own estimate free: test.sh asks for 20. CI machines are
+# reused between runs: there (CI set) the engine's build cache is cut by what is missing, before
+# the run, in BuildKit's own order (a prune beside the tests deleted records the run had yet to
+# use). Every cut costs the next runs steps they had cached: BuildKit 0.13 ranks records by
+# creation more than by use, and files a step under the context upload of the build that first
+# ran it (docs/housekeeping.md). On a developer's machine nothing of theirs is removed: the
+# shortfall is said, with what frees it.
 # DOCKER: the engine's client (tests/unit/test_make_room.py gives a stand-in).
 set -uo pipefail
 room_gb=${1:?usage: make-room.sh GB}
@@ -22,7 +23,7 @@ short=$((room_gb * 1000 * 1000 * 1000 - $(engine_free)))
 [ "$short" -gt 0 ] || exit 0
 if [ -z "${CI:-}" ]; then
     echo "test.sh: $(($(engine_free) / 1000000000)) GB free on the engine's disk ($engine_root); a run needs" \
-        "about ${room_gb} GB, and builds refuse to start short of it. Free some: docker builder prune --keep-storage 20GB" >&2
+        "about ${room_gb} GB, and a build refuses to start when the disk runs short. Free some: docker builder prune --keep-storage 20GB" >&2
     exit 0
 fi
 if ! before=$(cache_bytes) || [ -z "$before" ]; then

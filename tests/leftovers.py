@@ -36,7 +36,7 @@ RUNNING = host_lock("running")
 OURS = re.compile(r"^(?:127\.0\.0\.1:\d+/[^/]+/)?(?:torchbake-test/|tb-bench-smoke-)")
 RUN_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{8}(?![0-9a-f])")
 # The folders of runs and benchmarks, where a killed one's second engines had their data roots;
-# a benchmark's own (BENCH_FOLDER) goes whole, pytest's it removes itself (keeping the last three).
+# a benchmark's own (BENCH_FOLDER) goes whole, pytest's it removes itself (keeping the last run's).
 TEMP = Path(tempfile.gettempdir())
 FOLDER_PREFIXES = ("pytest-of-", "torchbake-")
 BENCH_FOLDER = re.compile(r"^torchbake-[a-z-]*bench-")

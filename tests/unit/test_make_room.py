@@ -5,6 +5,7 @@ root is this test's folder, its build cache 40 GB, and it records the prune it i
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -47,13 +48,14 @@ def test_on_ci_the_cache_is_cut_by_what_the_room_lacks_and_again_while_it_still_
     """The stand-in's prune frees nothing (as a cut of records whose layers others share frees
     less than it removes): each cut is by what is still missing, three at most."""
     docker, asked = engine
-    room = int(free_gb(tmp_path)) + 5  # about 5 GB short
+    room = int(free_gb(tmp_path)) + 5  # 4 to 5 GB short
     done = make_room(docker, room, ci=True)
     assert done.returncode == 0, done.stderr
     cuts = [line.split() for line in asked.read_text().splitlines()]
     assert [cut[:4] for cut in cuts] == [["builder", "prune", "--force", "--keep-storage"]] * 3
-    kept = [int(cut[4]) / GB for cut in cuts]
-    assert 34 < kept[0] < 36 and 29 < kept[1] < 31 and 24 < kept[2] < 26, kept  # 40 GB less 5, 10, 15
+    kept = [40.0] + [int(cut[4]) / GB for cut in cuts]
+    # each cut by what was still missing: 4 to 5 GB (the room is whole GB; the free space moves meanwhile)
+    assert all(3.5 < before - after < 5.5 for before, after in itertools.pairwise(kept)), kept
     assert f"cut from 40 GB to {int(cuts[-1][4]) // GB} GB for the run's {room} GB" in done.stderr
 
 
