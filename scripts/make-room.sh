@@ -19,7 +19,8 @@ cache_bytes() {  # (asking the engine its build cache's size takes 2 s)
     "$docker" system df --format '{{.Type}} {{.Size}}' 2>/dev/null \
         | sed -n 's/^Build Cache \(.*\)B$/\1/p' | numfmt --from=si 2>/dev/null
 }
-short=$((room_gb * 1000 * 1000 * 1000 - $(engine_free)))
+shortfall() { echo $((room_gb * 1000 * 1000 * 1000 - $(engine_free))); }
+short=$(shortfall)
 [ "$short" -gt 0 ] || exit 0
 if [ -z "${CI:-}" ]; then
     echo "test.sh: $(($(engine_free) / 1000000000)) GB free on the engine's disk ($engine_root); a run needs" \
@@ -39,7 +40,7 @@ for _ in 1 2 3; do
         echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
         break
     fi
-    short=$((room_gb * 1000 * 1000 * 1000 - $(engine_free)))
+    short=$(shortfall)
     [ "$short" -gt 0 ] && [ "$size" -gt 0 ] || break
 done
 echo "test.sh: the engine's build cache cut from $((before / 1000000000)) GB to $((size / 1000000000)) GB" \

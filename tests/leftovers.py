@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tests.support import unmount_below
+
 # Where the locks every test run and benchmark on this host share are: the temporary folder, or this
 # variable's folder where a run gave a benchmark a temporary folder of its own (test_benchmarks.py).
 LOCKS_VARIABLE = "TB_TESTS_LOCK_DIR"
@@ -85,24 +87,14 @@ def sweep(docker: str = "docker") -> list[str]:
                            timeout=ENGINE_TIMEOUT)
     except subprocess.TimeoutExpired:
         removed = []
-    for point in reversed(_mounts_below_tests()):  # deepest first
-        subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
-        removed.append(point)
     for folder in TEMP.iterdir():
-        if BENCH_FOLDER.match(folder.name) and folder.is_dir():
+        if not (folder.name.startswith(FOLDER_PREFIXES) and folder.is_dir()):
+            continue
+        removed += unmount_below(folder)
+        if BENCH_FOLDER.match(folder.name):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(str(folder))
     return removed
-
-
-def _mounts_below_tests() -> list[str]:
-    points = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        point = line.split()[1].replace("\\040", " ")
-        inside = Path(point).relative_to(TEMP) if Path(point).is_relative_to(TEMP) else None
-        if inside and inside.parts and inside.parts[0].startswith(FOLDER_PREFIXES):
-            points.append(point)
-    return sorted(points)
 
 
 if __name__ == "__main__":  # scripts/test.sh, before it counts the room on the engine's disk

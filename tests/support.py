@@ -448,13 +448,15 @@ def start_second_engine(root: Path):
         subprocess.run(["rm", "-rf", str(root / "data"), str(short)], check=False)
 
 
-def unmount_below(folder: Path) -> None:
+def unmount_below(folder: Path) -> list[str]:
     """Unmount every mount point at or below ``folder``, deepest first (`umount --recursive`
-    needs ``folder`` itself to be one)."""
+    needs ``folder`` itself to be one); returns them."""
     points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    below = [point for point in points if point == str(folder) or point.startswith(f"{folder}/")]
-    for point in sorted(below, key=len, reverse=True):
+    below = sorted((point for point in points if point == str(folder) or point.startswith(f"{folder}/")),
+                   key=len, reverse=True)
+    for point in below:
         subprocess.run(["umount", "--lazy", point], capture_output=True, check=False)
+    return below
 
 
 class RedisStore:
