@@ -24,6 +24,8 @@ done
 DOCKER=${TORCHBAKE_ENGINE_CLIENT:-/usr/bin/docker}
 LOG=${TORCHBAKE_DOCKERD_LOG:-/var/log/torchbake-dockerd.log}
 SETTINGS=${TORCHBAKE_DOCKERD_SETTINGS:-/etc/docker/daemon.json}
+DOCKERD=${TORCHBAKE_DOCKERD:-dockerd}
+WAIT_S=${TORCHBAKE_ENGINE_WAIT_S:-600}
 MIN_MAJOR=26
 STORE_FEATURE='{"features": {"containerd-snapshotter": true}}'
 
@@ -149,14 +151,21 @@ Start one (Docker >= $MIN_MAJOR with buildx and the containerd image store, e.g.
 or set DOCKER_HOST, then try again."
 fi
 
-installed=$(dockerd --version 2>/dev/null | sed -n 's/^Docker version \([0-9][^ ,]*\).*/\1/p' || true)
+installed=$("$DOCKERD" --version 2>/dev/null | sed -n 's/^Docker version \([0-9][^ ,]*\).*/\1/p' || true)
 if [ -z "$installed" ] || [ "$(major_of "$installed")" -lt "$MIN_MAJOR" ] || ! has_buildx || ! command -v containerd >/dev/null; then
     install_engine
 fi
 engine_settings
 
-if ! pgrep -x dockerd >/dev/null; then
-    say "starting dockerd in the background (log: $LOG)"
+# The engine started here, or one already starting (a machine's boot, an earlier run of this script):
+# it is waited for while it lives, however long its start takes. On a machine whose engine holds
+# a day of builds, the start is slow: BuildKit reads its cache records before the engine's socket
+# answers (one CI machine: no answer after 60 s).
+daemon=$(basename "$DOCKERD")
+if pid=$(pgrep -o -x "$daemon"); then
+    say "$daemon is running (pid $pid); waiting for it to answer"
+else
+    say "starting $daemon in the background (log: $LOG)"
     # The engine's Go collector ran at the default pace (GOGC=100) for a fifth of its CPU while it
     # built and exported the real torch image; on a machine this script sets up (a CI runner, a
     # new desk machine) memory is cheaper than those cores. But not without bound: at GOGC=400 the
@@ -164,17 +173,31 @@ if ! pgrep -x dockerd >/dev/null; then
     # killer; GOMEMLIMIT (a quarter of the memory) makes the collector keep up near it. A GOGC or
     # GOMEMLIMIT of the caller's own is kept.
     limit=$(awk '/^MemTotal:/ { printf "%dMiB", $2 / 4096 }' /proc/meminfo)
-    GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-$limit} nohup dockerd --config-file "$SETTINGS" >"$LOG" 2>&1 </dev/null &
+    GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-$limit} nohup "$DOCKERD" --config-file "$SETTINGS" >"$LOG" 2>&1 </dev/null &
+    pid=$!
 fi
-for _ in $(seq 1 60); do
+started=$SECONDS
+said=$SECONDS
+while [ $((SECONDS - started)) -lt "$WAIT_S" ]; do
     if version=$(server_version) && [ -n "$version" ]; then
         missing=$(lacks "$version")
         [ -z "$missing" ] || fail "the engine started, but $missing; see $LOG"
         say "the engine answers (Docker $version, buildx, containerd image store)."
         exit 0
     fi
+    if ! kill -0 "$pid" 2>/dev/null || [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = Z ]; then
+        echo "ensure-engine: $daemon (pid $pid) exited after $((SECONDS - started)) s without answering; the end of $LOG:" >&2
+        tail -20 "$LOG" >&2 || true
+        exit 1
+    fi
+    if [ $((SECONDS - said)) -ge 30 ]; then
+        say "$daemon is still starting ($((SECONDS - started)) s); the last line of $LOG: $(tail -1 "$LOG" 2>/dev/null | cut -c1-160)"
+        said=$SECONDS
+    fi
     sleep 1
 done
-echo "ensure-engine: dockerd did not answer within 60 s; see $LOG" >&2
+echo "ensure-engine: $daemon (pid $pid) did not answer within $WAIT_S s (TORCHBAKE_ENGINE_WAIT_S); the start and the end of $LOG:" >&2
+head -3 "$LOG" >&2 || true
+echo "..." >&2
 tail -20 "$LOG" >&2 || true
 exit 1

@@ -212,8 +212,9 @@ def environment_layer(environ: Mapping[str, str], known: Mapping[str, Any]) -> d
     return layer
 
 
-# TORCHBAKE_* variables that are not options.
-RESERVED_ENV = ("TORCHBAKE_KEEP_CONTAINERS",)
+# TORCHBAKE_* variables that are not options: the tests' own, and those of the set-up scripts (scripts/*.sh).
+RESERVED_ENV = ("TORCHBAKE_KEEP_CONTAINERS", "TORCHBAKE_ENGINE_CLIENT", "TORCHBAKE_DOCKERD", "TORCHBAKE_DOCKERD_LOG",
+                "TORCHBAKE_DOCKERD_SETTINGS", "TORCHBAKE_ENGINE_WAIT_S", "TORCHBAKE_DEV_WHEELS", "TORCHBAKE_BINFMT_DIR")
 
 
 def resolve(
