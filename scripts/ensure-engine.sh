@@ -26,6 +26,9 @@ LOG=${TORCHBAKE_DOCKERD_LOG:-/var/log/torchbake-dockerd.log}
 SETTINGS=${TORCHBAKE_DOCKERD_SETTINGS:-/etc/docker/daemon.json}
 DOCKERD=${TORCHBAKE_DOCKERD:-dockerd}
 WAIT_S=${TORCHBAKE_ENGINE_WAIT_S:-600}
+case "$WAIT_S" in
+    '' | *[!0-9]* | 0) echo "ensure-engine: TORCHBAKE_ENGINE_WAIT_S=$WAIT_S: expected whole seconds, at least 1 (the default is 600)" >&2; exit 2 ;;
+esac
 MIN_MAJOR=26
 STORE_FEATURE='{"features": {"containerd-snapshotter": true}}'
 
@@ -162,7 +165,10 @@ engine_settings
 # a day of builds, the start is slow: BuildKit reads its cache records before the engine's socket
 # answers (one CI machine: no answer after 60 s).
 daemon=$(basename "$DOCKERD")
-if pid=$(pgrep -o -x "$daemon"); then
+# A process of that name that is not a zombie (where nothing reaps the dead, one stays listed).
+running() { ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
+pid=$(ps -C "$daemon" -o pid=,stat= | awk '$2 !~ /^Z/ {print $1; exit}' || true)
+if [ -n "$pid" ]; then
     say "$daemon is running (pid $pid); waiting for it to answer"
 else
     say "starting $daemon in the background (log: $LOG)"
@@ -185,7 +191,7 @@ while [ $((SECONDS - started)) -lt "$WAIT_S" ]; do
         say "the engine answers (Docker $version, buildx, containerd image store)."
         exit 0
     fi
-    if ! kill -0 "$pid" 2>/dev/null || [ "$(ps -o stat= -p "$pid" 2>/dev/null | cut -c1)" = Z ]; then
+    if ! running "$pid"; then
         echo "ensure-engine: $daemon (pid $pid) exited after $((SECONDS - started)) s without answering; the end of $LOG:" >&2
         tail -20 "$LOG" >&2 || true
         exit 1

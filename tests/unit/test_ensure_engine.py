@@ -15,6 +15,7 @@ import subprocess
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,27 @@ def test_the_set_up_scripts_variables_leave_invoke_working():
                     for name in re.findall(r"\$\{?(TORCHBAKE_[A-Z_]+)", script.read_text())})
     assert "TORCHBAKE_DOCKERD_LOG" in names and "TORCHBAKE_DEV_WHEELS" in names
     resolve(environ=dict.fromkeys(names, "1"))
+
+
+@pytest.mark.parametrize("wait", ["10m", "0", "-5"])
+def test_a_time_to_wait_that_is_not_whole_seconds_is_refused_before_anything(engine, wait):
+    daemon, env = engine
+    done, _ = ensure_engine(env, TORCHBAKE_ENGINE_WAIT_S=wait)
+    assert done.returncode == 2
+    assert done.stderr == f"ensure-engine: TORCHBAKE_ENGINE_WAIT_S={wait}: expected whole seconds, at least 1 (the default is 600)\n"
+    assert done.stdout == ""
+
+
+def test_a_dead_engine_not_yet_reaped_is_not_taken_for_a_running_one(engine):
+    """Where nothing reaps the dead (a container's first process that is not an init), a dead
+    engine stays listed, a zombie: it is not waited for, a new one is started."""
+    daemon, env = engine
+    dead = subprocess.Popen([str(daemon)], env={**env, "DIE": "gone"}, stdout=subprocess.DEVNULL)
+    try:
+        while Path(f"/proc/{dead.pid}/stat").read_text().split(") ")[1][0] != "Z":  # dead, not reaped: not waited for
+            time.sleep(0.05)
+        done, _ = ensure_engine(env, START_S="0.2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"starting {daemon.name} in the background" in done.stdout
+    finally:
+        dead.wait()
