@@ -44,6 +44,7 @@ def engine(tmp_path):
         echo "Starting up"
         [ -n "$DIE" ] && {{ echo "failed to start daemon: $DIE"; exit 1; }}
         sleep "$START_S"
+        [ -n "$HOLD" ] && while [ ! -f "$HOLD" ]; do sleep 0.05; done
         touch {ready}
         exec sleep 300
         """))
@@ -95,15 +96,24 @@ def test_an_engine_that_dies_is_said_at_once(engine):
 
 
 def test_an_engine_already_starting_is_waited_for_not_started_again(engine, tmp_path):
+    """The stand-in answers only once the script has said it waits for it (the file ``go``)."""
     daemon, env = engine
-    running = subprocess.Popen([str(daemon)], env={**env, "START_S": "1"}, stdout=subprocess.DEVNULL,
-                               start_new_session=True)
+    go = tmp_path / "go"
+    running = subprocess.Popen([str(daemon)], env={**env, "START_S": "0", "HOLD": str(go)},
+                               stdout=subprocess.DEVNULL, start_new_session=True)
     try:
-        time.sleep(0.2)
-        done, _ = ensure_engine(env)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert f"{daemon.name} is running (pid {running.pid}); waiting for it to answer" in done.stdout
-        assert "starting" not in done.stdout
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "engine.pid").exists():
+            assert time.monotonic() < deadline, "the stand-in engine did not start in 30 s"
+            time.sleep(0.05)
+        with subprocess.Popen(["bash", str(ROOT / "scripts" / "ensure-engine.sh")], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, env=env, stdin=subprocess.DEVNULL) as script:
+            first = script.stdout.readline()
+            go.touch()
+            rest = script.stdout.read()
+            assert script.wait(timeout=60) == 0, first + rest
+        assert first == f"ensure-engine: {daemon.name} is running (pid {running.pid}); waiting for it to answer\n"
+        assert "starting" not in rest and "the engine answers" in rest
     finally:
         os.killpg(running.pid, signal.SIGKILL)
         running.wait()
