@@ -31,7 +31,7 @@ case "${1:-}" in
 esac
 # First what killed runs left (where no other run is alive), then room on the engine's disk.
 .venv/bin/python -m tests.leftovers || exit 1
-bash scripts/make-room.sh 20
+bash scripts/make-room.sh 20 20
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
 status=$?
 if [ "$status" = 5 ]; then

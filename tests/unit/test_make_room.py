@@ -34,9 +34,10 @@ def engine(tmp_path):
     return docker, asked
 
 
-def make_room(docker, room_gb: int, ci: bool) -> subprocess.CompletedProcess[str]:
+def make_room(docker, room_gb: int, ci: bool, cache_gb: int | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "CI"} | {"DOCKER": str(docker)} | ({"CI": "1"} if ci else {})
-    return subprocess.run(["bash", str(ROOT / "scripts" / "make-room.sh"), str(room_gb)], capture_output=True,
+    cap = [] if cache_gb is None else [str(cache_gb)]
+    return subprocess.run(["bash", str(ROOT / "scripts" / "make-room.sh"), str(room_gb), *cap], capture_output=True,
                           text=True, env=env, timeout=60)
 
 
@@ -72,3 +73,25 @@ def test_on_a_developers_machine_nothing_is_cut_and_the_shortfall_is_said(engine
     assert done.returncode == 0 and not asked.exists()
     assert f"GB free on the engine's disk ({tmp_path}); a run needs about {room} GB" in done.stderr
     assert "docker builder prune --keep-storage 20GB" in done.stderr
+
+
+def test_on_ci_a_build_cache_past_its_size_is_cut_to_it_first(engine, tmp_path):
+    docker, asked = engine
+    done = make_room(docker, 1, ci=True, cache_gb=30)  # room enough; the stand-in's cache is 40 GB
+    assert done.returncode == 0, done.stderr
+    assert asked.read_text() == f"builder prune --force --keep-storage {30 * GB}\n"
+    assert done.stderr == "test.sh: the engine's build cache held to 30 GB (it was 40 GB): a larger one slows every build.\n"
+
+
+def test_a_build_cache_within_its_size_is_not_cut(engine):
+    docker, asked = engine
+    done = make_room(docker, 1, ci=True, cache_gb=40)
+    assert done.returncode == 0 and done.stderr == "" and not asked.exists()
+
+
+def test_on_a_developers_machine_a_large_build_cache_is_said_with_the_command_that_cuts_it(engine):
+    docker, asked = engine
+    done = make_room(docker, 1, ci=False, cache_gb=30)
+    assert done.returncode == 0 and not asked.exists()
+    assert "the engine's build cache is 40 GB; past about 30 GB it slows every build" in done.stderr
+    assert done.stderr.rstrip().endswith("Cut it: docker builder prune --keep-storage 30GB")
