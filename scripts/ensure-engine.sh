@@ -161,9 +161,8 @@ fi
 engine_settings
 
 # The engine started here, or one already starting (a machine's boot, an earlier run of this script):
-# it is waited for while it lives, however long its start takes. On a machine whose engine holds
-# a day of builds, the start is slow: BuildKit reads its cache records before the engine's socket
-# answers (one CI machine: no answer after 60 s).
+# it is waited for while it lives, however long its start takes (a CI machine's engine, reused for
+# days, had not answered after 60 s, 2026-11-29).
 daemon=$(basename "$DOCKERD")
 # A process of that name that is not a zombie (where nothing reaps the dead, one stays listed).
 running() { ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }

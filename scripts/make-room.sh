@@ -30,13 +30,13 @@ shortfall() { echo $((room_gb * 1000 * 1000 * 1000 - $(engine_free))); }
 if [ -n "$cache_gb" ] && cache=$(cache_bytes) && [ -n "$cache" ] && [ "$cache" -gt $((cache_gb * 1000 * 1000 * 1000)) ]; then
     if [ -n "${CI:-}" ]; then
         if "$docker" builder prune --force --keep-storage "$((cache_gb * 1000 * 1000 * 1000))" >/dev/null; then
-            echo "test.sh: the engine's build cache held to ${cache_gb} GB (it was $((cache / 1000000000)) GB): a larger one slows every build." >&2
+            echo "test.sh: the engine's build cache held to ${cache_gb} GB (it was $((cache / 1000000000)) GB): builds get slower past it." >&2
         else
             echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
         fi
     else
-        echo "test.sh: the engine's build cache is $((cache / 1000000000)) GB; past about ${cache_gb} GB it slows every build" \
-            "and every removal. Cut it: docker builder prune --keep-storage ${cache_gb}GB" >&2
+        echo "test.sh: the engine's build cache is $((cache / 1000000000)) GB; past about ${cache_gb} GB builds get slower." \
+            "To cut it: docker builder prune --keep-storage ${cache_gb}GB" >&2
     fi
 fi
 short=$(shortfall)
