@@ -8,6 +8,8 @@
 # system's sources left as they are), switches the containerd image store on in
 # /etc/docker/daemon.json and starts dockerd in the background.
 # Elsewhere, or where an older engine is running, it only checks, and says what to do.
+# An engine starting (this script's or one found starting) is waited for while it lives, up to
+# TORCHBAKE_ENGINE_WAIT_S seconds (600).
 # --restart: an engine that answers, managed by systemd, lacking only the containerd image store
 # (a CI runner's, e.g. GitHub's hosted runners'): the store switched on in its settings, it is
 # restarted (the images of its old store stay on disk, unseen). Never without the flag.
@@ -27,7 +29,7 @@ SETTINGS=${TORCHBAKE_DOCKERD_SETTINGS:-/etc/docker/daemon.json}
 DOCKERD=${TORCHBAKE_DOCKERD:-dockerd}
 WAIT_S=${TORCHBAKE_ENGINE_WAIT_S:-600}
 case "$WAIT_S" in
-    '' | *[!0-9]* | 0) echo "ensure-engine: TORCHBAKE_ENGINE_WAIT_S=$WAIT_S: expected whole seconds, at least 1 (the default is 600)" >&2; exit 2 ;;
+    '' | *[!0-9]* | 0 | ???????*) echo "ensure-engine: TORCHBAKE_ENGINE_WAIT_S=$WAIT_S: expected whole seconds, 1 to 999999 (the default is 600)" >&2; exit 2 ;;
 esac
 MIN_MAJOR=26
 STORE_FEATURE='{"features": {"containerd-snapshotter": true}}'

@@ -17,8 +17,13 @@
 # that does is said.
 # DOCKER: the engine's client (tests/unit/test_make_room.py gives a stand-in).
 set -uo pipefail
-room_gb=${1:?usage: make-room.sh GB [CACHE_GB]}
+room_gb=${1:-}
 cache_gb=${2:-}
+for number in "$room_gb" "${cache_gb:-1}"; do
+    case "$number" in
+        '' | *[!0-9]* | ??????*) echo "make-room: '$number' is not a number of GB (whole, 0 to 99999); usage: make-room.sh GB [CACHE_GB]" >&2; exit 2 ;;
+    esac
+done
 docker=${DOCKER:-/usr/bin/docker}
 engine_root=$("$docker" info --format '{{.DockerRootDir}}' 2>/dev/null) || engine_root=/
 engine_free() { df --output=avail -B1 "$engine_root" | tail -1; }

@@ -95,3 +95,16 @@ def test_on_a_developers_machine_a_large_build_cache_is_said_with_the_command_th
     assert done.returncode == 0 and not asked.exists()
     assert "the engine's build cache is 40 GB; past about 30 GB builds get slower." in done.stderr
     assert done.stderr.rstrip().endswith("To cut it: docker builder prune --keep-storage 30GB")
+
+
+@pytest.mark.parametrize(("args", "bad"), [(["abc"], "abc"), (["20", "abc"], "abc"), (["20", "-1"], "-1"), ([], ""),
+                                          (["20", "99999999999999999999"], "99999999999999999999")])
+def test_a_size_that_is_not_a_number_of_gb_is_refused_and_nothing_is_cut(engine, args, bad):
+    """(A word taken for a number would be 0 in the shell's arithmetic: the whole cache cut.)"""
+    docker, asked = engine
+    env = os.environ | {"DOCKER": str(docker), "CI": "1"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "make-room.sh"), *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 2 and not asked.exists()
+    assert done.stderr == (f"make-room: '{bad}' is not a number of GB (whole, 0 to 99999); usage: make-room.sh GB"
+                           " [CACHE_GB]\n")
