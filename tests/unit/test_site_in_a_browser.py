@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import functools
 import http.server
+import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
+from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlparse
 
 import pytest
@@ -43,7 +46,9 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
+    """Chromium with a temporary folder of the test's: it leaves a folder of its own
+    (org.chromium.Chromium.*) in TMPDIR at every start, which nothing removed."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -52,10 +57,14 @@ def browser():
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      "--window-size=1280,900"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    shared = Path(tempfile.gettempdir())
+    before = set(shared.glob("org.chromium.*"))
+    own = tmp_path_factory.mktemp("chromium-tmp")
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER, env={**os.environ, "TMPDIR": str(own)}), options=options)
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()
+    assert set(shared.glob("org.chromium.*")) == before, "Chromium left a folder in the shared temporary folder"
 
 
 def visit(browser, url: str) -> dict:
