@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
+from torchbake.checks import verify
 from torchbake.checks.verify import FAIL, PASS, SKIP, Expectations, evaluate
+from torchbake.families import FAMILIES
+from torchbake.supply_chain import inventory
 
 GOOD = {
     "python": "3.11", "python_full": "3.11.2", "torch": "2.13.0+cpu", "cuda": None, "hip": None,
@@ -64,3 +72,14 @@ def test_the_torch_version_found_matches_the_one_recorded(found, expected, match
     from torchbake.checks.verify import version_matches
 
     assert version_matches(found, expected) is matches
+
+
+def test_the_probe_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """The probe offers pip a fake torch wheel from a folder of its own, and removes it: run on this
+    host's Python (as where a container's /tmp is the host's), it left one at every verify."""
+    arch_env = f"ARCH_ENV = {tuple(family.arch.env for family in FAMILIES.values())!r}\n"
+    done = subprocess.run([sys.executable, "-c", inventory.script() + arch_env + verify.PROBE_SCRIPT],
+                          capture_output=True, text=True, env={**os.environ, "TMPDIR": str(tmp_path)}, timeout=120)
+    facts = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("TORCHBAKE-VERIFY ")).split(" ", 1)[1])
+    assert facts["constraint"][0] == 0, facts["constraint"]  # pip took the fake wheel: the folder was there
+    assert list(tmp_path.iterdir()) == []

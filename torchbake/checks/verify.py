@@ -90,20 +90,20 @@ if module:
         out["extension_error"] = repr(exc)
 code, text = pip("check")
 out["pip_check"] = [code, text[-2000:]]
-folder = tempfile.mkdtemp()
-wheel = os.path.join(folder, "torch-0.0.1-py3-none-any.whl")
-with zipfile.ZipFile(wheel, "w") as zf:
-    zf.writestr("torchbake_fake_torch.py", "")
-    zf.writestr("torch-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 0.0.1\n")
-    zf.writestr("torch-0.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: torchbake\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-    zf.writestr("torch-0.0.1.dist-info/RECORD", "")
-code, text = pip("install", "--dry-run", "--no-index", "--find-links", folder, "torch==0.0.1")
-out["constraint"] = [code, text[-2000:], os.environ.get("PIP_CONSTRAINT", "")]
-uv = shutil.which("uv")
-if uv:
-    attempt = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-index", "--python", sys.executable,
-                              "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
-    out["uv_constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("UV_CONSTRAINT", "")]
+with tempfile.TemporaryDirectory() as folder:  # (the probe runs on the host too: nothing left behind)
+    wheel = os.path.join(folder, "torch-0.0.1-py3-none-any.whl")
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("torchbake_fake_torch.py", "")
+        zf.writestr("torch-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 0.0.1\n")
+        zf.writestr("torch-0.0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: torchbake\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("torch-0.0.1.dist-info/RECORD", "")
+    code, text = pip("install", "--dry-run", "--no-index", "--find-links", folder, "torch==0.0.1")
+    out["constraint"] = [code, text[-2000:], os.environ.get("PIP_CONSTRAINT", "")]
+    uv = shutil.which("uv")
+    if uv:
+        attempt = subprocess.run([uv, "pip", "install", "--dry-run", "--offline", "--no-index", "--python", sys.executable,
+                                  "--find-links", folder, "torch==0.0.1"], capture_output=True, text=True)
+        out["uv_constraint"] = [attempt.returncode, (attempt.stdout + attempt.stderr)[-2000:], os.environ.get("UV_CONSTRAINT", "")]
 out["inventory"] = torchbake_inventory()
 print("TORCHBAKE-VERIFY " + json.dumps(out))
 '''
