@@ -3,9 +3,11 @@ mapped to SPDX ids where the words name one."""
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,3 +127,42 @@ def test_an_image_of_known_packages_passes_ntias_minimum_elements(tmp_path):
     assert torch["supplier"]["name"] == "PyTorch Team" and torch["copyright"] == "Copyright (c) 2016- Facebook, Inc"
     assert {d["ref"]: d.get("dependsOn", []) for d in cdx["dependencies"]}[torch["bom-ref"]] == [
         next(c["bom-ref"] for c in cdx["components"] if c["name"] == "sympy")]
+
+
+def test_a_thread_that_parses_while_another_builds_the_tokenizer_gets_its_licence(monkeypatch):
+    """build-all --jobs 2: two builds write their SBOMs at once, each parsing licences in a thread
+    of one process. license-expression builds its tokenizer at the first parse and publishes it
+    before it is whole: a second thread parsing then failed its cell ("'object' object has no
+    attribute 'children'"). Here the build of the tokenizer is slowed so that the second thread
+    surely parses while the first builds it; the second gets its licence right."""
+    import threading
+
+    from license_expression import _pyahocorasick
+
+    monkeypatch.setattr(licences, "_LICENSING", [])
+    monkeypatch.setattr(licences, "_spdx_id", functools.cache(licences._spdx_id.__wrapped__))  # fresh, undone after
+    building, whole = threading.Event(), _pyahocorasick.Trie.make_automaton
+
+    def slow_make_automaton(self):
+        building.set()
+        time.sleep(0.3)
+        return whole(self)
+
+    monkeypatch.setattr(_pyahocorasick.Trie, "make_automaton", slow_make_automaton)
+    results, errors = {}, []
+
+    def parse(name: str, after: threading.Event | None) -> None:
+        if after is not None:
+            assert after.wait(30), "the first thread never built the tokenizer"
+        try:
+            results[name] = licences.from_python("", name)
+        except Exception as exc:  # noqa: BLE001 - what the test reports
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=parse, args=("MIT", None)), threading.Thread(target=parse, args=("Apache-2.0 OR MIT", building))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert errors == []
+    assert results == {"MIT": ("MIT", {}), "Apache-2.0 OR MIT": ("Apache-2.0 OR MIT", {})}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Mapping
 
 # Debian's short licence names (DEP-5, https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/)
@@ -33,11 +34,23 @@ CONTENTS_TEXT = ("The image adds no licence of its own: it holds packages, each 
 CONTENTS_COPYRIGHT = "The copyright holders of the packages it holds, as each package's own entry in this SBOM states."
 
 
-@functools.cache
-def spdx_licensing():  # built once: license-expression builds SPDX's whole licence index a call (50 ms)
-    from license_expression import get_spdx_licensing
+_LICENSING: list = []
+_LICENSING_LOCK = threading.Lock()
 
-    return get_spdx_licensing()
+
+def spdx_licensing():
+    """SPDX's licensing, built once (license-expression builds the whole licence index a call,
+    50 ms) and whole before any thread has it: the library builds its tokenizer at the first
+    parse and publishes it half-made, so two builds of `build-all --jobs 2` parsing at once met
+    a node without children (an AttributeError, the cell failed)."""
+    with _LICENSING_LOCK:
+        if not _LICENSING:
+            from license_expression import get_spdx_licensing
+
+            licensing = get_spdx_licensing()
+            licensing.get_advanced_tokenizer()  # built here, under the lock; parses only read it
+            _LICENSING.append(licensing)
+    return _LICENSING[0]
 
 
 @functools.cache
