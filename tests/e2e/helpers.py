@@ -334,6 +334,8 @@ done
 for hook in $(command -v nvidia-container-runtime-hook mthreads-container-runtime-hook || true); do
     mount --bind /dev/null "$hook"
 done
+umount "$host_dev"  # the nodes stay bound; the folder goes (it is the host's, in its temporary folder)
+rmdir "$host_dev"
 exec "$@"
 """
 

@@ -5,6 +5,7 @@ reuse, and an interactive shell driven through a real terminal (tmux)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -270,6 +271,18 @@ def test_interactive_shell_through_a_real_terminal(image, tb_env, container_name
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False)
     assert inspect(name)["State"]["Status"] == "running"  # the container outlives the shell
+
+
+def test_the_gpu_less_view_shows_no_gpu_and_leaves_nothing_in_the_temporary_folder(tmp_path):
+    """The view the bad inputs below run in: /dev holds the few nodes a program needs and no GPU's,
+    and the folder it bound the host's /dev to is gone (it was left in the shared /tmp at every
+    command, seven a run)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    seen = subprocess.run(gpu_less(["ls", "/dev"]), capture_output=True, text=True, check=True,
+                          env={**os.environ, "TMPDIR": str(temp)})
+    assert sorted(seen.stdout.split()) == ["full", "null", "random", "urandom", "zero"]
+    assert list(temp.iterdir()) == []
 
 
 @pytest.fixture(scope="module")

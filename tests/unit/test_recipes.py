@@ -178,7 +178,7 @@ for v, b, k in sweep.ENVIRONMENT:
         sweep.test_every_options_environment_variable_refuses_a_value_of_the_wrong_kind(v, b, k)
 cases = [case for case in sweep.FLAGS if case[1] in flags]  # the new flags, swept by the sweep's own driver
 home = Path(tempfile.mkdtemp())
-env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ["PYTHONPATH"], "HOME": str(home),
+env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ["PYTHONPATH"], "HOME": str(home), "TMPDIR": tempfile.gettempdir(),
        "TORCHBAKE_PATHS_CACHE_DIR": str(home / "cache"), "TORCHBAKE_PATHS_LOG_DIR": str(home / "logs")}
 done = subprocess.run([sys.executable, "-c", sweep.DRIVER], capture_output=True, text=True, env=env, cwd=home, check=True,
                       input=json.dumps([[task, flag, value, *sweep.SAFE[task]] for task, flag, value in cases]))
@@ -197,8 +197,10 @@ print(json.dumps({"options": reference.options_markdown(), "tasks": reference.ta
 
 
 def rules(root: Path, key: str, variable: str, bad: str, *flags: str) -> dict:
+    temp = root.parent / f"{root.name}-temp"  # its folders and its driver's beside the test's (the shared /tmp kept ten a run)
+    temp.mkdir(exist_ok=True)
     done = subprocess.run([sys.executable, "-c", RULES, key, variable, bad, *flags], cwd=root, capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{root}:{ROOT}"}, timeout=300)
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{root}:{ROOT}", "TMPDIR": str(temp)}, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
 
