@@ -75,8 +75,9 @@ fi
 # runners, this project's machines) Python reads bytecode but never writes it, and uv writes none,
 # so every `invoke` compiled the 700 modules of its SDKs anew: 1.5 s of a cached build's 4 s of CPU
 # (2026-11-29). A file that is not Python 3 (a package's test data) is passed over.
+# (Without that variable Python writes each module's bytecode the first time it imports it: nothing to do.)
 compiled=.venv/.torchbake-compiled
-if [ ! -f "$compiled" ] || [ "$stamp" -nt "$compiled" ]; then
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] && { [ ! -f "$compiled" ] || [ "$stamp" -nt "$compiled" ]; }; then
     echo "setup: compiling .venv's packages to bytecode"
     .venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages >/dev/null 2>&1 || true
     touch "$compiled"
