@@ -50,12 +50,11 @@ from tests.e2e.helpers import copy_image, make_tiny_torch  # noqa: E402
 from tests.support import git_server, redis_store, start_second_engine, tls_store  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, smoke_name, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, smoke_name, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/compile-cache"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def run(argv, env=None) -> tuple[float, str]:

@@ -36,14 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
 
 from torchbake.adapters.docker_cli import DockerCLI  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/compression"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 KINDS = {"plain": "--load",
          "gzip": DockerCLI(DOCKER, "", "buildx", compression="gzip").output_flag(),
          "zstd": DockerCLI(DOCKER, "", "buildx", compression="zstd").output_flag()}

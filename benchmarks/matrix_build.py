@@ -29,10 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 BASE = "torchbake/debian:bookworm"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
 
 
 def run(argv, env=None, cwd=None) -> float:

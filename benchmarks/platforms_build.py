@@ -49,7 +49,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from _steps import add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
+from _steps import INVOKE, add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
 
 from tests.leftovers import host_lock  # (the checkout on sys.path: _steps put it there)
 
@@ -61,7 +61,6 @@ SUITE_BASE_LOCK = host_lock("multi-base")  # and the lock its fixture makes it u
 NAME = "torchbake-bench/platforms"
 RUNTIME_PACKAGES = "ca-certificates,tar,gzip,xz-utils,bzip2,procps,python3,python3-venv"
 COMPANIONS = ("numpy==2.4.6", "scipy==1.17.1", "pandas==3.1.1", "pyarrow==26.0.1")
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def build_phase(output: str) -> float:

@@ -41,11 +41,10 @@ sys.path.insert(0, str(ROOT))
 from tests.support import registry_manifest, registry_requests, serve_registry, start_second_engine  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def run(argv, env=None, **kwargs) -> tuple[float, str]:

@@ -36,9 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
 NAME = "torchbake-bench/reproducible"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
 
 IMPORT = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
 

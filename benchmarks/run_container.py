@@ -19,14 +19,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
-from _steps import BOOKWORM, add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
+from _steps import BOOKWORM, INVOKE, add_smoke, run, smoke_name, timed  # benchmarks/_steps.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = "/usr/local/bin/docker" if Path("/usr/local/bin/docker").exists() else "/usr/bin/docker"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def remove(*names: str) -> None:

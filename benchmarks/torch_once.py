@@ -38,11 +38,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # torchbake's own engine helpers, as the checkout has them
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
-INVOKE = [sys.executable, "-m", "invoke", "--search-root", str(ROOT)]
 
 
 def run(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:

@@ -37,7 +37,7 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
     # interpreter's own start is asked for (PYTHON* variables: a path, import times, buffering)
     if wrap is None and root == ROOT and input is None and not any(k.startswith("PYTHON") for k in env or {}):
         with recorded(["invoke", *args]) as record:
-            done, record["cpu"] = _forked_invoke().run(argv, argv[3:], env=full_env, cwd=cwd, timeout=timeout)
+            done, record["cpu"] = forked_invoke_server().run(argv, argv[3:], env=full_env, cwd=cwd, timeout=timeout)
             return done
     with recorded(["invoke", *args]):
         return subprocess.run(
@@ -49,7 +49,7 @@ def run_invoke(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT, 
 _FORKED: list = []
 
 
-def _forked_invoke():
+def forked_invoke_server():
     """This worker's forked-invoke server (tests/forked_invoke.py), started on first use."""
     if not _FORKED:
         import atexit

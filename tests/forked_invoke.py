@@ -15,7 +15,9 @@ What a fresh start is the point of runs as a plain subprocess: the installed too
 interpreter reads as it starts) and a wrapped command line (``wrap``).
 
 Run as a script it is the server: ``python tests/forked_invoke.py SOCKET``; it stops when its
-standard input (a pipe from the worker) closes.
+standard input (a pipe from the worker) closes. ``python tests/forked_invoke.py --client SOCKET
+ARGS`` is one command forked from it, in the calling process's streams: the benchmarks' smoke runs
+(tests/e2e/test_benchmarks.py) run their commands so.
 """
 
 from __future__ import annotations
@@ -258,7 +260,33 @@ def _text(data: bytes) -> str:
     return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
 
 
+def client(path: str, args: list[str]) -> int:
+    """``python -m invoke ARGS`` forked from the server listening on ``path``, with this process's
+    standard streams, environment and folder: what a benchmark's smoke run starts for each of its
+    commands (benchmarks/_steps.py INVOKE). Its exit status; a signal this process gets goes to it."""
+    connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    connection.connect(path)
+    request = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+    reader = connection.makefile("rb")
+    pid = int(reader.readline())
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, lambda received, _: _kill_with(pid, received))
+    returncode = json.loads(reader.readline())["returncode"]
+    if returncode < 0:  # ended by a signal: this process ends by it too
+        signal.signal(-returncode, signal.SIG_DFL)
+        os.kill(os.getpid(), -returncode)
+    return returncode
+
+
+def _kill_with(pid: int, number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, number)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--client":
+        sys.exit(client(sys.argv[2], sys.argv[3:]))
     command = serve(sys.argv[1])
     become(command)
     import runpy

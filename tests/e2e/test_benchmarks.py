@@ -18,7 +18,12 @@ from pathlib import Path
 import pytest
 
 from tests import leftovers
-from tests.conftest import ROOT
+from tests.conftest import ROOT, forked_invoke_server
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _steps import FORKED_INVOKE  # noqa: E402
+
+sys.path.remove(str(ROOT / "benchmarks"))
 
 BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))  # _steps: a helper
 NUMBER = r"\d+(?:\.\d+)?"
@@ -86,9 +91,12 @@ def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], 
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # as clean_env
     temp.mkdir()
+    server = forked_invoke_server()  # its commands forked from this worker's server, as the suite's own are
+    server.start()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900,
-                          env={**environment, "TMPDIR": str(temp), leftovers.LOCKS_VARIABLE: tempfile.gettempdir()})
+                          env={**environment, "TMPDIR": str(temp), leftovers.LOCKS_VARIABLE: tempfile.gettempdir(),
+                               FORKED_INVOKE: server.path})
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
 

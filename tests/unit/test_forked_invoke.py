@@ -6,10 +6,11 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import INVOKE, ROOT, _forked_invoke
+from tests.conftest import INVOKE, ROOT, forked_invoke_server
 from tests.forked_invoke import SET_AGAIN
 
 
@@ -32,16 +33,34 @@ def test_a_forked_command_is_the_command_a_fresh_process_runs(args, env, tmp_pat
                 "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path), **env}
     argv = ["--search-root", str(ROOT), *args]
     expected = fresh(argv, full_env, cwd)
-    forked, cpu = _forked_invoke().run([*INVOKE, *argv], argv, env=full_env, cwd=cwd, timeout=120)
+    forked, cpu = forked_invoke_server().run([*INVOKE, *argv], argv, env=full_env, cwd=cwd, timeout=120)
     assert (forked.returncode, forked.stdout, forked.stderr) == (expected.returncode, expected.stdout, expected.stderr)
     assert forked.stdout or forked.stderr
     assert cpu > 0
 
 
+def test_the_client_runs_the_command_in_its_own_streams_environment_and_folder(tmp_path):
+    """``forked_invoke.py --client SOCKET ARGS`` (the benchmarks' smoke runs): the command a fresh
+    `python -m invoke` runs, its output in the client's own streams, its exit status the client's."""
+    server = forked_invoke_server()
+    server.start()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")},
+           "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path)}
+    for args in (["show-config", "--config", "../configs/cpu.toml"], ["build", "--python", "2.7"]):
+        argv = ["--search-root", str(ROOT), *args]
+        expected = fresh(argv, env, ROOT / "docs")
+        client = subprocess.run([sys.executable, str(ROOT / "tests" / "forked_invoke.py"), "--client", server.path, *argv],
+                                capture_output=True, text=True, env=env, cwd=ROOT / "docs", stdin=subprocess.DEVNULL,
+                                timeout=120)
+        assert (client.returncode, client.stdout, client.stderr) == (expected.returncode, expected.stdout, expected.stderr)
+        assert client.stdout or client.stderr
+    assert expected.returncode == 2  # the second: a bad --python, said on the client's error output
+
+
 def test_a_command_past_its_timeout_is_killed_and_said_as_subprocess_says_it():
     with pytest.raises(subprocess.TimeoutExpired):
-        _forked_invoke().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=0.001)
-    again, _ = _forked_invoke().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=120)
+        forked_invoke_server().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=0.001)
+    again, _ = forked_invoke_server().run([*INVOKE, "--list"], ["--list"], env=dict(os.environ), cwd=ROOT, timeout=120)
     assert again.returncode == 0 and "build-all" in again.stdout
 
 
