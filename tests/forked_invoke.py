@@ -34,6 +34,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -176,8 +177,13 @@ class ForkedInvoke:
         self.path = str(folder / f"invoke-{os.getpid()}.sock")
         self.root = root
         self.server: subprocess.Popen | None = None
+        self._starting = threading.Lock()  # threads of one worker (the benchmarks' lanes) start one server
 
     def start(self) -> None:
+        with self._starting:
+            self._start()
+
+    def _start(self) -> None:
         if self.server is not None and self.server.poll() is None:
             return
         if os.path.exists(self.path):

@@ -91,18 +91,17 @@ def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], 
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # as clean_env
     temp.mkdir()
-    server = forked_invoke_server()  # its commands forked from this worker's server, as the suite's own are
-    server.start()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900,
                           env={**environment, "TMPDIR": str(temp), leftovers.LOCKS_VARIABLE: tempfile.gettempdir(),
-                               FORKED_INVOKE: server.path})
+                               FORKED_INVOKE: forked_invoke_server().path})
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
 
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     """Every benchmark's smoke run, started at once in its lane; each test waits for its own."""
+    forked_invoke_server().start()  # the lanes' commands are forked from it, as the suite's own are (once, here)
     lanes = [ThreadPoolExecutor(max_workers=1) for _ in LANES]
     temp = tmp_path_factory.mktemp("smoke-temp")
     runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name, temp / name)
