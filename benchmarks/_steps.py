@@ -24,13 +24,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # torchbake and the tests' helpers, as the checkout has them
 DOCKER = "/usr/bin/docker"
 BOOKWORM = "torchbake/debian:bookworm"  # the Debian image `invoke bootstrap-os --suite bookworm` makes
-# `invoke` with this checkout's tasks. In the suite's smoke runs (FORKED_INVOKE names the pytest worker's
-# forked-invoke server: tests/forked_invoke.py) each command is forked from a process that has imported
-# invoke and torchbake, as the suite's own commands are: the same command without Python's start and
-# imports (0.8 s of CPU a build, fifty commands a run).
-FORKED_INVOKE = "TB_FORKED_INVOKE"
-INVOKE = ([sys.executable, str(ROOT / "tests" / "forked_invoke.py"), "--client", os.environ[FORKED_INVOKE]]
-          if os.environ.get(FORKED_INVOKE) else [sys.executable, "-m", "invoke"]) + ["--search-root", str(ROOT)]
+# `invoke` with this checkout's tasks. In the suite's smoke runs (the variable names the pytest worker's
+# forked-invoke server) each command is forked from a process that has imported invoke and torchbake,
+# as the suite's own commands are: the same command without Python's start and imports (0.8 s of CPU a
+# build, fifty commands a run).
+from tests.forked_invoke import SERVER_VARIABLE, client_command  # noqa: E402
+
+INVOKE = (client_command(os.environ[SERVER_VARIABLE]) if os.environ.get(SERVER_VARIABLE)
+          else [sys.executable, "-m", "invoke"]) + ["--search-root", str(ROOT)]
 # --smoke: the run the test suite makes of every benchmark, so that one that no longer runs turns
 # it red. One round, the smallest inputs (the tests' stand-in torch, wheels of a few bytes), images
 # and containers under names of its own (SMOKE_PREFIX), and nothing of the engine's own touched:

@@ -266,6 +266,16 @@ def _text(data: bytes) -> str:
     return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
 
 
+# Where a process's commands are to be forked from a server: the variable that names its socket (the
+# benchmarks' smoke runs: benchmarks/_steps.py INVOKE; tests/e2e/test_benchmarks.py sets it).
+SERVER_VARIABLE = "TB_FORKED_INVOKE"
+
+
+def client_command(path: str) -> list[str]:
+    """The command line that runs ``python -m invoke`` forked from the server on ``path``: ARGS follow."""
+    return [sys.executable, __file__, "--client", path]
+
+
 def client(path: str, args: list[str]) -> int:
     """``python -m invoke ARGS`` forked from the server listening on ``path``, with this process's
     standard streams, environment and folder: what a benchmark's smoke run starts for each of its

@@ -19,11 +19,7 @@ import pytest
 
 from tests import leftovers
 from tests.conftest import ROOT, forked_invoke_server
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import FORKED_INVOKE  # noqa: E402
-
-sys.path.remove(str(ROOT / "benchmarks"))
+from tests.forked_invoke import SERVER_VARIABLE
 
 BENCHMARKS = sorted(p for p in (ROOT / "benchmarks").glob("*.py") if not p.name.startswith("_"))  # _steps: a helper
 NUMBER = r"\d+(?:\.\d+)?"
@@ -94,7 +90,7 @@ def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], 
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900,
                           env={**environment, "TMPDIR": str(temp), leftovers.LOCKS_VARIABLE: tempfile.gettempdir(),
-                               FORKED_INVOKE: forked_invoke_server().path})
+                               SERVER_VARIABLE: forked_invoke_server().path})
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import INVOKE, ROOT, forked_invoke_server
-from tests.forked_invoke import SET_AGAIN
+from tests.forked_invoke import SET_AGAIN, client_command
 
 
 def fresh(args: list[str], env: dict[str, str], cwd) -> subprocess.CompletedProcess[str]:
@@ -49,7 +48,7 @@ def test_the_client_runs_the_command_in_its_own_streams_environment_and_folder(t
     for args in (["show-config", "--config", "../configs/cpu.toml"], ["build", "--python", "2.7"]):
         argv = ["--search-root", str(ROOT), *args]
         expected = fresh(argv, env, ROOT / "docs")
-        client = subprocess.run([sys.executable, str(ROOT / "tests" / "forked_invoke.py"), "--client", server.path, *argv],
+        client = subprocess.run([*client_command(server.path), *argv],
                                 capture_output=True, text=True, env=env, cwd=ROOT / "docs", stdin=subprocess.DEVNULL,
                                 timeout=120)
         assert (client.returncode, client.stdout, client.stderr) == (expected.returncode, expected.stdout, expected.stderr)
