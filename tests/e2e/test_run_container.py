@@ -78,7 +78,9 @@ def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_wo
     assert result.stdout.splitlines() == [
         f"shm {2 << 30}", "batches 5 total 190", "mark 42 cwd /work torch 2.13.0+cpu"]
     assert "Running a throwaway container" in result.stderr and "--shm-size 2g" in result.stderr
-    assert engine_state([image])["containers"] == before  # --rm: nothing left behind
+    # --rm: nothing left behind. (The image is the run's, shared: another worker's container of it may
+    # have gone meanwhile, as one did in a suite run; none may have come.)
+    assert engine_state([image])["containers"] <= before
 
 
 @pytest.mark.parametrize("folder", ["a,b", 'say "hi"', "with space", "k=v,x=y", "données-日本", "a,\"b\" c=d é"])
