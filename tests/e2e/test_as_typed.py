@@ -109,7 +109,9 @@ def follow_your_repository_page(checkout: Path, tmp_path: Path, env: dict) -> No
 
     tools = Path(sys.executable).parent  # the pinned pipx and uv of the test tools; pip: this Python's
     homes = {"PIPX_HOME": tmp_path / "pipx/home", "PIPX_BIN_DIR": tmp_path / "pipx/bin", "PIPX_MAN_DIR": tmp_path / "pipx/man",
-             "UV_TOOL_DIR": tmp_path / "uv/tools", "UV_TOOL_BIN_DIR": tmp_path / "uv/bin", "UV_CACHE_DIR": tmp_path / "uv/cache"}
+             "UV_TOOL_DIR": tmp_path / "uv/tools", "UV_TOOL_BIN_DIR": tmp_path / "uv/bin", "UV_CACHE_DIR": tmp_path / "uv/cache",
+             "TMPDIR": tmp_path / "temp"}  # (uv left its build locks in the shared /tmp, four a run)
+    homes["TMPDIR"].mkdir()
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHBAKE_", "VIRTUAL_ENV", "UV_", "PIPX_"))}
 
     def run(line: str, cwd: Path, **options) -> subprocess.CompletedProcess[str]:
