@@ -24,10 +24,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # torchbake and the tests' helpers, as the checkout has them
 DOCKER = "/usr/bin/docker"
 BOOKWORM = "torchbake/debian:bookworm"  # the Debian image `invoke bootstrap-os --suite bookworm` makes
-# `invoke` with this checkout's tasks. In the suite's smoke runs (the variable names the pytest worker's
-# forked-invoke server) each command is forked from a process that has imported invoke and torchbake,
-# as the suite's own commands are: the same command without Python's start and imports (0.8 s of CPU a
-# build, fifty commands a run).
+# `invoke` with this checkout's tasks. Where SERVER_VARIABLE names a forked-invoke server (the suite's
+# smoke runs set it to the pytest worker's; nothing else should) each command is forked from a process
+# that has imported invoke and torchbake, as the suite's own commands are: the same command without
+# Python's start and imports (0.8 s of CPU a build, fifty commands a run), so its times leave those out.
 from tests.forked_invoke import SERVER_VARIABLE, client_command  # noqa: E402
 
 INVOKE = (client_command(os.environ[SERVER_VARIABLE]) if os.environ.get(SERVER_VARIABLE)

@@ -74,7 +74,13 @@ def serve(path: str) -> dict:
                 sys.exit(0)
             if key.data == "exited":
                 os.read(wake_r, 4096)
-                _report_exits(waiting)
+                _report_exits(waiting, selector)
+                continue
+            if isinstance(key.data, int):  # a client's connection: it sends nothing more, so this is its end
+                if not key.fileobj.recv(1):  # gone before its command: the command goes too, as a fresh one would
+                    selector.unregister(key.fileobj)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(key.data, signal.SIGKILL)
                 continue
             connection, _ = listener.accept()
             request, fds = _receive(connection)
@@ -94,7 +100,8 @@ def serve(path: str) -> dict:
                 os.close(fd)
             waiting[pid] = connection
             connection.sendall(f"{pid}\n".encode())
-            _report_exits(waiting)  # one that exited before it was waited for
+            selector.register(connection, selectors.EVENT_READ, pid)
+            _report_exits(waiting, selector)  # one that exited before it was waited for
 
 
 def preloaded() -> list[str]:
@@ -120,7 +127,7 @@ def preloaded() -> list[str]:
     return [name for name in dict.fromkeys(names) if name.split(".")[0] not in NOT_PRELOADED]
 
 
-def _report_exits(waiting: dict[int, socket.socket]) -> None:
+def _report_exits(waiting: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
     while waiting:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -134,6 +141,8 @@ def _report_exits(waiting: dict[int, socket.socket]) -> None:
         answer = {"returncode": os.waitstatus_to_exitcode(status), "cpu": usage.ru_utime + usage.ru_stime}
         with contextlib.suppress(OSError):  # the client gave up on it (a timeout)
             connection.sendall(json.dumps(answer).encode() + b"\n")
+        with contextlib.suppress(KeyError):  # (unregistered already where the client went first)
+            selector.unregister(connection)
         connection.close()
 
 
@@ -279,18 +288,24 @@ def client_command(path: str) -> list[str]:
 def client(path: str, args: list[str]) -> int:
     """``python -m invoke ARGS`` forked from the server listening on ``path``, with this process's
     standard streams, environment and folder: what a benchmark's smoke run starts for each of its
-    commands (benchmarks/_steps.py INVOKE). Its exit status; a signal this process gets goes to it."""
+    commands (benchmarks/_steps.py INVOKE). Its exit status, or its signal; SIGINT, SIGTERM and SIGHUP
+    this process gets go to it, and where this process dies first the server kills it."""
+    forwarded = [number for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                 if signal.getsignal(number) is not signal.SIG_IGN]  # one ignored here stays ignored
+    signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)  # held until the command's pid is known
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(path)
     request = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
     reader = connection.makefile("rb")
     pid = int(reader.readline())
-    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for number in forwarded:
         signal.signal(number, lambda received, _: _kill_with(pid, received))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     returncode = json.loads(reader.readline())["returncode"]
-    if returncode < 0:  # ended by a signal: this process ends by it too
-        signal.signal(-returncode, signal.SIG_DFL)
+    if returncode < 0:  # ended by a signal: this process ends by it too (SIGKILL's disposition is fixed)
+        with contextlib.suppress(OSError):
+            signal.signal(-returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -returncode)
     return returncode
 

@@ -325,6 +325,7 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
 _GPU_LESS = r"""
 set -e
 host_dev=$(mktemp -d)
+trap 'umount "$host_dev" 2>/dev/null; rmdir "$host_dev"' EXIT  # a mount that fails leaves nothing either
 mount --bind /dev "$host_dev"
 mount -t tmpfs -o size=1m,mode=755 tmpfs /dev
 for node in null zero random urandom full; do

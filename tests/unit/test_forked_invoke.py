@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,57 @@ def test_the_client_runs_the_command_in_its_own_streams_environment_and_folder(t
         assert (client.returncode, client.stdout, client.stderr) == (expected.returncode, expected.stdout, expected.stderr)
         assert client.stdout or client.stderr
     assert expected.returncode == 2  # the second: a bad --python, said on the client's error output
+
+
+SCRATCH_TASKS = """
+import os, time
+from pathlib import Path
+from invoke import task
+
+@task
+def parent(c):
+    print(os.getppid())
+
+@task
+def wait(c, pidfile):
+    Path(pidfile).write_text(str(os.getpid()))
+    time.sleep(60)
+"""
+
+
+def test_the_clients_command_is_forked_from_the_server_and_ends_with_it_by_signal(tmp_path):
+    """The client's command is the server's child (not a fresh Python); killed, the client ends by
+    the same signal; where the client dies first, its command is killed too (nothing holds the
+    caller's streams open)."""
+    import signal
+    import time
+
+    server = forked_invoke_server()
+    server.start()
+    (tmp_path / "tasks.py").write_text(SCRATCH_TASKS)
+    run = [*client_command(server.path), "--search-root", str(tmp_path)]
+    parent = subprocess.run([*run, "parent"], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert parent.returncode == 0 and int(parent.stdout) == server.server.pid, (parent.stdout, parent.stderr)
+
+    def started(pidfile):
+        client = subprocess.Popen([*run, "wait", "--pidfile", str(pidfile)], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, cwd=tmp_path)
+        deadline = time.monotonic() + 30
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline and client.poll() is None, "the command never started"
+            time.sleep(0.05)
+        return client, int(pidfile.read_text())
+
+    client, command = started(tmp_path / "killed.pid")
+    os.kill(command, signal.SIGKILL)
+    assert client.wait(timeout=30) == -signal.SIGKILL
+    client, command = started(tmp_path / "orphaned.pid")
+    client.kill()
+    client.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{command}") and "Z" not in Path(f"/proc/{command}/stat").read_text().split()[2]:
+        assert time.monotonic() < deadline, "the client's command outlived it"
+        time.sleep(0.05)
 
 
 def test_a_command_past_its_timeout_is_killed_and_said_as_subprocess_says_it():

@@ -149,20 +149,16 @@ def test_a_thread_that_parses_while_another_builds_the_tokenizer_gets_its_licenc
         return whole(self)
 
     monkeypatch.setattr(_pyahocorasick.Trie, "make_automaton", slow_make_automaton)
-    results, errors = {}, []
+    results = {}  # (from_python says an unreadable licence as a reference of its own: a wrong result)
 
     def parse(name: str, after: threading.Event | None) -> None:
         if after is not None:
             assert after.wait(30), "the first thread never built the tokenizer"
-        try:
-            results[name] = licences.from_python("", name)
-        except Exception as exc:  # noqa: BLE001 - what the test reports
-            errors.append(repr(exc))
+        results[name] = licences.from_python("", name)
 
     threads = [threading.Thread(target=parse, args=("MIT", None)), threading.Thread(target=parse, args=("Apache-2.0 OR MIT", building))]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    assert errors == []
     assert results == {"MIT": ("MIT", {}), "Apache-2.0 OR MIT": ("Apache-2.0 OR MIT", {})}
