@@ -74,13 +74,7 @@ def serve(path: str) -> dict:
                 sys.exit(0)
             if key.data == "exited":
                 os.read(wake_r, 4096)
-                _report_exits(waiting, selector)
-                continue
-            if isinstance(key.data, int):  # a client's connection: it sends nothing more, so this is its end
-                if not key.fileobj.recv(1):  # gone before its command: the command goes too, as a fresh one would
-                    selector.unregister(key.fileobj)
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(key.data, signal.SIGKILL)
+                _report_exits(waiting)
                 continue
             connection, _ = listener.accept()
             request, fds = _receive(connection)
@@ -100,8 +94,7 @@ def serve(path: str) -> dict:
                 os.close(fd)
             waiting[pid] = connection
             connection.sendall(f"{pid}\n".encode())
-            selector.register(connection, selectors.EVENT_READ, pid)
-            _report_exits(waiting, selector)  # one that exited before it was waited for
+            _report_exits(waiting)  # one that exited before it was waited for
 
 
 def preloaded() -> list[str]:
@@ -127,7 +120,7 @@ def preloaded() -> list[str]:
     return [name for name in dict.fromkeys(names) if name.split(".")[0] not in NOT_PRELOADED]
 
 
-def _report_exits(waiting: dict[int, socket.socket], selector: selectors.BaseSelector) -> None:
+def _report_exits(waiting: dict[int, socket.socket]) -> None:
     while waiting:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG)
@@ -141,8 +134,6 @@ def _report_exits(waiting: dict[int, socket.socket], selector: selectors.BaseSel
         answer = {"returncode": os.waitstatus_to_exitcode(status), "cpu": usage.ru_utime + usage.ru_stime}
         with contextlib.suppress(OSError):  # the client gave up on it (a timeout)
             connection.sendall(json.dumps(answer).encode() + b"\n")
-        with contextlib.suppress(KeyError):  # (unregistered already where the client went first)
-            selector.unregister(connection)
         connection.close()
 
 
@@ -289,7 +280,7 @@ def client(path: str, args: list[str]) -> int:
     """``python -m invoke ARGS`` forked from the server listening on ``path``, with this process's
     standard streams, environment and folder: what a benchmark's smoke run starts for each of its
     commands (benchmarks/_steps.py INVOKE). Its exit status, or its signal; SIGINT, SIGTERM and SIGHUP
-    this process gets go to it, and where this process dies first the server kills it."""
+    this process gets go to it. (Killed with SIGKILL, this process leaves its command running.)"""
     forwarded = [number for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
                  if signal.getsignal(number) is not signal.SIG_IGN]  # one ignored here stays ignored
     signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)  # held until the command's pid is known
