@@ -213,8 +213,7 @@ class ForkedInvoke:
         connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             connection.connect(self.path)
-            request = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
-            socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [in_r, out_w, err_w])
+            _send(connection, args, env, cwd, [in_r, out_w, err_w])
         finally:
             for fd in (in_r, out_w, err_w):
                 os.close(fd)
@@ -256,9 +255,15 @@ class ForkedInvoke:
         return done, answer["cpu"]
 
 
-def _kill(pid: int) -> None:
+def _send(connection: socket.socket, args: list[str], env: dict[str, str], cwd: str | Path, fds: list[int]) -> None:
+    """A command's request (what :func:`_receive` reads) and its standard streams."""
+    request = json.dumps({"args": args, "env": env, "cwd": str(cwd)}).encode()
+    socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], fds)
+
+
+def _kill(pid: int, number: int = signal.SIGKILL) -> None:
     with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+        os.kill(pid, number)
 
 
 def _text(data: bytes) -> str:
@@ -286,12 +291,11 @@ def client(path: str, args: list[str]) -> int:
     signal.pthread_sigmask(signal.SIG_BLOCK, forwarded)  # held until the command's pid is known
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(path)
-    request = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
-    socket.send_fds(connection, [_LENGTH.pack(len(request)) + request], [0, 1, 2])
+    _send(connection, args, dict(os.environ), os.getcwd(), [0, 1, 2])
     reader = connection.makefile("rb")
     pid = int(reader.readline())
     for number in forwarded:
-        signal.signal(number, lambda received, _: _kill_with(pid, received))
+        signal.signal(number, lambda received, _: _kill(pid, received))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, forwarded)
     returncode = json.loads(reader.readline())["returncode"]
     if returncode < 0:  # ended by a signal: this process ends by it too (SIGKILL's disposition is fixed)
@@ -300,10 +304,6 @@ def client(path: str, args: list[str]) -> int:
         os.kill(os.getpid(), -returncode)
     return returncode
 
-
-def _kill_with(pid: int, number: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, number)
 
 
 if __name__ == "__main__":
