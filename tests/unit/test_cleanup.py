@@ -295,8 +295,9 @@ def test_the_engines_whole_build_cache_is_pruned_only_when_asked_for_by_name():
 
 
 def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path):
-    """gc (another process, another cache folder) never takes the candidate of a build that is
-    still verifying or promoting it: the build holds its candidate's lock while it lives."""
+    """gc (another process, another cache folder, another TMPDIR) never takes the candidate of a
+    build that is still verifying or promoting it: the build holds its candidate's lock while it
+    lives."""
     from torchbake.building import candidates
 
     live = candidates.new_candidate("t/live:1")
@@ -306,8 +307,11 @@ def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path)
     import subprocess
     import sys
 
-    seen = subprocess.run([sys.executable, "-c", probe, live], capture_output=True, text=True, check=True).stdout
-    assert seen.strip() == "True"  # another process sees it held
+    elsewhere = tmp_path / "gc-temp"
+    elsewhere.mkdir()
+    seen = subprocess.run([sys.executable, "-c", probe, live], capture_output=True, text=True, check=True,
+                          env={**os.environ, "TMPDIR": str(elsewhere)}).stdout
+    assert seen.strip() == "True"  # another process, started with another TMPDIR, sees it held
     assert cleanup.image_removals(engine, tmp_path, keep=3) == []
     candidates.let_go(live)
     assert not candidates.is_live(live)

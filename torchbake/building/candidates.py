@@ -2,11 +2,14 @@
 real tag only when it is complete (verified, described). The build holds a lock named after its
 candidate for as long as it lives (the kernel lets it go when the process ends, however it ends),
 so `invoke gc` removes only the candidates of builds that are gone, never one a build is still
-verifying or promoting, whichever cache folder either of them uses. The locks live in the host's
-temporary folder: one place for every torchbake on this host."""
+verifying or promoting, whichever cache folder either of them uses. The locks live in one folder
+for every torchbake on this host, whatever TMPDIR each was started with (a gc whose TMPDIR differed
+from a build's saw that build's candidate unheld and removed it mid-build); every user may lock
+there, as in /tmp itself."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import uuid
 from pathlib import Path
@@ -16,13 +19,23 @@ from torchbake.core.files import hold_lock, lock_held, release_lock
 CANDIDATE_MARK = ":torchbake-candidate-"
 
 
+def _folder() -> Path:
+    host_wide = Path("/tmp")  # the same for every process, unlike tempfile.gettempdir() (TMPDIR)
+    return (host_wide if host_wide.is_dir() else Path(tempfile.gettempdir())) / "torchbake-candidates"
+
+
 def _lock_of(tag: str) -> Path:
-    return Path(tempfile.gettempdir()) / "torchbake-candidates" / f"{tag.rsplit(CANDIDATE_MARK, 1)[-1]}.lock"
+    return _folder() / f"{tag.rsplit(CANDIDATE_MARK, 1)[-1]}.lock"
 
 
 def new_candidate(image: str) -> str:
     """A candidate tag for ``image`` (NAME:TAG), held by this process from now on."""
     tag = f"{image.rsplit(':', 1)[0]}{CANDIDATE_MARK}{uuid.uuid4().hex[:8]}"
+    folder = _folder()
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(PermissionError):  # another user made it first
+            folder.chmod(0o1777)
     hold_lock(_lock_of(tag))
     return tag
 
