@@ -8,14 +8,14 @@
 # machine nothing of theirs is removed: the shortfall is said, with what frees it.
 # Every cut costs the next run the steps it removed, and BuildKit 0.13 cannot tell which records a
 # run needs: a step found in the cache does not count as a use (only a build's last step and its
-# context upload do), so the steps of a stage that another copies from (the installer, the wheel
-# stages) look unused since the run that made them, and any cut by size or age takes them first.
-# Three runs in a row here (2026-11-29): after a cut (by size, then by age), a run made 9.2 and 8.8
-# GB of records again (20 and 21 OS package installs among them; pytest 18 min 28 s and 18 min 16
-# s); the run after, nothing cut, 1.95 GB, 1.27 GB of them its context uploads (3 installs; 15 min
-# 32 s, 286 s less CPU). So a cut takes first what no run uses again, the context uploads of earlier
-# runs (every run's contexts are folders of its own), and cuts records only when that is not
-# enough, then deep, to five eighths of CACHE_GB, so that the next cut is many runs away.
+# context upload do), and it files a step under the context upload of the build that first ran it
+# (docs/troubleshooting.md), so the records that keep the steps every run needs look unused since
+# the run that made them, and any cut by size or age takes them first. Three runs in a row here
+# (2026-11-29): after a cut (by size, of 1 GB; then by age), a run made 9.2 and 8.8 GB of records
+# again (20 and 21 OS package installs among them; pytest 18 min 28 s and 18 min 16 s); the run
+# after, nothing cut, 1.95 GB (3 installs; 15 min 32 s, 286 s less CPU). A cache held at its size
+# by a small cut before every run pays that every run: so a cut is deep, to five eighths of
+# CACHE_GB, and the runs after it (a warm run adds about 2 GB) need none.
 # CACHE_GB, the second argument: the build cache's size it is held to. containerd's collector
 # walks all the engine holds at every removal and build, so a larger cache makes every build cost
 # more: a reused machine whose cache had grown past 60 GB ran the suite in 34 to 36 min (3,900 to
@@ -39,24 +39,18 @@ cache_bytes() {  # (asking the engine its build cache's size takes 2 s)
         | sed -n 's/^Build Cache \(.*\)B$/\1/p' | numfmt --from=si 2>/dev/null
 }
 shortfall() { echo $((room_gb * 1000 * 1000 * 1000 - $(engine_free))); }
-# the context uploads of earlier runs (not of one going on beside this one: an hour or older)
-drop_context_uploads() { "$docker" builder prune --force --filter type=source.local --filter until=1h >/dev/null; }
 if [ -n "$cache_gb" ] && cache=$(cache_bytes) && [ -n "$cache" ] && [ "$cache" -gt $((cache_gb * 1000 * 1000 * 1000)) ]; then
+    deep_gb=$((cache_gb * 5 / 8))
     if [ -n "${CI:-}" ]; then
-        if ! drop_context_uploads; then
-            echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
-        elif now=$(cache_bytes) && [ -n "$now" ] && [ "$now" -le $((cache_gb * 1000 * 1000 * 1000)) ]; then
-            echo "test.sh: the engine's build cache held to ${cache_gb} GB by removing earlier runs' context uploads" \
-                "(it was $((cache / 1000000000)) GB, now $((now / 1000000000)) GB)." >&2
-        elif deep_gb=$((cache_gb * 5 / 8)) && "$docker" builder prune --force --keep-storage "$((deep_gb * 1000 * 1000 * 1000))" >/dev/null; then
-            echo "test.sh: the engine's build cache cut to ${deep_gb} GB (it was $((cache / 1000000000)) GB," \
-                "past ${cache_gb} GB): builds get slower past it, and the next run builds again what the cut removed." >&2
+        if "$docker" builder prune --force --keep-storage "$((deep_gb * 1000 * 1000 * 1000))" >/dev/null; then
+            echo "test.sh: the engine's build cache cut to ${deep_gb} GB (it was $((cache / 1000000000)) GB, past ${cache_gb} GB):" \
+                "builds get slower past it, and this run builds again what the cut removed." >&2
         else
             echo "test.sh: docker builder prune failed; the build cache was not cut." >&2
         fi
     else
         echo "test.sh: the engine's build cache is $((cache / 1000000000)) GB; past about ${cache_gb} GB builds get slower." \
-            "To cut it: docker builder prune --keep-storage ${cache_gb}GB" >&2
+            "To cut it: docker builder prune --keep-storage ${deep_gb}GB (the next builds run again the steps it removes)" >&2
     fi
 fi
 short=$(shortfall)
@@ -68,11 +62,6 @@ if [ -z "${CI:-}" ]; then
 fi
 if ! before=$(cache_bytes) || [ -z "$before" ]; then
     echo "test.sh: the engine did not say its build cache's size; nothing was cut." >&2
-    exit 0
-fi
-if drop_context_uploads && short=$(shortfall) && [ "$short" -le 0 ]; then
-    echo "test.sh: earlier runs' context uploads removed from the engine's build cache for the run's ${room_gb} GB;" \
-        "$(($(engine_free) / 1000000000)) GB free." >&2
     exit 0
 fi
 # Records share layers, so a cut frees less than it removes (2 GB removed freed 1 GB): cut again by

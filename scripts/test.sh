@@ -33,8 +33,8 @@ case "${1:-}" in
 esac
 # First what killed runs left (where no other run is alive), then room on the engine's disk.
 .venv/bin/python -m tests.leftovers || exit 1
-# The build cache held to 40 GB: earlier runs' context uploads go first (a run adds 1.3 GB of them
-# and 0.7 GB of records); a cut of records costs the next run 3 min, so it is rare (make-room.sh).
+# The build cache held under 40 GB, cut to 25 GB past it: a cut costs the run after it 3 min, so it
+# is deep and rare (a warm run adds 2 GB; make-room.sh says why).
 bash scripts/make-room.sh 20 40
 .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
 status=$?
