@@ -318,6 +318,25 @@ def test_a_candidate_tag_a_live_build_holds_stays_and_goes_once_let_go(tmp_path)
     assert [r.target for r in cleanup.image_removals(engine, tmp_path, keep=3)] == [live]
 
 
+def test_a_candidate_lock_of_another_user_counts_as_held(tmp_path, monkeypatch):
+    """The candidates' folder is every user's (/tmp): a lock this process may not open is
+    another user's, and its candidate stays."""
+    import filelock
+
+    from torchbake.building import candidates
+
+    live = candidates.new_candidate("t/theirs:1")
+    try:
+        def refused(self, *args, **kwargs):
+            raise PermissionError(13, "Permission denied", str(self.lock_file))
+
+        monkeypatch.setattr(filelock.FileLock, "acquire", refused)
+        assert candidates.is_live(live)
+    finally:
+        monkeypatch.undo()
+        candidates.let_go(live)
+
+
 def test_every_temporary_context_of_one_kind_of_image_has_one_base_name_and_goes_whole(tmp_path):
     """A temporary context is staged under the kind of image and its platform (the digest of its
     files joins the name once staged: the test below), alone in a folder of its own: two builds at

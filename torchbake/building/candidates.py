@@ -4,8 +4,8 @@ candidate for as long as it lives (the kernel lets it go when the process ends, 
 so `invoke gc` removes only the candidates of builds that are gone, never one a build is still
 verifying or promoting, whichever cache folder either of them uses. The locks live in one folder
 for every torchbake on this host, whatever TMPDIR each was started with (a gc whose TMPDIR differed
-from a build's saw that build's candidate unheld and removed it mid-build); every user may lock
-there, as in /tmp itself."""
+from a build's saw that build's candidate unheld and removed it mid-build); every user may make
+locks there, as in /tmp itself, and another user's lock counts as held."""
 
 from __future__ import annotations
 

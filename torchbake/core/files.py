@@ -81,13 +81,14 @@ def release_lock(lock: Path) -> None:
 
 
 def lock_held(lock: Path) -> bool:
-    """Whether a live process holds ``lock`` (False when there is no such file)."""
+    """Whether a live process holds ``lock`` (False when there is no such file). A lock this
+    process may not open (another user's) counts as held: what it guards is left alone."""
     if not lock.is_file():
         return False
     try:
         with filelock.FileLock(lock, timeout=0):
             return False
-    except filelock.Timeout:
+    except (filelock.Timeout, PermissionError):
         return True
 
 
