@@ -136,9 +136,13 @@ def pytest_configure(config):
 
 
 def pytest_sessionfinish(session):
-    """The images made once per run for all its workers (tagged run-ID) go when the whole run ends."""
+    """The images made once per run for all its workers (tagged run-ID) go when the whole run ends,
+    and the candidate locks its killed builds left in the host's /tmp (as `invoke gc` removes them)."""
     if hasattr(session.config, "workerinput") or not shutil.which("docker"):
         return
+    from torchbake.building.candidates import forget_gone
+
+    forget_gone()
     tag = f"run-{os.environ['PYTEST_XDIST_TESTRUNUID'][:8]}"
     found = subprocess.run(["docker", "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
                            text=True, check=False).stdout.split()

@@ -337,6 +337,35 @@ def test_a_candidate_lock_of_another_user_counts_as_held(tmp_path, monkeypatch):
         candidates.let_go(live)
 
 
+def test_the_locks_of_builds_that_are_gone_go_and_a_live_or_young_one_stays():
+    """A killed build, or one that kept its candidate for inspection, leaves its lock file in the
+    host-wide folder: gc (and the suite's end) removes it once no one holds it; a lock a live build
+    holds stays, and so does an unheld one younger than a minute (a build between making its lock
+    and holding it)."""
+    import subprocess
+    import sys
+
+    from torchbake.building import candidates
+
+    live = candidates.new_candidate("t/live:1")
+    folder = candidates._lock_of(live).parent
+    gone, young = folder / "0000dead.lock", folder / "0000new.lock"
+    try:
+        for lock in (gone, young):
+            lock.touch()
+        os.utime(gone, (time.time() - 3600, time.time() - 3600))
+        os.utime(candidates._lock_of(live), (time.time() - 3600, time.time() - 3600))
+        # another process sweeps (a lock this process holds is not held against itself everywhere)
+        swept = subprocess.run([sys.executable, "-c", "from torchbake.building import candidates;"
+                                " print(candidates.forget_gone())"], capture_output=True, text=True, check=True)
+        assert not gone.exists() and young.exists() and candidates._lock_of(live).exists(), swept.stdout
+        assert candidates.is_live(live)
+    finally:
+        candidates.let_go(live)
+        for lock in (gone, young):
+            lock.unlink(missing_ok=True)
+
+
 def test_every_temporary_context_of_one_kind_of_image_has_one_base_name_and_goes_whole(tmp_path):
     """A temporary context is staged under the kind of image and its platform (the digest of its
     files joins the name once staged: the test below), alone in a folder of its own: two builds at

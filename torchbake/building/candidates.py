@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -48,3 +49,16 @@ def let_go(tag: str) -> None:
 def is_live(tag: str) -> bool:
     """Whether a running build holds the candidate ``tag``."""
     return lock_held(_lock_of(tag))
+
+
+def forget_gone(settled: float = 60.0) -> int:
+    """Remove the locks of builds that are gone (killed, or ended with their candidate kept for
+    inspection): not held, and older than ``settled`` seconds (a lock is made, then held: a
+    younger one may be a build's first instant). Another user's stay. Returns how many went."""
+    gone = 0
+    for lock in _folder().glob("*.lock") if _folder().is_dir() else ():
+        with contextlib.suppress(OSError):
+            if time.time() - lock.stat().st_mtime > settled and not lock_held(lock):
+                lock.unlink()
+                gone += 1
+    return gone

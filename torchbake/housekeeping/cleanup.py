@@ -20,7 +20,7 @@ from pathlib import Path
 import filelock
 
 from torchbake.adapters.engine import DockerClient, content_id
-from torchbake.building.candidates import CANDIDATE_MARK, is_live
+from torchbake.building.candidates import CANDIDATE_MARK, forget_gone, is_live
 from torchbake.building.input_hash import (
     FIRST_BUILT,
     INPUT_HASH_LABEL,
@@ -327,6 +327,7 @@ def carry_out(client: DockerClient, removals: list[Removal], cache_dir: Path, li
         elif removal.kind == "build cache":
             carry_out_build_cache(client, removal, limits)
     forget_missing(built_images_file(cache_dir), {i["Id"] for i in client.images(all=True)})
+    forget_gone()  # the candidate locks of builds that are gone (empty files in the host's /tmp)
     return Outcome(kept=kept, before=before, after=disk_use(client, cache_dir))
 
 
