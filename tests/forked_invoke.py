@@ -305,7 +305,6 @@ def client(path: str, args: list[str]) -> int:
     return returncode
 
 
-
 if __name__ == "__main__":
     if sys.argv[1] == "--client":
         sys.exit(client(sys.argv[2], sys.argv[3:]))

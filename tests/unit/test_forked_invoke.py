@@ -102,9 +102,17 @@ def test_the_clients_command_is_forked_from_the_server_and_ends_with_it_by_signa
     client.terminate()  # forwarded to the command
     assert client.wait(timeout=30) == -signal.SIGTERM
     deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{command}") and "Z" not in Path(f"/proc/{command}/stat").read_text().split()[2]:
+    while running(command):
         assert time.monotonic() < deadline, "the command outlived the client's SIGTERM"
         time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is alive (a zombie is not; one reaped while its state is read neither)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_command_past_its_timeout_is_killed_and_said_as_subprocess_says_it():

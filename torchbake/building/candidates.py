@@ -56,7 +56,7 @@ def forget_gone(settled: float = 60.0) -> int:
     inspection): not held, and older than ``settled`` seconds (a lock is made, then held: a
     younger one may be a build's first instant). Another user's stay. Returns how many went."""
     gone = 0
-    for lock in _folder().glob("*.lock") if _folder().is_dir() else ():
+    for lock in _folder().glob("*.lock"):  # none where the folder is not made yet
         with contextlib.suppress(OSError):
             if time.time() - lock.stat().st_mtime > settled and not lock_held(lock):
                 lock.unlink()
