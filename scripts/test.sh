@@ -31,6 +31,18 @@ case "${1:-}" in
         echo "test.sh: changes since $since: running ${selection[*]}" >&2
         ;;
 esac
+# The tests' folders (pytest's, the second engines' data roots, the build contexts) in memory where
+# the machine has room to spare: files made on tmpfs cost the kernel half what they cost on the
+# disk (a second engine loading a 173 MB base: 2.0 s of CPU against 3.3 to 5.2, 2026-11-29). A
+# TMPDIR already set is kept; the host's locks stay in /tmp (tests/leftovers.py).
+if [ -z "${TMPDIR:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+    spare=$((16 * 1024 * 1024))  # KiB: 16 GiB free in memory and in /dev/shm
+    if [ "$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)" -ge "$spare" ] \
+        && [ "$(df --output=avail -k /dev/shm | tail -n 1)" -ge "$spare" ]; then
+        export TMPDIR=/dev/shm/torchbake-tests
+        mkdir -p "$TMPDIR"
+    fi
+fi
 # First what killed runs left (where no other run is alive), then room on the engine's disk.
 .venv/bin/python -m tests.leftovers || exit 1
 # The build cache held under 40 GB, cut to 25 GB past it: a cut costs the run after it 3 min, so it

@@ -21,14 +21,15 @@ from pathlib import Path
 
 from tests.support import unmount_below
 
-# Where the locks every test run and benchmark on this host share are: the temporary folder, or this
-# variable's folder where a run gave a benchmark a temporary folder of its own (test_benchmarks.py).
-LOCKS_VARIABLE = "TB_TESTS_LOCK_DIR"
+# Where the locks every test run and benchmark on this host share are: one folder for the host,
+# whatever TMPDIR says (scripts/test.sh gives its run a temporary folder in memory; a benchmark's
+# smoke run gets one of its own, test_benchmarks.py; a run with another must still see them).
+LOCKS = Path("/tmp")
 
 
 def host_lock(name: str) -> Path:
     """The lock file ``name`` that the test runs and benchmarks on this host take turns at."""
-    return Path(os.environ.get(LOCKS_VARIABLE) or tempfile.gettempdir()) / f"torchbake-tests-{name}.lock"
+    return LOCKS / f"torchbake-tests-{name}.lock"
 
 
 RUNNING = host_lock("running")

@@ -10,14 +10,12 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from tests import leftovers
 from tests.conftest import ROOT, forked_invoke_server
 from tests.forked_invoke import SERVER_VARIABLE
 
@@ -89,7 +87,7 @@ def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], 
     temp.mkdir()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900,
-                          env={**environment, "TMPDIR": str(temp), leftovers.LOCKS_VARIABLE: tempfile.gettempdir(),
+                          env={**environment, "TMPDIR": str(temp),
                                SERVER_VARIABLE: forked_invoke_server().path})
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
