@@ -2,13 +2,15 @@
 
 A folder that is a file, on a read-only file system, or under a file gives a clear error naming
 the folder, the option and variable that set it, and what is wrong; so does a report path that
-is a folder, lies in /proc or /sys, or cannot be written. Looking (a plan, a dry run) never
+is a folder, lies on a pseudo file system (/proc, /sys, /dev: not /dev/shm, a tmpfs), or cannot
+be written. Looking (a plan, a dry run) never
 writes: it checks with ``os.access``; a run that will write proves it with a probe file.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +24,11 @@ if TYPE_CHECKING:
 else:
     settings = LazyModule("torchbake.configuration.settings")  # read for a message only
 
-PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+# File systems of the kernel's objects, not of files (what /proc/self/mounts calls them); /dev is
+# one (devtmpfs), the tmpfs mounted at /dev/shm is not.
+PSEUDO_TYPES = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "debugfs", "tracefs",
+                          "securityfs", "configfs", "pstore", "bpf", "hugetlbfs", "fusectl", "binfmt_misc", "efivarfs"})
+PSEUDO_FOLDERS = (Path("/proc"), Path("/sys"), Path("/dev"))  # where the mount table cannot be read
 
 
 def check_folder(path: Path, key: str, *, create: bool, example: str = "$HOME/.cache/torchbake") -> None:
@@ -54,8 +60,9 @@ def check_output_file(text: str, flag: str) -> Path:
     written there. Returns the absolute path."""
     path = Path(text).expanduser().absolute()
     example = f"{flag} reports/{path.name or 'report'}"
-    if any(path == root or root in path.parents for root in PSEUDO_FILE_SYSTEMS):
-        raise ConfigurationError(f"{flag} {text}: /{path.parts[1]} holds no ordinary files; name a file in a folder"
+    pseudo = pseudo_mount(path)
+    if pseudo is not None:
+        raise ConfigurationError(f"{flag} {text}: {pseudo} holds no ordinary files; name a file in a folder"
                                  f" you can write, e.g. {example}.")
     if path.is_dir():
         raise ConfigurationError(f"{flag} {text} is a folder; name a file in it, e.g. {flag} {path / 'report'}.")
@@ -71,3 +78,23 @@ def check_output_file(text: str, flag: str) -> Path:
     except OSError as exc:
         raise ConfigurationError(f"{flag} {text} cannot be written: {exc.strerror or exc}; e.g. {example}.") from None
     return path
+
+
+def pseudo_mount(path: Path, mounts: Path = Path("/proc/self/mounts")) -> Path | None:
+    """The mount point of the pseudo file system ``path`` (absolute) lies on, or None where it lies
+    on one of files: the deepest mount point above it, by the mount table; where that cannot be
+    read, /proc, /sys or /dev by the path alone."""
+    try:
+        table = mounts.read_text().splitlines()
+    except OSError:
+        return next((root for root in PSEUDO_FOLDERS if path == root or root in path.parents), None)
+    found = (Path("/"), "")
+    for line in table:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # the table writes a space, a tab, a newline and a backslash in a mount point as octal escapes
+        point = Path(re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape[1], 8)), fields[1]))
+        if (path == point or point in path.parents) and len(point.parts) >= len(found[0].parts):
+            found = (point, fields[2])
+    return found[0] if found[1] in PSEUDO_TYPES else None
