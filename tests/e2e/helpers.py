@@ -319,23 +319,28 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
 
 
 # A view of this host without GPUs, for one command: a private mount namespace whose /dev holds
-# only null, zero, random, urandom and full, and where the container toolkits' runtime hooks are not
+# only null, zero, random, urandom, full and the host's shm (a tmpfs every host has; the suite's
+# temporary folder where it has room: scripts/test.sh), and where the container toolkits' runtime hooks are not
 # executable. With an engine that has no GPU runtimes (the second engine's daemon configuration is
 # empty), the device profiles' checks see a GPU-less host on any machine, GPU hosts included.
 _GPU_LESS = r"""
 set -e
-host_dev=$(mktemp -d)
-trap 'umount "$host_dev" 2>/dev/null; rmdir "$host_dev"' EXIT  # a mount that fails leaves nothing either
-mount --bind /dev "$host_dev"
+temp=${TMPDIR:-/tmp}
+case "$temp" in /dev | /dev/*) temp=/tmp ;; esac  # not under /dev, which the view replaces
+host_dev=$(mktemp -d "$temp/gpu-less-dev.XXXXXX")
+trap 'umount -R "$host_dev" 2>/dev/null; rmdir "$host_dev"' EXIT  # a mount that fails leaves nothing either
+mount --rbind /dev "$host_dev"  # with the mounts below /dev (its shm)
 mount -t tmpfs -o size=1m,mode=755 tmpfs /dev
 for node in null zero random urandom full; do
     touch "/dev/$node"
     mount --bind "$host_dev/$node" "/dev/$node"
 done
+mkdir /dev/shm
+mount --bind "$host_dev/shm" /dev/shm
 for hook in $(command -v nvidia-container-runtime-hook mthreads-container-runtime-hook || true); do
     mount --bind /dev/null "$hook"
 done
-umount "$host_dev"  # the nodes stay bound; the folder goes (it is the host's, in its temporary folder)
+umount -R "$host_dev"  # the nodes stay bound; the folder goes (it is the host's)
 rmdir "$host_dev"
 exec "$@"
 """

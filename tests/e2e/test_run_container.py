@@ -276,15 +276,19 @@ def test_interactive_shell_through_a_real_terminal(image, tb_env, container_name
 
 
 def test_the_gpu_less_view_shows_no_gpu_and_leaves_nothing_in_the_temporary_folder(tmp_path):
-    """The view the bad inputs below run in: /dev holds the few nodes a program needs and no GPU's,
-    and the folder it bound the host's /dev to is gone (it was left in the shared /tmp at every
-    command, seven a run)."""
+    """The view the bad inputs below run in: /dev holds the few nodes a program needs, the host's
+    shm and no GPU's, and the folder it bound the host's /dev to is gone (it was left in the shared
+    /tmp at every command, seven a run); with a temporary folder under /dev (the suite's, in
+    /dev/shm), the view still works."""
     temp = tmp_path / "temp"
     temp.mkdir()
     seen = subprocess.run(gpu_less(["ls", "/dev"]), capture_output=True, text=True, check=True,
                           env={**os.environ, "TMPDIR": str(temp)})
-    assert sorted(seen.stdout.split()) == ["full", "null", "random", "urandom", "zero"]
+    assert sorted(seen.stdout.split()) == ["full", "null", "random", "shm", "urandom", "zero"]
     assert list(temp.iterdir()) == []
+    in_shm = subprocess.run(gpu_less(["sh", "-c", 'ls "$TMPDIR"']), capture_output=True, text=True,
+                            env={**os.environ, "TMPDIR": "/dev/shm"})
+    assert in_shm.returncode == 0, in_shm.stderr
 
 
 @pytest.fixture(scope="module")
