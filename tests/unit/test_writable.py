@@ -40,10 +40,14 @@ def test_without_a_mount_table_proc_sys_and_dev_are_refused_by_their_paths(tmp_p
         [Path("/proc"), Path("/sys"), Path("/dev"), None]
 
 
-def test_a_report_in_dev_is_refused_and_one_in_dev_shm_is_written_there():
+def test_a_report_in_dev_is_refused_and_one_in_dev_shm_is_written_there(tmp_path):
     with pytest.raises(ConfigurationError, match=r"^--report /dev/r\.json: /dev holds no ordinary files; name a file"
                                                  r" in a folder you can write, e\.g\. --report reports/r\.json\.$"):
         check_output_file("/dev/r.json", "--report")
+    (tmp_path / "link").symlink_to("/proc")
+    for where in ("/dev/shm/../r.json", str(tmp_path / "link" / "r.json")):  # where the path leads, not how it reads
+        with pytest.raises(ConfigurationError, match=r" holds no ordinary files; "):
+            check_output_file(where, "--report")
     if not Path("/dev/shm").is_dir() or pseudo_mount(Path("/dev/shm")) is not None:
         pytest.fail("this machine has no tmpfs at /dev/shm to write a report in")
     target = Path("/dev/shm") / f"torchbake-writable-test-{id(TABLE)}" / "r.json"

@@ -60,7 +60,7 @@ def check_output_file(text: str, flag: str) -> Path:
     written there. Returns the absolute path."""
     path = Path(text).expanduser().absolute()
     example = f"{flag} reports/{path.name or 'report'}"
-    pseudo = pseudo_mount(path)
+    pseudo = pseudo_mount(Path(os.path.realpath(path)))  # where it leads: /dev/shm/../x is in /dev; links followed
     if pseudo is not None:
         raise ConfigurationError(f"{flag} {text}: {pseudo} holds no ordinary files; name a file in a folder"
                                  f" you can write, e.g. {example}.")
