@@ -320,8 +320,8 @@ def engine_state(names, env: dict | None = None) -> dict[str, set[str]]:
 
 # A view of this host without GPUs, for one command: a private mount namespace whose /dev holds
 # only null, zero, random, urandom, full and the host's shm (a tmpfs every host has; the suite's
-# temporary folder where it has room: scripts/test.sh), and where the container toolkits' runtime hooks are not
-# executable. With an engine that has no GPU runtimes (the second engine's daemon configuration is
+# temporary folder where it has room: scripts/test.sh), and where the container toolkits' runtime
+# hooks are not executable. With an engine that has no GPU runtimes (the second engine's daemon configuration is
 # empty), the device profiles' checks see a GPU-less host on any machine, GPU hosts included.
 _GPU_LESS = r"""
 set -e

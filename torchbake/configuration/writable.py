@@ -3,8 +3,8 @@
 A folder that is a file, on a read-only file system, or under a file gives a clear error naming
 the folder, the option and variable that set it, and what is wrong; so does a report path that
 is a folder, lies on a pseudo file system (/proc, /sys, /dev: not /dev/shm, a tmpfs), or cannot
-be written. Looking (a plan, a dry run) never
-writes: it checks with ``os.access``; a run that will write proves it with a probe file.
+be written. Looking (a plan, a dry run) never writes: it checks with ``os.access``; a run that
+will write proves it with a probe file.
 """
 
 from __future__ import annotations
