@@ -40,7 +40,8 @@ esac
 if [ -z "${TMPDIR:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
     spare=$((16 << 20))  # KiB free in memory and in /dev/shm: 16 GiB
     read -r blocks size < <(stat -f -c '%a %S' /dev/shm)
-    if [ "$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)" -ge "$spare" ] && [ $((blocks * size / 1024)) -ge "$spare" ]; then
+    available=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null)
+    if [ "${available:-0}" -ge "$spare" ] && [ $((${blocks:-0} * ${size:-0} / 1024)) -ge "$spare" ]; then
         export TMPDIR=/dev/shm
     fi
 fi
