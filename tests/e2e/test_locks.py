@@ -120,8 +120,11 @@ def test_a_locked_image_stays_the_same_until_the_lock_is_upgraded_and_builds_wit
         assert cached_run_steps(log_b) == []
         with serve_registry(tmp_path) as host:
             for engine, tag in ((None, "a"), (second_engine, "b")):
-                for args in (("tag", image, f"{host}/team/locked:{tag}"), ("push", f"{host}/team/locked:{tag}")):
-                    docker(*args, env=engine)
+                try:
+                    for args in (("tag", image, f"{host}/team/locked:{tag}"), ("push", f"{host}/team/locked:{tag}")):
+                        docker(*args, env=engine)
+                finally:  # the registry's copy is what is compared; the tag on the engine goes (one a run stayed)
+                    docker("image", "rm", f"{host}/team/locked:{tag}", env=engine, check=False)
                 assert registry_digest(host, f"{host}/team/locked:{tag}") == built
         # ... while an unlocked one says which requirement it cannot resolve
         floating = run_invoke("build", "--tag", "floating", "--force", cwd=project, env=tb_env)
