@@ -34,9 +34,9 @@ esac
 # The tests' folders (pytest's, the second engines' data roots, the build contexts) in memory where
 # the machine has room to spare: files made on tmpfs cost the kernel half what they cost on the
 # disk (a second engine loading a 173 MB base: 2.0 s of CPU against 3.3 to 5.2; a whole run: 561 s
-# of the kernel's time against 634, 3.6 GB of /dev/shm at most; 2026-11-29). /dev/shm itself, not a folder
-# in it: a socket's path is at most 107 bytes, and the tests' are deep. A TMPDIR already set is
-# kept; the host's locks stay in /tmp (tests/leftovers.py).
+# of the kernel's time against 634, 3.6 GB of /dev/shm at most; 2026-11-29). /dev/shm itself, not
+# a folder in it: a socket's path is at most 107 bytes, and the tests' are deep. A TMPDIR already
+# set is kept; the host's locks stay in /tmp (tests/leftovers.py).
 if [ -z "${TMPDIR:-}" ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
     spare=$((16 << 20))  # KiB free in memory and in /dev/shm: 16 GiB
     read -r blocks size < <(stat -f -c '%a %S' /dev/shm)

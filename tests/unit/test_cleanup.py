@@ -348,17 +348,17 @@ def test_the_locks_of_builds_that_are_gone_go_and_a_live_or_young_one_stays():
     from torchbake.building import candidates
 
     live = candidates.new_candidate("t/live:1")
-    folder = candidates._lock_of(live).parent
-    gone, young = folder / "0000dead.lock", folder / "0000new.lock"
+    held = candidates._lock_of(live)
+    gone, young = held.parent / "0000dead.lock", held.parent / "0000new.lock"
     try:
         for lock in (gone, young):
             lock.touch()
-        os.utime(gone, (time.time() - 3600, time.time() - 3600))
-        os.utime(candidates._lock_of(live), (time.time() - 3600, time.time() - 3600))
+        for old in (gone, held):
+            os.utime(old, (time.time() - 3600, time.time() - 3600))
         # another process sweeps (a lock this process holds is not held against itself everywhere)
         swept = subprocess.run([sys.executable, "-c", "from torchbake.building import candidates;"
                                 " print(candidates.forget_gone())"], capture_output=True, text=True, check=True)
-        assert not gone.exists() and young.exists() and candidates._lock_of(live).exists(), swept.stdout
+        assert not gone.exists() and young.exists() and held.exists(), swept.stdout
         assert candidates.is_live(live)
     finally:
         candidates.let_go(live)
