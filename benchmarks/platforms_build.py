@@ -26,8 +26,9 @@ Prints each round's seconds (the whole `invoke build`, and its manifest's "build
 `docker buildx build` alone, without verify, which runs the image's pip under QEMU), the medians
 and the ratios arm64/amd64 and arm64/naive (goals: at most 1.5 and 0.25). Images it makes are removed; the base image is kept for the next run.
 --smoke: the stand-in torch alone (no companions: nothing downloaded), one round, the layer cache
-as it is (no --no-cache: the "new torch" builds are the ones that run every step after the wheels,
-emulated for arm64), names of the run's own; the two-platform base is the test suite's (tests/e2e/test_platforms.py's MULTI_BASE, the
+as it is (no --no-cache), no "new torch" pair (the same builds of another wheel: the emulated steps
+after the wheels run in tests/e2e/test_platforms.py's two-platform image every run), names of the
+run's own; the two-platform base is the test suite's (tests/e2e/test_platforms.py's MULTI_BASE, the
 same OS packages, made once per engine and kept) where this engine has it, else this benchmark's
 where it has that, else the suite's is made under its name and lock, as its test would (the
 minutes of an emulated debootstrap, once per engine; a tag of the run's own on it meanwhile).
@@ -151,13 +152,15 @@ def main() -> None:
         else:
             base, made, source = BASE, ensure_base(), BASE
         print(f"base {source} (amd64 + arm64, {RUNTIME_PACKAGES}): {'kept' if not made else f'made in {made:.0f} s'}")
-        bench(args, companions, name, base, [] if args.smoke else ["--no-cache"])
+        bench(args, companions, name, base, [] if args.smoke else ["--no-cache"], new_torch=not args.smoke)
 
 
-def bench(args: argparse.Namespace, companions: tuple[str, ...], name: str, BASE: str, cold: list[str]) -> None:  # noqa: N803
-    """The rounds and the table, FROM ``BASE`` (``cold``: the flags of the cold builds)."""
-    seconds: dict[str, list[float]] = {kind: [] for kind in ("amd64", "arm64", "naive", "amd64 new torch",
-                                                             "arm64 new torch")}
+def bench(args: argparse.Namespace, companions: tuple[str, ...], name: str, BASE: str, cold: list[str],  # noqa: N803
+          new_torch: bool = True) -> None:
+    """The rounds and the table, FROM ``BASE`` (``cold``: the flags of the cold builds; ``new_torch``:
+    the two builds of a torch no run built before, too)."""
+    cases = ("amd64 new torch", "arm64 new torch") if new_torch else ()
+    seconds: dict[str, list[float]] = {kind: [] for kind in ("amd64", "arm64", "naive", *cases)}
     phases: dict[str, list[float]] = {kind: [] for kind in seconds if kind != "naive"}
     with tempfile.TemporaryDirectory(prefix="torchbake-bench-platforms-") as folder:
         context = naive_context(Path(folder), stand_in_torch(Path(folder) / "torch"), companions, BASE)
@@ -180,7 +183,7 @@ def bench(args: argparse.Namespace, companions: tuple[str, ...], name: str, BASE
                 seconds["naive"].append(timed([DOCKER, "buildx", "build", *cold, "--platform", "linux/arm64",
                                                "--progress=plain", "--tag", f"{name}:naive", str(context)]))
                 new = f"bench{os.getpid()}x{round_number}"  # a torch no run before built: nothing cached for it
-                for arch in ("amd64", "arm64"):
+                for arch in ("amd64", "arm64") if new_torch else ():
                     seconds[f"{arch} new torch"].append(build(arch, new, f"{arch} new torch"))
                 print(f"round {round_number}: " + ", ".join(
                     f"{kind} {values[-1]:.1f} s" + (f" (build {phases[kind][-1]:.1f} s)" if kind in phases else "")
@@ -192,7 +195,7 @@ def bench(args: argparse.Namespace, companions: tuple[str, ...], name: str, BASE
     print("median seconds: " + ", ".join(f"{kind} {value:.1f}" for kind, value in median.items()))
     built = {kind: statistics.median(values) for kind, values in phases.items()}
     print("median build phase: " + ", ".join(f"{kind} {value:.1f}" for kind, value in built.items()))
-    for case, suffix in (("cold", ""), ("new torch", " new torch")):
+    for case, suffix in (("cold", ""), *([("new torch", " new torch")] if new_torch else [])):
         print(f"{case}: arm64 / amd64 = {median['arm64' + suffix] / median['amd64' + suffix]:.2f} in all,"
               f" {built['arm64' + suffix] / built['amd64' + suffix]:.2f} for the build alone (goal <= 1.5)")
     print(f"cold: arm64 / naive emulated = {median['arm64'] / median['naive']:.2f} in all,"

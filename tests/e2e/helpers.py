@@ -96,7 +96,11 @@ def listing(*args: str, env: dict | None = None) -> str:
 
 def copy_image(image: str, engine: dict) -> None:
     """``image`` from this machine's engine into another one (``engine``: its DOCKER_HOST),
-    streamed through `docker save | docker load` (never held in memory)."""
+    streamed through `docker save | docker load` (never held in memory); nothing to do where
+    that engine has the very image under the name already (a module's engine, a second test)."""
+    ours = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+    if docker("image", "inspect", "--format", "{{.Id}}", image, env=engine, check=False).stdout.strip() == ours:
+        return
     save = subprocess.Popen([DOCKER, "save", image], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     load = subprocess.run([DOCKER, "load"], stdin=save.stdout, capture_output=True, env={**os.environ, **engine})
     save.stdout.close()

@@ -58,8 +58,10 @@ def test_check_reproducible_builds_the_image_again_without_any_cache_and_gets_th
         docker("image", "rm", "--force", image, check=False)
 
 
-def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, base_image, tb_env,
+def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, packaged_base, tb_env,
                                                                                    tmp_path, run_id):
+    """FROM the run's base with the OS packages in it: the comparison's build without any cache runs
+    no apt step (an apt step without cache, reproducible: the test before)."""
     template = tmp_path / "dockerfile.stamp"
     template.write_text((Path(__file__).parents[2] / "docker/ubuntu/dockerfile.release").read_text().replace(
         'CMD ["/bin/bash"]', 'RUN date +%s%N > /opt/stamp\nCMD ["/bin/bash"]'))
@@ -67,7 +69,7 @@ def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wro
     image = f"{name}:stamp"
     try:
         result = run_invoke("build", "--config", str(tiny_profile), "--name", name, "--tag", "stamp",
-                            "--base-img", base_image, "--docker-file", str(template), env=tb_env)
+                            "--base-img", packaged_base, "--docker-file", str(template), env=tb_env)
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
         built = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
         later = run_invoke("verify", image, "--reproducible", env=tb_env)  # from this host's record of the build
