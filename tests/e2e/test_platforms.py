@@ -264,8 +264,9 @@ def test_run_container_runs_the_platform_asked_for_and_names_one_the_image_lacks
 def test_an_arm64_lock_made_on_this_amd64_engine_holds_arm64s_debian_versions_asked_emulated(
         multi_base, numpy_profile, run_id, tb_env, tmp_path):
     """`invoke lock --platform linux/arm64` asks apt in the arm64 FROM image, under QEMU, what a
-    build installs above it; a locked version the mirror lacks stops that build before anything
-    is prepared, naming it (exit 3)."""
+    build installs above it. (A locked version the mirror lacks stops a build before anything is
+    prepared, naming it, exit 3: test_locks' natively; its apt asked in the FROM image of the
+    image's platform: tests/unit/test_locks.py.)"""
     base = f"torchbake-test/lockbase:arm64-{run_id}"  # the multi base's arm64 image without procps
     container = f"torchbake-test-lockbase-{run_id}"
     docker("run", "--name", container, "--platform", "linux/arm64", "--network", "none", multi_base,
@@ -283,11 +284,6 @@ def test_an_arm64_lock_made_on_this_amd64_engine_holds_arm64s_debian_versions_as
         arm64 = docker("run", "--rm", "--platform", "linux/arm64", "--network", "none", "--entrypoint", "dpkg-query",
                        multi_base, "-W", "-f", "${Version}", "procps").stdout  # what the mirror gave the base
         assert procps == arm64 and f"+procps {procps}" in locked.stdout
-        lock.write_text(lock.read_text().replace(f'procps = "{procps}"', f'procps = "{procps}~gone1"'))
-        gone = run_invoke("build", *args, cwd=tmp_path, env=tb_env)
-        assert gone.returncode == 3, (gone.stdout + gone.stderr)[-3000:]
-        assert f"the mirror does not have (now): procps {procps}~gone1. Nothing was built." in gone.stderr
-        assert "Preparing" not in gone.stdout
     finally:
         docker("image", "rm", "--force", base, check=False)
 

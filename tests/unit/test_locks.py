@@ -225,3 +225,26 @@ def test_a_bases_lock_holds_only_for_the_day_its_build_requirements_were_resolve
         "build requirements as of: tag → 2023-01-01"]
     older = SimpleNamespace(made_for=locks.made_for(["numpy"], "3.11", "linux/amd64"))  # a release's: none
     assert locks.mismatch(older, ["numpy"], "3.11", "linux/amd64") == []
+
+
+def test_a_locked_debian_version_the_mirror_lacks_is_asked_of_the_from_images_own_platform():
+    """The build's check of its lock's Debian versions runs apt in the FROM image of the image's
+    platform (another machine's, emulated: the same container test_platforms' arm64 lock asks) and
+    names each version the mirror lacks (exit 3, before anything is prepared: test_locks' real one)."""
+    from torchbake.adapters.command import CommandResult
+    from torchbake.core.errors import DownloadError
+    from torchbake.variants.locking import Lockable
+
+    asked = []
+
+    class Client:
+        def run_capture(self, image, argv, **options):
+            asked.append((image, options))
+            return CommandResult(("docker",), 100, "E: Version '2~gone1' for 'procps' was not found\n")
+
+    plan = SimpleNamespace(deb_pins=lambda: {"procps": "2~gone1"}, base_image="team/base:arm64", platform="linux/arm64",
+                           build_options=SimpleNamespace(network=""), lock_path="locks/l.toml",
+                           lock_command="invoke lock --platform linux/arm64")
+    with pytest.raises(DownloadError, match=r"does not have \(now\): procps 2~gone1\. Nothing was built"):
+        Lockable.check_before_build(plan, Client())
+    assert asked == [("team/base:arm64", {"entrypoint": "bash", "network": None, "platform": "linux/arm64"})]
