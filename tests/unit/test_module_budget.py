@@ -29,7 +29,7 @@ def test_the_modules_alone_add_up_to_no_more_than_the_suites_budget():
     assert sum(entry["seconds"] for entry in budget["modules"].values()) <= budget["suite_budget"]
     # over the target (12 minutes on each of 2 cores): the ceiling is the sum measured 2026-11-29,
     # and only comes down towards the target
-    assert module_budget.TARGET == 1440 <= budget["suite_budget"] <= module_budget.CEILING <= 1690
+    assert module_budget.TARGET == 1440 <= budget["suite_budget"] <= module_budget.CEILING <= 1610
     assert budget["measured"] >= "2026-11-29" and "2 cores" in budget["machine"]
 
 
