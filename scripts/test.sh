@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.." || exit 1
 # .venv (25 s of CPU on a fresh clone, 2026-11-29), and pytest keeps the test modules it rewrote.
 unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh || exit 1
-# Four workers (pytest-xdist) on two cores: a real-engine test waits on the engine, a mirror or a
-# server for part of its time, and a fourth worker fills those waits (from a fresh clone, 12 min 39 s
-# with three, 12 min 6 s with four, 2026-11-24); a module's tests stay together, in order, on one worker
+# Three workers (pytest-xdist) on two cores: a real-engine test waits on the engine, a mirror or a
+# server for part of its time, and a third worker fills those waits; a fourth made the run slower
+# (from fresh clones, 2026-11-30: 13 min 22 s and 13 min 49 s with three, 1,524 and 1,580 s of CPU
+# busy; 13 min 53 s to 14 min 9 s with four, 1,643 to 1,671 s: the cores switch among more
+# processes, the kernel's share grows); a module's tests stay together, in order, on one worker
 # (--dist loadfile: their module fixtures are made once), the longest modules first
 # (tests/conftest.py LONGEST_FIRST; --no-loadscope-reorder keeps that order). PYTEST_WORKERS=0:
 # one process (not a TORCHBAKE_* name: torchbake reads those as its options and refuses unknown ones).
@@ -50,7 +52,7 @@ fi
 # The build cache held under 40 GB, cut to 25 GB past it: a cut costs the run after it 3 min, so it
 # is deep and rare (a warm run adds 2 GB; make-room.sh says why).
 bash scripts/make-room.sh 20 40
-.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-4}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
+.venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadfile --no-loadscope-reorder "$@" "${selection[@]}"
 status=$?
 if [ "$status" = 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure." >&2
