@@ -56,3 +56,17 @@ def test_a_report_in_dev_is_refused_and_one_in_dev_shm_is_written_there(tmp_path
     finally:
         if target.parent.exists():
             target.parent.rmdir()
+
+
+def test_the_mount_table_is_read_once_for_all_its_readers_escapes_decoded(tmp_path):
+    """torchbake.core.files.mount_table: what pseudo_mount and the bootstrap's mounts_below read (a
+    tab and a backslash in a mount point decoded like a space; a line too short skipped)."""
+    from torchbake.core.files import mount_table
+    from torchbake.inputs.base_os import mounts_below
+
+    mounts = tmp_path / "mounts"
+    mounts.write_text(TABLE + "tmpfs /mnt/a\\011tab\\134slash tmpfs rw 0 0\nbroken-line\n")
+    table = mount_table(mounts)
+    assert table[-1] == (Path("/mnt/a\ttab\\slash"), "tmpfs") and len(table) == len(TABLE.splitlines()) + 1
+    assert mount_table(tmp_path / "no-mounts") is None
+    assert mounts_below(Path("/proc"))[-1] == "/proc"  # the real table: /proc itself last, deepest first

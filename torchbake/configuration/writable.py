@@ -10,13 +10,12 @@ will write proves it with a probe file.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from torchbake.core.errors import ConfigurationError
-from torchbake.core.files import nearest_existing
+from torchbake.core.files import MOUNTS, mount_table, nearest_existing
 from torchbake.core.lazy import LazyModule
 
 if TYPE_CHECKING:
@@ -80,21 +79,15 @@ def check_output_file(text: str, flag: str) -> Path:
     return path
 
 
-def pseudo_mount(path: Path, mounts: Path = Path("/proc/self/mounts")) -> Path | None:
+def pseudo_mount(path: Path, mounts: Path = MOUNTS) -> Path | None:
     """The mount point of the pseudo file system ``path`` (absolute) lies on, or None where it lies
     on one of files: the deepest mount point above it, by the mount table; where that cannot be
     read, /proc, /sys or /dev by the path alone."""
-    try:
-        table = mounts.read_text().splitlines()
-    except OSError:
+    table = mount_table(mounts)
+    if table is None:
         return next((root for root in PSEUDO_FOLDERS if path == root or root in path.parents), None)
     found = (Path("/"), "")
-    for line in table:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        # the table writes a space, a tab, a newline and a backslash in a mount point as octal escapes
-        point = Path(re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape[1], 8)), fields[1]))
+    for point, kind in table:
         if (path == point or point in path.parents) and len(point.parts) >= len(found[0].parts):
-            found = (point, fields[2])
+            found = (point, kind)
     return found[0] if found[1] in PSEUDO_TYPES else None

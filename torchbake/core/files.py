@@ -2,13 +2,15 @@
 name beside the target, unique per process and thread, then is renamed over it, so no reader
 ever sees half a file), reading back what was written (a damaged file reads as missing, never as
 a traceback: the caller repairs it), locks held for a process's life (their holders are told apart
-from those that ended) and the nearest folder that exists of a path not made yet."""
+from those that ended), the nearest folder that exists of a path not made yet and the kernel's
+mount table."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -97,6 +99,21 @@ def nearest_existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent
     return path
+
+
+MOUNTS = Path("/proc/self/mounts")
+
+
+def mount_table(mounts: Path = MOUNTS) -> list[tuple[Path, str]] | None:
+    """(mount point, file system type) of each mount, in the kernel's order (a later mount over an
+    earlier one), or None where the table cannot be read. The table writes a space, a tab, a
+    newline and a backslash in a mount point as octal escapes (``\\040``): decoded here."""
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return None
+    return [(Path(re.sub(r"\\([0-7]{3})", lambda escape: chr(int(escape[1], 8)), fields[1])), fields[2])
+            for fields in map(str.split, lines) if len(fields) >= 3]
 
 
 SecretSource = Path | str  # a file the user gave (shown by its path), or a value torchbake holds

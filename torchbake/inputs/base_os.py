@@ -11,7 +11,6 @@ removed, mounts below it first, and an image appears only when the whole bootstr
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import re
@@ -28,6 +27,7 @@ from torchbake.configuration.os_releases import OS_RELEASES, python_mismatch, re
 from torchbake.core import output
 from torchbake.core.build_time import created_time, source_date_epoch
 from torchbake.core.errors import CommandError, ConfigurationError
+from torchbake.core.files import mount_table
 from torchbake.core.redaction import redact, split_credentials
 from torchbake.inputs import image_archive
 from torchbake.inputs.downloads import file_digests, file_lock
@@ -226,13 +226,8 @@ def _platforms_to_make(spec: OsImageSpec) -> list[platforms.Platform | None]:
 
 def mounts_below(folder: Path) -> list[str]:
     """Mount points at or below ``folder`` (debootstrap mounts /proc and /sys in its target)."""
-    prefix = str(folder.resolve())
-    found = []
-    with contextlib.suppress(OSError), open("/proc/self/mounts") as fh:
-        for line in fh:
-            point = line.split()[1].replace("\\040", " ")
-            if point == prefix or point.startswith(prefix + "/"):
-                found.append(point)
+    prefix = folder.resolve()
+    found = [str(point) for point, _kind in mount_table() or () if point == prefix or prefix in point.parents]
     return sorted(found, key=len, reverse=True)
 
 
