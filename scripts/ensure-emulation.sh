@@ -38,28 +38,6 @@ register_from_binfmt_d() {
     done
     return 1
 }
-if [ ${#missing[@]} -gt 0 ]; then
-    absent=()
-    for pkg in qemu-user-static binfmt-support; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || absent+=("$pkg")
-    done
-    if [ ${#absent[@]} -gt 0 ] && [ "$root" = 1 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
-        # binfmt-support is qemu-user-static's Recommends, not a Depends: it is what registers the
-        # handlers on a machine without systemd (update-binfmts), so it is named here.
-        say "installing ${absent[*]} (QEMU handlers for ${missing[*]})"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-            "${absent[@]}" >/dev/null
-    fi
-    for machine in "${missing[@]}"; do
-        [ -e "$BINFMT/qemu-$machine" ] && continue
-        [ "$root" = 1 ] || continue
-        if update-binfmts --version >/dev/null 2>&1; then
-            update-binfmts --enable "qemu-$machine" >/dev/null 2>&1 || true
-        fi
-        [ -e "$BINFMT/qemu-$machine" ] || register_from_binfmt_d "$machine" || true
-    done
-fi
 # The command that registers a handler on this machine, for the messages below.
 register_hint() {
     if update-binfmts --version >/dev/null 2>&1; then
@@ -70,6 +48,52 @@ register_hint() {
         echo "apt-get install qemu-user-static binfmt-support"
     fi
 }
+# The install registers a handler for each of QEMU's ~30 machines. BuildKit runs a check program
+# under every registered emulator on each build (about 0.15 s of CPU a build with all of them,
+# measured: docs/platforms.md), so the handlers that install registered and torchbake does not use
+# are disabled again; one that was there before the install is left as it was.
+disable_unused_handlers() {
+    local name disabled=() again="echo 1 > $BINFMT/qemu-NAME"
+    update-binfmts --version >/dev/null 2>&1 && again="update-binfmts --enable qemu-NAME"
+    for name in $(cd "$BINFMT" && ls); do
+        case "$name" in qemu-*) ;; *) continue ;; esac
+        grep -qx "$name" <<< "$1" && continue
+        printf '%s\n' "${wanted[@]/#/qemu-}" | grep -qx "$name" && continue
+        if update-binfmts --version >/dev/null 2>&1; then
+            update-binfmts --disable "$name" >/dev/null 2>&1 || echo 0 > "$BINFMT/$name"
+        else
+            echo 0 > "$BINFMT/$name"
+        fi
+        disabled+=("$name")
+    done
+    [ ${#disabled[@]} -gt 0 ] || return 0
+    say "disabled ${#disabled[@]} handlers the install registered that torchbake does not use (${disabled[*]});" \
+        "each is back with: $again"
+}
+if [ ${#missing[@]} -gt 0 ]; then
+    absent=()
+    for pkg in qemu-user-static binfmt-support; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || absent+=("$pkg")
+    done
+    if [ ${#absent[@]} -gt 0 ] && [ "$root" = 1 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then
+        # binfmt-support is qemu-user-static's Recommends, not a Depends: it is what registers the
+        # handlers on a machine without systemd (update-binfmts), so it is named here.
+        say "installing ${absent[*]} (QEMU handlers for ${missing[*]})"
+        before=$(cd "$BINFMT" && ls)
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+            "${absent[@]}" >/dev/null
+        disable_unused_handlers "$before"
+    fi
+    for machine in "${missing[@]}"; do
+        [ -e "$BINFMT/qemu-$machine" ] && continue
+        [ "$root" = 1 ] || continue
+        if update-binfmts --version >/dev/null 2>&1; then
+            update-binfmts --enable "qemu-$machine" >/dev/null 2>&1 || true
+        fi
+        [ -e "$BINFMT/qemu-$machine" ] || register_from_binfmt_d "$machine" || true
+    done
+fi
 for machine in "${wanted[@]}"; do
     handler="$BINFMT/qemu-$machine"
     [ -e "$handler" ] || fail "no QEMU handler for $machine in $BINFMT; as root, run: $(register_hint "$machine")"

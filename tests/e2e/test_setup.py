@@ -58,6 +58,33 @@ def test_where_nothing_can_register_it_the_hint_is_a_command_that_exists_here(ba
             " binfmt-support") in result.stderr
 
 
+def test_the_install_leaves_only_the_handlers_torchbake_uses_enabled(bare_binfmt, tmp_path):
+    """qemu-user-static's install registers a handler for each of QEMU's machines, and BuildKit runs
+    a check program under every one on each build: the script disables those the install added
+    that torchbake does not use, and leaves one registered before the install as it was. The
+    install here is a stand-in apt-get doing what the package's postinst does (registering from
+    /usr/lib/binfmt.d), on the namespace's own binfmt_misc."""
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    (fake / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")  # neither package installed
+    (fake / "apt-get").write_text(
+        "#!/bin/sh\n[ \"$1\" = update ] && exit 0\n"
+        f"for m in {MACHINE} riscv64 s390x; do grep '^:' /usr/lib/binfmt.d/qemu-$m.conf > {bare_binfmt}/register; done\n")
+    for name in ("dpkg-query", "apt-get"):
+        (fake / name).chmod(0o755)
+    hide = "mount --bind /dev/null /usr/sbin/update-binfmts && " if Path("/usr/sbin/update-binfmts").exists() else ""
+    script = (f"{hide}mount --bind {fake}/dpkg-query /usr/bin/dpkg-query && mount --bind {fake}/apt-get /usr/bin/apt-get"
+              f" && mount -t binfmt_misc binfmt_misc {bare_binfmt}"
+              f" && grep '^:' /usr/lib/binfmt.d/qemu-ppc64le.conf > {bare_binfmt}/register"  # the machine's own, before
+              f" && bash scripts/ensure-emulation.sh && head -qn1 {bare_binfmt}/qemu-*")
+    result = _in_namespace(script, bare_binfmt)
+    assert result.returncode == 0, result.stdout + result.stderr
+    states = dict(zip(sorted(["ppc64le", MACHINE, "riscv64", "s390x"]), result.stdout.split("\n")[-5:-1]))
+    assert states == {MACHINE: "enabled", "ppc64le": "enabled", "riscv64": "disabled", "s390x": "disabled"}, result.stdout
+    assert ("disabled 2 handlers the install registered that torchbake does not use (qemu-riscv64 qemu-s390x);"
+            f" each is back with: echo 1 > {bare_binfmt}/qemu-NAME") in result.stdout
+
+
 def test_a_module_the_suite_imported_once_has_its_bytecode_for_the_next_process():
     """Where PYTHONDONTWRITEBYTECODE is set (CI, these machines) Python never writes bytecode, and
     every `invoke` compiled its SDKs anew: scripts/test.sh unsets it for the suite (each module is
