@@ -78,16 +78,20 @@ def timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | 
     return time.monotonic() - started
 
 
-def wheel_build_args() -> list[str]:
-    """The release Dockerfile's wheel arguments, as a plain `docker build` of its context on this
-    machine gives them: the image's machine is the host's (as `uname -m` says it), its wheel
-    platforms the manylinux_2_28 and linux ones of that machine and every older manylinux
-    (stage_wheels.sh needs both: TORCHBAKE_WHEEL_MACHINE, TORCHBAKE_WHEEL_PLATFORMS)."""
+def plain_build_args(context: Path) -> list[str]:
+    """What a plain `docker build` of the prepared release ``context`` needs besides the base and
+    the Python: the Dockerfile's wheel arguments as a user of this machine gives them (the image's
+    machine is the host's, as `uname -m` says it; its wheel platforms the manylinux_2_28 and linux
+    ones of that machine and every older manylinux: stage_wheels.sh needs both,
+    TORCHBAKE_WHEEL_MACHINE and TORCHBAKE_WHEEL_PLATFORMS), and the context's program layouts as
+    the named contexts its Dockerfile mounts (`--build-context torchbake-uv=oci-layout://…`)."""
+    from torchbake.inputs.context import named_contexts
     from torchbake.inputs.wheelhouse import compatible_platforms
 
     machine = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
     tags = compatible_platforms([f"manylinux_2_28_{machine}", f"linux_{machine}"])
-    return ["--build-arg", f"WHEEL_MACHINE={machine}", "--build-arg", f"WHEEL_PLATFORMS={' '.join(tags)}"]
+    named = [arg for name, source in named_contexts(context).items() for arg in ("--build-context", f"{name}={source}")]
+    return ["--build-arg", f"WHEEL_MACHINE={machine}", "--build-arg", f"WHEEL_PLATFORMS={' '.join(tags)}", *named]
 
 
 def tiny_release_profile(folder: Path, extra: str = "[]") -> Path:

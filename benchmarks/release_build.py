@@ -8,7 +8,7 @@ context (the CPU profile: torch 2.13.0 + numpy on Debian bookworm):
   warm   both with the layer cache warm and nothing changed
          (torchbake: prepare the context again, build, verify; and build only)
 
-The plain build gives the build arguments a user of this machine types (_steps.wheel_build_args:
+The plain build gives the build arguments a user of this machine types (_steps.plain_build_args:
 the wheel stages need the image's machine and wheel platforms).
 Prints a table of seconds and ratios (torchbake / plain). Images it makes are removed.
 --smoke: the stand-in torch on the Debian base with its OS packages in it, warm only, one round.
@@ -31,10 +31,10 @@ from _steps import (
     INVOKE,
     add_smoke,
     packaged_base,
+    plain_build_args,
     smoke_name,
     timed,
     tiny_release_profile,
-    wheel_build_args,
     work_folder,
 )
 
@@ -73,7 +73,7 @@ def compare(args: argparse.Namespace, work: Path, base: str, profile: str, image
     # Prepare the context (and warm the caches) once; the plain build uses exactly this context.
     timed([*INVOKE, *common, "--no-verify"])
     build_args = ["--build-arg", f"BASE_IMAGE={base}", "--build-arg", "PYTHON_VERSION=3.11",
-                  "--build-arg", "PYTHON_PROVIDER=os", "--build-arg", "RENDER_GID=0", *wheel_build_args()]
+                  "--build-arg", "PYTHON_PROVIDER=os", "--build-arg", "RENDER_GID=0", *plain_build_args(context)]
     plain = [DOCKER, "build", "--progress=plain", "-f", str(context / "Dockerfile"), "-t", images[0],
              *build_args, str(context)]
     env = {**os.environ, "DOCKER_BUILDKIT": "1"}

@@ -15,7 +15,7 @@ numpy on Debian bookworm):
 It empties the engine's build cache first (`docker builder prune --all`): a cache that holds two
 records of one step (every --no-cache build leaves one more) lets BuildKit take either, and two
 siblings built from it may then not share their layers. Images it makes are removed.
-The plain build gives the build arguments a user of this machine types (_steps.wheel_build_args).
+The plain build gives the build arguments a user of this machine types (_steps.plain_build_args).
 --smoke: the stand-in torch on the Debian base with its OS packages in it, wheels of a few bytes
 for the companion and the extension, one round, the layer cache as it is (no prune, no --no-cache);
 the first image already holds the extension's first version (its build is the one the changed
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # torchbake's own engine helpers, as the checkout has them
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile, wheel_build_args, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, plain_build_args, smoke_name, tiny_release_profile, work_folder  # noqa: E402
 
 DOCKER = "/usr/bin/docker"
 BASE = "torchbake/debian:bookworm"
@@ -148,7 +148,7 @@ def compare(args: argparse.Namespace, work: Path, NAME: str, BASE: str, profile:
         extension = new_bytes(f"{NAME}:ext1.0.1", f"{NAME}:uv" if holds_first else f"{NAME}:ext1.0.0")
         plain = [DOCKER, "build", "--progress=plain", *cold, "-f", str(context / "Dockerfile"), "-t",
                  f"{NAME}:pip", "--build-arg", f"BASE_IMAGE={BASE}", "--build-arg", "PYTHON_VERSION=3.11",
-                 "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", *wheel_build_args(), str(context)]
+                 "--build-arg", "INSTALLER=pip", "--build-arg", "KEEP_UV=0", *plain_build_args(context), str(context)]
         made.append(f"{NAME}:pip")
         colds: dict[str, list[float]] = {"uv": [], "pip": []}
         for index in range(args.rounds):  # alternating, so that neither goes first every time

@@ -79,7 +79,7 @@ def test_the_install_leaves_only_the_handlers_torchbake_uses_enabled(bare_binfmt
               f" && bash scripts/ensure-emulation.sh && head -qn1 {bare_binfmt}/qemu-*")
     result = _in_namespace(script, bare_binfmt)
     assert result.returncode == 0, result.stdout + result.stderr
-    states = dict(zip(sorted(["ppc64le", MACHINE, "riscv64", "s390x"]), result.stdout.split("\n")[-5:-1]))
+    states = dict(zip(sorted(["ppc64le", MACHINE, "riscv64", "s390x"]), result.stdout.split("\n")[-5:-1], strict=True))
     assert states == {MACHINE: "enabled", "ppc64le": "enabled", "riscv64": "disabled", "s390x": "disabled"}, result.stdout
     assert ("disabled 2 handlers the install registered that torchbake does not use (qemu-riscv64 qemu-s390x);"
             f" each is back with: echo 1 > {bare_binfmt}/qemu-NAME") in result.stdout

@@ -38,7 +38,7 @@ def test_each_companion_gets_its_own_stage_and_layer_in_order():
                 "COPY constraints.txt /etc/torchbake/constraints.txt\n")
     stage = ("FROM installer AS companion-{0}\n"
              "RUN --mount=type=bind,source=wheelhouse/companions/{0},target=/tmp/torchbake/wheels \\\n"
-             "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
+             "    --mount=type=bind,from=torchbake-uv,target=/tmp/torchbake/uv \\\n"
              "    bash /opt/torchbake/common/step.sh stage_wheels.sh /tmp/torchbake/wheels /tmp/torchbake/uv")
     assert render_dockerfile(template, {}, "cpu", companions=["01-numpy", "02-pyyaml"]) == (
         "FROM installer AS torch\n" + stage.format("01-numpy") + "\n\n" + stage.format("02-pyyaml")
@@ -141,3 +141,40 @@ def test_a_release_image_has_a_step_for_uv_only_when_it_keeps_uv(tmp_path):
         rendered = render_dockerfile(template, {}, "cpu", steps=stage.steps)
         assert ("step.sh keep_uv.sh /tmp/torchbake/uv" in rendered) is keep
         assert ("# (no keep-uv)" in rendered) is not keep
+
+
+def test_a_program_folder_goes_to_the_build_as_a_layout_made_once_and_named_by_its_digest(tmp_path):
+    """uv/ as uv.oci/, an OCI image layout of one uncompressed layer holding the folder: its
+    layer made once into the cache's tools/ and hard-linked into every context after; the build
+    names it by its manifest's digest, and the main context leaves uv/ and uv.oci/ out."""
+    import hashlib
+    import json
+    import tarfile
+    from types import SimpleNamespace
+
+    from torchbake.inputs.context import Staging, named_contexts
+
+    contexts = []
+    for number in range(2):
+        stage = Staging(tmp_path / f"context{number}", temporary=False)
+        stage.installer(SimpleNamespace(keep_uv=False, installer="pip"), "3.11", None, tmp_path / "cache", None,
+                        wanted=False)
+        stage.finish(data.ROOT / "docker/ubuntu/dockerfile.release", {}, "cpu", [])
+        contexts.append(tmp_path / f"context{number}")
+    layers = list((tmp_path / "cache" / "tools").glob("uv-layer-*.tar"))
+    assert len(layers) == 1  # made once, for both
+    layout = contexts[1] / "uv.oci"
+    index = json.loads((layout / "index.json").read_text())
+    digest = index["manifests"][0]["digest"]
+    manifest = (layout / "blobs" / "sha256" / digest.split(":")[1]).read_bytes()
+    assert "sha256:" + hashlib.sha256(manifest).hexdigest() == digest
+    layer = json.loads(manifest)["layers"][0]
+    blob = layout / "blobs" / "sha256" / layer["digest"].split(":")[1]
+    assert blob.stat().st_ino == layers[0].stat().st_ino  # the cache's layer, linked in
+    with tarfile.open(blob) as tar:
+        assert sorted(m.name for m in tar.getmembers()) == [".", "./.keep"]
+        assert {m.mtime for m in tar.getmembers()} == {0}
+    assert named_contexts(contexts[1]) == {"torchbake-uv": f"oci-layout://{layout.resolve()}@{digest}"}
+    assert {"uv", "uv.oci"} <= set((contexts[1] / ".dockerignore").read_text().split())
+    rendered = (contexts[1] / "Dockerfile").read_text()
+    assert "from=torchbake-uv,target=/tmp/torchbake/uv" in rendered and "source=uv," not in rendered

@@ -74,13 +74,15 @@ class DockerCLI:
         cache_from: Sequence[str] = (),
         cache_to: Sequence[str] = (),
         platform: str = "",
+        named_contexts: Mapping[str, str] = {},  # noqa: B006
     ) -> tuple[list[str], dict[str, str]]:
         """The exact ``docker buildx build`` argument list and the variables it needs.
 
         No BuildKit provenance, pushed or not: it holds the build's time and id, so the same inputs
         would give a new index, and a new tag digest, every build. torchbake's own SBOMs and
         provenance go beside the image as referrers (torchbake.supply_chain.attestations). ``platform``: the one
-        platform the image is for ("" = the engine's own)."""
+        platform the image is for ("" = the engine's own). ``named_contexts``: NAME → source of each
+        ``--build-context`` (the context's program layouts, torchbake.inputs.context.named_contexts)."""
         argv = [self.binary, "buildx", "build", self.output_flag(), "--provenance=false"]
         env: dict[str, str] = {}
         argv += ["--builder", self.builder] if self.builder else []
@@ -97,6 +99,8 @@ class DockerCLI:
             argv += ["--label", f"{key}={value}"]
         for secret_id, path in secrets:
             argv += ["--secret", f"id={secret_id},src={path}"]
+        for name, source in named_contexts.items():
+            argv += ["--build-context", f"{name}={source}"]
         argv.append(str(context))
         return argv, env
 

@@ -52,6 +52,8 @@ from torchbake.inputs.context import (
     choose_context_dir,
     context_name,
     load_prepared,
+    named_contexts,
+    program_contexts_of,
     remove_context,
 )
 from torchbake.inputs.downloads import DownloadCache, file_sha256, trust_bundle, trust_environment
@@ -184,6 +186,7 @@ def dry_run(plan: Plan, client: DockerClient, *, check_reproducible: bool = Fals
         tag="<candidate tag>", build_args=build_args(plan),
         labels=image_labels(plan, None, None, ""), secrets=secret_paths(build_secrets(plan)), no_cache=plan.no_cache,
         network=plan.build_options.network, target=plan.target, cache_from=cache_from, cache_to=cache_to,
+        named_contexts=program_contexts_of(plan.dockerfile_template.read_text(), CONTEXT_PLACEHOLDER),
     )
     text = describe_plan(plan, argv, env)
     if note := plan.base_note(client):
@@ -436,7 +439,7 @@ def _build(plan: Plan, client: DockerClient, cache: DownloadCache, facts: Prefli
         argv, env = client.build_command(
             context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
             no_cache=plan.no_cache, network=plan.build_options.network, target=plan.target,
-            cache_from=cache_from, cache_to=cache_to, platform=plan.platform,
+            cache_from=cache_from, cache_to=cache_to, platform=plan.platform, named_contexts=named_contexts(folder),
         )
         record.facts["docker_command"] = command.format_command(argv, env)
         try:
@@ -519,7 +522,7 @@ def _check_reproducible(plan: Plan, client: DockerClient, image_id: str, folder:
     tag = new_candidate(plan.image)
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=args, labels=labels, secrets=secrets,
-        no_cache=True, network=plan.build_options.network, target=plan.target)
+        no_cache=True, network=plan.build_options.network, target=plan.target, named_contexts=named_contexts(folder))
     say = output.channel().say
     say(f"Building {plan.image} again without any cache, to compare")
     try:
@@ -633,7 +636,7 @@ def _build_slim(plan: DevPlan, client: DockerClient, folder: Path, facts: Prefli
     argv, env = client.build_command(
         context=folder, dockerfile=folder / "Dockerfile", tag=tag, build_args=build_args(plan, facts),
         labels=labels, secrets=secrets, network=plan.build_options.network, target="runtime",
-        cache_from=list(dict.fromkeys(slim_from + dev_from)), cache_to=cache_to,
+        cache_from=list(dict.fromkeys(slim_from + dev_from)), cache_to=cache_to, named_contexts=named_contexts(folder),
     )
     client.build(argv, env, log_file)
     record.facts["slim_image_id"] = _label_built_versions(client, tag, log_file)  # `invoke sbom` finds its documents by it

@@ -139,7 +139,7 @@ def _entries(cache_dir: Path) -> Iterator[tuple[str, Path, Path | None]]:
     if wheelhouse.is_dir():
         for wheel in sorted(wheelhouse.glob("*/*.whl")):
             yield "wheel", wheel, wheel.parent.with_suffix(".lock")
-    tools = cache_dir / "tools"  # programs unpacked from their wheels (uv), one per wheel's bytes
+    tools = cache_dir / "tools"  # programs unpacked from their wheels (uv), one per wheel's bytes, and their layers
     if tools.is_dir():
         for program in sorted(tools.iterdir()):
             try:

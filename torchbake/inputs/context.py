@@ -10,6 +10,7 @@ Layout of a release context (every path is what the Dockerfile expects)::
     wheelhouse/companions/NN-name/  what each companion adds (torchvision, torchaudio, [wheels] extra)
     wheelhouse/extension/   the vendor extension and what it adds
     uv/                 the uv wheel the install steps use (and the image keeps), or empty
+    uv.oci/             uv/ as an OCI image layout, the build's named context ``torchbake-uv``
     toolkits/           vendor tarballs + toolkits.txt (bind-mounted)
     python/             a standalone CPython tarball, or empty
     .torchbake-context.json   what was prepared: inputs, digests, versions
@@ -19,6 +20,11 @@ is only what it mounts, so torch's layer stays the same while the extension or a
 changes.
 
 Files come from the download cache as hard links where the file system allows.
+
+A program folder (uv/, a dev image's sccache/) goes to the engine as an OCI image layout by its
+digest, not in the context: every build's context is sent and hashed again (its folder is new),
+and uv's 38 MB were a quarter of a second of the engine's CPU each build; a layer the engine
+holds is not read again. Its layer is made once per content, in the cache's tools/.
 """
 
 from __future__ import annotations
@@ -36,12 +42,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from torchbake.adapters import command
 from torchbake.configuration import platforms
 from torchbake.core import output
 from torchbake.core.data import common_files
 from torchbake.core.errors import ConfigurationError
-from torchbake.core.files import hold_lock, release_lock
-from torchbake.inputs import wheelhouse
+from torchbake.core.files import hold_lock, mark_used, release_lock
+from torchbake.inputs import image_archive, wheelhouse
 from torchbake.inputs.downloads import Artifact, file_digests, file_sha256, link_or_copy
 from torchbake.inputs.sources import SourceTree, link_tree
 
@@ -57,6 +64,9 @@ STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before 
 # gigabytes (docker/buildx#537; measured: 313 s and 12 GB for a tiny release image, 3.5 s without).
 OPTIONAL_STEP = re.compile(r"^# @torchbake-if ([a-z-]+)@\n((?:.+\n?)*)", re.MULTILINE)
 OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have something for
+# A program folder of the context → the named context its layout is (the templates mount it by this name).
+PROGRAM_CONTEXTS = {"uv": "torchbake-uv", "sccache": "torchbake-sccache"}
+LAYOUT_SUFFIX = ".oci"
 
 
 def unknown_optional_steps(template: str) -> list[str]:
@@ -131,7 +141,7 @@ def _companion_stage(folder: str) -> str:
     machine that builds, for the image's platform (common/stage_wheels.sh)."""
     return (f"FROM installer AS {_stage_name(folder)}\n"
             f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
-            "    --mount=type=bind,source=uv,target=/tmp/torchbake/uv \\\n"
+            "    --mount=type=bind,from=torchbake-uv,target=/tmp/torchbake/uv \\\n"
             "    bash /opt/torchbake/common/step.sh stage_wheels.sh /tmp/torchbake/wheels /tmp/torchbake/uv")
 
 
@@ -216,6 +226,31 @@ def choose_context_dir(build_dir: str, contexts_root: Path, name: str) -> tuple[
                 " Preparing it again would replace the folder; move them out first, or pass another --build-dir."
             )
     return folder, False
+
+
+def named_contexts(context: Path) -> dict[str, str]:
+    """The build's named contexts of the prepared ``context``: each program folder's layout, by
+    its manifest's digest (``torchbake-uv`` → ``oci-layout:///…/uv.oci@sha256:…``); none for a
+    context prepared before there were layouts (its Dockerfile mounts the folders themselves)."""
+    named = {}
+    for folder, name in PROGRAM_CONTEXTS.items():
+        layout = context / (folder + LAYOUT_SUFFIX)
+        try:
+            digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ConfigurationError(f"{layout / 'index.json'} is damaged ({exc}); prepare the context again"
+                                     " (run without --no-prepare).") from None
+        named[name] = f"oci-layout://{layout.resolve()}@{digest}"
+    return named
+
+
+def program_contexts_of(template: str, context: Path) -> dict[str, str]:
+    """:func:`named_contexts` as a build of ``template`` in the context ``context`` (a placeholder:
+    nothing prepared yet) will name them, with a placeholder for each digest (``--dry-run``)."""
+    return {name: f"oci-layout://{context}/{folder}{LAYOUT_SUFFIX}@<digest>" for folder, name in PROGRAM_CONTEXTS.items()
+            if f"from={name}," in template}
 
 
 def context_lock(holder: Path) -> Path:
@@ -360,15 +395,15 @@ class Staging:
         (folder / ".keep").write_text("")
         if python.keep_uv:
             self.steps.add("keep-uv")
-        if not (wanted if wanted is not None else (python.installer == "uv" or python.keep_uv)):
-            return
-        programs = {folder: options}
-        host = platforms.by_machine(platform_module.machine())
-        if machine and host is not None and host.machine != machine:
-            programs[folder / host.machine] = dataclasses.replace(
-                options, platforms=tuple(platforms.wheel_tags_for(host, options.platforms)))
-        for target, wheel_options in programs.items():
-            self.program(python.uv, "uv", target, python_version, wheel_options, cache_root, log_file)
+        if wanted if wanted is not None else (python.installer == "uv" or python.keep_uv):
+            programs = {folder: options}
+            host = platforms.by_machine(platform_module.machine())
+            if machine and host is not None and host.machine != machine:
+                programs[folder / host.machine] = dataclasses.replace(
+                    options, platforms=tuple(platforms.wheel_tags_for(host, options.platforms)))
+            for target, wheel_options in programs.items():
+                self.program(python.uv, "uv", target, python_version, wheel_options, cache_root, log_file)
+        self.program_layout(folder, cache_root)
 
     def compile_cache_tool(self, requirement: str, python_version: str, options, cache_root: Path,
                            log_file: Path | None, *, wanted: bool) -> None:
@@ -379,6 +414,30 @@ class Staging:
         (folder / ".keep").write_text("")
         if wanted:
             self.program(requirement, "sccache", folder, python_version, options, cache_root, log_file)
+        self.program_layout(folder, cache_root)
+
+    def program_layout(self, folder: Path, cache_root: Path) -> None:
+        """FOLDER.oci/: the program folder ``folder`` as an OCI image layout of one layer (a tar of
+        the folder, made once per content into the cache's tools/ and hard-linked from there),
+        which the build names by its digest (:func:`named_contexts`)."""
+        key = content_digest(folder, self.linked)[:32]
+        layer = cache_root / "tools" / f"{folder.name}-layer-{key}.tar"
+        if not layer.is_file():
+            layer.parent.mkdir(parents=True, exist_ok=True)
+            partial = layer.with_name(f".{layer.name}.{os.getpid()}.tmp")  # `invoke gc` leaves it a day
+            try:
+                command.run(image_archive.tar_command(folder, partial, 0))
+                os.replace(partial, layer)
+            finally:
+                partial.unlink(missing_ok=True)
+        mark_used(layer)
+        host = platforms.by_machine(platform_module.machine())
+        layout = folder.with_name(folder.name + LAYOUT_SUFFIX)
+        shutil.rmtree(layout, ignore_errors=True)
+        image_archive.write_layout(layer, layout, host.arch if host else platform_module.machine())
+        for blob in (layout / "blobs" / "sha256").iterdir():
+            found = blob.stat()
+            self.linked[(found.st_dev, found.st_ino)] = blob.name
 
     def program(self, requirement: str, name: str, target: Path, python_version: str, options, cache_root: Path,
                 log_file: Path | None) -> None:
@@ -425,7 +484,8 @@ class Staging:
         dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions,
                                        self.steps.union(steps), image_steps)
         (self.path / "Dockerfile").write_text(dockerfile)
-        (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
+        programs = [line for name in PROGRAM_CONTEXTS for line in (name, name + LAYOUT_SUFFIX)]  # named contexts
+        (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *programs, *ignore]))
         fields.setdefault("torch_version", "")
         fields.setdefault("pins", {})
         fields.setdefault("extension", "")

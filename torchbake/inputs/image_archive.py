@@ -1,4 +1,5 @@
-"""An image archive that ``docker load`` reads, written byte for byte from a root file system.
+"""An image archive that ``docker load`` reads, written byte for byte from a root file system
+(and an OCI image layout folder of one layer, which a build takes as a named context).
 
 ``docker import`` stamps the image with the moment of the import, so the same root file system
 imported twice is two images. Written here instead, everything in the archive comes from its
@@ -23,7 +24,7 @@ from pathlib import Path
 import zstandard
 
 from torchbake.adapters import command
-from torchbake.inputs.downloads import file_sha256
+from torchbake.inputs.downloads import file_sha256, link_or_copy
 
 LAYER_TYPES = {"gzip": "application/vnd.oci.image.layer.v1.tar+gzip",
                "zstd": "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -150,6 +151,32 @@ def write_platforms_archive(archive: Path, reference: str, images: Sequence[tupl
         for layer in layers:
             layer.unlink(missing_ok=True)
     return top["digest"]
+
+
+def write_layout(layer: Path, layout: Path, architecture: str) -> str:
+    """An OCI image layout folder at ``layout`` (new) holding one image whose one layer is the
+    uncompressed tar ``layer``, hard-linked in as its blob where the file system allows; nothing of
+    the moment in it, so the same layer gives the same manifest. Returns the manifest's digest,
+    by which a build names it (``--build-context NAME=oci-layout://LAYOUT@DIGEST``): the engine
+    reads a blob it already holds from its own store, not again from the folder."""
+    layer_digest = "sha256:" + file_sha256(layer)
+    config = _json({"architecture": architecture, "os": "linux",
+                    "rootfs": {"type": "layers", "diff_ids": [layer_digest]}})
+    manifest = _json({
+        "schemaVersion": 2, "mediaType": MANIFEST_TYPE,
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "size": len(config),
+                   "digest": _digest(config)},
+        "layers": [{"mediaType": LAYER_TYPES["uncompressed"], "size": layer.stat().st_size, "digest": layer_digest}],
+    })
+    blobs = layout / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+    link_or_copy(layer, blobs / layer_digest.split(":", 1)[1])
+    for blob in (config, manifest):
+        (blobs / hashlib.sha256(blob).hexdigest()).write_bytes(blob)
+    (layout / "oci-layout").write_bytes(_json({"imageLayoutVersion": "1.0.0"}))
+    (layout / "index.json").write_bytes(_json({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [
+        {"mediaType": MANIFEST_TYPE, "size": len(manifest), "digest": _digest(manifest)}]}))
+    return _digest(manifest)
 
 
 def _digest(blob: bytes) -> str:
