@@ -422,19 +422,25 @@ class Staging:
         which the build names by its digest (:func:`named_contexts`)."""
         key = content_digest(folder, self.linked)[:32]
         layer = cache_root / "tools" / f"{folder.name}-layer-{key}.tar"
-        if not layer.is_file():
-            layer.parent.mkdir(parents=True, exist_ok=True)
-            partial = layer.with_name(f".{layer.name}.{os.getpid()}.tmp")  # `invoke gc` leaves it a day
-            try:
-                command.run(image_archive.tar_command(folder, partial, 0))
-                os.replace(partial, layer)
-            finally:
-                partial.unlink(missing_ok=True)
-        mark_used(layer)
         host = platforms.by_machine(platform_module.machine())
         layout = folder.with_name(folder.name + LAYOUT_SUFFIX)
-        shutil.rmtree(layout, ignore_errors=True)
-        image_archive.write_layout(layer, layout, host.arch if host else platform_module.machine())
+        for last in (False, True):  # a second time where `invoke gc` removed the layer meanwhile
+            if not layer.is_file():
+                layer.parent.mkdir(parents=True, exist_ok=True)
+                partial = layer.with_name(f".{layer.name}.{os.getpid()}.tmp")  # `invoke gc` leaves it a day
+                try:
+                    command.run(image_archive.tar_command(folder, partial, 0))
+                    os.replace(partial, layer)
+                finally:
+                    partial.unlink(missing_ok=True)
+            mark_used(layer)
+            shutil.rmtree(layout, ignore_errors=True)
+            try:
+                image_archive.write_layout(layer, layout, host.arch if host else platform_module.machine())
+                break
+            except FileNotFoundError:
+                if last:
+                    raise
         for blob in (layout / "blobs" / "sha256").iterdir():
             found = blob.stat()
             self.linked[(found.st_dev, found.st_ino)] = blob.name
