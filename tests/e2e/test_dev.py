@@ -148,14 +148,10 @@ def test_dev_build_compiles_torch_stand_in_and_extension(dev_image):
     assert re.search(r"torchbake: compiled pytorch: 16/16 objects \(100 %\), [\d,]+ a minute", output), output[-3000:]
     progress = recorded_compiles(result.stdout, "compile_progress")
     assert progress["pytorch"]["objects"] == progress["pytorch"]["total"] == 16, progress
-    # uv and sccache reach the engine as OCI layouts by digest, not in the context it is sent anew
-    # for every build (uv alone is 38 MB): each sent context here is the sources and scripts
+    # uv and sccache reach the engine as OCI layouts by digest (test_reproducible: not in the context)
     manifest = json.loads(Path(re.search(r"manifest: (\S+)\)", result.stdout).group(1)).read_text())
     log = Path(manifest["log"]).read_text()
     assert "[context torchbake-uv] OCI load from client" in log and "[context torchbake-sccache] OCI load" in log
-    sent = [float(size) * {"B": 1e-6, "kB": 1e-3, "MB": 1}[unit]
-            for size, unit in re.findall(r"transferring context: ([\d.]+)(B|kB|MB)", log)]
-    assert sent and max(sent) < 5, sent  # megabytes
 
 
 def test_a_rebuild_after_one_changed_file_is_served_by_ccache_and_its_slim_image_has_no_compilers_or_sources(

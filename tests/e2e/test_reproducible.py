@@ -9,6 +9,8 @@ step of the release Dockerfile; the real torch wheel goes through the same steps
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from tests.conftest import run_invoke
@@ -37,6 +39,13 @@ def test_check_reproducible_builds_the_image_again_without_any_cache_and_gets_th
         digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
         assert f"Reproducible: {image} a build without any cache gave the same image {digest_a}" in on_a.stdout
         assert "org.opencontainers.image.created" not in labels(image)  # no moment of the build in the image
+        # uv (38 MB, kept in the image) came as an OCI layout by its digest, not in the context the
+        # engine is sent anew for every new context: each context sent here is the stand-in wheel and scripts
+        log = Path(json.loads(Path(re.search(r"manifest: (\S+)\)", on_a.stdout).group(1)).read_text())["log"])
+        assert "[context torchbake-uv] OCI load from client" in log.read_text()
+        sent = [float(size) * {"B": 1e-6, "kB": 1e-3, "MB": 1}[unit]
+                for size, unit in re.findall(r"transferring context: ([\d.]+)(B|kB|MB)", log.read_text())]
+        assert sent and max(sent) < 5, sent  # megabytes
 
         # built again unchanged: nothing runs and nothing on the engine changes; with --force, the
         # layer cache gives the very same image and leaves no image behind

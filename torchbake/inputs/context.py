@@ -24,7 +24,9 @@ Files come from the download cache as hard links where the file system allows.
 A program folder (uv/, a dev image's sccache/) goes to the engine as an OCI image layout by its
 digest, not in the context: every build's context is sent and hashed again (its folder is new),
 and uv's 38 MB were a quarter of a second of the engine's CPU each build; a layer the engine
-holds is not read again. Its layer is made once per content, in the cache's tools/.
+holds is not read again. Its layer is made once per content, in the cache's tools/. The folder
+stays in the context (BuildKit sends only what the Dockerfile names): a team's own template that
+mounts ``source=uv`` still builds.
 """
 
 from __future__ import annotations
@@ -490,8 +492,7 @@ class Staging:
         dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions,
                                        self.steps.union(steps), image_steps)
         (self.path / "Dockerfile").write_text(dockerfile)
-        programs = [line for name in PROGRAM_CONTEXTS for line in (name, name + LAYOUT_SUFFIX)]  # named contexts
-        (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *programs, *ignore]))
+        (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
         fields.setdefault("torch_version", "")
         fields.setdefault("pins", {})
         fields.setdefault("extension", "")
