@@ -40,6 +40,7 @@ import re
 import shutil
 import stat
 import tempfile
+import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -429,7 +430,9 @@ class Staging:
         for last in (False, True):  # a second time where `invoke gc` removed the layer meanwhile
             if not layer.is_file():
                 layer.parent.mkdir(parents=True, exist_ok=True)
-                partial = layer.with_name(f".{layer.name}.{os.getpid()}.tmp")  # `invoke gc` leaves it a day
+                # a name of this call's own (build-all's cells prepare side by side in one process);
+                # `invoke gc` leaves it a day
+                partial = layer.with_name(f".{layer.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
                 try:
                     command.run(image_archive.tar_command(folder, partial, 0))
                     os.replace(partial, layer)
