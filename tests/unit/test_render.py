@@ -149,20 +149,27 @@ def test_a_program_folder_goes_to_the_build_as_a_layout_made_once_and_named_by_i
     names it by its manifest's digest."""
     import hashlib
     import json
+    import os
     import tarfile
     from types import SimpleNamespace
 
     from torchbake.inputs.context import Staging, named_contexts
 
     contexts = []
-    for number in range(2):
+    for number, umask in enumerate((0o022, 0o022, 0o077)):  # another user's umask: the same layer
         stage = Staging(tmp_path / f"context{number}", temporary=False)
-        stage.installer(SimpleNamespace(keep_uv=False, installer="pip"), "3.11", None, tmp_path / "cache", None,
-                        wanted=False)
+        before = os.umask(umask)
+        try:
+            stage.installer(SimpleNamespace(keep_uv=False, installer="pip"), "3.11", None, tmp_path / "cache", None,
+                            wanted=False)
+        finally:
+            os.umask(before)
         stage.finish(data.ROOT / "docker/ubuntu/dockerfile.release", {}, "cpu", [])
         contexts.append(tmp_path / f"context{number}")
     layers = list((tmp_path / "cache" / "tools").glob("uv-layer-*.tar"))
-    assert len(layers) == 1  # made once, for both
+    assert len(layers) == 2  # made once for the two folders alike, again for the other umask's
+    indexes = {(context / "uv.oci" / "index.json").read_text() for context in contexts}
+    assert len(indexes) == 1  # one image, whoever made the folder
     layout = contexts[1] / "uv.oci"
     index = json.loads((layout / "index.json").read_text())
     digest = index["manifests"][0]["digest"]
@@ -170,10 +177,15 @@ def test_a_program_folder_goes_to_the_build_as_a_layout_made_once_and_named_by_i
     assert "sha256:" + hashlib.sha256(manifest).hexdigest() == digest
     layer = json.loads(manifest)["layers"][0]
     blob = layout / "blobs" / "sha256" / layer["digest"].split(":")[1]
-    assert blob.stat().st_ino == layers[0].stat().st_ino  # the cache's layer, linked in
+    assert blob.stat().st_ino == (contexts[0] / "uv.oci" / blob.relative_to(layout)).stat().st_ino  # linked in
+    assert blob.stat().st_ino in {layer.stat().st_ino for layer in layers}  # the cache's layer
     with tarfile.open(blob) as tar:
-        assert sorted(m.name for m in tar.getmembers()) == [".", "./.keep"]
-        assert {m.mtime for m in tar.getmembers()} == {0}
+        assert [(m.name, m.mode, m.uid, m.gid, m.mtime) for m in tar.getmembers()] == [
+            (".", 0o755, 0, 0, 0), ("./.keep", 0o644, 0, 0, 0)]
     assert named_contexts(contexts[1]) == {"torchbake-uv": f"oci-layout://{layout.resolve()}@{digest}"}
     rendered = (contexts[1] / "Dockerfile").read_text()
     assert "from=torchbake-uv,target=/tmp/torchbake/uv" in rendered and "source=uv," not in rendered
+    # buildx cuts an oci-layout:// source at its first ":" or "@": such a path sends the folder itself
+    odd = tmp_path / "run:2026-11-30@05"
+    contexts[1].rename(odd)
+    assert named_contexts(odd) == {"torchbake-uv": str(odd / "uv")}

@@ -45,7 +45,6 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from torchbake.adapters import command
 from torchbake.configuration import platforms
 from torchbake.core import output
 from torchbake.core.data import common_files
@@ -245,7 +244,10 @@ def named_contexts(context: Path) -> dict[str, str]:
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ConfigurationError(f"{layout / 'index.json'} is damaged ({exc}); prepare the context again"
                                      " (run without --no-prepare).") from None
-        named[name] = f"oci-layout://{layout.resolve()}@{digest}"
+        where = layout.resolve()
+        # buildx cuts an oci-layout:// source at its first ":" (a tag) and "@" (a digest): a path
+        # holding either is sent as the program folder itself, as a context of its own
+        named[name] = str(context.resolve() / folder) if {":", "@"} & set(str(where)) else f"oci-layout://{where}@{digest}"
     return named
 
 
@@ -434,7 +436,7 @@ class Staging:
                 # `invoke gc` leaves it a day
                 partial = layer.with_name(f".{layer.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
                 try:
-                    command.run(image_archive.tar_command(folder, partial, 0))
+                    image_archive.folder_tar(folder, partial)
                     os.replace(partial, layer)
                 finally:
                     partial.unlink(missing_ok=True)

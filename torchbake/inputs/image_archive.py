@@ -43,6 +43,27 @@ def tar_command(rootfs: Path, tarball: Path, epoch: int) -> list[str]:
             "-C", str(rootfs), "-cf", str(tarball), "."]
 
 
+def folder_tar(folder: Path, tarball: Path) -> None:
+    """A tar of the small ``folder`` (its files and folders, no links) with nothing of the moment,
+    the machine or the user in it: names sorted, every entry root's, time 0, writable by its owner
+    alone and readable by all, whichever umask made it: the same programs give the same layer on
+    every machine. Read here, not by GNU tar, which fails on a file whose inode another build
+    touches meanwhile (a kept program's access time, through the hard link)."""
+    with tarfile.open(tarball, "w", format=tarfile.GNU_FORMAT) as out:
+        for path in [folder, *sorted(folder.rglob("*"))]:
+            name = "./" + str(path.relative_to(folder)) if path != folder else "."
+            info = out.gettarinfo(str(path), name)
+            executable = path.is_dir() or info.mode & 0o100
+            info.mode = 0o755 if executable else 0o644
+            info.uid = info.gid = info.mtime = 0
+            info.uname = info.gname = ""
+            if path.is_file():
+                with path.open("rb") as data:
+                    out.addfile(info, data)
+            else:
+                out.addfile(info)
+
+
 def compress(source: Path, target: Path, compression: str) -> None:
     """``source`` compressed as ``compression`` into ``target``: the same bytes in, the same out
     (gzip without a name or time in its header; zstd at its default level, one frame)."""
