@@ -70,17 +70,20 @@ def inspect(name: str) -> dict:
 
 def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_workers(image, tb_env, tmp_path):
     (tmp_path / "check.py").write_text(DATALOADER_CHECK)
-    before = engine_state([image])["containers"]
+    mark = uuid.uuid4().hex  # this run's container, told apart from other workers' of the shared image
     result = run_invoke("run-container", image, "--rm", "--shm-size", "2G", "--mount", f"{tmp_path}:/work:ro",
-                        "--workdir", "/work", "--env", "TB_MARK=42", "--command", "python check.py", env=tb_env)
+                        "--workdir", "/work", "--env", f"TB_MARK={mark}", "--command", "python check.py", env=tb_env)
     assert result.returncode == 0, result.stdout + result.stderr
     # stdout is the command's alone; torchbake's notes and docker commands go to stderr.
     assert result.stdout.splitlines() == [
-        f"shm {2 << 30}", "batches 5 total 190", "mark 42 cwd /work torch 2.13.0+cpu"]
+        f"shm {2 << 30}", "batches 5 total 190", f"mark {mark} cwd /work torch 2.13.0+cpu"]
     assert "Running a throwaway container" in result.stderr and "--shm-size 2g" in result.stderr
-    # --rm: nothing left behind. (The image is the run's, shared: another worker's container of it may
-    # have gone meanwhile, as one did in a suite run; none may have come.)
-    assert engine_state([image])["containers"] <= before
+    # --rm: nothing left behind. (The image is the run's, shared: other workers' containers of it come
+    # and go meanwhile, as one did in a suite run; only this one's must be gone.)
+    found = docker("ps", "--all", "--quiet", "--no-trunc", "--filter", f"ancestor={image}").stdout.split()
+    envs = [json.loads(docker("container", "inspect", "--format", "{{json .Config.Env}}", c, check=False).stdout or "[]")
+            for c in found]
+    assert not [env for env in envs if f"TB_MARK={mark}" in env], envs
 
 
 @pytest.mark.parametrize("folder", ["a,b", 'say "hi"', "with space", "k=v,x=y", "données-日本", "a,\"b\" c=d é"])
