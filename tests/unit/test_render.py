@@ -182,10 +182,46 @@ def test_a_program_folder_goes_to_the_build_as_a_layout_made_once_and_named_by_i
     with tarfile.open(blob) as tar:
         assert [(m.name, m.mode, m.uid, m.gid, m.mtime) for m in tar.getmembers()] == [
             (".", 0o755, 0, 0, 0), ("./.keep", 0o644, 0, 0, 0)]
-    assert named_contexts(contexts[1]) == {"torchbake-uv": f"oci-layout://{layout.resolve()}@{digest}"}
+    assert named_contexts(contexts[1]) == {"torchbake-uv": f"oci-layout://{layout.resolve()}:torchbake@{digest}"}
     rendered = (contexts[1] / "Dockerfile").read_text()
     assert "from=torchbake-uv,target=/tmp/torchbake/uv" in rendered and "source=uv," not in rendered
     # buildx cuts an oci-layout:// source at its first ":" or "@": such a path sends the folder itself
     odd = tmp_path / "run:2026-11-30@05"
     contexts[1].rename(odd)
     assert named_contexts(odd) == {"torchbake-uv": str(odd / "uv")}
+    # a folder edited since it was prepared (--no-prepare builds it as it is), a layout gone or
+    # damaged: the folder itself
+    (contexts[0] / "uv" / "uv").write_text("#!/bin/sh\necho edited by hand\n")
+    assert named_contexts(contexts[0]) == {"torchbake-uv": str(contexts[0] / "uv")}
+    (contexts[2] / "uv.oci" / "index.json").unlink()
+    assert named_contexts(contexts[2]) == {"torchbake-uv": str(contexts[2] / "uv")}
+
+
+def test_a_program_layer_cut_short_in_the_cache_is_made_again_and_an_unwritable_cache_makes_it_here(tmp_path):
+    """A layer tar cut short in the cache's tools/ is not reused (every later build would fail in
+    the engine with "unexpected EOF"); where tools/ cannot be written (a cache others share), the
+    layer is made in the context alone and the build goes on."""
+    import json
+    from types import SimpleNamespace
+
+    from torchbake.inputs.context import Staging
+
+    def prepare(name: str, cache: Path) -> Path:
+        stage = Staging(tmp_path / name, temporary=False)
+        stage.installer(SimpleNamespace(keep_uv=False, installer="pip"), "3.11", None, cache, None, wanted=False)
+        stage.finish(data.ROOT / "docker/ubuntu/dockerfile.release", {}, "cpu", [])
+        return tmp_path / name
+
+    first = prepare("first", tmp_path / "cache")
+    (layer,) = (tmp_path / "cache" / "tools").glob("uv-layer-*.tar")
+    whole = layer.read_bytes()
+    layer.write_bytes(whole[:1000])
+    again = prepare("again", tmp_path / "cache")
+    assert layer.read_bytes() == whole
+    assert (again / "uv.oci" / "index.json").read_text() == (first / "uv.oci" / "index.json").read_text()
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "tools").write_text("not a folder")  # tools/ cannot be made there
+    here = prepare("here", tmp_path / "shared")
+    index = json.loads((here / "uv.oci" / "index.json").read_text())
+    assert index == json.loads((first / "uv.oci" / "index.json").read_text())
+    assert not list(here.glob(".uv-layer*"))  # the layer is in the layout only

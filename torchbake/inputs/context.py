@@ -31,6 +31,7 @@ mounts ``source=uv`` still builds.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -69,6 +70,8 @@ OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have
 # A program folder of the context → the named context its layout is (the templates mount it by this name).
 PROGRAM_CONTEXTS = {"uv": "torchbake-uv", "sccache": "torchbake-sccache"}
 LAYOUT_SUFFIX = ".oci"
+LAYOUT_TAG = "torchbake"  # the layout's one image, by its ref.name as well as its digest
+FOLDER_KEY = "torchbake-folder"  # in a layout: what its program folder held (content_digest without inputs)
 
 
 def unknown_optional_steps(template: str) -> list[str]:
@@ -231,31 +234,78 @@ def choose_context_dir(build_dir: str, contexts_root: Path, name: str) -> tuple[
 
 
 def named_contexts(context: Path) -> dict[str, str]:
-    """The build's named contexts of the prepared ``context``: each program folder's layout, by
-    its manifest's digest (``torchbake-uv`` → ``oci-layout:///…/uv.oci@sha256:…``); none for a
-    context prepared before there were layouts (its Dockerfile mounts the folders themselves)."""
+    """The build's named contexts of the prepared ``context``, those its Dockerfile mounts: each
+    program folder's layout by its manifest's digest (``torchbake-uv`` →
+    ``oci-layout:///…/uv.oci:torchbake@sha256:…``), or the folder itself where the layout is
+    missing, damaged or no longer of the folder as it is (a hand edit under --no-prepare is
+    built), or where the path holds ":" or "@" (buildx cuts an oci-layout source there: a tag, a
+    digest). None for a context prepared before there were layouts (it mounts the folders)."""
+    try:
+        dockerfile = (context / "Dockerfile").read_text()
+    except OSError:
+        dockerfile = ""
     named = {}
     for folder, name in PROGRAM_CONTEXTS.items():
-        layout = context / (folder + LAYOUT_SUFFIX)
-        try:
-            digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
-        except FileNotFoundError:
+        if f"from={name}," not in dockerfile:
             continue
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ConfigurationError(f"{layout / 'index.json'} is damaged ({exc}); prepare the context again"
-                                     " (run without --no-prepare).") from None
-        where = layout.resolve()
-        # buildx cuts an oci-layout:// source at its first ":" (a tag) and "@" (a digest): a path
-        # holding either is sent as the program folder itself, as a context of its own
-        named[name] = str(context.resolve() / folder) if {":", "@"} & set(str(where)) else f"oci-layout://{where}@{digest}"
+        layout = (context / (folder + LAYOUT_SUFFIX)).resolve()
+        digest = _layout_digest(layout, context / folder)
+        odd = {":", "@"} & set(str(layout))
+        named[name] = f"oci-layout://{layout}:{LAYOUT_TAG}@{digest}" if digest and not odd else str(
+            (context / folder).resolve())
     return named
+
+
+def _layout_digest(layout: Path, folder: Path) -> str:
+    """The manifest digest of the layout ``layout`` where it is whole (its index, manifest and
+    layer there) and of ``folder`` as it is now; else ""."""
+    try:
+        if (layout / FOLDER_KEY).read_text().strip() != content_digest(folder, {}):
+            return ""
+        digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
+        blobs = layout / "blobs" / "sha256"
+        manifest = json.loads((blobs / digest.split(":", 1)[1]).read_text())
+        whole = all((blobs / d["digest"].split(":", 1)[1]).is_file() for d in [manifest["config"], *manifest["layers"]])
+        return digest if whole else ""
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return ""
+
+
+def _cached_layer(folder: Path, tools: Path, key: str) -> Path:
+    """The tar of ``folder`` kept in the cache folder ``tools`` under ``key`` (what the folder
+    holds), made there first where it is missing or not a whole tar (cut short, damaged)."""
+    layer = tools / f"{folder.name}-layer-{key}.tar"
+    if not _whole_tar(layer):
+        tools.mkdir(parents=True, exist_ok=True)
+        # a name of this call's own (build-all's cells prepare side by side in one process); `invoke gc` leaves it a day
+        partial = layer.with_name(f".{layer.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+        try:
+            image_archive.folder_tar(folder, partial)
+            os.replace(partial, layer)
+        finally:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+    mark_used(layer)
+    return layer
+
+
+def _whole_tar(path: Path) -> bool:
+    """Whether ``path`` ends as a tar archive does (whole 512-byte blocks, the last two zeros): a
+    copy cut short ends inside a file's bytes."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as tar:
+            tar.seek(max(size - 1024, 0))
+            return size >= 1024 and size % 512 == 0 and not any(tar.read(1024))
+    except OSError:
+        return False
 
 
 def program_contexts_of(template: str, context: Path) -> dict[str, str]:
     """:func:`named_contexts` as a build of ``template`` in the context ``context`` (a placeholder:
     nothing prepared yet) will name them, with a placeholder for each digest (``--dry-run``)."""
-    return {name: f"oci-layout://{context}/{folder}{LAYOUT_SUFFIX}@<digest>" for folder, name in PROGRAM_CONTEXTS.items()
-            if f"from={name}," in template}
+    return {name: f"oci-layout://{context}/{folder}{LAYOUT_SUFFIX}:{LAYOUT_TAG}@<digest>"
+            for folder, name in PROGRAM_CONTEXTS.items() if f"from={name}," in template}
 
 
 def context_lock(holder: Path) -> Path:
@@ -423,31 +473,29 @@ class Staging:
 
     def program_layout(self, folder: Path, cache_root: Path) -> None:
         """FOLDER.oci/: the program folder ``folder`` as an OCI image layout of one layer (a tar of
-        the folder, made once per content into the cache's tools/ and hard-linked from there),
-        which the build names by its digest (:func:`named_contexts`)."""
-        key = content_digest(folder, self.linked)[:32]
-        layer = cache_root / "tools" / f"{folder.name}-layer-{key}.tar"
-        host = platforms.by_machine(platform_module.machine())
+        the folder, made once per content into the cache's tools/ and hard-linked from there; in
+        the context itself where tools/ cannot be written), which the build names by its digest
+        (:func:`named_contexts`). Beside it, what the folder held (``FOLDER_KEY``): a folder
+        edited since is sent itself."""
         layout = folder.with_name(folder.name + LAYOUT_SUFFIX)
+        host = platforms.by_machine(platform_module.machine())
         for last in (False, True):  # a second time where `invoke gc` removed the layer meanwhile
-            if not layer.is_file():
-                layer.parent.mkdir(parents=True, exist_ok=True)
-                # a name of this call's own (build-all's cells prepare side by side in one process);
-                # `invoke gc` leaves it a day
-                partial = layer.with_name(f".{layer.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-                try:
-                    image_archive.folder_tar(folder, partial)
-                    os.replace(partial, layer)
-                finally:
-                    partial.unlink(missing_ok=True)
-            mark_used(layer)
+            try:
+                layer, cached = _cached_layer(folder, cache_root / "tools", content_digest(folder, self.linked)[:32]), True
+            except OSError:  # a cache others share, read-only here: the layer is made for this context alone
+                layer, cached = folder.with_name(f".{folder.name}-layer.tar"), False
+                image_archive.folder_tar(folder, layer)
             shutil.rmtree(layout, ignore_errors=True)
             try:
-                image_archive.write_layout(layer, layout, host.arch if host else platform_module.machine())
+                image_archive.write_layout(layer, layout, host.arch if host else platform_module.machine(), LAYOUT_TAG)
                 break
             except FileNotFoundError:
                 if last:
                     raise
+            finally:
+                if not cached:
+                    layer.unlink(missing_ok=True)
+        (layout / FOLDER_KEY).write_text(content_digest(folder, {}) + "\n")
         for blob in (layout / "blobs" / "sha256").iterdir():
             found = blob.stat()
             self.linked[(found.st_dev, found.st_ino)] = blob.name

@@ -174,11 +174,11 @@ def write_platforms_archive(archive: Path, reference: str, images: Sequence[tupl
     return top["digest"]
 
 
-def write_layout(layer: Path, layout: Path, architecture: str) -> str:
+def write_layout(layer: Path, layout: Path, architecture: str, tag: str = "torchbake") -> str:
     """An OCI image layout folder at ``layout`` (new) holding one image whose one layer is the
     uncompressed tar ``layer``, hard-linked in as its blob where the file system allows; nothing of
-    the moment in it, so the same layer gives the same manifest. Returns the manifest's digest,
-    by which a build names it (``--build-context NAME=oci-layout://LAYOUT@DIGEST``): the engine
+    the moment in it, so the same layer gives the same manifest, named ``tag``. Returns the manifest's
+    digest, by which a build names it (``--build-context NAME=oci-layout://LAYOUT:TAG@DIGEST``): the engine
     reads a blob it already holds from its own store, not again from the folder."""
     layer_digest = "sha256:" + file_sha256(layer)
     config = _json({"architecture": architecture, "os": "linux",
@@ -196,7 +196,8 @@ def write_layout(layer: Path, layout: Path, architecture: str) -> str:
         (blobs / hashlib.sha256(blob).hexdigest()).write_bytes(blob)
     (layout / "oci-layout").write_bytes(_json({"imageLayoutVersion": "1.0.0"}))
     (layout / "index.json").write_bytes(_json({"schemaVersion": 2, "mediaType": INDEX_TYPE, "manifests": [
-        {"mediaType": MANIFEST_TYPE, "size": len(manifest), "digest": _digest(manifest)}]}))
+        {"mediaType": MANIFEST_TYPE, "size": len(manifest), "digest": _digest(manifest),
+         "annotations": {"org.opencontainers.image.ref.name": tag}}]}))
     return _digest(manifest)
 
 
