@@ -225,3 +225,16 @@ def test_a_program_layer_cut_short_in_the_cache_is_made_again_and_an_unwritable_
     index = json.loads((here / "uv.oci" / "index.json").read_text())
     assert index == json.loads((first / "uv.oci" / "index.json").read_text())
     assert not list(here.glob(".uv-layer*"))  # the layer is in the layout only
+
+
+def test_a_build_dir_that_cannot_be_made_is_named_not_a_traceback():
+    """--build-dir where no folder can be made (/proc): the folder and the reason, exit 2."""
+    import pytest
+
+    from torchbake.core.errors import ConfigurationError
+    from torchbake.inputs.context import Staging
+
+    with pytest.raises(ConfigurationError) as raised:
+        Staging(Path("/proc/torchbake-test-context"), temporary=False)
+    assert str(raised.value).startswith("Cannot prepare the build context in /proc/torchbake-test-context.preparing (")
+    assert raised.value.exit_code == 2

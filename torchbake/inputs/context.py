@@ -360,7 +360,11 @@ class Staging:
         self.path = folder if temporary else folder.with_name(folder.name + ".preparing")
         if not temporary:
             shutil.rmtree(self.path, ignore_errors=True)
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigurationError(f"Cannot prepare the build context in {self.path} ({exc.strerror or exc}):"
+                                     " pass a --build-dir in a folder you can write to.") from None
         self.inputs: dict[str, str] = {}
         self.sha512: dict[str, str] = {}
         self.tools: dict[str, dict[str, str]] = {}  # a program taken out of its wheel → the wheel's metadata
