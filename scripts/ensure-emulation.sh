@@ -53,13 +53,15 @@ register_hint() {
 # measured: docs/platforms.md), so the handlers that install registered and torchbake does not use
 # are disabled again; one that was there before the install is left as it was.
 disable_unused_handlers() {
-    local name disabled=() again="echo 1 > $BINFMT/qemu-NAME"
-    update-binfmts --version >/dev/null 2>&1 && again="update-binfmts --enable qemu-NAME"
+    local name disabled=() tool=0 again="echo 1 > $BINFMT/qemu-NAME"
+    if update-binfmts --version >/dev/null 2>&1; then
+        tool=1 again="update-binfmts --enable qemu-NAME"
+    fi
     for name in $(cd "$BINFMT" && ls); do
         case "$name" in qemu-*) ;; *) continue ;; esac
         grep -qx "$name" <<< "$1" && continue
         printf '%s\n' "${wanted[@]/#/qemu-}" | grep -qx "$name" && continue
-        if update-binfmts --version >/dev/null 2>&1; then
+        if [ "$tool" = 1 ]; then
             update-binfmts --disable "$name" >/dev/null 2>&1 || echo 0 > "$BINFMT/$name"
         else
             echo 0 > "$BINFMT/$name"

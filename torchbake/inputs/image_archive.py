@@ -174,7 +174,7 @@ def write_platforms_archive(archive: Path, reference: str, images: Sequence[tupl
     return top["digest"]
 
 
-def write_layout(layer: Path, layout: Path, architecture: str, tag: str = "torchbake") -> str:
+def write_layout(layer: Path, layout: Path, architecture: str, tag: str) -> str:
     """An OCI image layout folder at ``layout`` (new) holding one image whose one layer is the
     uncompressed tar ``layer``, hard-linked in as its blob where the file system allows; nothing of
     the moment in it, so the same layer gives the same manifest, named ``tag``. Returns the manifest's
