@@ -147,6 +147,15 @@ def test_a_tag_never_lands_on_an_image_built_for_another_name(tiny_profile, base
         assert "unchanged" not in edited.stdout and "retagged" not in edited.stdout, edited.stdout[-2000:]
         assert docker("run", "--rm", f"{other}:kept", "cat", "/edited-by-hand").stdout == "edited\n"
         assert labels(f"{other}:kept")["torchbake.input-hash"] != pristine
+        # prepared without a CA bundle, its Dockerfile mounts no ca_bundle secret (a secret mount
+        # costs BuildKit 0.13 a hash of the whole filesystem): a build that now passes one is refused
+        (tmp_path / "ca.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+        trusting = run_invoke("build", "--config", str(tiny_profile), "--name", other, "--tag", "kept", "--base-img",
+                              base_image, "--build-dir", str(folder), "--no-prepare", "--ca-bundle", str(tmp_path / "ca.pem"),
+                              "--force", env=tb_env)
+        assert trusting.returncode == 2, trusting.stdout + trusting.stderr
+        assert f"{folder / 'Dockerfile'} mounts no secret ca_bundle, which this build passes" in trusting.stderr
+        assert "Building" not in trusting.stdout
 
         # an empty folder never prepared is an error, never "retagged"
         empty = tmp_path / "empty"

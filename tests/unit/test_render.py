@@ -238,3 +238,69 @@ def test_a_build_dir_that_cannot_be_made_is_named_not_a_traceback():
         Staging(Path("/proc/torchbake-test-context"), temporary=False)
     assert str(raised.value).startswith("Cannot prepare the build context in /proc/torchbake-test-context.preparing (")
     assert raised.value.exit_code == 2
+
+
+def test_a_dockerfile_mounts_only_the_secrets_its_build_passes(tmp_path):
+    """BuildKit 0.13 (Docker 26) hashes every file of the filesystem a step runs on before each step
+    that mounts a secret (moby/buildkit#5251): a dev compile step on a tree of sources and objects.
+    torchbake's own secrets a build does not pass are left out of its Dockerfile; a team's own
+    secret stays; the step keeps its command (``RUN --mount=…secret… \\`` then the command)."""
+    import re
+
+    from torchbake.inputs.context import OPTIONAL_STEPS, SECRET_IDS, mounted_secrets
+
+    for name in ("base", "release", "dev"):
+        template = (data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text()
+        runs = render_dockerfile(template, {}, "cpu", steps=OPTIONAL_STEPS).count("\nRUN ")
+        for passed in (set(), {"ca_bundle"}, {"compile_cache", "git_credentials"}, set(SECRET_IDS)):
+            rendered = render_dockerfile(template, {}, "cpu", steps=OPTIONAL_STEPS, secrets=passed)
+            assert mounted_secrets(rendered) == mounted_secrets(template) & passed, (name, passed)
+            # every RUN still runs its command: none became empty or lost its continuation
+            assert not re.search(r"^RUN\s*(\\\n\s*)*$", rendered, re.MULTILINE), rendered
+            assert rendered.count("\nRUN ") == runs
+    base = render_dockerfile((data.ROOT / "docker/ubuntu/dockerfile.base").read_text(), {}, "cpu", secrets=())
+    assert "\nRUN TORCHBAKE_INSTALL_CA=${INSTALL_CA} " in base
+    team = "FROM x\nRUN --mount=type=secret,id=team_token cat /run/secrets/team_token\n" \
+           "RUN --mount=id=compile_cache,type=secret,target=/c \\\n    make\n"
+    assert render_dockerfile(team, {}, "p", secrets=()) == ("FROM x\nRUN --mount=type=secret,id=team_token"
+                                                            " cat /run/secrets/team_token\nRUN make\n")
+
+
+def test_the_secrets_a_plan_passes_are_its_ca_bundle_credentials_and_compile_cache(tmp_path):
+    from torchbake.building.builder import build_secrets
+    from torchbake.variants.dev import plan as plan_dev
+
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\n")
+    credentials = tmp_path / "git-credentials"
+    credentials.write_text("https://u:p@git.example\n")
+    plain = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}).settings()
+    assert plan_release(plain).passed_secrets() == frozenset()
+    trusting = config.resolve([config.CONFIG_DIR / "cpu.toml"], {}, {"downloads.ca_bundle": str(bundle)}).settings()
+    assert plan_release(trusting).passed_secrets() == {"ca_bundle"}
+    dev = config.resolve([], {}, {"build.variant": "dev", "dev.compile_cache": "redis://cache.example:6379",
+                                  "dev.git_credential_file": str(credentials)}, variant="dev").settings()
+    assert plan_dev(dev).passed_secrets() == {"compile_cache", "git_credentials"}
+    every = config.resolve([], {}, {"build.variant": "dev", "dev.compile_cache": "redis://cache.example:6379",
+                                    "dev.git_credential_file": str(credentials), "downloads.ca_bundle": str(bundle),
+                                    "paths.cache_dir": str(tmp_path / "cache")}, variant="dev").settings()
+    # the very secrets the build command passes (its --secret flags)
+    assert {secret_id for secret_id, _ in build_secrets(plan_dev(every))} == plan_dev(every).passed_secrets() == {
+        "ca_bundle", "compile_cache", "git_credentials"}
+
+
+def test_a_kept_context_prepared_without_a_secret_the_build_now_passes_is_refused(tmp_path):
+    """--no-prepare: a context whose Dockerfile was rendered without a secret mount its template
+    has, for a build that now passes that secret, would run those steps without it."""
+    import pytest
+
+    from torchbake.core.errors import ConfigurationError
+    from torchbake.inputs.context import check_secret_mounts
+
+    template = (data.ROOT / "docker/ubuntu/dockerfile.dev").read_text()
+    (tmp_path / "Dockerfile").write_text(render_dockerfile(template, {}, "cpu", secrets={"git_credentials"}))
+    check_secret_mounts(tmp_path, template, {"git_credentials"})
+    check_secret_mounts(tmp_path, "FROM x\n", {"compile_cache"})  # a template that never mounts it
+    with pytest.raises(ConfigurationError, match=r"mounts no secret ca_bundle, compile_cache, which this build"
+                                                 r" passes.*Run once without --no-prepare"):
+        check_secret_mounts(tmp_path, template, {"git_credentials", "compile_cache", "ca_bundle"})

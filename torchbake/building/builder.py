@@ -48,7 +48,9 @@ from torchbake.core.output import human_size
 from torchbake.core.redaction import redact
 from torchbake.core.status import Status
 from torchbake.inputs.context import (
+    CA_BUNDLE_SECRET,
     PreparedContext,
+    check_secret_mounts,
     choose_context_dir,
     context_name,
     load_prepared,
@@ -129,7 +131,7 @@ def build_secrets(plan: Plan) -> list[tuple[str, SecretSource]]:
     found: list[tuple[str, SecretSource]] = plan.secrets()
     bundle = trust_bundle(plan.download_options.ca_bundle, plan.path_options.cache_dir)
     if bundle is not None:
-        found.append(("ca_bundle", bundle))
+        found.append((CA_BUNDLE_SECRET, bundle))
     return found
 
 
@@ -387,7 +389,9 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
     kept there: before anything is written. None: a temporary folder will be made."""
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
-        return folder, load_prepared(folder)
+        prepared = load_prepared(folder)
+        check_secret_mounts(folder, plan.dockerfile_template.read_text(), plan.passed_secrets())
+        return folder, prepared
     if plan.build_dir:
         return _context_dir(plan)[0], None
     return None

@@ -67,6 +67,14 @@ STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before 
 # gigabytes (docker/buildx#537; measured: 313 s and 12 GB for a tiny release image, 3.5 s without).
 OPTIONAL_STEP = re.compile(r"^# @torchbake-if ([a-z-]+)@\n((?:.+\n?)*)", re.MULTILINE)
 OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have something for
+# The BuildKit secrets torchbake passes (`--secret id=…`, torchbake.building.builder.build_secrets).
+# A template's mount of one that a build does not pass is left out of its Dockerfile: BuildKit 0.13
+# (Docker 26) up to moby/buildkit#5251 (August 2024) reads and hashes every file of the filesystem
+# a step runs on before each step that mounts a secret, given or not: a dev image's compile steps,
+# each on a tree of sources and objects. A team's own secret ids are left as they are.
+CA_BUNDLE_SECRET = "ca_bundle"
+SECRET_IDS = frozenset({CA_BUNDLE_SECRET, "compile_cache", "git_credentials"})
+SECRET_MOUNT = re.compile(r"--mount=(?P<options>\S*\btype=secret\b\S*)[ \t]*(?:\\\n[ \t]*)?")
 # A program folder of the context → the named context its layout is (the templates mount it by this name).
 PROGRAM_CONTEXTS = {"uv": "torchbake-uv", "sccache": "torchbake-sccache"}
 LAYOUT_SUFFIX = ".oci"
@@ -111,13 +119,16 @@ class PreparedContext:
 
 def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
                       runtime_env: Mapping[str, str] | None = None, companions: Sequence[str] = (),
-                      steps: Collection[str] = (), image_steps: str = "") -> str:
+                      steps: Collection[str] = (), image_steps: str = "",
+                      secrets: Collection[str] = SECRET_IDS) -> str:
     """The Dockerfile of the context: the template with the configured ENV at its
     ``# @torchbake-env@`` line (at the end when it has none; no ENV, no change), the runtime
     stage's ENV at ``# @torchbake-runtime-env@``, one step per companion, each optional step
-    (``# @torchbake-if NAME@``) only when NAME is in ``steps``, and the team's ``image_steps``
-    (``[image] steps``) at ``# @torchbake-steps@``."""
+    (``# @torchbake-if NAME@``) only when NAME is in ``steps``, the team's ``image_steps``
+    (``[image] steps``) at ``# @torchbake-steps@``, and a mount of each of torchbake's secrets
+    (SECRET_IDS) only where ``secrets`` (those the build passes) holds it."""
     text = template if template.endswith("\n") else template + "\n"
+    text = SECRET_MOUNT.sub(lambda m: m[0] if _secret_id(m) not in SECRET_IDS - set(secrets) else "", text)
     if STEPS_MARKER in text:
         text = text.replace(STEPS_MARKER, f"# [image] steps:\n{image_steps.strip()}" if image_steps.strip()
                             else "# (no [image] steps)")
@@ -134,6 +145,30 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
     if ENV_MARKER in text:
         return text.replace(ENV_MARKER, block or "# (no ENV from the configuration)")
     return text + ("\n" + block + "\n" if block else "")
+
+
+def _secret_id(mount: re.Match) -> str:
+    options = dict(part.split("=", 1) for part in mount["options"].split(",") if "=" in part)
+    return options.get("id", "")
+
+
+def mounted_secrets(dockerfile: str) -> set[str]:
+    """The ids of the secrets ``dockerfile`` mounts (``RUN --mount=type=secret,id=…``)."""
+    return {_secret_id(mount) for mount in SECRET_MOUNT.finditer(dockerfile)}
+
+
+def check_secret_mounts(context: Path, template: str, passed: Collection[str]) -> None:
+    """A kept context (--no-prepare) must mount each secret the build passes that its template
+    mounts: one prepared without it (render_dockerfile) would run those steps without it."""
+    try:
+        dockerfile = (context / "Dockerfile").read_text()
+    except OSError:
+        return  # said by the build itself
+    missing = sorted((mounted_secrets(template) & set(passed)) - mounted_secrets(dockerfile))
+    if missing:
+        raise ConfigurationError(
+            f"--no-prepare: {context / 'Dockerfile'} mounts no secret {', '.join(missing)}, which this build"
+            " passes: the context was prepared without it. Run once without --no-prepare, with the same --build-dir.")
 
 
 def _stage_name(folder: str) -> str:
@@ -354,9 +389,10 @@ class Staging:
     """A context being assembled: in ``folder`` itself when temporary, else next to it, renamed
     over it when complete (so a kept --build-dir is never half-prepared)."""
 
-    def __init__(self, folder: Path, temporary: bool):
+    def __init__(self, folder: Path, temporary: bool, secrets: Collection[str] = SECRET_IDS):
         self.folder = folder
         self.temporary = temporary
+        self.secrets = frozenset(secrets)  # the build's secrets: the Dockerfile mounts these alone
         self.path = folder if temporary else folder.with_name(folder.name + ".preparing")
         if not temporary:
             shutil.rmtree(self.path, ignore_errors=True)
@@ -547,7 +583,7 @@ class Staging:
         for script in common_files():
             shutil.copy2(script, self.path / "common" / script.name)
         dockerfile = render_dockerfile(template.read_text(), env, profile, runtime_env, companions,
-                                       self.steps.union(steps), image_steps)
+                                       self.steps.union(steps), image_steps, self.secrets)
         (self.path / "Dockerfile").write_text(dockerfile)
         (self.path / ".dockerignore").write_text("".join(f"{line}\n" for line in [MARKER, *ignore]))
         fields.setdefault("torch_version", "")

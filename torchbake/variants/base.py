@@ -130,7 +130,7 @@ class BasePlan(Lockable, PlanCommon):
         """The context: the three source trees (found or cloned), the wheelhouse."""
         trees = sources.resolve(list(self.sources), self.source_root, self.path_options.cache_dir / "sources",
                                 facts.source_commits, log_file)
-        stage = Staging(folder, temporary)
+        stage = Staging(folder, temporary, self.passed_secrets())
         python_artifact = cache.fetch(self.python_source, key="python.standalone_url") if self.python_source else None
         dated = self.dated_requirements(trees, cache.root, log_file) if self.lock is None else None
         versions = self.staged_wheels(stage, cache, lambda: stage.wheels(

@@ -38,7 +38,7 @@ from torchbake.core.data import DOCKER_DIR
 from torchbake.core.errors import BaseImagePending, ConfigurationError, EngineError, MissingValuesError
 from torchbake.core.files import SecretSource, read_back_object, write_atomically
 from torchbake.inputs import base_os, wheelhouse
-from torchbake.inputs.context import OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
+from torchbake.inputs.context import CA_BUNDLE_SECRET, OPTIONAL_STEPS, STEPS_MARKER, unknown_optional_steps
 from torchbake.inputs.downloads import DownloadCache, require_pinned
 from torchbake.supply_chain.inventory import INPUTS_LABEL
 
@@ -169,6 +169,12 @@ class PlanCommon:
     def secrets(self) -> list[tuple[str, SecretSource]]:
         """BuildKit secrets of this variant (the CA bundle is every variant's)."""
         return []
+
+    def passed_secrets(self) -> frozenset[str]:
+        """The ids of the secrets its builds pass (torchbake.building.builder.build_secrets): its
+        context's Dockerfile mounts those of torchbake's alone (torchbake.inputs.context.render_dockerfile)."""
+        ids = {secret_id for secret_id, _ in self.secrets()}
+        return frozenset(ids | {CA_BUNDLE_SECRET} if self.download_options.ca_bundle else ids)
 
     def given_inputs(self) -> dict[str, str]:
         """Option → location of every input the user gave by URL, path or requirement (what

@@ -255,7 +255,7 @@ class DevPlan(PlanCommon):
         """The context: toolkits, the requirement-style extensions' wheels, a vision clone."""
         python_version = facts.python_version
         vision = self.vision_tree()
-        stage = Staging(folder, temporary)
+        stage = Staging(folder, temporary, self.passed_secrets())
         toolkit_artifacts = {key: cache.fetch(loc, key=f"toolkits.{key}") for key, loc in self.toolkits.items()}
         # a wheel given by path or URL is installed; a requirement is built from its sdist, as a source tree
         requirements = [e for e in self.extensions if not e.startswith("git+") and is_location(e)]

@@ -94,7 +94,7 @@ class ReleasePlan(Lockable, PlanCommon):
 
     def prepare(self, facts, cache, folder: Path, *, temporary: bool, log_file: Path) -> context.PreparedContext:
         """The context: wheels resolved for the image's Python, toolkits, constraints."""
-        stage = Staging(folder, temporary)
+        stage = Staging(folder, temporary, self.passed_secrets())
         options = self.wheel_options
 
         def resolve() -> dict[str, str]:  # without a lock: the inputs given by URL fetched (or found) and checked first
