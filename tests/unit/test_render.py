@@ -261,9 +261,11 @@ def test_a_dockerfile_mounts_only_the_secrets_its_build_passes(tmp_path):
     base = render_dockerfile((data.ROOT / "docker/ubuntu/dockerfile.base").read_text(), {}, "cpu", secrets=())
     assert "\nRUN TORCHBAKE_INSTALL_CA=${INSTALL_CA} " in base
     team = "FROM x\nRUN --mount=type=secret,id=team_token cat /run/secrets/team_token\n" \
-           "RUN --mount=id=compile_cache,type=secret,target=/c \\\n    make\n"
-    assert render_dockerfile(team, {}, "p", secrets=()) == ("FROM x\nRUN --mount=type=secret,id=team_token"
-                                                            " cat /run/secrets/team_token\nRUN make\n")
+           "RUN --mount=id=compile_cache,type=secret,target=/c \\\n    make\n" \
+           "RUN --mount=type=secret,id=ca_bundle,required=true make\n"  # a template that asks for it: its build fails without
+    assert render_dockerfile(team, {}, "p", secrets=()) == (
+        "FROM x\nRUN --mount=type=secret,id=team_token cat /run/secrets/team_token\nRUN make\n"
+        "RUN --mount=type=secret,id=ca_bundle,required=true make\n")
 
 
 def test_the_secrets_a_plan_passes_are_its_ca_bundle_credentials_and_compile_cache(tmp_path):

@@ -71,7 +71,7 @@ OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have
 # A template's mount of one that a build does not pass is left out of its Dockerfile: BuildKit 0.13
 # (Docker 26) up to moby/buildkit#5251 (August 2024) reads and hashes every file of the filesystem
 # a step runs on before each step that mounts a secret, given or not: a dev image's compile steps,
-# each on a tree of sources and objects. A team's own secret ids are left as they are.
+# each on a tree of sources and objects. A team's own secret ids, and mounts marked required, stay.
 CA_BUNDLE_SECRET = "ca_bundle"
 SECRET_IDS = frozenset({CA_BUNDLE_SECRET, "compile_cache", "git_credentials"})
 SECRET_MOUNT = re.compile(r"--mount=(?P<options>\S*\btype=secret\b\S*)[ \t]*(?:\\\n[ \t]*)?")
@@ -128,7 +128,7 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
     (``[image] steps``) at ``# @torchbake-steps@``, and a mount of each of torchbake's secrets
     (SECRET_IDS) only where ``secrets`` (those the build passes) holds it."""
     text = template if template.endswith("\n") else template + "\n"
-    text = SECRET_MOUNT.sub(lambda m: m[0] if _secret_id(m) not in SECRET_IDS - set(secrets) else "", text)
+    text = SECRET_MOUNT.sub(lambda m: "" if _secret_id(m) in SECRET_IDS - set(secrets) and not _required(m) else m[0], text)
     if STEPS_MARKER in text:
         text = text.replace(STEPS_MARKER, f"# [image] steps:\n{image_steps.strip()}" if image_steps.strip()
                             else "# (no [image] steps)")
@@ -148,8 +148,17 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
 
 
 def _secret_id(mount: re.Match) -> str:
-    options = dict(part.split("=", 1) for part in mount["options"].split(",") if "=" in part)
-    return options.get("id", "")
+    return _mount_options(mount).get("id", "")
+
+
+def _required(mount: re.Match) -> bool:
+    """A secret mount that asks for its secret (``required`` or ``required=true``): kept, so that
+    its build fails without it as the template says."""
+    return _mount_options(mount).get("required", "false").lower() in ("", "true")
+
+
+def _mount_options(mount: re.Match) -> dict[str, str]:
+    return dict((part.split("=", 1) + [""])[:2] for part in mount["options"].split(","))
 
 
 def mounted_secrets(dockerfile: str) -> set[str]:
