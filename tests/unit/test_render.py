@@ -292,17 +292,57 @@ def test_the_secrets_a_plan_passes_are_its_ca_bundle_credentials_and_compile_cac
 
 
 def test_a_kept_context_prepared_without_a_secret_the_build_now_passes_is_refused(tmp_path):
-    """--no-prepare: a context whose Dockerfile was rendered without a secret mount its template
-    has, for a build that now passes that secret, would run those steps without it."""
+    """--no-prepare: a context rendered without a secret mount its template has, for a build that
+    now passes that secret, would run those steps without it; one prepared before secrets were
+    left out (no record of them) mounts them all. A secret mounted only in an optional step counts
+    by what the context was prepared for, not by what its Dockerfile shows."""
+    import dataclasses
+
     import pytest
 
     from torchbake.core.errors import ConfigurationError
-    from torchbake.inputs.context import check_secret_mounts
+    from torchbake.inputs.context import PreparedContext, check_secret_mounts
 
     template = (data.ROOT / "docker/ubuntu/dockerfile.dev").read_text()
-    (tmp_path / "Dockerfile").write_text(render_dockerfile(template, {}, "cpu", secrets={"git_credentials"}))
-    check_secret_mounts(tmp_path, template, {"git_credentials"})
-    check_secret_mounts(tmp_path, "FROM x\n", {"compile_cache"})  # a template that never mounts it
-    with pytest.raises(ConfigurationError, match=r"mounts no secret ca_bundle, compile_cache, which this build"
-                                                 r" passes.*Run once without --no-prepare"):
-        check_secret_mounts(tmp_path, template, {"git_credentials", "compile_cache", "ca_bundle"})
+    prepared = PreparedContext(path=tmp_path, torch_version="", pins={}, extension="", sources={}, inputs={},
+                               dockerfile_sha256="", common_sha256="", temporary=False, secrets=("git_credentials",))
+    assert PreparedContext.from_json(prepared.to_json(), tmp_path) == prepared
+    check_secret_mounts(prepared, template, {"git_credentials"})
+    check_secret_mounts(prepared, "FROM x\n", {"compile_cache"})  # a template that never mounts it
+    check_secret_mounts(dataclasses.replace(prepared, secrets=None), template, {"ca_bundle"})  # an older context
+    with pytest.raises(ConfigurationError, match=r"prepared without the secrets ca_bundle, compile_cache, which this"
+                                                 r" build passes.*Run once without --no-prepare"):
+        check_secret_mounts(prepared, template, {"git_credentials", "compile_cache", "ca_bundle"})
+    optional = "FROM x\nRUN true\n# @torchbake-if extension@\nRUN --mount=type=secret,id=compile_cache \\\n    make\n"
+    check_secret_mounts(dataclasses.replace(prepared, secrets=("compile_cache",)), optional, {"compile_cache"})
+
+
+def test_only_the_flags_of_run_lose_a_secret_mount_and_every_step_keeps_its_command():
+    """Found by the review: a mount in a comment or a command stays; a `RUN` whose first flag goes
+    keeps its command whether a comment or a blank line follows; BuildKit's spellings of a secret
+    mount (upper case, the id from its target, required=1) are read as BuildKit reads them; a
+    file with heredocs or another escape character is left as written."""
+    from torchbake.inputs.context import mounted_secrets
+
+    def rendered(text):
+        return render_dockerfile(text, {}, "p", secrets=())
+
+    assert rendered("RUN --mount=type=secret,id=ca_bundle \\\n    # the marker\n    echo ran > /m\n") == \
+        "RUN \\\n    # the marker\n    echo ran > /m\n"
+    assert rendered("RUN --mount=type=secret,id=ca_bundle \\\n\n    echo ran > /m\n") == "RUN \\\n\n    echo ran > /m\n"
+    comment = "# these use --mount=type=secret,id=ca_bundle \\\nRUN echo ran > /m\n"
+    assert rendered(comment) == comment
+    command = "RUN echo --mount=type=secret,id=ca_bundle\n"
+    assert rendered(command) == command and not mounted_secrets(command)
+    assert rendered("RUN --mount=type=secret,id=ca_bundle \\\n    --mount=type=secret,id=compile_cache \\\n"
+                    "    --mount=type=bind,source=a,target=/a \\\n    make\n") == \
+        "RUN --mount=type=bind,source=a,target=/a \\\n    make\n"
+    assert rendered("run --mount=TYPE=Secret,ID=ca_bundle true\n") == "run true\n"
+    assert rendered("RUN --mount=type=secret,target=/run/secrets/compile_cache true\n") == "RUN true\n"
+    for required in ("required", "required=1", "required=t", "required=True"):
+        kept = f"RUN --mount=type=secret,id=ca_bundle,{required} true\n"
+        assert rendered(kept) == kept
+    assert rendered("RUN --mount=type=secret,id=ca_bundle,required=false true\n") == "RUN true\n"
+    for untouched in ("RUN --mount=type=secret,id=ca_bundle <<EOF\ntrue\nEOF\n",
+                      "# escape=`\nRUN --mount=type=secret,id=ca_bundle true\n"):
+        assert rendered(untouched) == untouched

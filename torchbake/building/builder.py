@@ -390,7 +390,7 @@ def _user_context(plan: Plan) -> tuple[Path, PreparedContext | None] | None:
     if plan.reuse_context:
         folder = Path(plan.build_dir).expanduser().resolve()
         prepared = load_prepared(folder)
-        check_secret_mounts(folder, plan.dockerfile_template.read_text(), plan.passed_secrets())
+        check_secret_mounts(prepared, plan.dockerfile_template.read_text(), plan.passed_secrets())
         return folder, prepared
     if plan.build_dir:
         return _context_dir(plan)[0], None

@@ -74,7 +74,10 @@ OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have
 # each on a tree of sources and objects. A team's own secret ids, and mounts marked required, stay.
 CA_BUNDLE_SECRET = "ca_bundle"
 SECRET_IDS = frozenset({CA_BUNDLE_SECRET, "compile_cache", "git_credentials"})
-SECRET_MOUNT = re.compile(r"--mount=(?P<options>\S*\btype=secret\b\S*)[ \t]*(?:\\\n[ \t]*)?")
+# Where stripping is not attempted (the mounts stay): heredocs, another escape character.
+UNPARSED = re.compile(r"<<|^#\s*escape\s*=", re.MULTILINE | re.IGNORECASE)
+RUN_INSTRUCTION = re.compile(r"([ \t]*RUN[ \t]+)(.*)", re.IGNORECASE | re.DOTALL)
+TRUE = ("", "1", "t", "T", "TRUE", "true", "True")  # what BuildKit reads as true (Go's ParseBool; bare: true)
 # A program folder of the context → the named context its layout is (the templates mount it by this name).
 PROGRAM_CONTEXTS = {"uv": "torchbake-uv", "sccache": "torchbake-sccache"}
 LAYOUT_SUFFIX = ".oci"
@@ -103,6 +106,7 @@ class PreparedContext:
     tools: dict[str, dict[str, str]] = field(default_factory=dict)  # uv → what its wheel says of it (SBOM supplier, licence)
     sha512: dict[str, str] = field(default_factory=dict)  # file name → sha512 of the same files (BSI TR-03183-2 asks it)
     build_tools: dict = field(default_factory=dict)  # a base's build requirements as of their day (inputs.build_tools)
+    secrets: tuple[str, ...] | None = None  # the secrets its Dockerfile was rendered for (None: before they were left out)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -114,6 +118,8 @@ class PreparedContext:
         data = json.loads(text)
         data["path"] = path
         data["files"] = tuple(data.get("files", ()))
+        if data.get("secrets") is not None:
+            data["secrets"] = tuple(data["secrets"])
         return cls(**data)
 
 
@@ -128,7 +134,7 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
     (``[image] steps``) at ``# @torchbake-steps@``, and a mount of each of torchbake's secrets
     (SECRET_IDS) only where ``secrets`` (those the build passes) holds it."""
     text = template if template.endswith("\n") else template + "\n"
-    text = SECRET_MOUNT.sub(lambda m: "" if _secret_id(m) in SECRET_IDS - set(secrets) and not _required(m) else m[0], text)
+    text, _ = _secret_mounts(text, SECRET_IDS - set(secrets))
     if STEPS_MARKER in text:
         text = text.replace(STEPS_MARKER, f"# [image] steps:\n{image_steps.strip()}" if image_steps.strip()
                             else "# (no [image] steps)")
@@ -147,37 +153,84 @@ def render_dockerfile(template: str, env: Mapping[str, str], profile: str,
     return text + ("\n" + block + "\n" if block else "")
 
 
-def _secret_id(mount: re.Match) -> str:
-    return _mount_options(mount).get("id", "")
+def _secret_mounts(text: str, dropped: Collection[str] = ()) -> tuple[str, list[dict[str, str]]]:
+    """``text`` without the secret mounts of ids in ``dropped`` (a mount marked required stays),
+    and the options of every secret mount it has: in RUN instructions' flags alone (not their
+    commands, not comments), each mount token taken out with its blanks and a line left with no
+    more than its continuation gone. Heredocs or another escape character: nothing taken out."""
+    if UNPARSED.search(text):
+        return text, []
+    kept, found, in_flags, continued, joined = [], [], False, False, ""
+    for line in text.splitlines(keepends=True):
+        content = line.rstrip("\r\n")
+        if continued and (not content.strip() or content.lstrip().startswith("#")):
+            kept.append(joined + "\\\n" if joined else "")  # (a `RUN` left with no flag stays `RUN \`)
+            joined = ""
+            kept.append(line)  # blank and comment lines inside an instruction: the parser skips them
+            continue
+        head, rejoined = "", bool(joined)
+        if joined:  # `RUN --mount=…dropped… \` then this line: `RUN ` and this line, as written without the mount
+            head, content, joined = joined, content.lstrip(), ""
+        elif not continued:
+            run = RUN_INSTRUCTION.fullmatch(content)
+            in_flags = run is not None
+            head, content = (run[1], run[2]) if run else ("", content)
+        continued = content.rstrip().endswith("\\")
+        if not in_flags:
+            kept.append(line)
+            continue
+        words, rest, removed = [], "", False
+        for word in re.finditer(r"\S+\s*", content):
+            token = word[0].strip()
+            if not token.startswith("--") or rest:
+                rest += word[0]
+                continue
+            options = _mount_options(token) if token.startswith("--mount=") else {}
+            if options.get("type", "").lower() == "secret":
+                found.append(options)
+                if options["id"] in dropped and options.get("required", "false") not in TRUE:
+                    removed = True
+                    continue
+            words.append(word[0])
+        in_flags = not rest.strip() or rest.strip() == "\\"
+        indent = content[:len(content) - len(content.lstrip())] if not head else ""
+        rebuilt = head + indent + "".join(words) + rest
+        if removed and not "".join(words).strip() and rest.strip() == "\\":
+            joined = head  # a line that held dropped mounts alone: gone (`RUN `: joined to the next line)
+            continue
+        kept.append(rebuilt + line[len(line.rstrip("\r\n")):] if removed or rejoined else line)
+    return "".join(kept), found
 
 
-def _required(mount: re.Match) -> bool:
-    """A secret mount that asks for its secret (``required`` or ``required=true``): kept, so that
-    its build fails without it as the template says."""
-    return _mount_options(mount).get("required", "false").lower() in ("", "true")
-
-
-def _mount_options(mount: re.Match) -> dict[str, str]:
-    return dict((part.split("=", 1) + [""])[:2] for part in mount["options"].split(","))
+def _mount_options(token: str) -> dict[str, str]:
+    """A ``--mount=`` flag's options, keys in lower case (BuildKit's are), the id defaulting as
+    BuildKit's does to the target's last part."""
+    options = {}
+    for part in token.split("=", 1)[1].split(","):
+        key, _, value = part.partition("=")
+        options[key.lower()] = value
+    target = options.get("target") or options.get("dst") or options.get("destination") or ""
+    options.setdefault("id", target.rstrip("/").rsplit("/", 1)[-1])
+    return options
 
 
 def mounted_secrets(dockerfile: str) -> set[str]:
     """The ids of the secrets ``dockerfile`` mounts (``RUN --mount=type=secret,id=…``)."""
-    return {_secret_id(mount) for mount in SECRET_MOUNT.finditer(dockerfile)}
+    return {options["id"] for options in _secret_mounts(dockerfile)[1]}
 
 
-def check_secret_mounts(context: Path, template: str, passed: Collection[str]) -> None:
-    """A kept context (--no-prepare) must mount each secret the build passes that its template
-    mounts: one prepared without it (render_dockerfile) would run those steps without it."""
-    try:
-        dockerfile = (context / "Dockerfile").read_text()
-    except OSError:
-        return  # said by the build itself
-    missing = sorted((mounted_secrets(template) & set(passed)) - mounted_secrets(dockerfile))
+def check_secret_mounts(prepared: PreparedContext, template: str, passed: Collection[str]) -> None:
+    """A kept context (--no-prepare) prepared without a secret the build now passes, that its
+    template mounts, would run those steps without it (render_dockerfile left the mounts out)."""
+    if prepared.secrets is None:
+        return  # prepared before secrets were left out: every mount is there
+    missing = sorted((mounted_secrets(template) & set(passed)) - set(prepared.secrets))
     if missing:
         raise ConfigurationError(
-            f"--no-prepare: {context / 'Dockerfile'} mounts no secret {', '.join(missing)}, which this build"
-            " passes: the context was prepared without it. Run once without --no-prepare, with the same --build-dir.")
+            f"--no-prepare: the context in {prepared.path} was prepared without the secret"
+            f"{'s' if len(missing) > 1 else ''} {', '.join(missing)}, which this build passes: its Dockerfile"
+            " does not mount it. Run once without --no-prepare, with the same --build-dir (that prepares"
+            " it again, replacing hand edits).")
 
 
 def _stage_name(folder: str) -> str:
@@ -607,7 +660,8 @@ class Staging:
             path=self.folder, inputs=dict(sorted(self.inputs.items())), sha512=dict(sorted(self.sha512.items())),
             tools=self.tools,
             dockerfile_sha256=hashlib.sha256(dockerfile.encode()).hexdigest(),
-            common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary, **fields,
+            common_sha256=tree_sha256(self.path / "common"), temporary=self.temporary,
+            secrets=tuple(sorted(self.secrets)), **fields,
         )
         prepared = dataclasses.replace(prepared, files=tuple(files_in(self.path)))
         (self.path / MARKER).write_text(prepared.to_json())
