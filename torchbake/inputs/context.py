@@ -342,9 +342,7 @@ def named_contexts(context: Path) -> dict[str, str]:
     except OSError:
         dockerfile = ""
     named = {}
-    for folder, name in PROGRAM_CONTEXTS.items():
-        if f"from={name}," not in dockerfile:
-            continue
+    for folder, name in _mounted_programs(dockerfile).items():
         layout = (context / (folder + LAYOUT_SUFFIX)).resolve()
         digest = _layout_digest(layout, context / folder)
         odd = {":", "@"} & set(str(layout))
@@ -402,7 +400,12 @@ def program_contexts_of(template: str, context: Path) -> dict[str, str]:
     """:func:`named_contexts` as a build of ``template`` in the context ``context`` (a placeholder:
     nothing prepared yet) will name them, with a placeholder for each digest (``--dry-run``)."""
     return {name: f"oci-layout://{context}/{folder}{LAYOUT_SUFFIX}:{LAYOUT_TAG}@<digest>"
-            for folder, name in PROGRAM_CONTEXTS.items() if f"from={name}," in template}
+            for folder, name in _mounted_programs(template).items()}
+
+
+def _mounted_programs(dockerfile: str) -> dict[str, str]:
+    """The program folders ``dockerfile`` mounts (``--mount=…,from=torchbake-uv,…``) → their named contexts."""
+    return {folder: name for folder, name in PROGRAM_CONTEXTS.items() if f"from={name}," in dockerfile}
 
 
 def context_lock(holder: Path) -> Path:

@@ -174,7 +174,7 @@ class PlanCommon:
         """The ids of the secrets its builds pass (torchbake.building.builder.build_secrets): its
         context's Dockerfile mounts those of torchbake's alone (torchbake.inputs.context.render_dockerfile)."""
         ids = {secret_id for secret_id, _ in self.secrets()}
-        return frozenset(ids | {CA_BUNDLE_SECRET} if self.download_options.ca_bundle else ids)
+        return frozenset((ids | {CA_BUNDLE_SECRET}) if self.download_options.ca_bundle else ids)
 
     def given_inputs(self) -> dict[str, str]:
         """Option → location of every input the user gave by URL, path or requirement (what
