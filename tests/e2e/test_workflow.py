@@ -6,7 +6,10 @@ variables and secrets given or not, and each `${{ }}` expression evaluated as Gi
 forms the workflow uses. What cannot run here is said, not faked: the `uses:` steps (the clone is
 the checkout; one virtual environment of this machine's Python 3.11 is setup-python's; the caches
 start cold; the artifacts' paths are checked to exist), `runs-on`, and GitHub's OIDC identity
-(keyless signing: tests/unit/test_signing.py against GitHub's recorded token exchange).
+(keyless signing: tests/unit/test_signing.py against GitHub's recorded token exchange). A job's
+`pip install` step that an earlier job already ran into that one environment is said, not run
+again: on GitHub each job installs into its own runner's Python; here the environment holds it
+already, and pip would only build the same editable wheel again (4 s of CPU a step).
 
 Twice: with no variable and no secret (the matrix builds what it can, skips what needs vendor
 URLs, pushes nothing); then with a local registry and a signing key (what it builds is pushed,
@@ -88,8 +91,10 @@ class Runner:
     """One run of the workflow on this machine: each job in `needs` order, each instance of its
     matrix, its steps in order."""
 
-    def __init__(self, folder: Path, workspace: Path, python_bin: Path, *, variables: dict, secrets: dict):
+    def __init__(self, folder: Path, workspace: Path, python_bin: Path, *, variables: dict, secrets: dict,
+                 installed: set[str]):
         self.folder, self.workspace, self.variables, self.secrets = folder, workspace, variables, secrets
+        self.installed = installed  # the `pip install` steps already run into setup-python's one environment
         self.workflow = yaml.safe_load(WORKFLOW.read_text())
         self.outputs: dict[str, dict] = {}
         self.results: dict[str, list[dict]] = {}
@@ -142,6 +147,9 @@ class Runner:
             if "uses" in step:  # said, not run: see the module's docstring
                 steps.append({"uses": step["uses"], "with": step.get("with", {})})
                 continue
+            if step["run"].startswith("python -m pip install ") and step["run"] in self.installed:
+                steps.append({"run": step["run"], "skipped": "installed by an earlier job into this environment"})
+                continue
             step_env = {k: expressions.text(v) for k, v in step.get("env", {}).items()}
             script = temp / f"step-{len(steps)}.sh"
             script.write_text(step["run"])
@@ -153,6 +161,8 @@ class Runner:
             steps.append({"run": step["run"], "rc": result.returncode, "out": result.stdout + result.stderr})
             assert result.returncode == 0, f"job {name}[{index}], step {step.get('name', step['run'])!r}:\n" + \
                 (result.stdout + result.stderr)[-6000:]
+            if step["run"].startswith("python -m pip install "):
+                self.installed.add(step["run"])
             if "id" in step:
                 context["steps"][step["id"]] = {"outputs": _env_file(files["GITHUB_OUTPUT"])}
         if "outputs" in job:
@@ -193,7 +203,8 @@ def test_the_nightly_workflow_runs_as_written_with_no_secret_then_pushes_and_sig
         f'[matrix.options.release]\n"image.base" = "{base_image}"\n')
     variables = {"NIGHTLY_CONFIG": str(matrix)}
 
-    bare = Runner(tmp_path / "bare", workspace, python_311, variables=variables, secrets={})
+    installed: set[str] = set()
+    bare = Runner(tmp_path / "bare", workspace, python_311, variables=variables, secrets={}, installed=installed)
     bare.run()
     jobs = bare.results["build"]
     assert bare.results["join"] == []  # one platform: no join
@@ -215,7 +226,8 @@ def test_the_nightly_workflow_runs_as_written_with_no_secret_then_pushes_and_sig
     public.write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
     published = Runner(tmp_path / "published", workspace, python_311,
-                       variables={**variables, "NIGHTLY_REGISTRY": f"{registry}/nightly"}, secrets={"SIGN_KEY": key})
+                       variables={**variables, "NIGHTLY_REGISTRY": f"{registry}/nightly"}, secrets={"SIGN_KEY": key},
+                       installed=installed)
     published.run()
     output = "\n".join(job["output"] for job in published.results["build"])
     assert f"pushing to {registry} without a login" in output

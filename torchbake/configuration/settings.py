@@ -249,7 +249,7 @@ class BuildOptions:
                                                        " real kernels on every GPU of this host, judged against the"
                                                        " image's arch list", flag="verify_gpus")
     network: str = option("", validation.one_of_or_empty(("default", "host", "none"), "Docker's default"), decides=(),
-                          help="Network of RUN steps (host reaches servers on the build host); \"\" = default")
+                          help="Network of the steps that reach out (the others have none); host reaches the build host's servers")
     engine_timeout: int = option(60, lambda v: validation.bounded(v, 1, 86400, "seconds"), decides=(),
                                  help="Seconds any engine call but a build may take before it is an error")
     stall_timeout: int = option(3600, lambda v: validation.bounded(v, 10, 7 * 86400, "seconds"), decides=(),

@@ -242,7 +242,7 @@ def _companion_stage(folder: str) -> str:
     """The stage that unpacks one companion's wheel folder (wheelhouse/companions/<folder>) on the
     machine that builds, for the image's platform (common/stage_wheels.sh)."""
     return (f"FROM installer AS {_stage_name(folder)}\n"
-            f"RUN --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
+            f"RUN --network=none --mount=type=bind,source=wheelhouse/companions/{folder},target=/tmp/torchbake/wheels \\\n"
             "    --mount=type=bind,from=torchbake-uv,target=/tmp/torchbake/uv \\\n"
             "    bash /opt/torchbake/common/step.sh stage_wheels.sh /tmp/torchbake/wheels /tmp/torchbake/uv")
 
