@@ -79,9 +79,10 @@ def test_command_runs_in_a_throwaway_container_with_shm_mounts_and_dataloader_wo
         f"shm {2 << 30}", "batches 5 total 190", f"mark {mark} cwd /work torch 2.13.0+cpu"]
     assert "Running a throwaway container" in result.stderr and "--shm-size 2g" in result.stderr
     # --rm: nothing left behind. (The image is the run's, shared: other workers' containers of it come
-    # and go meanwhile, as one did in a suite run; only this one's must be gone.)
+    # and go meanwhile, as one did in a suite run, one even between the listing and its inspection;
+    # only this one's must be gone.)
     found = docker("ps", "--all", "--quiet", "--no-trunc", "--filter", f"ancestor={image}").stdout.split()
-    envs = [json.loads(docker("container", "inspect", "--format", "{{json .Config.Env}}", c, check=False).stdout or "[]")
+    envs = [json.loads(docker("container", "inspect", "--format", "{{json .Config.Env}}", c, check=False).stdout.strip() or "[]")
             for c in found]
     assert not [env for env in envs if f"TB_MARK={mark}" in env], envs
 
