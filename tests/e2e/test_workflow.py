@@ -147,7 +147,8 @@ class Runner:
             if "uses" in step:  # said, not run: see the module's docstring
                 steps.append({"uses": step["uses"], "with": step.get("with", {})})
                 continue
-            if step["run"].startswith("python -m pip install ") and step["run"] in self.installed:
+            pip_install = step["run"].startswith("python -m pip install ")
+            if pip_install and step["run"] in self.installed:
                 steps.append({"run": step["run"], "skipped": "installed by an earlier job into this environment"})
                 continue
             step_env = {k: expressions.text(v) for k, v in step.get("env", {}).items()}
@@ -161,7 +162,7 @@ class Runner:
             steps.append({"run": step["run"], "rc": result.returncode, "out": result.stdout + result.stderr})
             assert result.returncode == 0, f"job {name}[{index}], step {step.get('name', step['run'])!r}:\n" + \
                 (result.stdout + result.stderr)[-6000:]
-            if step["run"].startswith("python -m pip install "):
+            if pip_install:
                 self.installed.add(step["run"])
             if "id" in step:
                 context["steps"][step["id"]] = {"outputs": _env_file(files["GITHUB_OUTPUT"])}
