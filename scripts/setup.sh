@@ -39,8 +39,10 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv"
     # A pip that can install into another environment (pip >= 22.3, --python) fills .venv from
-    # outside, pip included: ensurepip's own copy takes 8 s.
-    if "$PYTHON" -m pip --python "$PYTHON" --version >/dev/null 2>&1; then
+    # outside, pip included: ensurepip's own copy takes 5 to 8 s. Asked with the interpreter's own
+    # path: pip cannot find a bare `python3` that is a pyenv shim.
+    interpreter=$("$PYTHON" -c 'import sys; print(sys.executable)')
+    if "$PYTHON" -m pip --python "$interpreter" --version >/dev/null 2>&1; then
         "$PYTHON" -m venv --without-pip .venv
     else
         "$PYTHON" -m venv .venv

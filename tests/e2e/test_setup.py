@@ -104,3 +104,14 @@ def test_a_module_the_suite_imported_once_has_its_bytecode_for_the_next_process(
         if not Path(importlib.util.cache_from_source(source)).is_file():
             missing.append(source)
     assert missing == [], f"no bytecode beside these sources (run: bash scripts/setup.sh): {missing}"
+
+
+def test_the_suites_environment_got_its_pip_from_uv_not_from_ensurepip():
+    """setup.sh makes .venv without pip where the outer pip can fill it (ensurepip's copy costs 5 to
+    8 s of a fresh clone's set-up, before any test runs): uv installs pip into it with the rest."""
+    import sys
+
+    assert Path(sys.prefix) == ROOT / ".venv", sys.prefix
+    installers = {p.parent.name: (p.read_text().strip() if p.is_file() else "none")
+                  for p in (ROOT / ".venv").glob("lib/python3*/site-packages/pip-*.dist-info/INSTALLER")}
+    assert list(installers.values()) == ["uv"], installers
