@@ -9,7 +9,6 @@ declares as a licence expression of its own.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Sequence
@@ -147,9 +146,8 @@ def document(parts: Sequence[Any], tool_version: str, created: datetime, documen
                              element=[e for e in graph.made if e is not bom],
                              profileConformance=[profiles[p] for p in ("core", "software", "simpleLicensing",
                                                                        "expandedLicensing")])
-    stream = io.BytesIO()
-    spdx3.JSONLDSerializer().write(spdx3.SHACLObjectSet([*graph.made, doc]), stream)
-    return json.dumps(json.loads(stream.getvalue()), indent=2, sort_keys=True) + "\n"
+    data = spdx3.JSONLDSerializer().serialize_data(spdx3.SHACLObjectSet([*graph.made, doc]))
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 def _hash(spdx3, algorithm: str, value: str):
