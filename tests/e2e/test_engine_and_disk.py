@@ -9,6 +9,7 @@ import socket
 import subprocess
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -125,14 +126,19 @@ def test_an_engine_that_stops_answering_is_an_error_not_a_hang(base_image, tiny_
     build = ["build", "--config", str(tiny_profile), "--name", "torchbake-test/hang", "--base-img", base_image]
     with engine_that_stops_answering(tmp_path) as host:
         env = {"DOCKER_HOST": host, "TORCHBAKE_BUILD_ENGINE_TIMEOUT": "3", "TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "cache")}
-        for args in (["verify", base_image], ["run-container", base_image, "--rm", "--command", "true"], ["containers"],
-                     build, ["build-all", "--config", str(matrix)], ["gc"]):
+
+        def timed(args: list[str]):
             started = time.monotonic()
-            result = run_invoke(*args, env=env, timeout=120)
-            seconds = time.monotonic() - started
-            assert result.returncode == 4, result.stdout + result.stderr
+            return args, run_invoke(*args, env=env, timeout=120), time.monotonic() - started
+
+        # side by side: each waits out its timeout, the engine's answer that never comes
+        with ThreadPoolExecutor(max_workers=6) as commands:
+            done = list(commands.map(timed, (["verify", base_image], ["run-container", base_image, "--rm", "--command", "true"],
+                                             ["containers"], build, ["build-all", "--config", str(matrix)], ["gc"])))
+        for args, result, seconds in done:
+            assert result.returncode == 4, (args, result.stdout + result.stderr)
             output = result.stdout + result.stderr  # build-all: the cell's error in its summary line
-            assert "did not answer" in output and "within 3 s" in output, output
+            assert "did not answer" in output and "within 3 s" in output, (args, output)
             assert "Traceback" not in output
             assert seconds < 30, (args, seconds)
 

@@ -119,7 +119,7 @@ def test_a_one_off_command_leaves_no_container_unless_kept_and_default_names_are
         user = user_name()  # this machine's: root
         assert made() == [f"{user}-tb-one-off-{run_id}-x"]
         assert f"container {user}-tb-one-off-{run_id}-x is yours: the default name is your user name" in kept.stderr
-        docker("stop", made()[0])
+        docker("stop", "--time", "1", made()[0])  # its bash, PID 1, ignores SIGTERM: killed after a second, not ten
         again = run_invoke("run-container", image, "--command", "echo in it", env=tb_env)  # stopped: started, stopped
         assert again.returncode == 0 and again.stdout == "in it\n", again.stderr
         assert "it is stopped again when the command ends" in again.stderr
@@ -190,7 +190,7 @@ def test_a_named_container_is_reused_started_refused_and_replaced(image, base_im
     listed = run_invoke("containers", env=tb_env)
     assert listed.returncode == 0 and name in listed.stdout and image in listed.stdout
 
-    stopped = run_invoke("stop-container", name, env=tb_env)
+    stopped = run_invoke("stop-container", name, "--time", "1", env=tb_env)  # (its bash ignores SIGTERM: killed after 1 s)
     assert stopped.returncode == 0, stopped.stderr
     assert inspect(name)["State"]["Status"] == "exited"
     started = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", "--keep",
@@ -214,7 +214,7 @@ def test_a_named_container_is_reused_started_refused_and_replaced(image, base_im
     assert inspect(name)["Id"] != made["Id"]
     assert inspect(name)["Config"]["Image"] == base_image
 
-    removed = run_invoke("stop-container", name, "--rm", env=tb_env)
+    removed = run_invoke("stop-container", name, "--rm", "--time", "1", env=tb_env)
     assert removed.returncode == 0, removed.stderr
     assert docker("container", "inspect", name, check=False).returncode != 0
 
