@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from torchbake.adapters.engine import DockerClient
@@ -368,3 +369,27 @@ def test_only_the_flags_of_run_lose_a_secret_mount_and_every_step_keeps_its_comm
     for untouched in ("RUN --mount=type=secret,id=ca_bundle <<EOF\ntrue\nEOF\n",
                       "# escape=`\nRUN --mount=type=secret,id=ca_bundle true\n"):
         assert rendered(untouched) == untouched
+
+
+# read by common/step.sh in every step (the layers' file times), so every step's own
+EVERY_STEPS = {"SOURCE_DATE_EPOCH"}
+
+
+def test_a_build_argument_is_declared_just_before_the_first_step_that_reads_it():
+    """A RUN step's cache key holds every build argument declared above it in its stage, read or
+    not: an argument declared early made images that differ only in it (their Python, their
+    installer, keep_uv) fetch and install the same OS packages each again, each in a layer of its
+    own. So each one is read by an instruction from its declaration to the next RUN."""
+    late = []
+    for name in ("release", "base", "dev"):
+        template = (data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text()
+        instructions = re.findall(r"^([A-Z]+) ((?:.*\\\n)*.*)", template, re.M)  # continued lines and all
+        for index, (keyword, text) in enumerate(instructions):
+            argument = text.split("=")[0].strip()
+            if keyword != "ARG" or argument in EVERY_STEPS or "FROM" not in [k for k, _ in instructions[:index]]:
+                continue  # (an argument before the first FROM is the FROM lines' own)
+            following = instructions[index + 1:]
+            until_run = following[:next((i + 1 for i, (k, _) in enumerate(following) if k == "RUN"), len(following))]
+            if not any(re.search(rf"\$\{{?{argument}\b", body) for _, body in until_run):
+                late.append(f"dockerfile.{name}: ARG {argument} (the next step does not read it)")
+    assert late == []
