@@ -17,6 +17,9 @@ from pathlib import Path
 
 # The settings scripts/ensure-engine.sh gives an engine it starts (merged into daemon.json).
 ENGINE_SETTINGS = Path(__file__).resolve().parent.parent / "scripts" / "engine-settings.json"
+# The machine's folder of the test tools' own files, kept between runs (as scripts/setup.sh names it):
+# torchbake's dependency wheels, the team CA of the trust tests
+DEV_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbake-dev"
 
 
 @contextmanager

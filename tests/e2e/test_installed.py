@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.support import DEV_CACHE
 
 from .helpers import docker, labels, make_wheel
 
 UV = Path(sys.executable).parent / "uv"  # the pinned uv of the test tools (pyproject.toml [test])
 # torchbake's dependencies as wheels: scripts/setup.sh fills this folder once per machine
-DEPENDENCY_WHEELS = Path(os.environ.get("TORCHBAKE_DEV_WHEELS")
-                         or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbake-dev/wheels")
+DEPENDENCY_WHEELS = Path(os.environ.get("TORCHBAKE_DEV_WHEELS") or DEV_CACHE / "wheels")
 
 
 def run(argv: list, *, cwd: Path, env: dict | None = None, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import tarfile
 import time
 from pathlib import Path
 
 from tests.conftest import run_invoke
 from tests.leftovers import host_lock
-from tests.support import flaky_server, make_test_ca
+from tests.support import DEV_CACHE, flaky_server, make_test_ca
 
 from .helpers import docker, http_server, saved_contents
 
@@ -72,7 +71,7 @@ def teams_ca() -> Path:
     the OS packages again each time (14 s here, 2026-11-30)."""
     import filelock
 
-    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "torchbake-dev" / "team-ca"
+    folder = DEV_CACHE / "team-ca"
     with filelock.FileLock(host_lock("team-ca")):
         ca = folder / "ca.pem"
         if not ca.is_file() or time.time() - ca.stat().st_mtime > 86400:

@@ -17,6 +17,11 @@ from torchbake.variants.release import plan as plan_release
 TEMPLATE = "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n"
 
 
+def instructions(dockerfile: str) -> list[tuple[str, str]]:
+    """Each instruction of ``dockerfile`` as (keyword, the rest, its continued lines and all)."""
+    return re.findall(r"^([A-Z]+) ((?:.*\\\n)*.*)", dockerfile, re.MULTILINE)
+
+
 def test_dockerfile_without_env_is_the_template():
     assert render_dockerfile(TEMPLATE, {}, "cpu") == TEMPLATE
 
@@ -81,15 +86,13 @@ def test_a_step_that_reaches_out_mounts_its_secrets_and_every_other_runs_without
     but the context can be installed, and it skips the network sandbox BuildKit makes for a step
     (its veth and namespace: 0.09 s of the engine's CPU a step, 2026-11-30); the steps that reach
     out (OS packages, toolkits, clones, a compile cache's store) are the ones that mount the secrets."""
-    import re
-
     from torchbake.inputs.context import OPTIONAL_STEPS, SECRET_IDS, mounted_secrets
 
     for name in ("base", "release", "dev"):
         template = (data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text()
         rendered = render_dockerfile(template, {}, "cpu", steps=OPTIONAL_STEPS, companions=["01-numpy"],
                                      secrets=SECRET_IDS)
-        steps = re.findall(r"^RUN ((?:.*\\\n)*.*)$", rendered, re.MULTILINE)
+        steps = [body for keyword, body in instructions(rendered) if keyword == "RUN"]
         assert len(steps) >= {"base": 3, "release": 13, "dev": 8}[name], (name, steps)
         for step in steps:
             reaches_out = bool(mounted_secrets("RUN " + step) & SECRET_IDS)
@@ -382,13 +385,12 @@ def test_a_build_argument_is_declared_just_before_the_first_step_that_reads_it()
     own. So each one is read by an instruction from its declaration to the next RUN."""
     late = []
     for name in ("release", "base", "dev"):
-        template = (data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text()
-        instructions = re.findall(r"^([A-Z]+) ((?:.*\\\n)*.*)", template, re.M)  # continued lines and all
-        for index, (keyword, text) in enumerate(instructions):
+        found = instructions((data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text())
+        for index, (keyword, text) in enumerate(found):
             argument = text.split("=")[0].strip()
-            if keyword != "ARG" or argument in EVERY_STEPS or "FROM" not in [k for k, _ in instructions[:index]]:
+            if keyword != "ARG" or argument in EVERY_STEPS or "FROM" not in [k for k, _ in found[:index]]:
                 continue  # (an argument before the first FROM is the FROM lines' own)
-            following = instructions[index + 1:]
+            following = found[index + 1:]
             until_run = following[:next((i + 1 for i, (k, _) in enumerate(following) if k == "RUN"), len(following))]
             if not any(re.search(rf"\$\{{?{argument}\b", body) for _, body in until_run):
                 late.append(f"dockerfile.{name}: ARG {argument} (the next step does not read it)")
