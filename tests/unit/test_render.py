@@ -386,10 +386,11 @@ def test_a_build_argument_is_declared_just_before_the_first_step_that_reads_it()
     late = []
     for name in ("release", "base", "dev"):
         found = instructions((data.ROOT / f"docker/ubuntu/dockerfile.{name}").read_text())
-        for index, (keyword, text) in enumerate(found):
+        first_from = next(i for i, (k, _) in enumerate(found) if k == "FROM")
+        for index, (keyword, text) in enumerate(found[first_from:], first_from):  # (an ARG before it is the FROM lines')
             argument = text.split("=")[0].strip()
-            if keyword != "ARG" or argument in EVERY_STEPS or "FROM" not in [k for k, _ in found[:index]]:
-                continue  # (an argument before the first FROM is the FROM lines' own)
+            if keyword != "ARG" or argument in EVERY_STEPS:
+                continue
             following = found[index + 1:]
             until_run = following[:next((i + 1 for i, (k, _) in enumerate(following) if k == "RUN"), len(following))]
             if not any(re.search(rf"\$\{{?{argument}\b", body) for _, body in until_run):
