@@ -105,10 +105,12 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     assert unstated and not [p["name"] for p in unstated if not any(r in p.get("licenseComments", "") for r in reasons)]
     assert sum("cargo-auditable" in p["licenseComments"] for p in unstated) >= 400  # uv's crates, the bulk of them
     assert "disconnected" not in ntia.stdout + ntia.stderr  # every package reached from the image
-    # syft (nobody here wrote it) finds no Debian package, Python distribution or Rust crate that the SBOM lacks
+    # syft (nobody here wrote it) finds no Debian package, Python distribution or Rust crate that the SBOM lacks;
+    # with its default catalogers, not its listing of files (the digests of every file a package owns: 4 to 6 s
+    # of its 28 to 34 s of CPU on this 1.5 GB image; the same 678 packages found without it, 2026-11-30)
     scanned = subprocess.run([str(Path(sys.executable).with_name("syft")), f"docker:{name}", "-o", "syft-json", "-q"],
-                             capture_output=True, text=True, timeout=600, env={**os.environ,
-                                                                                "SYFT_CHECK_FOR_APP_UPDATE": "false"})
+                             capture_output=True, text=True, timeout=600,
+                             env={**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false", "SYFT_FILE_METADATA_SELECTION": "none"})
     assert scanned.returncode == 0, scanned.stderr[-2000:]
     kinds = {"deb": "pkg:deb/", "python": "pkg:pypi/", "rust-crate": "pkg:cargo/"}
     seen = {(a["type"], re.sub(r"[-_.]+", "-", a["name"]).lower(), a["version"])
