@@ -177,6 +177,23 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["build", "--no-such-flag"], "No idea what '--no-such-flag' is! `invoke --help build` lists its flags."),
     (["verify"], "'verify' did not receive required positional arguments: 'image'. `invoke --help verify`"),
     (["no-such-task"], "No idea what 'no-such-task' is! `invoke --list` lists the tasks."),
+    # a mistyped flag where the task still waits for its IMAGE or NAME is that flag, never the argument
+    (["verify", "--relase"], "No idea what '--relase' is! `invoke --help verify`"),
+    (["run-container", "--comand", "ls"], "No idea what '--comand' is! Did you mean --command?"),
+    (["stop-container", "--rn"], "No idea what '--rn' is! Did you mean --rm?"),
+    # invoke's own flags (-R is its --dry, -V its --version) are not the task's
+    (["build", "-R", "--dry-run"], "No idea what '-R' is! Did you mean -r?"),
+    (["build", "-V", "3.11"], "No idea what '-V' is! Did you mean -v?"),
+    (["build", "-T", "3"], "No idea what '-T' is! Did you mean -t?"),
+    # another case, the same flag or task
+    (["build", "--NAME", "x"], "No idea what '--NAME' is! Did you mean --name?"),
+    (["BUILD-ALL"], "No idea what 'BUILD-ALL' is! Did you mean build-all?"),
+    # another task's flag: which task has it
+    (["build", "--plan"], "No idea what '--plan' is! --plan is a flag of build-all, not of build."),
+    (["verify", "--release", "img"], "No idea what '--release' is! --release is a flag of build, lock, not of verify."),
+    # a switch given a value; words after --
+    (["build", "--release", "--no-verify=false"], "--no-verify takes no value (given --no-verify=false)."),
+    (["build", "--", "--release"], "torchbake's tasks read no words after `--` (given: --release)."),
 ])
 def test_what_invoke_cannot_parse_is_bad_input_exit_2(args, message):
     result = run_invoke(*args)

@@ -116,11 +116,17 @@ def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> N
     legacy scripts' underscore spellings (``--torch_whl_url``, ``--no_prepare``) are the flags
     their dash spellings name: invoke itself knows only the dash spelling of a flag."""
     token = _dashed(parser, token)
-    flag = parser.initial.flags.get(token) if parser.initial else None
-    if (flag is not None and flag.name == "help" and parser.context is not None and parser.context.name
-            and not parser.waiting_for_flag_value and token not in parser.context.flags):
+    flag = parser.initial.flags[token] if parser.initial and token in parser.initial.flags else None  # (aliases: -h)
+    in_task = parser.context is not None and bool(parser.context.name) and not parser.waiting_for_flag_value
+    if flag is not None and flag.name == "help" and in_task and token not in parser.context.flags:
         flag.value = parser.context.name
         return
+    # A word of dashes the task does not know is an unknown flag: never the IMAGE or NAME the task still
+    # waits for (`verify --relase`), nor one of invoke's own flags after the task's name (`build -R`, -V).
+    if (in_task and token.startswith("-") and token != "-" and token not in parser.context.flags
+            and token not in parser.context.inverse_flags
+            and (parser.context.missing_positional_args or flag is not None)):
+        parser.error(f"No idea what {token!r} is!")
     original(parser, token)
 
 
@@ -158,6 +164,7 @@ def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> 
     """invoke's parse errors (an unknown flag, a value of the wrong type, a missing IMAGE) are bad
     input like any other: ``torchbake: error: …`` with the task's --help, exit status 2."""
     try:
+        _refuse_words_after_separator(argv)
         _refuse_missing_values(parser, argv)
         return original(parser, argv)
     except ParseError as exc:
@@ -198,10 +205,25 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
     if word.startswith("-") and context is not None:
         names = [*context.flags.keys(), *context.flags.aliases.keys(), *context.inverse_flags.keys()]
         wanted = "--" + word.lstrip("-").replace("_", "-") if len(word.lstrip("-")) > 1 else word
+        # another task's flag, as it is spelled: which tasks have it
+        if owners := sorted({name for name, other in parser.contexts.items() if name != task
+                             and (wanted in other.flags or wanted in other.inverse_flags)}):
+            return f" {wanted} is a flag of {', '.join(owners)}, not of {task}."
     else:
         names, wanted = list(parser.contexts.keys()), word.replace("_", "-")
-    found = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75)
-    return f" Did you mean {found[0]}?" if found else ""
+    lowered = {}  # another case is the same word (--NAME, -R, BUILD-ALL)
+    for name in names:
+        lowered.setdefault(name.lower(), name)
+    found = difflib.get_close_matches(wanted.lower(), lowered, n=1, cutoff=0.75)
+    return f" Did you mean {lowered[found[0]]}?" if found else ""
+
+
+def _refuse_words_after_separator(argv: list[str]) -> None:
+    """Words after ``--`` are what invoke hands a task as its remainder; no torchbake task reads them,
+    so they are refused rather than dropped (``invoke build -- --release`` built a dev image).
+    (``invoke --complete -- …``, the shell's tab completion, keeps its words.)"""
+    if "--" in argv and "--complete" not in argv[:argv.index("--")] and (after := argv[argv.index("--") + 1:]):
+        raise ParseError(f"torchbake's tasks read no words after `--` (given: {' '.join(after)}).")
 
 
 def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
@@ -218,6 +240,12 @@ def _refuse_missing_values(parser: Parser, argv: list[str]) -> None:
     for index, word in enumerate(argv):
         if word in parser.contexts:
             context = parser.contexts[word]
+            continue
+        if context is not None and word.startswith("--") and "=" in word:  # a switch given a value
+            name = spelled(word.split("=", 1)[0])
+            switch = context.flags[name] if name in context.flags else context.inverse_flags.get(name)
+            if switch is not None and (isinstance(switch, str) or not switch.takes_value):
+                raise ParseError(f"{word.split('=', 1)[0]} takes no value (given {word})", context)
             continue
         if context is None or not word.startswith("-") or "=" in word or spelled(word) not in context.flags:
             continue
