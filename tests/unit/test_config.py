@@ -359,3 +359,31 @@ def test_a_password_holding_at_or_a_quote_is_masked_whole(clean_env, password):
     assert shown.returncode == 0, shown.stderr
     assert "ssw0rd-9" not in shown.stdout + shown.stderr and "w0rd-9" not in shown.stdout
     assert "https://alice:***@idx.example/simple" in shown.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["show-config", "--config", "https://user:conf-pass-4@files.example/team.toml"],
+    ["build", "--release", "--dry-run", "--config", "https://user:conf-pass-4@files.example/team.toml"],
+    ["build-all", "--plan", "--config", "https://user:conf-pass-4@files.example/nightly.toml"],
+])
+def test_a_config_given_as_a_url_is_refused_without_its_password(clean_env, args):
+    """--config takes a file or a bundled config's name: a URL is said to be one (not read as a path,
+    whose // became / and hid it from the masking), exit 2, its password in no output."""
+    shown = run_invoke(*args)
+    assert shown.returncode == 2, shown.stdout + shown.stderr
+    assert "conf-pass-4" not in shown.stdout + shown.stderr
+    assert ("--config 'https://user:***@files.example/" in shown.stderr
+            and "is a URL: --config takes a file (path/to/file.toml) or the name of a config torchbake ships" in shown.stderr)
+
+
+@pytest.mark.parametrize("args", [
+    ["build", "--release", "--dry-run", "--registry", "user:reg-pass-5@registry.example.invalid/team"],
+    ["build", "--release", "--dry-run", "--base-img", "user:reg-pass-5@registry.example.invalid/os:1"],
+    ["build-all", "--plan", "--registry", "user:reg-pass-5@registry.example.invalid/team"],
+])
+def test_credentials_written_without_a_scheme_are_masked_too(clean_env, args):
+    """``user:password@host`` with no scheme (a registry, an image reference) is as secret as with one:
+    whatever torchbake says of the value, the password is ***."""
+    shown = run_invoke(*args)
+    assert "reg-pass-5" not in shown.stdout + shown.stderr
+    assert "user:***@registry.example.invalid" in shown.stdout + shown.stderr, shown.stdout + shown.stderr

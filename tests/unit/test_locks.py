@@ -180,7 +180,12 @@ def test_a_floating_builds_hint_is_the_lock_command_with_the_builds_own_flags_as
     assert locking.lock_command("invoke lock") == ("invoke lock -r --name=team/x --tag t --config a.toml --python 3.10"
                                                    " --platform linux/arm64")
     monkeypatch.setattr("sys.argv", ["invoke", "build", "--torch-whl-url", "https://me:s3cret@wheels.invalid/t.whl"])
-    assert "s3cret" not in locking.lock_command("invoke lock")  # a URL's credentials are printed nowhere
+    hint = locking.lock_command("invoke lock")
+    # a URL's credentials are printed nowhere; nor a masked copy that would send *** as the password when typed
+    assert "s3cret" not in hint and "***" not in hint
+    assert hint == "invoke lock --torch-whl-url '<as you typed it: it holds a secret>'"
+    monkeypatch.setattr("sys.argv", ["invoke", "build", "--torch-whl-url=https://me:s3cret@wheels.invalid/t.whl"])
+    assert locking.lock_command("invoke lock") == "invoke lock '--torch-whl-url=<as you typed it: it holds a secret>'"
     monkeypatch.setattr("sys.argv", ["invoke", "build-base", "--python", "3.10", "--base"])
     assert locking.lock_command("invoke lock --base") == "invoke lock --base --python 3.10"
     monkeypatch.setattr("sys.argv", ["invoke", "build-all", "--config", "nightly.toml"])

@@ -7,6 +7,7 @@ maps them there); a checkout (or its editable install) has them beside the packa
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # torchbake/, this module being torchbake/core/data.py
@@ -34,13 +35,17 @@ def config_file(entry: str | Path) -> str:
     is here), else the name of a config torchbake ships (``--config cuda``: its configs/cuda.toml,
     in a checkout and an installed wheel alike)."""
     entry = str(entry)
-    if "/" in entry or entry.endswith(".toml") or Path(entry).expanduser().exists():
+    url = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", entry)  # not a path: its "//" would become "/" (and hide a password)
+    if not url and ("/" in entry or entry.endswith(".toml") or Path(entry).expanduser().exists()):
         return entry
-    if entry in bundled_configs():
+    if not url and entry in bundled_configs():
         return str(CONFIG_DIR / f"{entry}.toml")
     from torchbake.core.errors import ConfigurationError  # noqa: PLC0415 - errors are for the rare path only
 
     shipped = ", ".join(f"{name} ({what})" for name, what in bundled_configs().items())
+    if url:
+        raise ConfigurationError(f"--config {entry!r} is a URL: --config takes a file (path/to/file.toml) or the"
+                                 f" name of a config torchbake ships ({shipped}). Fetch the file first, then name it.")
     raise ConfigurationError(f"--config {entry!r} is neither a file nor a config torchbake ships. Name a file"
                              f" (path/to/file.toml) or one of: {shipped}.")
 

@@ -1,7 +1,7 @@
 """Secrets out of everything torchbake prints or writes.
 
 A secret reaches torchbake in four ways: the user part of a URL (``https://user:TOKEN@host/…``,
-``redis://:PASS@host``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
+``redis://:PASS@host``, or with no scheme, ``user:TOKEN@registry.example/team``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
 ``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
 signature, token, credential, key, secret, password or auth), an attribute of a compile cache's
 storage URL that says the same (``|bearer-token=…``), a password file (git credentials in
@@ -37,6 +37,10 @@ MASK = "***"
 # scheme://userinfo@ — userinfo runs to the last "@" before the host (a password may hold "@" or a
 # quote: pip and urllib take them as typed); it has no "/", "?", "#" or white space
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s<>]+)@(?=[^/?#\s<>@]*(?:[/?#\s<>'\"]|$))")
+# user:password@host with no scheme (a registry or an image reference typed so): a password as much as in a
+# URL; not an image's name:tag@sha256:… (a digest follows its "@"), nor what a URL's own userinfo masked
+_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.~%/:@_-])(?P<user>[A-Za-z0-9._~%+-]+):(?P<password>[^/?#\s<>@'\"]+)@"
+                            r"(?!(?:sha256|sha384|sha512|blake3):)(?=[A-Za-z0-9.-]+(?:[:/?#\s'\"<>]|$)|\[)")
 # scheme://…?query — the query of a URL inside text (up to white space, a quote or a fragment)
 _QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
 # ccache's remote storage attributes, ``URL|bearer-token=…|connect-timeout=…``: one that carries a
@@ -73,6 +77,8 @@ def register_in(value: Any) -> None:
         for match in _QUERY.finditer(value):
             for secret in _query_secrets(match["query"]):
                 register(secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
+        for match in _BARE_USERINFO.finditer(value):
+            register(urllib.parse.unquote(match["password"]), match["password"])
         for match in _USERINFO.finditer(value):
             user, _, password = match["userinfo"].partition(":")
             register(urllib.parse.unquote(password) if password else "", password)
@@ -136,6 +142,7 @@ def redact(text: str) -> str:
     if not text:
         return text
     text = _USERINFO.sub(_mask_userinfo, text)
+    text = _BARE_USERINFO.sub(lambda match: f"{match['user']}:{MASK}@", text)
     text = _QUERY.sub(_mask_query, text)
     text = _STORAGE_ATTRIBUTE.sub(_mask_attribute, text)
     with _lock:
@@ -162,6 +169,8 @@ def carries_mask(value: Any) -> bool:
     :func:`redact` put it: in its user part or as the value of a secret query parameter."""
     if isinstance(value, str):
         if any(match["userinfo"].rpartition(":")[2] == MASK for match in _USERINFO.finditer(value)):
+            return True
+        if any(match["password"] == MASK for match in _BARE_USERINFO.finditer(value)):
             return True
         if any(match["value"] == MASK and _secret_attribute(match) for match in _STORAGE_ATTRIBUTE.finditer(value)):
             return True

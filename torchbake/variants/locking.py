@@ -144,8 +144,20 @@ def lock_command(command: str) -> str:
     task = next((index for index, token in enumerate(sys.argv) if token in (*BUILD_TASKS, "build-all", "lock")), None)
     if task is None or sys.argv[task] not in BUILD_TASKS:  # invoke's own options come before the task's name
         return command
-    typed = [redact(token) for token in options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])]  # no URL's secret
+    typed = [_unsecret(token) for token in options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])]
     return shlex.join([*shlex.split(command), *(token for token in typed if token not in shlex.split(command))])
+
+
+SECRET_HELD = "<as you typed it: it holds a secret>"
+
+
+def _unsecret(token: str) -> str:
+    """A typed word for the hint: as it was, or, where it holds a secret (a URL's password), a
+    placeholder that says so: never the secret, nor a masked copy that would send *** when typed."""
+    if redact(token) == token:
+        return token
+    flag, equals, _ = token.partition("=")
+    return f"{flag}={SECRET_HELD}" if token.startswith("-") and equals else SECRET_HELD
 
 
 def lock_fields(settings: Settings, command: str, requirements: list[str], reuse_context: bool,
