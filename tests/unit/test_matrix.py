@@ -93,7 +93,7 @@ def test_bad_matrices(change, message):
 
 def test_shard_syntax():
     assert matrix.parse_shard("2/3") == (2, 3)
-    for bad in ("0/2", "3/2", "1-2", ""):
+    for bad in ("0/2", "3/2", "1-2", "", "\u0661/\u0664"):  # (another script's digits: Python's int() reads them)
         with pytest.raises(ConfigurationError, match="expected I/N"):
             matrix.parse_shard(bad)
 
@@ -232,3 +232,26 @@ def test_minutes_that_weigh_nothing_or_everything_are_refused(minutes, says):
     with pytest.raises(ConfigurationError) as info:
         matrix.expand({**MATRIX, "minutes": minutes})
     assert says in str(info.value)
+
+
+def test_the_plan_counts_a_cell_that_starts_from_a_failing_one_as_blocked_and_says_cells_in_the_singular(
+        monkeypatch, capsys):
+    """A dev cell whose base cell fails already would not be built (the run marks it blocked): the
+    plan says so and counts it apart, not "to build"; one cell is "1 cell", none is said plainly."""
+    from torchbake.fleet import runner
+    from torchbake.tasks import matrix as matrix_task
+
+    cells = [c for c in matrix.expand(MATRIX) if c.profile == "musa" and c.python == "3.10"]
+    assert [c.variant for c in cells] == ["base", "dev", "release"], [c.id for c in cells]
+    said = {"base": ("fail", "sources unreachable"), "dev": ("build", "after musa-base-py310 (no base image)"),
+            "release": ("build", "no image has these inputs")}
+    monkeypatch.setattr(runner, "predict", lambda cell, plan, client: said[cell.variant])
+    plans = {c.id: object() for c in cells}
+    matrix_task._print_plan(cells, plans, {}, None, force=False)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Plan: 3 cells: 1 to build, 1 failing already, 1 blocked by a failing cell." in out, out
+    assert "starts from musa-base-py310, which fails already: a run would not build" in out, out  # (the table folds)
+    matrix_task._print_plan(cells[2:], plans, {}, None, force=False)
+    assert "Plan: 1 cell: 1 to build." in " ".join(capsys.readouterr().out.split())
+    matrix_task._print_plan([], plans, {}, None, force=False)
+    assert "Plan: no cells (none selected)." in " ".join(capsys.readouterr().out.split())

@@ -194,6 +194,9 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     # a switch given a value; words after --
     (["build", "--release", "--no-verify=false"], "--no-verify takes no value (given --no-verify=false)."),
     (["build", "--", "--release"], "torchbake's tasks read no words after `--` (given: --release)."),
+    # an empty shard is a bad one, not none
+    (["build-all", "--plan", "--shard", ""], "--shard '': expected I/N with 1 <= I <= N, e.g. 1/2."),
+    (["build-all", "--emit-matrix", "github", "--shard", ""], "--shard '' picks the one slice a run builds;"),
 ])
 def test_what_invoke_cannot_parse_is_bad_input_exit_2(args, message):
     result = run_invoke(*args)

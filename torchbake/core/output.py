@@ -219,6 +219,11 @@ def human_size(count: int) -> str:
     return f"{count} B"
 
 
+def plural(count: int, noun: str) -> str:
+    """A count and its noun, in the singular for one: "1 cell", "3 cells"."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 # rich colours a stream that is no terminal when one of these is set (rich.console.Console)
 _COLOUR_FORCED = ("FORCE_COLOR", "TTY_COMPATIBLE")
 

@@ -295,7 +295,7 @@ def on_platforms(cells: list[Cell], names: Iterable[str]) -> list[Cell]:
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    match = re.fullmatch(r"(\d+)/(\d+)", text or "")
+    match = re.fullmatch(r"([0-9]+)/([0-9]+)", text or "")  # ASCII digits (\d is every script's)
     if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
         raise ConfigurationError(f"--shard {text!r}: expected I/N with 1 <= I <= N, e.g. 1/2.")
     return int(match.group(1)), int(match.group(2))

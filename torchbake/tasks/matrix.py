@@ -71,7 +71,7 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
     else:
         raise ConfigurationError(f"None of {', '.join(files)} has a [matrix] table; see {CONFIG_DIR / 'nightly.toml'}.")
     cells = on_platforms(select(expanded, only or [], skip or []), platform_names or [])
-    if shard_text:
+    if shard_text is not None:  # (--shard "" is a bad shard, not none)
         index, count = parse_shard(shard_text)
         cells = shard(cells, index, count, cell_costs(cells))
     return cells, files
@@ -199,7 +199,7 @@ def _write_reports(outputs: dict[str, Path], results: dict, started: datetime, t
 
 def _check_shards(shard_text: str | None, shards: int, *, emit_matrix: bool) -> None:
     """--shard I/N builds one slice; --emit-matrix prints every slice, as many as --shards N."""
-    if emit_matrix and shard_text:
+    if emit_matrix and shard_text is not None:
         count = shard_text.rsplit("/", 1)[-1]
         example = count if count.isdigit() and int(count) > 0 else "4"
         raise ConfigurationError(f"--shard {shard_text!r} picks the one slice a run builds; --emit-matrix prints every"
@@ -235,7 +235,7 @@ def _check_flags(*, keep_going: bool, fail_fast: bool, jobs: int, emit_matrix: s
 
 # what each action of the plan says in its summary line, in the line's order
 PLAN_STATES = {"build": "to build", "retag": "to re-tag", "skip": "unchanged", "decide": "decided when run",
-               "fail": "failing already", "needs values": "needing values"}
+               "fail": "failing already", "blocked": "blocked by a failing cell", "needs values": "needing values"}
 
 
 def _plan_order(item: tuple[str, int]) -> int:
@@ -250,6 +250,7 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
     table = output.table(title="build-all plan")
     joined = families(cells)
     skipped: set[str] = set()
+    failing: set[str] = set()  # cells failing already, and those that start from one (the run marks them blocked)
     counted: dict[str, int] = {}
     for column in ("#", "cell", "image", "action", "why"):
         table.add_column(column, overflow="fold")
@@ -263,6 +264,8 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             action, why = "needs values", "\n".join(
                 f"{key}: {' / '.join(w.removesuffix(' = ... in a --config file') for w in variants.ways_to_set(key, matrix=True))}"
                 for key in needs[cell.id])
+        elif blocked_by := [d for d in cell.depends_on if d in failing]:
+            action, why = "blocked", f"starts from {', '.join(blocked_by)}, which fails already: a run would not build it"
         else:
             action, why = ("build", "--force") if force else runner.predict(cell, plans[cell.id], client)
             if cell.platform and action == "build":  # where its steps run: natively or emulated
@@ -271,6 +274,8 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
             if getattr(plans[cell.id], "lock_path", ""):  # a release or base cell: its closure locked, or floating
                 why += f"\nclosure {plans[cell.id].lock_state}"
         table.add_row(*(output.styled(str(v)) for v in (index, cell.id, cell.image, action, why)))
+        if action in ("fail", "blocked"):
+            failing.add(cell.id)
         state = "skipped (--skip-incomplete)" if cell.id in skipped else PLAN_STATES.get(action, action)
         counted[state] = counted.get(state, 0) + 1
         if joined.get(cell.family, [None])[-1] is cell:  # an image's last platform: then its join
@@ -280,7 +285,11 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
     output.channel().show(table)
     joins = sum(1 for members in joined.values() if members)
     states = ", ".join(f"{number} {state}" for state, number in sorted(counted.items(), key=_plan_order))
-    output.channel().say(f"Plan: {len(cells)} cells: {states}" + (f"; then {joins} joins." if joins else "."))
+    if not cells:
+        output.channel().say("Plan: no cells (none selected).")
+    else:
+        output.channel().say(f"Plan: {output.plural(len(cells), 'cell')}: {states}"
+                             + (f"; then {output.plural(joins, 'join')}." if joins else "."))
     if needs and skip_incomplete:
         output.channel().say(f"{len(needs)} of {len(cells)} cells need values that are not set: --skip-incomplete skips"
                              f" them and the cells that start from them ({len(skipped)} in all).")
