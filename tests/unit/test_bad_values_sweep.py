@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import tasks
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_invoke
 from torchbake.configuration import settings
 from torchbake.core.errors import ConfigurationError
 from torchbake.planning import config
@@ -51,6 +51,21 @@ def test_an_input_wheel_that_is_another_packages_is_refused_naming_what_it_insta
                      ("wheels.torchvision", "torch==2.13.0"), ("wheels.torch", "/"), ("wheels.index_url", "/tmp")):
         with pytest.raises(ConfigurationError, match=key.replace(".", r"\.")):
             config.resolve([], {}, {key: bad})
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("https://user:url-pass-6@exa mple.invalid/torch-2.3.0-cp311-cp311-linux_x86_64.whl", "white space in its host"),
+    ("https://h.invalid:99999/torch-2.3.0-cp311-cp311-linux_x86_64.whl", "the URL's port is not a number from 1 to 65535"),
+    ("https://h.invalid:http/torch-2.3.0-cp311-cp311-linux_x86_64.whl", "the URL's port is not a number from 1 to 65535"),
+])
+def test_a_wheels_url_whose_host_or_port_no_client_can_reach_is_refused(url, says):
+    """Refused where the option is read (exit 2, before any download), its password masked."""
+    with pytest.raises(ConfigurationError) as refused:
+        config.resolve([], {}, {"wheels.torch": url})
+    assert says in str(refused.value) and "wheels.torch" in str(refused.value)
+    shown = run_invoke("build", "--release", "--dry-run", "--torch-whl-url", url)
+    assert shown.returncode == 2 and says in shown.stderr, shown.stdout + shown.stderr
+    assert "url-pass-6" not in shown.stdout + shown.stderr
 
 
 # The tasks swept on the command line: those that plan (or print) without building, so that a value

@@ -106,6 +106,7 @@ def location(value: str) -> None:
         base = value.split("#", 1)[0]
         if base.rstrip("/").endswith((":/", "://")) or "://" in base and not base.split("://", 1)[1]:
             raise ValueError("the URL has no host or path")
+        _host_and_port(base)
         _fragment(value)
         return
     if "://" in value:
@@ -115,6 +116,21 @@ def location(value: str) -> None:
                          " existing local path")
     if Path(value).expanduser().is_dir():
         raise ValueError("it is a folder; expected a file (a wheel, a tarball) or its URL")
+
+
+def _host_and_port(url: str) -> None:
+    """An http(s) URL's host and port as a client can reach them: no white space, a port of 1 to 65535."""
+    if url.startswith("file://"):
+        return
+    parts = urllib.parse.urlsplit(url)
+    if any(character.isspace() for character in parts.netloc.rpartition("@")[2]):
+        raise ValueError("the URL has white space in its host")
+    try:
+        port = parts.port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError("the URL's port is not a number from 1 to 65535")
 
 
 def _looked_at(path: Path) -> str:
