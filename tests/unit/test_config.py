@@ -387,3 +387,17 @@ def test_credentials_written_without_a_scheme_are_masked_too(clean_env, args):
     shown = run_invoke(*args)
     assert "reg-pass-5" not in shown.stdout + shown.stderr
     assert "user:***@registry.example.invalid" in shown.stdout + shown.stderr, shown.stdout + shown.stderr
+
+
+def test_an_address_in_a_value_is_no_password_and_masks_no_word(tmp_path, clean_env):
+    """An SBOM supplier written ``Team <mailto:build@acme.example>`` looks like user:password@host
+    to a pattern run over any text: nothing of it is taken for a secret ("build" stays "build")."""
+    from torchbake.core.redaction import redact
+
+    profile = tmp_path / "supplier.toml"
+    profile.write_text('[sbom]\nsupplier = "Build Team <mailto:build@acme.example>"\n')
+    shown = run_invoke("show-config", "--config", str(profile), "--format", "toml")
+    assert shown.returncode == 0, shown.stderr
+    assert "***" not in shown.stdout and "[build]" in shown.stdout
+    for text in ("mailto:john.doe@example.com", "12:30:45@node1", "cpe:2.3:a:gnu:glibc:2.36@x", "name:tag@SHA256:aa"):
+        assert redact(text) == text

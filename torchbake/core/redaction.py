@@ -1,7 +1,7 @@
 """Secrets out of everything torchbake prints or writes.
 
 A secret reaches torchbake in four ways: the user part of a URL (``https://user:TOKEN@host/…``,
-``redis://:PASS@host``, or with no scheme, ``user:TOKEN@registry.example/team``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
+``redis://:PASS@host``; a registry or an image reference written ``user:TOKEN@registry.example/team``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
 ``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
 signature, token, credential, key, secret, password or auth), an attribute of a compile cache's
 storage URL that says the same (``|bearer-token=…``), a password file (git credentials in
@@ -37,10 +37,9 @@ MASK = "***"
 # scheme://userinfo@ — userinfo runs to the last "@" before the host (a password may hold "@" or a
 # quote: pip and urllib take them as typed); it has no "/", "?", "#" or white space
 _USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/?#\s<>]+)@(?=[^/?#\s<>@]*(?:[/?#\s<>'\"]|$))")
-# user:password@host with no scheme (a registry or an image reference typed so): a password as much as in a
-# URL; not an image's name:tag@sha256:… (a digest follows its "@"), nor what a URL's own userinfo masked
-_BARE_USERINFO = re.compile(r"(?<![A-Za-z0-9+.~%/:@_-])(?P<user>[A-Za-z0-9._~%+-]+):(?P<password>[^/?#\s<>@'\"]+)@"
-                            r"(?!(?:sha256|sha384|sha512|blake3):)(?=[A-Za-z0-9.-]+(?:[:/?#\s'\"<>]|$)|\[)")
+# a registry or an image reference written user:password@host/… (no scheme: a URL's masking would miss it),
+# the whole value; not an image's name:tag@sha256:… (a digest follows its "@")
+_REFERENCE_USERINFO = re.compile(r"(?P<user>[^\s:@/]+):(?P<password>\S+)@(?!(?:sha256|sha384|sha512|blake3):)[^\s@]+")
 # scheme://…?query — the query of a URL inside text (up to white space, a quote or a fragment)
 _QUERY = re.compile(r"(?P<url>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s?#'\"<>]*)\?(?P<query>[^\s#'\"<>]*)")
 # ccache's remote storage attributes, ``URL|bearer-token=…|connect-timeout=…``: one that carries a
@@ -77,8 +76,6 @@ def register_in(value: Any) -> None:
         for match in _QUERY.finditer(value):
             for secret in _query_secrets(match["query"]):
                 register(secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret))
-        for match in _BARE_USERINFO.finditer(value):
-            register(urllib.parse.unquote(match["password"]), match["password"])
         for match in _USERINFO.finditer(value):
             user, _, password = match["userinfo"].partition(":")
             register(urllib.parse.unquote(password) if password else "", password)
@@ -90,6 +87,14 @@ def register_in(value: Any) -> None:
     elif isinstance(value, list | tuple):
         for item in value:
             register_in(item)
+
+
+def register_reference(value: str) -> None:
+    """Remember the password of a registry or an image reference written ``user:password@host/…``:
+    the whole value, no scheme (``register_in`` finds URLs only; a pattern for such text anywhere
+    would take ``mailto:name@host`` or a time for one)."""
+    if isinstance(value, str) and (match := _REFERENCE_USERINFO.fullmatch(value.strip())):
+        register(match["password"], urllib.parse.unquote(match["password"]))
 
 
 def secret_parameter(name: str) -> bool:
@@ -142,7 +147,6 @@ def redact(text: str) -> str:
     if not text:
         return text
     text = _USERINFO.sub(_mask_userinfo, text)
-    text = _BARE_USERINFO.sub(lambda match: f"{match['user']}:{MASK}@", text)
     text = _QUERY.sub(_mask_query, text)
     text = _STORAGE_ATTRIBUTE.sub(_mask_attribute, text)
     with _lock:
@@ -170,7 +174,7 @@ def carries_mask(value: Any) -> bool:
     if isinstance(value, str):
         if any(match["userinfo"].rpartition(":")[2] == MASK for match in _USERINFO.finditer(value)):
             return True
-        if any(match["password"] == MASK for match in _BARE_USERINFO.finditer(value)):
+        if (reference := _REFERENCE_USERINFO.fullmatch(value)) and reference["password"] == MASK:
             return True
         if any(match["value"] == MASK and _secret_attribute(match) for match in _STORAGE_ATTRIBUTE.finditer(value)):
             return True

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchbake.configuration import platforms as platform_data
 from torchbake.configuration import validation
+from torchbake.core import redaction
 from torchbake.core.data import CONFIG_DIR
 from torchbake.core.errors import ConfigurationError
 from torchbake.core.lazy import LazyModule
@@ -104,6 +105,7 @@ class _Matrix:
                     options=matrix.get("options", {}), excludes=list(matrix.get("exclude", [])), source=source,
                     platforms=_platforms(matrix, source), runners=_runners(matrix, source),
                     minutes=costs.declared_minutes(matrix.get("minutes", {}), source))
+        redaction.register_reference(table.registry)  # user:password@host: masked in what is said of it
         try:
             validation.registry_url(table.registry)
         except ValueError as exc:

@@ -84,6 +84,10 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"Config file {path} cannot be read: {exc.strerror or exc}") from None
 
 
+# the options whose value is a registry or an image reference: user:password@host/… is their secret too
+REFERENCE_CHECKS = (validation.image_name, validation.image_reference, validation.registry_url)
+
+
 # options that had another name: a configuration that still uses it is told the new one
 RENAMED = {"dev.ccache_remote": "dev.compile_cache", "dev.ccache_required": "dev.compile_cache_required"}
 
@@ -264,6 +268,9 @@ def resolve(
         sources[key] = override_source
     _refuse_masked(values, sources)
     redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
+    for key, declaration in settings.declarations().items():  # and a registry's or an image's, with no scheme
+        if declaration.check in REFERENCE_CHECKS:
+            redaction.register_reference(values.get(key))
     redaction.register(values["notify.webhook"])  # a webhook's whole URL is its credential
     _validate(values, sources, declared)
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)

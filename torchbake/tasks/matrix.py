@@ -12,7 +12,7 @@ from invoke import Collection, Exit
 from torchbake.configuration import platforms, validation
 from torchbake.configuration.options import BUILD_ALL_FLAGS, overrides
 from torchbake.configuration.writable import check_output_file
-from torchbake.core import output
+from torchbake.core import output, redaction
 from torchbake.core.data import CONFIG_DIR, config_file
 from torchbake.core.errors import ConfigurationError, FatalError, MissingValuesError
 from torchbake.core.lazy import LazyModule
@@ -60,6 +60,7 @@ def selected_cells(config_files: list[str], only, skip, platform_names, shard_te
     matrix_files = [f for f in files if "matrix" in configuration.load_toml(Path(f))]
     given = {} if registry is None else {"registry": registry}
     if registry:
+        redaction.register_reference(registry)  # user:password@host: masked in what is said of it
         try:
             validation.registry_url(registry)
         except ValueError as exc:
