@@ -182,9 +182,10 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["run-container", "--comand", "ls"], "No idea what '--comand' is! Did you mean --command?"),
     (["stop-container", "--rn"], "No idea what '--rn' is! Did you mean --rm?"),
     # invoke's own flags (-R is its --dry, -V its --version) are not the task's
-    (["build", "-R", "--dry-run"], "No idea what '-R' is! Did you mean -r?"),
-    (["build", "-V", "3.11"], "No idea what '-V' is! Did you mean -v?"),
-    (["build", "-T", "3"], "No idea what '-T' is! Did you mean -t?"),
+    (["build", "-R", "--dry-run"], "No idea what '-R' is! -R is invoke's own --dry, not a flag of build (invoke's"
+                                   " flags go before the task's name)."),
+    (["build", "-V", "3.11"], "No idea what '-V' is! -V is invoke's own --version, not a flag of build"),
+    (["build", "-T", "3"], "No idea what '-T' is! -T is invoke's own --command-timeout, not a flag of build"),
     # another case, the same flag or task
     (["build", "--NAME", "x"], "No idea what '--NAME' is! Did you mean --name?"),
     (["BUILD-ALL"], "No idea what 'BUILD-ALL' is! Did you mean build-all?"),
@@ -288,3 +289,12 @@ def test_an_error_raised_while_an_interrupt_unwinds_is_the_interrupt():
 
     with pytest.raises(AttributeError, match="a defect of its own"):  # not taken for an interrupt
         broken()
+
+
+@pytest.mark.parametrize(("typed", "offered"), [(["verify", "--rel"], "--require"), (["build", "--rel"], "--release"),
+                                                (["run-container", "--com"], "--command")])
+def test_tab_completion_of_a_partial_flag_offers_the_tasks_flags(typed, offered):
+    """The shell's completion parses the partial line itself: a partial flag (or one typed where the
+    task waits for its IMAGE) is no error there, the task's flags are offered."""
+    result = run_invoke("--complete", "--", "invoke", *typed)
+    assert result.returncode == 0 and offered in result.stdout.split(), result.stdout + result.stderr

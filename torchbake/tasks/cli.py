@@ -163,11 +163,15 @@ def _set_value(argument: Argument, value: Any, cast: bool = True, original=Argum
 def _parse_argv(parser: Parser, argv: list[str], original=Parser.parse_argv) -> Any:
     """invoke's parse errors (an unknown flag, a value of the wrong type, a missing IMAGE) are bad
     input like any other: ``torchbake: error: …`` with the task's --help, exit status 2."""
+    completing = "--complete" in sys.argv  # the shell's tab completion: invoke reads a partial word's error itself
     try:
-        _refuse_words_after_separator(argv)
+        if parser.contexts and not completing:
+            _refuse_words_after_separator(sys.argv[1:])
         _refuse_missing_values(parser, argv)
         return original(parser, argv)
     except ParseError as exc:
+        if completing:
+            raise
         task = exc.context.name if exc.context is not None and exc.context.name else ""
         task = task or next((word for word in reversed(argv) if word in parser.contexts), "")  # the task being read
         hint = f" `invoke --help {task}` lists its flags." if task else " `invoke --list` lists the tasks."
@@ -202,6 +206,9 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
         return f" {said}"
     word = token.split("=", 1)[0]
     context = parser.contexts.get(task) if task else None
+    if context is not None and parser.initial is not None and word in parser.initial.flags:  # -R is not -r
+        own = "--" + parser.initial.flags[word].name.replace("_", "-")
+        return f" {word} is invoke's own {own}, not a flag of {task} (invoke's flags go before the task's name)."
     if word.startswith("-") and context is not None:
         names = [*context.flags.keys(), *context.flags.aliases.keys(), *context.inverse_flags.keys()]
         wanted = "--" + word.lstrip("-").replace("_", "-") if len(word.lstrip("-")) > 1 else word
@@ -211,7 +218,10 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
             return f" {wanted} is a flag of {', '.join(owners)}, not of {task}."
     else:
         names, wanted = list(parser.contexts.keys()), word.replace("_", "-")
-    lowered = {}  # another case is the same word (--NAME, -R, BUILD-ALL)
+    if len(wanted.lstrip("-")) == 1:  # a one-letter flag's case is its name: -v is not -V
+        found = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75)
+        return f" Did you mean {found[0]}?" if found else ""
+    lowered = {}  # another case is the same word (--NAME, BUILD-ALL)
     for name in names:
         lowered.setdefault(name.lower(), name)
     found = difflib.get_close_matches(wanted.lower(), lowered, n=1, cutoff=0.75)
@@ -220,9 +230,9 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
 
 def _refuse_words_after_separator(argv: list[str]) -> None:
     """Words after ``--`` are what invoke hands a task as its remainder; no torchbake task reads them,
-    so they are refused rather than dropped (``invoke build -- --release`` built a dev image).
-    (``invoke --complete -- …``, the shell's tab completion, keeps its words.)"""
-    if "--" in argv and "--complete" not in argv[:argv.index("--")] and (after := argv[argv.index("--") + 1:]):
+    so they are refused rather than dropped (``invoke build -- --release`` built a dev image). Read
+    from the command line itself: invoke takes them off before the tasks' parser is made."""
+    if "--" in argv and (after := argv[argv.index("--") + 1:]):
         raise ParseError(f"torchbake's tasks read no words after `--` (given: {' '.join(after)}).")
 
 
