@@ -68,6 +68,13 @@ def test_a_wheels_url_whose_host_or_port_no_client_can_reach_is_refused(url, say
     assert "url-pass-6" not in shown.stdout + shown.stderr
 
 
+def test_a_dockerfile_given_as_a_url_is_refused_as_one():
+    """The template is read from disk: a URL is said to be one, not looked for as the path https:/…"""
+    shown = run_invoke("build", "--release", "--dry-run", "--docker-file", "https://u:df-pass-7@h.example/Dockerfile")
+    assert shown.returncode == 2 and "a URL is not fetched for this option" in shown.stderr, shown.stderr
+    assert "df-pass-7" not in shown.stdout + shown.stderr
+
+
 # The tasks swept on the command line: those that plan (or print) without building, so that a value
 # wrongly accepted does no work here; the flag's value is the first of the option's wrong values.
 SAFE = {"build": ["--dry-run"], "build-base": ["--dry-run"], "build-all": ["--plan"], "gc": ["--dry-run"],

@@ -253,5 +253,7 @@ def test_the_plan_counts_a_cell_that_starts_from_a_failing_one_as_blocked_and_sa
     assert "starts from musa-base-py310, which fails already: a run would not build" in out, out  # (the table folds)
     matrix_task._print_plan(cells[2:], plans, {}, None, force=False)
     assert "Plan: 1 cell: 1 to build." in " ".join(capsys.readouterr().out.split())
+    matrix_task._print_plan(cells[2:], plans, {cells[2].id: ["toolkits.musa_toolkits_url"]}, None, force=False)
+    assert "1 of 1 cell needs values that are not set" in " ".join(capsys.readouterr().out.split())
     matrix_task._print_plan([], plans, {}, None, force=False)
     assert "Plan: no cells (none selected)." in " ".join(capsys.readouterr().out.split())

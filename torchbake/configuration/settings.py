@@ -93,7 +93,7 @@ class ImageOptions:
                             " Python (debian:bookworm for 3.11, pulled or made with debootstrap), a dev build the"
                             " image build-base names for the same profile and Python",
                        flag="base_img", aliases=("b", "base_img"))
-    docker_file: str = option("", validation.location, decides=(), counted="every image (its text, as the Dockerfile)",
+    docker_file: str = option("", validation.local_file, decides=(), counted="every image (its text, as the Dockerfile)",
                               help="Dockerfile template. As build.sh -f/--docker_file; default"
                                    " docker/ubuntu/dockerfile.<variant>", flag="docker_file", aliases=("f", "docker_file"),
                               path="path")

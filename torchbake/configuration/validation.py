@@ -118,6 +118,14 @@ def location(value: str) -> None:
         raise ValueError("it is a folder; expected a file (a wheel, a tarball) or its URL")
 
 
+def local_file(value: str) -> None:
+    """A file read from this machine's disk, such as the Dockerfile template ('' = not set): a
+    URL is no path here (its "//" would become "/")."""
+    if "://" in value:
+        raise ValueError("expected a local file; a URL is not fetched for this option: download it, then name the file")
+    location(value)
+
+
 def _host_and_port(url: str) -> None:
     """An http(s) URL's host and port as a client can reach them: no white space, a port of 1 to 65535."""
     if url.startswith("file://"):
