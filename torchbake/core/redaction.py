@@ -1,7 +1,8 @@
 """Secrets out of everything torchbake prints or writes.
 
 A secret reaches torchbake in four ways: the user part of a URL (``https://user:TOKEN@host/…``,
-``redis://:PASS@host``; a registry or an image reference written ``user:TOKEN@registry.example/team``), a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
+``redis://:PASS@host``; a registry or an image reference written ``user:TOKEN@registry.example/team``),
+a URL's query (a presigned object-store URL's ``X-Amz-Signature=…`` and
 ``X-Amz-Credential=…``, an Azure SAS's ``sig=…``, ``?token=…``: every parameter whose name says
 signature, token, credential, key, secret, password or auth), an attribute of a compile cache's
 storage URL that says the same (``|bearer-token=…``), a password file (git credentials in

@@ -244,10 +244,6 @@ def _plan_order(item: tuple[str, int]) -> int:
     return order.index(item[0]) if item[0] in order else len(order)
 
 
-def _need(needs: dict) -> str:
-    return "needs" if len(needs) == 1 else "need"
-
-
 def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], client, *, force: bool,
                 skip_incomplete: bool = False) -> None:
     """The ordered plan: what a run would do with each cell and why, or the values it still needs
@@ -295,12 +291,11 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
     else:
         output.channel().say(f"Plan: {output.plural(len(cells), 'cell')}: {states}"
                              + (f"; then {output.plural(joins, 'join')}." if joins else "."))
+    unset = f"{len(needs)} of {output.plural(len(cells), 'cell')} need{'s' if len(needs) == 1 else ''} values that are not set"
     if needs and skip_incomplete:
-        output.channel().say(f"{len(needs)} of {output.plural(len(cells), 'cell')} {_need(needs)} values that are not set: --skip-incomplete skips"
-                             f" them and the cells that start from them ({len(skipped)} in all).")
+        output.channel().say(f"{unset}: --skip-incomplete skips them and the cells that start from them ({len(skipped)} in all).")
     elif needs:
-        output.channel().say(f"{len(needs)} of {output.plural(len(cells), 'cell')} {_need(needs)} values that are not set; building now would stop"
-                             " before any work and name each.")
+        output.channel().say(f"{unset}; building now would stop before any work and name each.")
 
 
 def _after_run(out, results: dict, settings, client, title: str) -> None:
