@@ -161,9 +161,9 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     assert not [key for key in parameters if key.startswith(("dev.", "sources.", "base."))], parameters
 
 
-def test_no_layer_holds_a_wheel_from_the_wheelhouse(cpu_image):
+def test_no_layer_holds_a_wheel_from_the_wheelhouse(cpu_image, tmp_path):
     name, _ = cpu_image
-    wheels = [n for n in layer_file_names(name) if n.endswith(".whl")]
+    wheels = [n for n in layer_file_names(name, tmp_path) if n.endswith(".whl")]
     # Only Debian's own python3-venv support wheels (pip, setuptools) may be there.
     assert wheels and all(n.startswith("usr/share/python-wheels/") for n in wheels), wheels
     history = docker("history", "--no-trunc", "--format", "{{.CreatedBy}}", name).stdout
@@ -312,7 +312,7 @@ def test_an_accelerator_from_a_config_file_alone_builds_verifies_and_plans_a_run
         assert "torch-demo-ext" not in probe and "torchbake-demo-ext==1.2.0" in probe
         assert labels(name)["torchbake.extension"] == "torchbake-demo-ext==1.2.0"
         assert labels(name)["torchbake.profile"] == "demo"
-        assert not [n for n in layer_file_names(name) if "demo_toolkit.tar.gz" in n]
+        assert not [n for n in layer_file_names(name, tmp_path) if "demo_toolkit.tar.gz" in n]
         assert (build_dir / ".torchbake-context.json").is_file()  # kept, as asked
 
         # The server is gone: --no-prepare must build from the kept context alone.
