@@ -218,14 +218,13 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
             return f" {wanted} is a flag of {', '.join(owners)}, not of {task}."
     else:
         names, wanted = list(parser.contexts.keys()), word.replace("_", "-")
-    if len(wanted.lstrip("-")) == 1:  # a one-letter flag's case is its name: -v is not -V
-        found = difflib.get_close_matches(wanted, names, n=1, cutoff=0.75)
-        return f" Did you mean {found[0]}?" if found else ""
-    lowered = {}  # another case is the same word (--NAME, BUILD-ALL)
+    # another case is the same word (--NAME, BUILD-ALL), but a one-letter flag's case is its name (-v is not -V)
+    fold = str if len(wanted.lstrip("-")) == 1 else str.lower
+    folded: dict[str, str] = {}
     for name in names:
-        lowered.setdefault(name.lower(), name)
-    found = difflib.get_close_matches(wanted.lower(), lowered, n=1, cutoff=0.75)
-    return f" Did you mean {lowered[found[0]]}?" if found else ""
+        folded.setdefault(fold(name), name)
+    found = difflib.get_close_matches(fold(wanted), folded, n=1, cutoff=0.75)
+    return f" Did you mean {folded[found[0]]}?" if found else ""
 
 
 def _refuse_words_after_separator(argv: list[str]) -> None:
