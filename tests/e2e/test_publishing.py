@@ -52,9 +52,14 @@ def test_build_push_publishes_one_image_with_its_attestations(registry, base_ima
         tags = json.loads(skopeo(f"docker://{image}", "--config"))["config"]["Labels"]
         assert tags["torchbake.input-hash"]
         # a second run: the registry already holds this image; nothing is pushed again, the digest is said
+        # the build manifest records what the SBOMs beside it were made with: a push with the same options reads them
+        manifest = Path(re.search(r"manifest: (\S+)\)", first.stdout).group(1))
+        assert list(json.loads(manifest.read_text())[attestations.MADE_WITH].values()) == [
+            attestations.sboms_made_with("")]
         second = run_invoke(*args, env=tb_env)
         assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
         assert "unchanged" in second.stdout and f"pushed {image}@{digest}" in second.stdout
+        assert "made again" not in first.stdout + second.stdout
         # [sbom] supplier set after the build: the image is unchanged, the SBOMs the push attaches name it
         # (made again from the build's record): the SPDX document the registry holds passes every row of
         # NTIA's minimum elements (the stand-in torch names its supplier, as the real wheel does)
@@ -64,6 +69,8 @@ def test_build_push_publishes_one_image_with_its_attestations(registry, base_ima
         assert third.returncode == 0, (third.stdout + third.stderr)[-3000:]
         assert "unchanged" in third.stdout and f"pushed {image}@{digest}" in third.stdout  # the same image
         assert f"{image}: its cyclonedx, spdx, spdx3 made again from its build's record" in third.stdout
+        assert list(json.loads(manifest.read_text())[attestations.MADE_WITH].values()) == [
+            attestations.sboms_made_with("ML Platform <ml-platform@example.com>")]
         repo = image.rsplit(":", 1)[0]
         referrers = json.loads(skopeo(f"docker://{repo}:{digest.replace(':', '-')}"))["manifests"]
         spdx = [read_referrer(repo, m["digest"], supplier.parent) for m in referrers

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import run_invoke
 from torchbake.core.output import human_size
+from torchbake.supply_chain import attestations
 
 from .helpers import (
     NTIA_CHECKER,
@@ -60,6 +61,9 @@ def test_the_cpu_images_sboms_are_valid_and_list_every_package_with_its_wheels_d
     name, result = cpu_image
     assert result.returncode == 0
     found = sboms(name, cpu_env, tmp_path)  # the build's own records, in the run's cache of the image
+    # ... and what they were made with, in its manifest: a push with the same [sbom] options reads them (test_publishing)
+    manifest = json.loads(Path(re.search(r"manifest: (\S+)\)", result.stdout).group(1)).read_text())
+    assert manifest[attestations.MADE_WITH] == {name: attestations.sboms_made_with(cpu_env["TORCHBAKE_SBOM_SUPPLIER"])}
     wheels = json.loads(labels(name)["torchbake.inputs"])
     torch_sha = next(sha for file_name, sha in wheels.items() if file_name.startswith("torch-2.13.0+cpu-"))
     cdx = {c["purl"].split("?")[0]: c for c in found["cyclonedx"]["components"]}

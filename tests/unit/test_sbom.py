@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import pytest
 
@@ -250,3 +251,50 @@ def test_a_from_images_packages_are_read_once_per_image_id_and_kept_only_while_i
     assert not (tmp_path / "base-debs" / f"sha256-{'8' * 64}.json").exists()
     base_debs(engine, moved, tmp_path)
     assert engine.containers == 4
+
+
+def built(tmp_path, made_with: dict | None) -> tuple:
+    """The documents of image() beside a build manifest in ``tmp_path``, as a build writes them
+    (``made_with``: the manifest's record of what they were made with; None: an older build's)."""
+    inventory = Inventory.from_json(json.loads(json.dumps(image().to_json(), sort_keys=True)))  # labels by key, as
+    manifest = tmp_path / "build-1.manifest.json"  # the engine gives them
+    documents = {**sbom_formats.documents(inventory, INPUTS),
+                 attestations.INVENTORY: json.dumps(inventory.to_json(), indent=1, sort_keys=True) + "\n"}
+    paths = attestations.write_beside(manifest, documents)
+    record = {"image_id": inventory.image_id, "inputs": INPUTS, "attestations": {"team/cpu:1": paths},
+              **({attestations.MADE_WITH: {"team/cpu:1": made_with}} if made_with is not None else {})}
+    manifest.write_text(json.dumps(record))
+    os.utime(manifest, (1_000_000, 1_000_000))
+    return inventory.image_id, manifest, documents
+
+
+def test_a_push_makes_the_sboms_again_only_for_options_they_were_not_made_with(tmp_path, monkeypatch):
+    image_id, manifest, written = built(tmp_path, attestations.sboms_made_with(""))
+    made = []
+    documents = sbom_formats.documents
+    monkeypatch.setattr(sbom_formats, "documents", lambda *a, **k: made.append(k.get("supplier")) or documents(*a, **k))
+    # as built: what is beside the manifest, nothing made again
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
+    assert made == []
+    # another [sbom] supplier: made again, written back, and the manifest says with what (its time kept)
+    supplier = "ML Platform <ml-platform@example.com>"
+    found, remade = attestations.recorded_with(tmp_path, image_id, "team/cpu:1", supplier)
+    assert remade == ["cyclonedx", "spdx", "spdx3"] and made == [supplier]
+    assert all(supplier.split(" <")[0] in found[kind] for kind in remade)
+    assert json.loads(manifest.read_text())[attestations.MADE_WITH] == {"team/cpu:1": attestations.sboms_made_with(supplier)}
+    assert manifest.stat().st_mtime == 1_000_000
+    # ... then read as they are; and the first supplier again: made again
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", supplier) == (found, [])
+    assert made == [supplier]
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "")[1] == ["cyclonedx", "spdx", "spdx3"]
+
+
+def test_an_older_builds_sboms_are_made_again_once_then_read(tmp_path, monkeypatch):
+    image_id, manifest, written = built(tmp_path, None)
+    made = []
+    documents = sbom_formats.documents
+    monkeypatch.setattr(sbom_formats, "documents", lambda *a, **k: made.append(k.get("supplier")) or documents(*a, **k))
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
+    assert made == [""]
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
+    assert made == [""]

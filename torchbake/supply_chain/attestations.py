@@ -97,8 +97,24 @@ def recorded(log_dir: Path, image_id: str, image: str = "") -> dict[str, str]:
 def _paths(manifest: Mapping[str, Any], image: str) -> dict[str, str]:
     """Kind → path of the documents a build manifest names for ``image`` (the build's only image's
     when it names one)."""
-    written = (manifest.get("attestations") or {})
-    return written.get(image) or (next(iter(written.values())) if len(written) == 1 else {})
+    return _of_image(manifest.get("attestations") or {}, image)
+
+
+def _of_image(per_image: Mapping[str, Any], image: str) -> Any:
+    """What a build manifest's map of image → value holds for ``image`` (the only image's when it
+    has one); {} where it has none."""
+    return per_image.get(image) or (next(iter(per_image.values())) if len(per_image) == 1 else {})
+
+
+def sboms_made_with(supplier: str) -> dict[str, str]:
+    """What the SBOMs of a build's record are made from besides the record itself (``MADE_WITH``
+    in its manifest, per image): the [sbom] supplier and this torchbake's version."""
+    import torchbake
+
+    return {"supplier": supplier, "torchbake": torchbake.__version__}
+
+
+MADE_WITH = "sboms_made_with"  # the build manifest's key: image → sboms_made_with() of its SBOMs beside it
 
 
 def _read(paths: Mapping[str, str]) -> dict[str, str]:
@@ -124,16 +140,31 @@ def recorded_with(log_dir: Path, image_id: str, image: str, supplier: str) -> tu
     found = find_manifest(log_dir, image_id)
     if found is None:
         return {}, []
-    paths = _paths(found[1], image)
+    path, manifest = found
+    paths = _paths(manifest, image)
     documents = _read(paths)
-    if INVENTORY not in documents:
-        return documents, []
+    wanted = sboms_made_with(supplier)
+    if INVENTORY not in documents or _of_image(manifest.get(MADE_WITH) or {}, image) == wanted:
+        return documents, []  # (made from the same record with the same options: the same documents)
     inventory = Inventory.from_json(json.loads(documents[INVENTORY]))
-    made = sbom_formats.documents(inventory, found[1].get("inputs", []), supplier=supplier)
+    made = sbom_formats.documents(inventory, manifest.get("inputs", []), supplier=supplier)
     changed = {kind: text for kind, text in made.items() if documents.get(kind) not in (None, text)}
     for kind, text in changed.items():  # each changed one was read from its path
         write_atomically(Path(paths[kind]), text)
+    record_made_with(path, image, wanted)
     return {**documents, **changed}, sorted(changed)
+
+
+def record_made_with(manifest: Path, image: str, made_with: Mapping[str, str]) -> None:
+    """The build manifest's record of what ``image``'s SBOMs beside it (the build's only image's
+    where it names one) are now made with: the next push that would make the same ones reads them."""
+    from torchbake.supply_chain import manifest as build_manifest
+
+    document = json.loads(manifest.read_text())
+    images = list(document.get("attestations") or {})
+    key = image if image in images else images[0] if len(images) == 1 else None
+    if key is not None:
+        build_manifest.update(manifest, MADE_WITH, {**(document.get(MADE_WITH) or {}), key: dict(made_with)})
 
 
 def _sha(data: bytes) -> str:

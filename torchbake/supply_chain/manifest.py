@@ -9,6 +9,7 @@ with the image; the manifest stays on the machine that built it).
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -61,6 +62,16 @@ class BuildRecord:
             **self.facts,
         }
         return write_atomically(self.path, json.dumps(redact_all(document), indent=2, sort_keys=True) + "\n")
+
+
+def update(path: Path, key: str, value: Any) -> None:
+    """The manifest at ``path`` with ``key`` set to ``value``, written again atomically; its time
+    kept (manifests are read newest first: one updated stays where its build put it)."""
+    document = json.loads(path.read_text())
+    document[key] = value
+    times = path.stat()
+    write_atomically(path, json.dumps(redact_all(document), indent=2, sort_keys=True) + "\n")
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
 
 
 def manifest_path(log_file: Path) -> Path:
