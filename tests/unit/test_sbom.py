@@ -298,3 +298,18 @@ def test_an_older_builds_sboms_are_made_again_once_then_read(tmp_path, monkeypat
     assert made == [""]
     assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
     assert made == [""]
+
+
+def test_a_record_that_cannot_be_written_leaves_the_push_as_it_was(tmp_path, monkeypatch):
+    """An older build's record in logs this user cannot write: its SBOMs are made again, as every
+    push made them before, and the push goes on."""
+    from torchbake.supply_chain import manifest as build_manifest
+
+    image_id, manifest, written = built(tmp_path, None)
+
+    def refused(*_):
+        raise PermissionError(13, "Permission denied", str(manifest))
+
+    monkeypatch.setattr(build_manifest, "update", refused)
+    assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
+    assert attestations.MADE_WITH not in json.loads(manifest.read_text())

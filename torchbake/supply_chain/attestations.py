@@ -9,6 +9,7 @@ index under the tag ``sha256-<hex>`` of the subject, listing them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -164,7 +165,8 @@ def record_made_with(manifest: Path, image: str, made_with: Mapping[str, str]) -
     images = list(document.get("attestations") or {})
     key = image if image in images else images[0] if len(images) == 1 else None
     if key is not None:
-        build_manifest.update(manifest, MADE_WITH, {**(document.get(MADE_WITH) or {}), key: dict(made_with)})
+        with contextlib.suppress(OSError):  # a record it cannot write (another's logs): they are made again next time
+            build_manifest.update(manifest, MADE_WITH, {**(document.get(MADE_WITH) or {}), key: dict(made_with)})
 
 
 def _sha(data: bytes) -> str:
