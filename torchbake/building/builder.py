@@ -666,7 +666,7 @@ def _attest(plan: Plan, client: DockerClient, tag: str, image: str, record: Buil
     where = record.path.with_name(record.path.name.replace(".manifest.json", f"{suffix}.manifest.json"))
     record.facts.setdefault("attestations", {})[image] = attestations.write_beside(where, documents)
     record.facts.setdefault(attestations.MADE_WITH, {})[image] = attestations.sboms_made_with(
-        str(plan.configuration.get("sbom.supplier", "")))
+        attestations.supplier_of(plan.configuration))
     record.phase(f"{suffix.lstrip('-')} attestations".lstrip())  # "attestations", "slim attestations"
 
 

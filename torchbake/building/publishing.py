@@ -174,7 +174,7 @@ def attach_attestations(plan: Plan, client: DockerClient) -> dict[str, str]:
     host, repository, tag = registry.split_reference(plan.image)
     info = client.inspect_image(plan.image) or {}
     documents, remade = attestations.recorded_with(plan.path_options.log_dir, info.get("Id", ""), plan.image,
-                                                   str(plan.configuration.get("sbom.supplier", "")))
+                                                   attestations.supplier_of(plan.configuration))
     if remade:
         output.channel().say(f"{plan.image}: its {', '.join(remade)} made again from its build's record, for the"
                              " [sbom] options of now (the image is unchanged)")

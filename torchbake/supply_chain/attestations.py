@@ -49,7 +49,7 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
     from torchbake.supply_chain.inventory import LOCK_LABEL, base_debs, source_trees, take
 
     taken = take(client, tag, found)
-    documents = sbom_formats.documents(taken, inputs, supplier=str(configuration.get("sbom.supplier", "")))
+    documents = sbom_formats.documents(taken, inputs, supplier=supplier_of(configuration))
     in_image = base_debs(client, base, cache_dir) if base.get("reference") else ()
     vendor, distro = sbom.distro_of(taken)
     in_base = {(b.name, b.version, b.architecture) for b in in_image or ()}
@@ -67,6 +67,11 @@ def make(client, tag: str, image: str, *, found: Mapping[str, Any] | None, varia
         lock=taken.labels.get(LOCK_LABEL, "")))
     documents[INVENTORY] = json.dumps(taken.to_json(), indent=1, sort_keys=True) + "\n"
     return documents
+
+
+def supplier_of(configuration: Mapping[str, Any]) -> str:
+    """The image's supplier in a plan's configuration ([sbom] supplier), "" where none is set."""
+    return str(configuration.get("sbom.supplier", ""))
 
 
 def _iso(seconds: float) -> str:
