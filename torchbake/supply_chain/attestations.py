@@ -29,6 +29,7 @@ SIGNATURES = tuple(SIGNATURE_PREFIX + kind for kind in ("image", *KINDS))
 MEDIA_TYPES = {**{f.name: f.media_type for f in sbom_formats.TABLE}, "provenance": provenance.MEDIA_TYPE,
                **dict.fromkeys(SIGNATURES, signing.BUNDLE_TYPE)}
 INVENTORY = "inventory"  # what torchbake read in the image (packages, layers): kept on the host, for diffs
+MADE_WITH = "sboms_made_with"  # the build manifest's key: image → sboms_made_with() of its SBOMs beside it
 SUFFIXES = {**{f.name: f.suffix for f in sbom_formats.TABLE}, "provenance": provenance.SUFFIX, INVENTORY: ".inventory.json",
             **{kind: f".{kind.removeprefix(SIGNATURE_PREFIX)}.sigstore.json" for kind in SIGNATURES}}
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
@@ -118,9 +119,6 @@ def sboms_made_with(supplier: str) -> dict[str, str]:
     import torchbake
 
     return {"supplier": supplier, "torchbake": torchbake.__version__}
-
-
-MADE_WITH = "sboms_made_with"  # the build manifest's key: image → sboms_made_with() of its SBOMs beside it
 
 
 def _read(paths: Mapping[str, str]) -> dict[str, str]:
