@@ -268,11 +268,17 @@ def built(tmp_path, made_with: dict | None) -> tuple:
     return inventory.image_id, manifest, documents
 
 
-def test_a_push_makes_the_sboms_again_only_for_options_they_were_not_made_with(tmp_path, monkeypatch):
-    image_id, manifest, written = built(tmp_path, attestations.sboms_made_with(""))
-    made = []
+def counted(monkeypatch) -> list[str]:
+    """The supplier of every SBOM set made from here on, in order."""
+    made: list[str] = []
     documents = sbom_formats.documents
     monkeypatch.setattr(sbom_formats, "documents", lambda *a, **k: made.append(k.get("supplier")) or documents(*a, **k))
+    return made
+
+
+def test_a_push_makes_the_sboms_again_only_for_options_they_were_not_made_with(tmp_path, monkeypatch):
+    image_id, manifest, written = built(tmp_path, attestations.sboms_made_with(""))
+    made = counted(monkeypatch)
     # as built: what is beside the manifest, nothing made again
     assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
     assert made == []
@@ -291,9 +297,7 @@ def test_a_push_makes_the_sboms_again_only_for_options_they_were_not_made_with(t
 
 def test_an_older_builds_sboms_are_made_again_once_then_read(tmp_path, monkeypatch):
     image_id, manifest, written = built(tmp_path, None)
-    made = []
-    documents = sbom_formats.documents
-    monkeypatch.setattr(sbom_formats, "documents", lambda *a, **k: made.append(k.get("supplier")) or documents(*a, **k))
+    made = counted(monkeypatch)
     assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])
     assert made == [""]
     assert attestations.recorded_with(tmp_path, image_id, "team/cpu:1", "") == (written, [])

@@ -110,7 +110,13 @@ def _paths(manifest: Mapping[str, Any], image: str) -> dict[str, str]:
 def _of_image(per_image: Mapping[str, Any], image: str) -> Any:
     """What a build manifest's map of image → value holds for ``image`` (the only image's when it
     has one); {} where it has none."""
-    return per_image.get(image) or (next(iter(per_image.values())) if len(per_image) == 1 else {})
+    key = _key_of(per_image, image)
+    return per_image[key] if key is not None else {}
+
+
+def _key_of(per_image: Mapping[str, Any], image: str) -> str | None:
+    """``image``'s key in a build manifest's map of image → value (the only image's when it has one)."""
+    return image if image in per_image else next(iter(per_image)) if len(per_image) == 1 else None
 
 
 def sboms_made_with(supplier: str) -> dict[str, str]:
@@ -165,8 +171,7 @@ def record_made_with(manifest: Path, image: str, made_with: Mapping[str, str]) -
     from torchbake.supply_chain import manifest as build_manifest
 
     document = json.loads(manifest.read_text())
-    images = list(document.get("attestations") or {})
-    key = image if image in images else images[0] if len(images) == 1 else None
+    key = _key_of(document.get("attestations") or {}, image)
     if key is not None:
         with contextlib.suppress(OSError):  # a record it cannot write (another's logs): they are made again next time
             build_manifest.update(manifest, MADE_WITH, {**(document.get(MADE_WITH) or {}), key: dict(made_with)})
