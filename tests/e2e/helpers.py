@@ -119,12 +119,10 @@ def labels(image: str) -> dict[str, str]:
     return json.loads(docker("image", "inspect", image).stdout)[0]["Config"]["Labels"]
 
 
-def saved_layers(saved: bytes) -> list[bytes]:
-    """The layers of a `docker save` archive, uncompressed, bottom first (the archive's
-    manifest.json names them: blobs/sha256/… in an OCI layout, gzip, zstd or uncompressed)."""
-    with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
-        manifest = json.load(outer.extractfile("manifest.json"))
-        return [layer_tar(outer.extractfile(path)).read() for path in manifest[0]["Layers"]]
+def saved_layer_paths(outer: tarfile.TarFile) -> list[str]:
+    """The layers' paths in an open `docker save` archive, bottom first (its manifest.json names them:
+    blobs/sha256/… in an OCI layout, gzip, zstd or uncompressed: ``layer_tar`` reads each)."""
+    return json.load(outer.extractfile("manifest.json"))[0]["Layers"]
 
 
 def layer_media_types(image: str) -> list[str]:
@@ -144,10 +142,11 @@ def saved_contents(image: str) -> bytes:
     and every layer uncompressed (a compressed layer would hide any string it holds)."""
     saved = subprocess.run([DOCKER, "save", image], capture_output=True, check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(saved)) as outer:
-        layer_paths = set(json.load(outer.extractfile("manifest.json"))[0]["Layers"])
+        layer_paths = saved_layer_paths(outer)
         others = [outer.extractfile(member).read() for member in outer.getmembers()
                   if member.isfile() and member.name not in layer_paths]
-    return b"\n".join([*others, *saved_layers(saved)])
+        layers = [layer_tar(outer.extractfile(path)).read() for path in layer_paths]
+    return b"\n".join([*others, *layers])
 
 
 def layer_file_names(image: str, folder: Path) -> list[str]:
@@ -159,8 +158,7 @@ def layer_file_names(image: str, folder: Path) -> list[str]:
     names = []
     try:
         with tarfile.open(archive) as outer:
-            manifest = json.load(outer.extractfile("manifest.json"))
-            for path in manifest[0]["Layers"]:
+            for path in saved_layer_paths(outer):
                 with tarfile.open(fileobj=layer_tar(outer.extractfile(path)), mode="r|") as layer:
                     names += [member.name for member in layer]
     finally:
