@@ -122,11 +122,23 @@ os.environ.setdefault("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)
 
 
 SWEPT = pytest.StashKey[list]()
+STARTED = pytest.StashKey[tuple]()  # (monotonic seconds, /proc/stat's first line, the speed loop's seconds)
+
+
+def _cpu_line() -> str:
+    try:
+        with open("/proc/stat") as stat:
+            return stat.readline()
+    except OSError:
+        return ""
 
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
+    from tests.module_budget import loop_seconds
+
+    config.stash[STARTED] = (time.monotonic(), _cpu_line(), loop_seconds())
     if hasattr(config.option, "testrunuid"):
         config.option.testrunuid = os.environ["PYTEST_XDIST_TESTRUNUID"]
     if shutil.which("docker"):  # what killed runs left, where no other run is alive (tests/leftovers.py)
@@ -154,6 +166,27 @@ def pytest_sessionfinish(session):
                              check=False).stdout.split()
     if shared:
         subprocess.run(["docker", "image", "rm", "--force", *dict.fromkeys(shared)], capture_output=True, check=False)
+
+
+def _machine_summary(terminalreporter) -> None:
+    """How fast this machine was during the run and how busy (tests/module_budget.py): the same
+    loop's seconds at the start and the end, the whole machine's CPU seconds over the run's."""
+    from tests.module_budget import SPEED_LOOP, loop_seconds, machine_busy
+
+    started = terminalreporter.config.stash.get(STARTED, None)
+    if started is None:
+        return
+    since, line, first = started
+    wall = time.monotonic() - since
+    terminalreporter.section("this machine during the run")
+    terminalreporter.write_line(f"a fixed loop of {SPEED_LOOP:,} additions: {first:.2f} s of CPU at the start,"
+                                f" {loop_seconds():.2f} s at the end")
+    now = _cpu_line()
+    if line and now:
+        busy, kernel = machine_busy(line, now)
+        cores = len(os.sched_getaffinity(0))
+        terminalreporter.write_line(f"the machine's {cores} cores busy {busy:,.0f} s of CPU ({kernel:,.0f} s the"
+                                    f" kernel's) in {wall // 60:.0f} min {wall % 60:.0f} s")
 
 
 def pytest_collection_modifyitems(items):
@@ -184,6 +217,7 @@ def pytest_terminal_summary(terminalreporter):
                 totals[module] = totals.get(module, 0.0) + duration
     if not totals:
         return
+    _machine_summary(terminalreporter)
     terminalreporter.section("seconds per module (worker time: setup, call, teardown)")
     for module, seconds in sorted(totals.items(), key=lambda item: -item[1]):
         terminalreporter.write_line(f"{seconds:8.1f}  {module}")

@@ -22,6 +22,7 @@ import math
 import os
 import platform
 import subprocess
+import time
 import tomllib
 from datetime import date
 from pathlib import Path
@@ -34,6 +35,31 @@ WALL_SECONDS = 12 * 60
 TARGET = CORES * WALL_SECONDS
 CEILING = 1610  # the modules' sum alone may not pass this (1,604 s, 2026-11-30); only ever lowered
 HEADROOM = 1.15  # a new module's budget: its first figure and 15 % (first_budget)
+
+
+# The fixed work whose CPU seconds say how fast this machine is at the moment: one machine took 1.65 s
+# and 3.4 s for 20 million of these additions on one day (2026-12-01), and a suite's seconds mean
+# little without it. Each run's summary gives it at the start and the end (tests/conftest.py).
+SPEED_LOOP = 5_000_000
+
+
+def loop_seconds() -> float:
+    """CPU seconds of SPEED_LOOP additions in pure Python."""
+    started = time.process_time()
+    total = 0
+    for number in range(SPEED_LOOP):
+        total += number
+    return time.process_time() - started
+
+
+def machine_busy(before: str, after: str) -> tuple[float, float]:
+    """(busy, kernel's) seconds of CPU of the whole machine between two first lines of /proc/stat
+    ("cpu user nice system idle iowait irq softirq steal ..."): busy is user, nice, system, irq and
+    softirq (what the engine, the tests and torchbake spent); the kernel's is system, irq and softirq."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    spent = [int(b) - int(a) for a, b in zip(before.split()[1:8], after.split()[1:8], strict=True)]
+    user, nice, system, _idle, _iowait, irq, softirq = spent
+    return (user + nice + system + irq + softirq) / ticks, (system + irq + softirq) / ticks
 
 
 def first_budget(seconds: float) -> int:

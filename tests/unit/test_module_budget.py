@@ -6,6 +6,7 @@ here."""
 from __future__ import annotations
 
 import json
+import os
 
 from tests import module_budget
 from tests.conftest import ROOT
@@ -46,3 +47,14 @@ def test_an_update_keeps_budgets_gives_a_new_module_its_figure_and_drops_a_gone_
                                 "tests/e2e/test_kept.py": {"seconds": 3.0, "budget": 4},
                                 "tests/e2e/test_new.py": {"seconds": 100.0, "budget": 115}}
     assert again["measured"] != "2026-01-01"
+
+
+def test_the_machine_s_busy_seconds_are_user_nice_system_irq_and_softirq_not_idle_iowait_or_steal():
+    ticks = os.sysconf("SC_CLK_TCK")
+    before = "cpu  100 10 50 1000 40 5 5 7 0 0\n"
+    after = f"cpu  {100 + 3 * ticks} {10 + ticks} {50 + 2 * ticks} {1000 + 60 * ticks} {40 + 9 * ticks} {5 + ticks} 5 99 0 0\n"
+    assert module_budget.machine_busy(before, after) == (7.0, 3.0)
+
+
+def test_the_speed_loop_takes_some_cpu_and_says_it():
+    assert 0 < module_budget.loop_seconds() < 60
