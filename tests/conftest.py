@@ -177,7 +177,7 @@ def _machine_summary(terminalreporter) -> None:
     if started is None:
         return
     since, line, first = started
-    wall = time.monotonic() - since
+    wall = round(time.monotonic() - since)
     terminalreporter.section("this machine during the run")
     terminalreporter.write_line(f"a fixed loop of {SPEED_LOOP:,} additions: {first:.2f} s of CPU at the start,"
                                 f" {loop_seconds():.2f} s at the end")
@@ -186,7 +186,7 @@ def _machine_summary(terminalreporter) -> None:
         busy, kernel = machine_busy(line, now)
         cores = len(os.sched_getaffinity(0))
         terminalreporter.write_line(f"the machine's {cores} cores busy {busy:,.0f} s of CPU ({kernel:,.0f} s the"
-                                    f" kernel's) in {wall // 60:.0f} min {wall % 60:.0f} s")
+                                    f" kernel's) in {wall // 60} min {wall % 60} s")
 
 
 def pytest_collection_modifyitems(items):
