@@ -15,6 +15,7 @@ list (SPDX 3's in :mod:`torchbake.supply_chain.spdx3`).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -332,7 +333,7 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
     purposes = {"image": PackagePurpose.CONTAINER, "base-image": PackagePurpose.CONTAINER,
                 "deb": PackagePurpose.LIBRARY, "python": PackagePurpose.LIBRARY, "toolkit": PackagePurpose.ARCHIVE,
                 "source": PackagePurpose.SOURCE, "binary": PackagePurpose.APPLICATION, "crate": PackagePurpose.LIBRARY}
-    licensing = licences.spdx_licensing()
+    parsed = functools.cache(licences.spdx_licensing().parse)  # each licence once: packages share a few
     ids: dict[str, str] = {}
     packages = []
     for part in parts:
@@ -352,8 +353,8 @@ def spdx_document(inventory: Inventory, parts: list[Component], tool_version: st
             supplier=(_actor(part.supplier, ActorType.ORGANIZATION if part.kind == "image" else None) if part.supplier
                       else SpdxNoAssertion()),
             # concluded as declared: torchbake reads what each package states and concludes nothing else
-            license_declared=licensing.parse(part.licence) if part.licence else SpdxNoAssertion(),
-            license_concluded=licensing.parse(part.licence) if part.licence else SpdxNoAssertion(),
+            license_declared=parsed(part.licence) if part.licence else SpdxNoAssertion(),
+            license_concluded=parsed(part.licence) if part.licence else SpdxNoAssertion(),
             copyright_text=part.copyright or SpdxNoAssertion(),
             license_comment=part.licence_text or None, comment=comment,
             external_references=[ExternalPackageRef(ExternalPackageRefCategory.PACKAGE_MANAGER, "purl", part.purl)]
@@ -439,6 +440,7 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
     from cyclonedx.schema.schema import SCHEMA_VERSIONS
     from packageurl import PackageURL
 
+    organisation = functools.cache(_organisation)  # each supplier once: a base's packages share one
     kinds = {"image": ComponentType.CONTAINER, "base-image": ComponentType.CONTAINER, "deb": ComponentType.LIBRARY,
              "python": ComponentType.LIBRARY, "toolkit": ComponentType.FILE, "source": ComponentType.LIBRARY,
              "binary": ComponentType.APPLICATION, "crate": ComponentType.LIBRARY}
@@ -450,7 +452,7 @@ def cyclonedx_document(inventory: Inventory, parts: list[Component], tool_versio
                                         else ExternalReferenceType.VCS, url=XsUri(part.download))] if part.download else []
         return CdxComponent(
             name=part.name, version=part.version or None, type=kinds[part.kind], bom_ref=part.ref,
-            supplier=_organisation(part.supplier) if part.supplier else None, copyright=part.copyright or None,
+            supplier=organisation(part.supplier) if part.supplier else None, copyright=part.copyright or None,
             purl=PackageURL.from_string(part.purl) if part.purl else None,
             hashes=[HashType(alg=HashAlgorithm.SHA_256, content=part.sha256)] if part.sha256 else [],
             licenses=licences, external_references=references,
