@@ -125,20 +125,12 @@ SWEPT = pytest.StashKey[list]()
 STARTED = pytest.StashKey[tuple]()  # (monotonic seconds, /proc/stat's first line, the speed loop's seconds)
 
 
-def _cpu_line() -> str:
-    try:
-        with open("/proc/stat") as stat:
-            return stat.readline()
-    except OSError:
-        return ""
-
-
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
-    from tests.module_budget import loop_seconds
+    from tests.module_budget import cpu_line, loop_seconds
 
-    config.stash[STARTED] = (time.monotonic(), _cpu_line(), loop_seconds())
+    config.stash[STARTED] = (time.monotonic(), cpu_line(), loop_seconds())
     if hasattr(config.option, "testrunuid"):
         config.option.testrunuid = os.environ["PYTEST_XDIST_TESTRUNUID"]
     if shutil.which("docker"):  # what killed runs left, where no other run is alive (tests/leftovers.py)
@@ -171,7 +163,7 @@ def pytest_sessionfinish(session):
 def _machine_summary(terminalreporter) -> None:
     """How fast this machine was during the run and how busy (tests/module_budget.py): the same
     loop's seconds at the start and the end, the whole machine's CPU seconds over the run's."""
-    from tests.module_budget import SPEED_LOOP, loop_seconds, machine_busy
+    from tests.module_budget import SPEED_LOOP, cpu_line, loop_seconds, machine_busy
 
     started = terminalreporter.config.stash.get(STARTED, None)
     if started is None:
@@ -181,7 +173,7 @@ def _machine_summary(terminalreporter) -> None:
     terminalreporter.section("this machine during the run")
     terminalreporter.write_line(f"a fixed loop of {SPEED_LOOP:,} additions: {first:.2f} s of CPU at the start,"
                                 f" {loop_seconds():.2f} s at the end")
-    now = _cpu_line()
+    now = cpu_line()
     if line and now:
         busy, kernel = machine_busy(line, now)
         cores = len(os.sched_getaffinity(0))

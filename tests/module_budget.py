@@ -52,6 +52,15 @@ def loop_seconds() -> float:
     return time.process_time() - started
 
 
+def cpu_line() -> str:
+    """The first line of /proc/stat (the whole machine's CPU time so far), "" where there is none."""
+    try:
+        with open("/proc/stat") as stat:
+            return stat.readline()
+    except OSError:
+        return ""
+
+
 def machine_busy(before: str, after: str) -> tuple[float, float]:
     """(busy, kernel's) seconds of CPU of the whole machine between two first lines of /proc/stat
     ("cpu user nice system idle iowait irq softirq steal ..."): busy is user, nice, system, irq and

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,7 +155,7 @@ def test_a_build_s_sbom_writers_import_nothing_the_server_has_not_imported():
               "before = set(sys.modules)\n"
               "sbom_formats.documents(image(), INPUTS, tool_version='0.1.0')\n"
               "print(sorted(set(sys.modules) - before))\n")
-    done = subprocess.run([*INVOKE[:1], "-c", script], cwd=ROOT, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "[]", done.stdout
