@@ -122,15 +122,15 @@ os.environ.setdefault("PYTEST_XDIST_TESTRUNUID", uuid.uuid4().hex)
 
 
 SWEPT = pytest.StashKey[list]()
-STARTED = pytest.StashKey[tuple]()  # (monotonic seconds, /proc/stat's first line, the speed loop's seconds)
+STARTED = pytest.StashKey[tuple]()  # (monotonic seconds, /proc/stat's first line, the speed loop's seconds, the engine's daemons' CPU)
 
 
 def pytest_configure(config):
     if hasattr(config, "workerinput"):
         return
-    from tests.module_budget import cpu_line, loop_seconds
+    from tests.module_budget import cpu_line, daemon_cpu, loop_seconds
 
-    config.stash[STARTED] = (time.monotonic(), cpu_line(), loop_seconds())
+    config.stash[STARTED] = (time.monotonic(), cpu_line(), loop_seconds(), daemon_cpu())
     if hasattr(config.option, "testrunuid"):
         config.option.testrunuid = os.environ["PYTEST_XDIST_TESTRUNUID"]
     if shutil.which("docker"):  # what killed runs left, where no other run is alive (tests/leftovers.py)
@@ -162,13 +162,14 @@ def pytest_sessionfinish(session):
 
 def _machine_summary(terminalreporter) -> None:
     """How fast this machine was during the run and how busy (tests/module_budget.py): the same
-    loop's seconds at the start and the end, the whole machine's CPU seconds over the run's."""
-    from tests.module_budget import SPEED_LOOP, cpu_line, loop_seconds, machine_busy
+    loop's seconds at the start and the end, the whole machine's CPU seconds over the run's, and
+    the engine's daemons' share of them."""
+    from tests.module_budget import SPEED_LOOP, cpu_line, daemon_cpu, daemons_spent, loop_seconds, machine_busy
 
     started = terminalreporter.config.stash.get(STARTED, None)
     if started is None:
         return
-    since, line, first = started
+    since, line, first, daemons = started
     wall = round(time.monotonic() - since)
     terminalreporter.section("this machine during the run")
     terminalreporter.write_line(f"a fixed loop of {SPEED_LOOP:,} additions: {first:.2f} s of CPU at the start,"
@@ -179,6 +180,11 @@ def _machine_summary(terminalreporter) -> None:
         cores = len(os.sched_getaffinity(0))
         terminalreporter.write_line(f"the machine's {cores} cores busy {busy:,.0f} s of CPU ({kernel:,.0f} s the"
                                     f" kernel's) in {wall // 60} min {wall % 60} s")
+    spent = daemons_spent(daemons, daemon_cpu())
+    if spent:
+        terminalreporter.write_line("the engine's daemons: " + ", ".join(
+            f"{name} {seconds:,.0f} s of CPU" if seconds is not None else f"{name} started again during the run"
+            for name, seconds in spent.items()))
 
 
 def pytest_collection_modifyitems(items):

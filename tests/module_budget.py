@@ -71,6 +71,36 @@ def machine_busy(before: str, after: str) -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / ticks, (system + irq + softirq) / ticks
 
 
+# The engine's daemons, by the files that hold their process ids (scripts/ensure-engine.sh starts
+# dockerd, which starts its containerd). Their CPU is a large part of a run's: a whole run's profile
+# of dockerd (its /debug/pprof) is in docs/speed.md.
+ENGINE_PIDFILES = {"dockerd": Path("/var/run/docker.pid"),
+                   "containerd": Path("/var/run/docker/containerd/containerd.pid")}
+
+
+def daemon_cpu(pidfiles: dict[str, Path] = ENGINE_PIDFILES, proc: Path = Path("/proc")) -> dict[str, tuple[int, float]]:
+    """Name → (process id, CPU seconds so far, user and system) of each daemon of ``pidfiles``
+    that is running; one whose file or process is gone is left out."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for name, pidfile in pidfiles.items():
+        try:
+            pid = int(pidfile.read_text().split()[0])
+            stat = (proc / str(pid) / "stat").read_text()
+        except (OSError, ValueError, IndexError):
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": a name may hold spaces and parentheses
+        found[name] = (pid, (int(fields[11]) + int(fields[12])) / ticks)  # utime, stime: fields 14 and 15
+    return found
+
+
+def daemons_spent(before: dict[str, tuple[int, float]], after: dict[str, tuple[int, float]]) -> dict[str, float | None]:
+    """Name → CPU seconds each daemon spent between two :func:`daemon_cpu` readings; None for one
+    that was started again meanwhile (another process id: its seconds before are not known)."""
+    return {name: (seconds - before[name][1] if before.get(name, (None,))[0] == pid else None)
+            for name, (pid, seconds) in after.items()}
+
+
 def first_budget(seconds: float) -> int:
     """A module's budget from its figure: 15 % more, and at least 2 s more."""
     return max(math.ceil(max(seconds, 1.0) * HEADROOM), math.ceil(seconds) + 2)

@@ -224,3 +224,14 @@ def test_the_engine_is_found_as_the_cli_finds_it(base_image, tmp_path):
 
         current = run_invoke("show-build", base_image, env=config | {"DOCKER_CONTEXT": "no-such-context"})
         assert current.returncode == 4 and "Traceback" not in current.stderr, current.stderr
+
+
+def test_the_suites_summary_finds_the_engines_daemons_by_their_pidfiles():
+    """The run's summary gives the engine's daemons' CPU (tests/module_budget.py): their pidfiles
+    are the ones scripts/ensure-engine.sh's engine writes, each naming its running daemon."""
+    from tests.module_budget import daemon_cpu
+
+    found = daemon_cpu()
+    assert set(found) == {"dockerd", "containerd"}, found
+    for name, (pid, seconds) in found.items():
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == name and seconds > 0, (name, pid, seconds)
