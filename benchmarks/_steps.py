@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import functools
 import os
 import platform
 import shutil
@@ -45,13 +46,21 @@ def add_smoke(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--smoke", action="store_true", help=SMOKE_HELP)
 
 
+@functools.cache
+def alive() -> None:
+    """Mark this benchmark alive until it exits (tests/leftovers.py): a test run that starts
+    meanwhile sweeps none of what it made, its folders and its images (a smoke run's packaged base
+    under its name). Once a process."""
+    from tests import leftovers
+
+    leftovers.hold()
+
+
 def work_folder(kind: str) -> Path:
     """A folder of this benchmark's own (torchbake-KIND-bench-*), removed when it exits, however it
     stops short (a failed step); one it was killed before removing, the next test run removes
     (tests/leftovers.py), never while this benchmark lives."""
-    from tests import leftovers
-
-    leftovers.hold()
+    alive()
     folder = Path(tempfile.mkdtemp(prefix=f"torchbake-{kind}-bench-"))
     # rm: what a second engine left in it is root's and deep; shutil.rmtree took 4 times as long
     atexit.register(subprocess.run, ["rm", "-rf", str(folder)], capture_output=True, check=False)
@@ -59,7 +68,9 @@ def work_folder(kind: str) -> Path:
 
 
 def smoke_name(kind: str) -> str:
-    """An image (or container) name of this smoke run's own: another run beside it has another."""
+    """An image (or container) name of this smoke run's own: another run beside it has another, and
+    a test run that starts meanwhile leaves it (:func:`alive`)."""
+    alive()
     return f"{SMOKE_PREFIX}{kind}-{uuid.uuid4().hex[:8]}"
 
 

@@ -127,3 +127,26 @@ def test_what_a_killed_engine_left_mounted_in_a_tests_folder_is_unmounted(engine
     finally:
         subprocess.run(["umount", "--lazy", str(point)], capture_output=True, check=False)
         subprocess.run(["umount", "--lazy", str(elsewhere)], capture_output=True, check=False)
+
+
+def test_a_benchmark_that_names_a_smoke_image_is_alive_for_a_run_that_starts_beside_it(engine):
+    """A smoke run's packaged base is named by benchmarks/_steps.smoke_name, in benchmarks that
+    have no folder of their own (main_job's): naming it marks the benchmark alive, or a test run
+    starting meanwhile would remove the image under the running benchmark."""
+    docker, asked, _ = engine
+    benchmark = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""\
+        import sys, time; from pathlib import Path
+        sys.path.insert(0, {str(ROOT / "benchmarks")!r})
+        from tests import leftovers
+        leftovers.RUNNING = Path({str(leftovers.RUNNING)!r})
+        import _steps
+        print(_steps.smoke_name("base"), flush=True); time.sleep(60)
+        """)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert benchmark.stdout.readline().startswith("tb-bench-smoke-base-")
+        assert leftovers.hold_and_sweep(docker) == []
+        assert removed_images(asked) == []
+    finally:
+        benchmark.kill()
+        benchmark.wait()
+        benchmark.stdout.close()
