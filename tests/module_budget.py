@@ -73,7 +73,7 @@ def machine_busy(before: str, after: str) -> tuple[float, float]:
 
 # The engine's daemons, by the files that hold their process ids (scripts/ensure-engine.sh starts
 # dockerd, which starts its containerd). Their CPU is a large part of a run's: a whole run's profile
-# of dockerd (its /debug/pprof) is in docs/speed.md.
+# of dockerd (its /debug/pprof) is in docs/development.md.
 ENGINE_PIDFILES = {"dockerd": Path("/var/run/docker.pid"),
                    "containerd": Path("/var/run/docker/containerd/containerd.pid")}
 
