@@ -80,7 +80,8 @@ ENGINE_PIDFILES = {"dockerd": Path("/var/run/docker.pid"),
 
 def daemon_cpu(pidfiles: dict[str, Path] = ENGINE_PIDFILES, proc: Path = Path("/proc")) -> dict[str, tuple[int, float]]:
     """Name → (process id, CPU seconds so far, user and system) of each daemon of ``pidfiles``
-    that is running; one whose file or process is gone is left out."""
+    that is running; one whose file or process is gone, or whose pidfile names another program (a
+    stale file, its number taken again), is left out."""
     ticks = os.sysconf("SC_CLK_TCK")
     found = {}
     for name, pidfile in pidfiles.items():
@@ -89,7 +90,10 @@ def daemon_cpu(pidfiles: dict[str, Path] = ENGINE_PIDFILES, proc: Path = Path("/
             stat = (proc / str(pid) / "stat").read_text()
         except (OSError, ValueError, IndexError):
             continue
-        fields = stat.rsplit(")", 1)[1].split()  # after "pid (comm)": a name may hold spaces and parentheses
+        program, after = stat.split(" (", 1)[1].rsplit(")", 1)  # "pid (comm) ...": comm may hold blanks and ")"
+        if program != name:
+            continue
+        fields = after.split()
         found[name] = (pid, (int(fields[11]) + int(fields[12])) / ticks)  # utime, stime: fields 14 and 15
     return found
 

@@ -63,13 +63,17 @@ def test_the_speed_loop_takes_some_cpu_and_says_it():
 def test_a_daemons_cpu_is_read_from_its_pidfile_and_its_stat_and_a_restarted_one_is_said(tmp_path):
     ticks = os.sysconf("SC_CLK_TCK")
     proc = tmp_path / "proc"
-    (proc / "41").mkdir(parents=True)
-    (proc / "41" / "stat").write_text(f"41 (dockerd (x) y) S 1 41 41 0 -1 4194560 9 0 0 0 {3 * ticks} {2 * ticks} 0 0 20 0\n")
-    files = {"dockerd": tmp_path / "docker.pid", "containerd": tmp_path / "containerd.pid", "gone": tmp_path / "gone.pid"}
+    for pid, program in ((41, "dockerd"), (43, "bash (x) y")):
+        (proc / str(pid)).mkdir(parents=True)
+        (proc / str(pid) / "stat").write_text(f"{pid} ({program}) S 1 41 41 0 -1 4194560 9 0 0 0 {3 * ticks} {2 * ticks}"
+                                              " 0 0 20 0\n")
+    files = {"dockerd": tmp_path / "docker.pid", "containerd": tmp_path / "containerd.pid", "gone": tmp_path / "gone.pid",
+             "registry": tmp_path / "registry.pid"}
     files["dockerd"].write_text("41\n")
     files["containerd"].write_text("999\n")  # no such process: left out, as a daemon without a pidfile
+    files["registry"].write_text("43\n")  # a stale pidfile: its number is another program's now
     before = module_budget.daemon_cpu(files, proc)
-    assert before == {"dockerd": (41, 5.0)}  # user and system, after a name with a space and a parenthesis
+    assert before == {"dockerd": (41, 5.0)}  # user and system
     assert module_budget.daemons_spent(before, {"dockerd": (41, 12.5)}) == {"dockerd": 7.5}
     assert module_budget.daemons_spent(before, {"dockerd": (42, 1.0)}) == {"dockerd": None}  # started again
     assert module_budget.daemons_spent({}, {"dockerd": (41, 1.0)}) == {"dockerd": None}
