@@ -5,6 +5,7 @@ chromedriver), its visible text judged; each page's first screen kept as a scree
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
 import os
@@ -91,27 +92,40 @@ SEARCH = ["*/search/search_index.json", "*/assets/javascripts/workers/search.*"]
 
 
 @pytest.fixture(scope="module")
-def pages(served, browser):
-    """Every page, visited once (the search left out: SEARCH); its first screen saved."""
+def screenshots(tmp_path_factory) -> Path:
+    """This process's folder of the pages' first screens (``pages`` fills it)."""
+    return tmp_path_factory.mktemp("screenshots")
+
+
+@pytest.fixture(scope="module")
+def pages(served, browser, screenshots):
+    """Every page, visited once (the search left out: SEARCH); its first screen saved in
+    ``screenshots``, which then replaces SCREENSHOTS whole: two workers that each run this module
+    (pytest -n 2 without --dist loadfile) leave one whole set, never a mix."""
     base, names = served
-    shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-    SCREENSHOTS.mkdir(parents=True)
+    shots = screenshots
     seen = {}
     browser.execute_cdp_cmd("Network.enable", {})
     browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": SEARCH})
     try:
         for name in names:
             seen[name] = visit(browser, base + name)
-            browser.save_screenshot(str(SCREENSHOTS / f"{name.strip('/').replace('/', '-') or 'index'}.png"))
+            browser.save_screenshot(str(shots / f"{name.strip('/').replace('/', '-') or 'index'}.png"))
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
+    with open(SCREENSHOTS.parent / ".site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker at a time replaces the kept set
+        shutil.rmtree(SCREENSHOTS, ignore_errors=True)
+        shutil.copytree(shots, SCREENSHOTS)
     return seen
 
 
-def test_the_site_has_its_pages_and_a_screenshot_of_each(served, pages):
+def test_the_site_has_its_pages_and_a_screenshot_of_each(served, pages, screenshots):
     assert {"", "reference/tasks/", "reference/options/", "platforms/", "troubleshooting/"} <= set(pages)
-    shots = sorted(SCREENSHOTS.glob("*.png"))
-    assert len(shots) == len(pages) and all(shot.stat().st_size > 10_000 for shot in shots)
+    for folder in (screenshots, SCREENSHOTS):  # this process's, and the set CI keeps
+        shots = sorted(folder.glob("*.png"))
+        assert len(shots) == len(pages) and all(shot.stat().st_size > 10_000 for shot in shots), (folder, shots)
 
 
 def test_no_page_shows_a_markdown_table_row_as_text(pages):
