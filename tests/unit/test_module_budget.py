@@ -77,4 +77,3 @@ def test_a_daemons_cpu_is_read_from_its_pidfile_and_its_stat_and_a_restarted_one
     assert module_budget.daemons_spent(before, {"dockerd": (41, 12.5)}) == {"dockerd": 7.5}
     assert module_budget.daemons_spent(before, {"dockerd": (42, 1.0)}) == {"dockerd": None}  # started again
     assert module_budget.daemons_spent({}, {"dockerd": (41, 1.0)}) == {"dockerd": None}
-

@@ -103,21 +103,20 @@ def pages(served, browser, screenshots):
     ``screenshots``, which then replaces SCREENSHOTS whole: two workers that each run this module
     (pytest -n 2 without --dist loadfile) leave one whole set, never a mix."""
     base, names = served
-    shots = screenshots
     seen = {}
     browser.execute_cdp_cmd("Network.enable", {})
     browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": SEARCH})
     try:
         for name in names:
             seen[name] = visit(browser, base + name)
-            browser.save_screenshot(str(shots / f"{name.strip('/').replace('/', '-') or 'index'}.png"))
+            browser.save_screenshot(str(screenshots / f"{name.strip('/').replace('/', '-') or 'index'}.png"))
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
     SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
     with open(SCREENSHOTS.parent / ".site.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one worker at a time replaces the kept set
         shutil.rmtree(SCREENSHOTS, ignore_errors=True)
-        shutil.copytree(shots, SCREENSHOTS)
+        shutil.copytree(screenshots, SCREENSHOTS)
     return seen
 
 
