@@ -5,7 +5,6 @@ chromedriver), its visible text judged; each page's first screen kept as a scree
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import http.server
 import os
@@ -17,6 +16,7 @@ import threading
 from pathlib import Path
 from urllib.parse import urldefrag, urljoin, urlparse
 
+import filelock
 import pytest
 
 from tests.conftest import ROOT
@@ -113,8 +113,7 @@ def pages(served, browser, screenshots):
     finally:
         browser.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
     SCREENSHOTS.parent.mkdir(parents=True, exist_ok=True)
-    with open(SCREENSHOTS.parent / ".site.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one worker at a time replaces the kept set
+    with filelock.FileLock(SCREENSHOTS.parent / ".site.lock"):  # one worker at a time replaces the kept set
         shutil.rmtree(SCREENSHOTS, ignore_errors=True)
         shutil.copytree(screenshots, SCREENSHOTS)
     return seen
