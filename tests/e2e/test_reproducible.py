@@ -22,18 +22,20 @@ NAME = "torchbake-test/reproducible"
 
 
 def test_check_reproducible_builds_the_image_again_without_any_cache_and_gets_the_same_image_as_force_does(
-        tiny_torch, base_image, tb_env, tmp_path, run_id):
+        tiny_torch, packaged_base, tb_env, tmp_path, run_id):
     """Engine A builds with --check-reproducible: the same context built again without any cache
     gives the same image id; built again, the image is unchanged, and --force makes the same image
-    from the layer cache. (Two engines with nothing in common push the same digest: test_locks'
-    fresh engine; a changed input changes the digest: test_release's diff pair, test_layers'
-    toolkit sibling; SOURCE_DATE_EPOCH is an input: tests/unit/test_wheel_groups.py;
-    `verify --reproducible` makes the same comparison later, from this host's record: the next test.)"""
+    from the layer cache. FROM the run's base with the OS packages in it: the build without any
+    cache runs no apt download (an apt step run anew, on an engine with nothing in common, gives the
+    same image: test_locks' fresh engine, which also pushes the same digest; a changed input changes
+    the digest: test_release's diff pair, test_layers' toolkit sibling; SOURCE_DATE_EPOCH is an
+    input: tests/unit/test_wheel_groups.py; `verify --reproducible` makes the same comparison later,
+    from this host's record: the next test.)"""
     profile = tmp_path / "tiny.toml"
     profile.write_text(TINY_PROFILE.format(wheel=tiny_torch))
     image = f"{NAME}:{run_id}"
     try:
-        args = ("build", "--config", str(profile), "--name", NAME, "--base-img", base_image, "--tag", run_id)
+        args = ("build", "--config", str(profile), "--name", NAME, "--base-img", packaged_base, "--tag", run_id)
         on_a = run_invoke(*args, "--check-reproducible", env=tb_env)
         assert on_a.returncode == 0, (on_a.stdout + on_a.stderr)[-4000:]
         digest_a = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
@@ -69,8 +71,8 @@ def test_check_reproducible_builds_the_image_again_without_any_cache_and_gets_th
 
 def test_verify_reproducible_names_the_files_a_step_that_is_not_reproducible_wrote(tiny_profile, packaged_base, tb_env,
                                                                                    tmp_path, run_id):
-    """FROM the run's base with the OS packages in it: the comparison's build without any cache runs
-    no apt step (an apt step without cache, reproducible: the test before)."""
+    """FROM the run's base with the OS packages in it, as the test before: the comparison's build
+    without any cache runs no apt download."""
     template = tmp_path / "dockerfile.stamp"
     template.write_text((Path(__file__).parents[2] / "docker/ubuntu/dockerfile.release").read_text().replace(
         'CMD ["/bin/bash"]', 'RUN date +%s%N > /opt/stamp\nCMD ["/bin/bash"]'))
