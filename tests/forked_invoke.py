@@ -5,10 +5,9 @@ its own pid, standard streams, environment, working folder, exit status and exit
 joined, streams flushed). What it does not pay again is Python's start-up and imports: invoke,
 torchbake's modules and the libraries a build imports later (the engine's SDK, the SBOM
 libraries, SPDX's licence index), 0.35 s of CPU a command and 0.6 s more a build, over 500
-commands a run. One
-server a pytest worker imports them once, runs nothing else, and forks a child for each command;
-the child takes the command's streams, environment and folder, then runs ``python -m invoke
-ARGS`` as the interpreter would.
+commands a run. One server a pytest worker imports them once, runs nothing else, and forks a child
+for each command; the child takes the command's streams, environment and folder, then runs
+``python -m invoke ARGS`` as the interpreter would.
 
 What a fresh start is the point of runs as a plain subprocess: the installed tool
 (test_installed), start-up itself (test_startup), Ctrl-C from a terminal, a copy of the project
