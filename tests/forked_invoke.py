@@ -57,7 +57,9 @@ def serve(path: str) -> dict:
         importlib.import_module(name)
     # SPDX's licence index, which a command builds once in its process when its first SBOM names a
     # licence (license-expression's whole index and its tokenizer: 0.06 to 0.09 s of a build's CPU)
-    importlib.import_module("torchbake.supply_chain.licences").spdx_licensing()
+    from torchbake.supply_chain.licences import spdx_licensing
+
+    spdx_licensing()
     gc.freeze()  # what is imported stays out of each child's collections (they would touch every page of it)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
