@@ -82,15 +82,17 @@ LANES = (("compile_cache.py", "registry_nightly.py", "startup.py", "run_containe
          ("dev_compile.py", "matrix_build.py", "main_job.py", "layer_compression.py", "release_build.py"))
 
 
-def _smoke(script: Path, temp: Path) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
+def _smoke(script: Path, temp: Path, logs: Path) -> tuple[subprocess.CompletedProcess[str], float, list[str]]:
     """The smoke run of ``script``, its seconds, and the files it left in its temporary folder
-    ``temp`` (torchbake's folder of candidates' locks stays, empty: one for every build on a host)."""
+    ``temp`` (torchbake's folder of candidates' locks stays, empty: one for every build on a host).
+    Its builds' logs go to ``logs``, not to the user's cache (its downloads and unpacked programs
+    stay there, shared as a user's runs share them)."""
     started = time.monotonic()
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHBAKE_")}  # as clean_env
     temp.mkdir()
     done = subprocess.run([sys.executable, str(script), "--smoke"], capture_output=True, text=True, cwd=ROOT,
                           stdin=subprocess.DEVNULL, timeout=900,
-                          env={**environment, "TMPDIR": str(temp),
+                          env={**environment, "TMPDIR": str(temp), "TORCHBAKE_PATHS_LOG_DIR": str(logs),
                                SERVER_VARIABLE: forked_invoke_server().path})
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
@@ -106,10 +108,11 @@ def smoke_runs(tmp_path_factory, base_image):
         docker("tag", base_image, BOOKWORM)
     forked_invoke_server().start()  # the lanes' commands are forked from it, as the suite's own are (once, here)
     lanes = [ThreadPoolExecutor(max_workers=1) for _ in LANES]
-    temp = tmp_path_factory.mktemp("smoke-temp")
-    runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name, temp / name)
+    temp, logs = tmp_path_factory.mktemp("smoke-temp"), tmp_path_factory.mktemp("smoke-logs")
+    users_logs = _users_logs()
+    runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name, temp / name, logs / Path(name).stem)
             for lane, names in zip(lanes, LANES, strict=True) for name in names}
-    yield runs
+    yield runs, logs, users_logs
     for lane in lanes:
         lane.shutdown(wait=True, cancel_futures=True)
 
@@ -120,7 +123,7 @@ def test_every_benchmark_is_in_a_lane():
 
 @pytest.mark.parametrize("script", BENCHMARKS, ids=[p.name for p in BENCHMARKS])
 def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
-    done, seconds, left = smoke_runs[script.name].result(timeout=3600)
+    done, seconds, left = smoke_runs[0][script.name].result(timeout=3600)
     said = f"{script.name} --smoke, exit {done.returncode} after {seconds:.0f} s:\n" \
            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     assert done.returncode == 0, said
@@ -128,6 +131,26 @@ def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
         assert re.search(row, done.stdout, re.M), f"no line matching {row!r} in the output of {said}"
     # its work folder, torchbake's files and the engines' gone
     assert left == [], f"{script.name} left in its temporary folder: {left}"
+
+
+def _users_logs() -> set[str]:
+    """The files in the log folder of the user's torchbake cache (the default one: the smoke runs'
+    environment names no cache of its own)."""
+    import platformdirs
+
+    folder = Path(platformdirs.user_cache_dir("torchbake")) / "logs"
+    return {path.name for path in folder.iterdir()} if folder.is_dir() else set()
+
+
+def test_the_smoke_runs_keep_their_build_logs_out_of_the_users_cache(smoke_runs):
+    """Every smoke run's builds log where the test says (a folder of the run's own), and none in
+    the user's cache: a run of the suite adds nothing to the logs `invoke gc` would have to clear."""
+    runs, logs, before = smoke_runs
+    for run in runs.values():
+        run.result(timeout=3600)
+    logged = {path.parent.name for path in logs.rglob("*.log")}
+    assert {"release_build", "reproducible_build", "torch_once", "layer_compression"} <= logged, sorted(logged)
+    assert sorted(_users_logs() - before) == []
 
 
 def test_torch_once_measures_layers_by_asking_the_engine(base_image):
