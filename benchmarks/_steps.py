@@ -9,8 +9,11 @@ import argparse
 import atexit
 import contextlib
 import functools
+import json
 import os
 import platform
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -87,6 +90,16 @@ def timed(argv: list[str], *, env: Mapping[str, str] | None = None, cwd: Path | 
     started = time.monotonic()
     run(argv, env=env, cwd=cwd)
     return time.monotonic() - started
+
+
+def recorded_command(output: str) -> list[str]:
+    """The docker command of the build whose torchbake output is ``output``: its manifest's, beside
+    the log the output names (where [paths] log_dir says, not where the cache folder is)."""
+    log = re.search(r"\(log: (\S+\.log)\)", output)
+    if log is None:
+        sys.exit(f"no log path in torchbake's output:\n{output[-2000:]}")
+    manifest = json.loads(Path(log.group(1)).with_suffix(".manifest.json").read_text())
+    return shlex.split(manifest["docker_command"])
 
 
 def plain_build_args(context: Path) -> list[str]:

@@ -24,7 +24,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, recorded_command, smoke_name, tiny_release_profile  # noqa: E402
 
 from torchbake.adapters.docker_cli import DockerCLI  # noqa: E402
 
@@ -53,15 +52,6 @@ def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     if result.returncode != 0:
         sys.exit(f"benchmark step failed: {' '.join(argv)}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
     return result
-
-
-def recorded_command(output: str) -> list[str]:
-    """The docker command of the build whose torchbake output is ``output`` (its manifest)."""
-    log = re.search(r"\(log: (\S+\.log)\)", output)
-    if log is None:
-        sys.exit(f"no log path in torchbake's output:\n{output[-2000:]}")
-    manifest = json.loads(Path(log.group(1)).with_suffix(".manifest.json").read_text())
-    return shlex.split(manifest["docker_command"])
 
 
 def layer_bytes(image: str) -> int:

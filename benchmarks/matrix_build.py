@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -33,21 +32,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BASE = "torchbake/debian:bookworm"
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _steps import INVOKE, add_smoke, packaged_base, smoke_name, tiny_release_profile, work_folder  # noqa: E402
+from _steps import INVOKE, add_smoke, packaged_base, recorded_command, smoke_name, tiny_release_profile, work_folder  # noqa: E402
+from _steps import run as run_step  # noqa: E402
 
 
-def completed(argv, env=None, cwd=None) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """``argv`` run to its end: its seconds and what it printed (a step that fails ends the benchmark)."""
+def run(argv, env=None, cwd=None) -> float:
     started = time.monotonic()
     result = subprocess.run(argv, env={**os.environ, **(env or {})}, cwd=cwd, capture_output=True, text=True,
                             stdin=subprocess.DEVNULL)
     if result.returncode != 0:
         sys.exit(f"step failed: {shlex.join(map(str, argv))}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-    return time.monotonic() - started, result
-
-
-def run(argv, env=None, cwd=None) -> float:
-    return completed(argv, env, cwd)[0]
+    return time.monotonic() - started
 
 
 def git_repo(folder: Path, tag: str, files: int) -> None:
@@ -111,11 +106,10 @@ def bench(args: argparse.Namespace, work: Path, BASE: str, release: str, prefix:
     for name, argv in [("cpu", ["build", "--config", release_config, "--base-img", BASE])] + [
             (p.stem, ["build-base", "--config", str(p)]) for p in profiles]:
         context = work / f"context-{name}"
-        _, prepared = completed([*INVOKE, *argv, "--name", f"{prefix}/plain-{name}", "--build-dir", str(context),
-                                 "--no-verify"], env=env)
-        log = Path(re.search(r"\(log: (\S+\.log)\)", prepared.stdout).group(1))  # where [paths] log_dir says
+        prepared = run_step([*INVOKE, *argv, "--name", f"{prefix}/plain-{name}", "--build-dir", str(context),
+                             "--no-verify"], env={**os.environ, **env})
         # the build's command as its manifest records it (the log no longer echoes a `docker build` line)
-        argv = shlex.split(json.loads(log.with_suffix(".manifest.json").read_text())["docker_command"])
+        argv = recorded_command(prepared.stdout)
         if "--iidfile" in argv:
             cut = argv.index("--iidfile")
             argv = argv[:cut] + argv[cut + 2:]

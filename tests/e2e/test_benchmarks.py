@@ -11,8 +11,9 @@ import re
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -97,6 +98,12 @@ def _smoke(script: Path, temp: Path, logs: Path) -> tuple[subprocess.CompletedPr
     return done, time.monotonic() - started, sorted(str(p.relative_to(temp)) for p in temp.rglob("*") if not p.is_dir())
 
 
+class SmokeRuns(NamedTuple):
+    runs: dict[str, Future]  # benchmark file name -> its smoke run (_smoke's result)
+    logs: Path  # their builds' logs, a folder per benchmark
+    users_logs_before: set[str]  # the user's torchbake log folder before they started
+
+
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory, base_image):
     """Every benchmark's smoke run, started at once in its lane; each test waits for its own. The
@@ -112,7 +119,7 @@ def smoke_runs(tmp_path_factory, base_image):
     users_logs = _users_logs()
     runs = {name: lane.submit(_smoke, ROOT / "benchmarks" / name, temp / name, logs / Path(name).stem)
             for lane, names in zip(lanes, LANES, strict=True) for name in names}
-    yield runs, logs, users_logs
+    yield SmokeRuns(runs, logs, users_logs)
     for lane in lanes:
         lane.shutdown(wait=True, cancel_futures=True)
 
@@ -123,7 +130,7 @@ def test_every_benchmark_is_in_a_lane():
 
 @pytest.mark.parametrize("script", BENCHMARKS, ids=[p.name for p in BENCHMARKS])
 def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
-    done, seconds, left = smoke_runs[0][script.name].result(timeout=3600)
+    done, seconds, left = smoke_runs.runs[script.name].result(timeout=3600)
     said = f"{script.name} --smoke, exit {done.returncode} after {seconds:.0f} s:\n" \
            f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     assert done.returncode == 0, said
@@ -136,21 +143,20 @@ def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
 def _users_logs() -> set[str]:
     """The files in the log folder of the user's torchbake cache (the default one: the smoke runs'
     environment names no cache of its own)."""
-    import platformdirs
+    from torchbake.planning.config import default_cache_dir
 
-    folder = Path(platformdirs.user_cache_dir("torchbake")) / "logs"
+    folder = default_cache_dir() / "logs"
     return {path.name for path in folder.iterdir()} if folder.is_dir() else set()
 
 
 def test_the_smoke_runs_keep_their_build_logs_out_of_the_users_cache(smoke_runs):
     """Every smoke run's builds log where the test says (a folder of the run's own), and none in
     the user's cache: a run of the suite adds nothing to the logs `invoke gc` would have to clear."""
-    runs, logs, before = smoke_runs
-    for run in runs.values():
+    for run in smoke_runs.runs.values():
         run.result(timeout=3600)
-    logged = {path.parent.name for path in logs.rglob("*.log")}
+    logged = {path.parent.name for path in smoke_runs.logs.rglob("*.log")}
     assert {"release_build", "reproducible_build", "torch_once", "layer_compression"} <= logged, sorted(logged)
-    assert sorted(_users_logs() - before) == []
+    assert sorted(_users_logs() - smoke_runs.users_logs_before) == []
 
 
 def test_torch_once_measures_layers_by_asking_the_engine(base_image):

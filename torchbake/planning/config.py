@@ -329,6 +329,12 @@ def _validate(values: Mapping[str, Any], sources: Mapping[str, str], declared: M
                 raise ConfigurationError(f"{key} = {value!r} (from {sources[key]}) is invalid: {exc}.") from None
 
 
+def default_cache_dir() -> Path:
+    """torchbake's cache folder where [paths] cache_dir names none: the user cache folder of this
+    OS ($XDG_CACHE_HOME/torchbake, else ~/.cache/torchbake on Linux)."""
+    return Path(platformdirs.user_cache_dir("torchbake"))
+
+
 def build_settings(values: Mapping[str, Any], declared: Mapping[str, Accelerator]) -> Settings:
     sections: dict[str, Any] = {}
     for section, cls in SECTION_TYPES.items():
@@ -339,7 +345,7 @@ def build_settings(values: Mapping[str, Any], declared: Mapping[str, Accelerator
                 value = tuple(value)
             kwargs[f.name] = value
         sections[section] = kwargs
-    cache_dir = Path(sections["paths"]["cache_dir"] or platformdirs.user_cache_dir("torchbake")).expanduser()
+    cache_dir = Path(sections["paths"]["cache_dir"] or default_cache_dir()).expanduser()
     log_dir = sections["paths"]["log_dir"]
     sections["paths"] = PathOptions(
         cache_dir=cache_dir, log_dir=Path(log_dir).expanduser() if log_dir else cache_dir / "logs"
