@@ -204,3 +204,32 @@ def test_credentials_leave_the_url_for_the_authorization_header(url, clean, user
     assert base64.b64decode(header.removeprefix("Basic ")).decode() == user_password
     secret = url.split("://", 1)[1].split("@", 1)[0].split(":")[-1]  # the password, or a token given as the user
     assert redact(f"fetching {url}") == f"fetching {url.replace(secret, '***', 1)}"
+
+
+def test_the_disk_check_asks_a_urls_size_with_its_credentials_in_a_header_never_in_the_url():
+    """The disk-space preflight's HEAD request sends a URL's user part as the download does (an
+    Authorization header): urllib given ``user:password@host`` takes the password for a port and
+    ends the build with a traceback naming it."""
+    import base64
+    import http.server
+
+    from tests.support import serving
+    from torchbake.building.diskspace import _remote_size
+
+    asked: list[tuple[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - http.server's name
+            asked.append((self.path, self.headers.get("Authorization", "")))
+            self.send_response(200)
+            self.send_header("Content-Length", "12345")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(httpd):
+        size = _remote_size(f"http://alice:S3cret%40PW@127.0.0.1:{httpd.server_address[1]}/t.whl", timeout=10)
+    assert size == 12345
+    assert asked == [("/t.whl", "Basic " + base64.b64encode(b"alice:S3cret@PW").decode())]

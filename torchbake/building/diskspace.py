@@ -9,6 +9,7 @@ its part plus ``build.min_free_space``.
 
 from __future__ import annotations
 
+import http.client
 import os
 import urllib.request
 from collections.abc import Iterable, Mapping
@@ -19,6 +20,7 @@ from torchbake.configuration.validation import byte_size, is_url
 from torchbake.core.errors import DiskSpaceError
 from torchbake.core.files import nearest_existing
 from torchbake.core.output import human_size
+from torchbake.core.redaction import split_credentials
 from torchbake.inputs.downloads import DownloadCache, split_fragment
 
 UNPACK_FACTOR = 3
@@ -54,11 +56,16 @@ def input_sizes(locations: Iterable[str], cache: DownloadCache, timeout: float) 
 
 
 def _remote_size(url: str, timeout: float) -> int:
+    """The size a HEAD request of ``url`` answers, 0 when unknown. The URL's user part goes as the
+    download sends it: an ``Authorization`` header, never in the request's URL (urllib would take
+    ``user:password@host`` for a host and a port, and name them in its error)."""
     try:
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "torchbake"})
+        plain, authorization = split_credentials(url)
+        headers = {"User-Agent": "torchbake", **({"Authorization": authorization} if authorization else {})}
+        request = urllib.request.Request(plain, method="HEAD", headers=headers)
         with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - scheme validated
             return int(response.headers.get("Content-Length") or 0)
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return 0  # unknown here; the download itself reports what went wrong
 
 
