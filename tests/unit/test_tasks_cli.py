@@ -190,6 +190,8 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["build", "--NAME", "x"], "No idea what '--NAME' is! Did you mean --name?"),
     (["BUILD-ALL"], "No idea what 'BUILD-ALL' is! Did you mean build-all?"),
     (["build", "-N", "x"], "No idea what '-N' is! `invoke --help build`"),  # -n's case is its name: no -n offered
+    # one of the task's own flags, dashed otherwise (another task has it too: it is still this one's)
+    (["build", "---name", "x"], "No idea what '---name' is! Did you mean --name?"),
     # another task's flag: which task has it
     (["build", "--plan"], "No idea what '--plan' is! --plan is a flag of build-all, not of build."),
     (["verify", "--release", "img"], "No idea what '--release' is! --release is a flag of build, lock, not of verify."),

@@ -212,6 +212,8 @@ def _nearest(parser: Parser, task: str, token: str) -> str:
     if word.startswith("-") and context is not None:
         names = [*context.flags.keys(), *context.flags.aliases.keys(), *context.inverse_flags.keys()]
         wanted = "--" + word.lstrip("-").replace("_", "-") if len(word.lstrip("-")) > 1 else word
+        if wanted != word and (wanted in context.flags or wanted in context.inverse_flags):  # ---name
+            return f" Did you mean {wanted}?"
         # another task's flag, as it is spelled: which tasks have it
         if owners := sorted({name for name, other in parser.contexts.items() if name != task
                              and (wanted in other.flags or wanted in other.inverse_flags)}):
