@@ -195,6 +195,13 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     # another task's flag: which task has it
     (["build", "--plan"], "No idea what '--plan' is! --plan is a flag of build-all, not of build."),
     (["verify", "--release", "img"], "No idea what '--release' is! --release is a flag of build, lock, not of verify."),
+    # an empty value (an unset shell variable: --torch-whl-url "$URL") is never "left out", nor the default
+    (["build", "--dry-run", "--release", "--torch-whl-url="], "--torch-whl-url '' is empty: give it a value, or leave"
+                                                               " the flag out (wheels.torch then comes from"),
+    (["run-container", "img", "--name", "", "--dry-run"], "--name '' is empty: give it a value"),
+    (["verify", ""], "IMAGE is empty (given ''): name one. `invoke --help verify` lists its flags."),
+    (["stop-container", " "], "NAME is empty (given ' '): name one."),
+    (["run-container", "", "--command", "true"], "IMAGE is empty (given ''): name one, or leave it out."),
     # a switch given a value; words after --
     (["build", "--release", "--no-verify=false"], "--no-verify takes no value (given --no-verify=false)."),
     (["build", "--", "--release"], "torchbake's tasks read no words after `--` (given: --release)."),

@@ -113,6 +113,10 @@ def overrides(flags: tuple[Flag, ...], given: Mapping[str, Any]) -> dict[str, An
         value = given.get(flag.param)
         if not flag.key or value is None or value is False or value == []:
             continue
+        if isinstance(value, str) and not value.strip() and flag.default is not SWITCH:
+            # not "unset": an unset shell variable (--torch-whl-url "$URL") would build the default silently
+            raise ConfigurationError(f"{flag.spelling} {value!r} is empty: give it a value, or leave the flag out"
+                                     f" ({flag.key} then comes from the configuration or its default).")
         found[flag.key] = flag.sets if flag.default is SWITCH and flag.sets is not None else _typed(flag, value)
     return found
 

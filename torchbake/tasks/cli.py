@@ -102,7 +102,12 @@ def _complete_context(parser: ParseMachine, original=ParseMachine.complete_conte
     (``optional_positional=[...]``, e.g. run-container's IMAGE) is "" when left out."""
     helping = bool(parser.initial and "--help" in parser.initial.flags and parser.initial.flags["--help"].value)
     for argument in (parser.context.positional_args if parser.context else []):
-        if (helping or getattr(argument, "optional_positional", False)) and argument.value is None:
+        optional = getattr(argument, "optional_positional", False)
+        if isinstance(argument.value, str) and not argument.value.strip() and not helping:  # typed: `verify ""`
+            # never "left out" (an unset shell variable: `verify "$IMAGE"`), nor a name for the engine to refuse
+            parser.error(f"{argument.name.upper()} is empty (given {argument.value!r}): name one"
+                         f"{', or leave it out' if optional else ''}.")
+        if (helping or optional) and argument.value is None:
             argument.set_value("")  # --help asked: the task is not run, its IMAGE is not needed
     original(parser)
 
