@@ -188,8 +188,11 @@ def test_a_floating_builds_hint_is_the_lock_command_with_the_builds_own_flags_as
     assert locking.lock_command("invoke lock") == "invoke lock '--torch-whl-url=<as you typed it: it holds a secret>'"
     monkeypatch.setattr("sys.argv", ["invoke", "build-base", "--python", "3.10", "--base"])
     assert locking.lock_command("invoke lock --base") == "invoke lock --base --python 3.10"
-    monkeypatch.setattr("sys.argv", ["invoke", "build-all", "--config", "nightly.toml"])
-    assert locking.lock_command("invoke lock") == "invoke lock"  # a matrix's cells: `invoke lock --matrix` says more
+    # a cell of build-all's matrix (a base cell too: plain `invoke lock --base` would lock the default base)
+    monkeypatch.setattr("sys.argv", ["invoke", "build-all", "--config", "nightly.toml", "--only", "x*", "--push",
+                                     "--config=vendor.toml"])
+    for command in ("invoke lock", "invoke lock --base"):
+        assert locking.lock_command(command) == "invoke lock --matrix --config nightly.toml --config=vendor.toml"
 
 
 def test_uv_is_given_the_indexes_in_its_environment_never_on_its_command_line(tmp_path, monkeypatch):

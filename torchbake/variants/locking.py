@@ -140,8 +140,13 @@ BUILD_TASKS = ("build", "build-base")  # the tasks whose flags `invoke lock` tak
 def lock_command(command: str) -> str:
     """``command`` (the variant's lock_command) with the flags this run's build was typed with that
     the lock task takes too (the image's name, tag, Python, platforms, wheels, --config files):
-    the lock it writes is the one that build looks for. Other runs (build-all) get it as it is."""
+    the lock it writes is the one that build looks for. A cell of build-all's matrix is locked by
+    `invoke lock --matrix` with the matrix's --config files (a cell locked already keeps its
+    versions); other runs get ``command`` as it is."""
     task = next((index for index, token in enumerate(sys.argv) if token in (*BUILD_TASKS, "build-all", "lock")), None)
+    if task is not None and sys.argv[task] == "build-all":
+        configs = [_unsecret(token) for token in options.typed_among((options.CONFIG,), sys.argv[task + 1:])]
+        return shlex.join(["invoke", "lock", "--matrix", *configs])
     if task is None or sys.argv[task] not in BUILD_TASKS:  # invoke's own options come before the task's name
         return command
     typed = [_unsecret(token) for token in options.typed_among(options.LOCK_FLAGS, sys.argv[task + 1:])]
