@@ -215,6 +215,30 @@ def test_what_invoke_cannot_parse_is_bad_input_exit_2(args, message):
     assert f"torchbake: error: {message}" in result.stderr
 
 
+@pytest.mark.parametrize(("reference", "hint", "planned"), [
+    ("team/nope:x", "`invoke build --name team/nope --tag x` makes it", "Plan for team/nope:x "),
+    ("localhost:5000/team/x", "`invoke build --name localhost:5000/team/x` makes it", "Plan for localhost:5000/team/x:latest "),
+    ("team/x@sha256:" + "a" * 64, "", ""),  # named by digest: no build makes that
+])
+def test_a_missing_images_hint_is_the_build_that_makes_that_image(reference, hint, planned):
+    """`verify`, `run-container` … of an image the engine lacks: the hint names the command that
+    makes that very image (a bare `invoke build` makes torchbake/pytorch-cpu:dev-py3.11)."""
+    import shlex
+
+    from torchbake.core.errors import ImageNotFoundError
+
+    message = str(ImageNotFoundError(reference))
+    assert message.startswith(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do")
+    if not hint:
+        assert message.endswith("lists those that do.")
+        return
+    assert hint in message
+    typed = shlex.split(hint.split("`")[1])
+    shown = run_invoke(*typed[1:], "--dry-run")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert planned in shown.stdout
+
+
 @pytest.fixture
 def hung_engine(tmp_path):
     """A socket that accepts connections and never answers: an engine that hangs."""

@@ -67,8 +67,21 @@ class ImageNotFoundError(ConfigurationError):
     class, one exit code, one message, whichever task met it."""
 
     def __init__(self, reference: str):
-        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do;"
-                         " `invoke build` makes one.")
+        super().__init__(f"Image {reference!r} does not exist on this engine. `docker images` lists those that do"
+                         + _build_hint(reference) + ".")
+
+
+def _build_hint(reference: str) -> str:
+    """How `invoke build` makes ``reference`` (its name and tag; "" for one named by digest)."""
+    import shlex
+
+    if "@" in reference:
+        return ""
+    name, colon, tag = reference.rpartition(":")
+    if not colon or "/" in tag:  # no tag: a registry's port is not one (host:5000/team/x)
+        name, tag = reference, ""
+    command = shlex.join(["invoke", "build", "--name", name, *(["--tag", tag] if tag else [])])
+    return f"; `{command}` makes it (with the --config files and flags it is to be built with)"
 
 
 class BaseImagePending(ConfigurationError):
