@@ -251,6 +251,14 @@ def test_the_plan_counts_a_cell_that_starts_from_a_failing_one_as_blocked_and_sa
     out = " ".join(capsys.readouterr().out.split())
     assert "Plan: 3 cells: 1 to build, 1 failing already, 1 blocked by a failing cell." in out, out
     assert "starts from musa-base-py310, which fails already: a run would not build" in out, out  # (the table folds)
+    # --force builds the cells a run would skip; one that fails already still fails (sources unreachable)
+    said["release"] = ("skip", "unchanged")
+    matrix_task._print_plan(cells, plans, {}, None, force=True)
+    assert "Plan: 3 cells: 1 to build, 1 failing already, 1 blocked by a failing cell." in " ".join(
+        capsys.readouterr().out.split())
+    matrix_task._print_plan(cells[2:], plans, {}, None, force=False)
+    assert "Plan: 1 cell: 1 unchanged." in " ".join(capsys.readouterr().out.split())
+    said["release"] = ("build", "no image has these inputs")
     matrix_task._print_plan(cells[2:], plans, {}, None, force=False)
     assert "Plan: 1 cell: 1 to build." in " ".join(capsys.readouterr().out.split())
     matrix_task._print_plan(cells[2:], plans, {cells[2].id: ["toolkits.musa_toolkits_url"]}, None, force=False)

@@ -268,7 +268,9 @@ def _print_plan(cells: list[Cell], plans: dict, needs: dict[str, list[str]], cli
         elif blocked_by := [d for d in cell.depends_on if d in failing]:
             action, why = "blocked", f"starts from {', '.join(blocked_by)}, which fails already: a run would not build it"
         else:
-            action, why = ("build", "--force") if force else runner.predict(cell, plans[cell.id], client)
+            action, why = runner.predict(cell, plans[cell.id], client)
+            if force and action != "fail":  # --force builds what is unchanged, never what cannot be built
+                action, why = "build", "--force"
             if cell.platform and action == "build":  # where its steps run: natively or emulated
                 why += "\n" + platforms.how_built(cell.platform, plans[cell.id].build_options.builder,
                                                   from_wheels=plans[cell.id].wheels_unpacked_natively)
