@@ -239,6 +239,21 @@ def test_a_missing_images_hint_is_the_build_that_makes_that_image(reference, hin
     assert planned in shown.stdout
 
 
+def test_more_shards_than_groups_of_cells_are_said_on_stderr_with_the_json_alone_on_stdout():
+    """--emit-matrix github --shards 10 on a matrix of 6 groups (a base cell with its dev cells
+    stays whole) gives 6 jobs labelled I/10; it says why, on stderr (stdout goes to GITHUB_OUTPUT)."""
+    import json
+
+    many = run_invoke("build-all", "--emit-matrix", "github", "--shards", "10")
+    assert many.returncode == 0, many.stdout + many.stderr
+    jobs = json.loads(many.stdout)["include"]
+    assert 1 < len(jobs) < 10 and all(job["shard"].endswith("/10") for job in jobs), jobs
+    assert f"--shards 10: the selected cells make {len(jobs)} groups that build apart" in " ".join(many.stderr.split())
+    few = run_invoke("build-all", "--emit-matrix", "github", "--shards", "2")
+    assert few.returncode == 0 and few.stderr == "", few.stderr
+    assert len(json.loads(few.stdout)["include"]) == 2
+
+
 @pytest.fixture
 def hung_engine(tmp_path):
     """A socket that accepts connections and never answers: an engine that hangs."""

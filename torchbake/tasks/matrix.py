@@ -122,6 +122,13 @@ def build_all(c, **given):
         raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"
                                  " with all of them selected, so there is nothing to join.")
     if emit_matrix:
+        most = max((len(groups([c for c in cells if c.platform == p])) for p in {c.platform for c in cells}), default=0)
+        if given["shards"] > most:  # stdout is the JSON alone
+            output.Channel(output.console(stderr=True)).say(
+                f"--shards {given['shards']}: the selected cells make {most} group{'s' if most != 1 else ''} that build"
+                f" apart (a base cell with the cells built from it), so at most {most} job{'s' if most != 1 else ''} a"
+                f" platform; each keeps its label I/{given['shards']}, the slice `invoke build-all --plan --shard"
+                f" I/{given['shards']}` shows.")
         output.result(github_matrix(cells, given["shards"] or len(groups(cells)), cell_costs(cells)) + "\n")
         return
     environ = dict(os.environ)
