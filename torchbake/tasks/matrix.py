@@ -122,7 +122,8 @@ def build_all(c, **given):
         raise ConfigurationError("--join-only: no selected image is built for several platforms ([matrix] platforms)"
                                  " with all of them selected, so there is nothing to join.")
     if emit_matrix:
-        most = max((len(groups([c for c in cells if c.platform == p])) for p in {c.platform for c in cells}), default=0)
+        most = max((len(groups([cell for cell in cells if cell.platform == platform]))
+                    for platform in {cell.platform for cell in cells}), default=0)
         if given["shards"] > most:  # stdout is the JSON alone
             output.Channel(output.console(stderr=True)).say(
                 f"--shards {given['shards']}: the selected cells make {most} group{'s' if most != 1 else ''} that build"
