@@ -202,6 +202,8 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["verify", ""], "IMAGE is empty (given ''): name one. `invoke --help verify` lists its flags."),
     (["stop-container", " "], "NAME is empty (given ' '): name one."),
     (["run-container", "", "--command", "true"], "IMAGE is empty (given ''): name one, or leave it out."),
+    (["build", "--dry-run", "--config", ""], "--config '' is empty: name a .toml file, or a config torchbake ships"),
+    (["build-all", "--plan", "--config", " "], "--config ' ' is empty: name a .toml file"),
     # a switch given a value; words after --
     (["build", "--release", "--no-verify=false"], "--no-verify takes no value (given --no-verify=false)."),
     (["build", "--", "--release"], "torchbake's tasks read no words after `--` (given: --release)."),

@@ -35,6 +35,11 @@ def config_file(entry: str | Path) -> str:
     is here), else the name of a config torchbake ships (``--config cuda``: its configs/cuda.toml,
     in a checkout and an installed wheel alike)."""
     entry = str(entry)
+    if not entry.strip():  # an unset shell variable: Path("") is "." (a folder), never a config
+        from torchbake.core.errors import ConfigurationError  # noqa: PLC0415 - errors are for the rare path only
+
+        raise ConfigurationError(f"--config {entry!r} is empty: name a .toml file, or a config torchbake ships by"
+                                 f" name ({', '.join(bundled_configs())}).")
     url = re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", entry)  # not a path: its "//" would become "/" (and hide a password)
     if not url and ("/" in entry or entry.endswith(".toml") or Path(entry).expanduser().exists()):
         return entry
