@@ -401,3 +401,25 @@ def test_an_address_in_a_value_is_no_password_and_masks_no_word(tmp_path, clean_
     assert "***" not in shown.stdout and "[build]" in shown.stdout
     for text in ("mailto:john.doe@example.com", "12:30:45@node1", "cpe:2.3:a:gnu:glibc:2.36@x", "name:tag@SHA256:aa"):
         assert redact(text) == text
+
+
+def test_variables_named_as_credentials_are_masked_in_the_configuration_and_the_commands_shown(tmp_path, clean_env):
+    """HF_TOKEN=… in [run] env (or an --env of run-container) is shown as ***, in show-config's
+    formats and in the docker command torchbake prints; a switch's value (API_KEY=true) and other
+    variables (MODE=fast) are shown as they are."""
+    from torchbake.core.redaction import redact
+    from torchbake.running.containers import parse_env
+
+    profile = tmp_path / "env.toml"
+    profile.write_text('[run]\nenv = { API_PASSWORD = "runpw-SECRET-1", MODE = "fast" }\n'
+                       '[image]\nenv = { HF_TOKEN = "hf_SECRET_2", DEBUG = "true" }\n')
+    for fmt in ("table", "toml"):
+        shown = run_invoke("show-config", "--config", str(profile), "--format", fmt)
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout + shown.stderr
+        assert "runpw-SECRET-1" not in text and "hf_SECRET_2" not in text, text
+        assert 'API_PASSWORD = "***"' in text and 'HF_TOKEN = "***"' in text and 'MODE = "fast"' in text
+    assert parse_env(["AWS_SECRET_ACCESS_KEY=aws-SECRET-3", "API_KEY=true", "CUDA_VISIBLE_DEVICES=0,1"]) == {
+        "AWS_SECRET_ACCESS_KEY": "aws-SECRET-3", "API_KEY": "true", "CUDA_VISIBLE_DEVICES": "0,1"}  # the container's
+    assert redact("docker run --env AWS_SECRET_ACCESS_KEY=aws-SECRET-3 --env API_KEY=true --env X=0,1") == (
+        "docker run --env AWS_SECRET_ACCESS_KEY=*** --env API_KEY=true --env X=0,1")

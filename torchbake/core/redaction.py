@@ -31,6 +31,7 @@ import base64
 import re
 import threading
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,19 @@ def register_reference(value: str) -> None:
     would take ``mailto:name@host`` or a time for one)."""
     if isinstance(value, str) and (match := _REFERENCE_USERINFO.fullmatch(value.strip())):
         register(match["password"], urllib.parse.unquote(match["password"]))
+
+
+# an environment variable whose value is a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, API_KEY)
+_SECRET_VARIABLE = re.compile(r"token|secret|passw|passphrase|credential|(^|_)(api_?)?key$|access_key|private_key",
+                              re.IGNORECASE)
+_PLAIN_WORDS = {"true", "false", "yes", "no", "none", "null", "on", "off"}  # a switch's value is no secret
+
+
+def register_environment(variables: Mapping[str, str]) -> None:
+    """Remember the values of the variables named as credentials (``HF_TOKEN=…``, ``DB_PASSWORD=…``)
+    that a container or a build is given: shown as *** in commands, plans and the configuration."""
+    register(*(value for name, value in variables.items() if isinstance(value, str) and _SECRET_VARIABLE.search(name)
+               and value.strip().lower() not in _PLAIN_WORDS))
 
 
 def secret_parameter(name: str) -> bool:

@@ -267,11 +267,7 @@ def resolve(
         values[key] = _check_type(key, value, known[key], override_source)
         sources[key] = override_source
     _refuse_masked(values, sources)
-    redaction.register_in(values)  # every URL's credentials are masked wherever they would be shown
-    for key, declaration in settings.declarations().items():  # and a registry's or an image's, with no scheme
-        if declaration.check in REFERENCE_CHECKS:
-            redaction.register_reference(values.get(key))
-    redaction.register(values["notify.webhook"])  # a webhook's whole URL is its credential
+    _register_secrets(values)
     _validate(values, sources, declared)
     if values["dev.git_credential_file"]:  # its passwords too (git prints none, but a failing step might)
         redaction.register_credential_file(values["dev.git_credential_file"])
@@ -279,6 +275,19 @@ def resolve(
     derived.apply(values, sources, kind.name, from_option=kind.from_option, built_from=kind.built_from)
     _validate(values, sources, declared)
     return ResolvedConfig(values=values, sources=sources, accelerators=declared)
+
+
+def _register_secrets(values: Mapping[str, Any]) -> None:
+    """Every secret the options hold, masked wherever it would be shown: URLs' credentials, a
+    registry's or an image's (no scheme), a webhook's whole URL, and the values of variables named
+    as credentials (HF_TOKEN=… given to an image, a build or a container)."""
+    redaction.register_in(values)
+    for key, declaration in settings.declarations().items():
+        if declaration.check in REFERENCE_CHECKS:
+            redaction.register_reference(values.get(key))
+        elif declaration.check is validation.env_names and isinstance(values.get(key), dict):
+            redaction.register_environment(values[key])
+    redaction.register(values["notify.webhook"])
 
 
 def _refuse_masked(values: Mapping[str, Any], sources: Mapping[str, str]) -> None:

@@ -32,7 +32,7 @@ from torchbake.configuration import platforms, validation
 from torchbake.configuration.accelerators import Accelerator
 from torchbake.configuration.accelerators import bundled as accelerators_declared
 from torchbake.configuration.settings import Settings
-from torchbake.core import output
+from torchbake.core import output, redaction
 from torchbake.core.errors import ConfigurationError, ContainerError, EngineError, ImageNotFoundError, clipped
 from torchbake.supply_chain.manifest import recent_builds
 
@@ -99,6 +99,7 @@ def parse_env(items: Sequence[str], origin: str = "--env") -> dict[str, str]:
                 f"{origin} {item!r}: {exc}; a name has letters, digits and '_' and does not start with a digit."
             ) from None
         env[key] = value
+    redaction.register_environment(env)  # --env HF_TOKEN=…: *** in the commands shown, never the value
     return env
 
 
