@@ -175,7 +175,10 @@ CASES = [
      "No IMAGE given, and this host has no successful build to run. Build one with `invoke build --release`"),
     ("stop-unknown", ["stop-container", "torchbake-test-no-such-container"], {},
      "No container named 'torchbake-test-no-such-container'."),
-    ("stop-time", ["stop-container", "x", "--time", "-1"], {}, "--time -1: expected a number of seconds, 0 or more."),
+    ("stop-time", ["stop-container", "x", "--time", "-1"], {}, "--time -1: expected a number of seconds from 0 to 86,400"),
+    # past what the engine's client can wait (it overflowed: a traceback, exit 1)
+    ("stop-time-huge", ["stop-container", "x", "--time", "99999999999999999999"], {},
+     "--time 99999999999999999999: expected a number of seconds from 0 to 86,400 (a day)."),
     # where torchbake writes: report files, the cache and log folders, a prepared --build-dir
     ("report-in-proc", ["build-all", "--report", "/proc/r.json"], {}, "--report /proc/r.json: /proc holds no ordinary files"),
     ("junit-is-a-folder", ["build-all", "--junit", "USER_DIR"], {}, "--junit USER_DIR is a folder; name a file in it"),

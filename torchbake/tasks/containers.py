@@ -97,6 +97,9 @@ def containers(c, **given):
     out.show(table)
 
 
+STOP_TIME_LIMIT = 86_400  # stop-container --time: the seconds a container may take to stop before it is killed
+
+
 @flag_task(*STOP_CONTAINER_FLAGS)
 @reports_errors
 def stop_container(c, **given):
@@ -104,8 +107,9 @@ def stop_container(c, **given):
 
     With --rm, remove it too."""
     settings = resolve_config(given["config"], overrides(STOP_CONTAINER_FLAGS, given)).settings()
-    if given["time"] < 0:
-        raise ConfigurationError(f"--time {given['time']}: expected a number of seconds, 0 or more.")
+    if not 0 <= given["time"] <= STOP_TIME_LIMIT:  # past it the engine's client overflows (a traceback)
+        raise ConfigurationError(f"--time {given['time']}: expected a number of seconds from 0 to {STOP_TIME_LIMIT:,}"
+                                 " (a day).")
     client = docker_client(settings, for_build=False)
     running.stop_container(client, given["name"], remove=given["rm"], timeout=given["time"])
 
