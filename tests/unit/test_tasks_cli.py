@@ -202,6 +202,10 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["verify", ""], "IMAGE is empty (given ''): name one. `invoke --help verify` lists its flags."),
     (["stop-container", " "], "NAME is empty (given ' '): name one."),
     (["run-container", "", "--command", "true"], "IMAGE is empty (given ''): name one, or leave it out."),
+    # a malformed image reference is refused as one, never asked of the engine (its "invalid reference format": exit 4)
+    (["verify", "BAD::x"], "IMAGE 'BAD::x' is invalid: expected an image name such as 'torchbake/pytorch-cpu'"),
+    (["show-build", "team/x:"], "IMAGE 'team/x:' is invalid: the tag after team/x: is empty"),
+    (["diff", "team/x:1", "BAD::x"], "NEW 'BAD::x' is invalid: expected an image name"),
     (["build", "--dry-run", "--config", ""], "--config '' is empty: name a .toml file, or a config torchbake ships"),
     (["build-all", "--plan", "--config", " "], "--config ' ' is empty: name a .toml file"),
     # a switch given a value; words after --

@@ -22,7 +22,7 @@ from invoke.exceptions import ParseError
 from invoke.parser import Argument, Parser
 from invoke.parser.parser import ParseMachine
 
-from torchbake.configuration import writable
+from torchbake.configuration import validation, writable
 from torchbake.configuration.validation import NUMBER_WORDS, parse_number
 from torchbake.core import output
 from torchbake.core.errors import ConfigurationError, EngineError, FatalError
@@ -97,6 +97,9 @@ def flag_task(*flags: Flag, optional_positional: tuple[str, ...] = ()) -> Callab
     return decorate
 
 
+IMAGE_ARGUMENTS = ("image", "old", "new")  # the tasks' positional arguments that name an image (verify, diff …)
+
+
 def _complete_context(parser: ParseMachine, original=ParseMachine.complete_context) -> None:
     """invoke's positional arguments are all required; one a FlagTask marks optional
     (``optional_positional=[...]``, e.g. run-container's IMAGE) is "" when left out."""
@@ -107,6 +110,12 @@ def _complete_context(parser: ParseMachine, original=ParseMachine.complete_conte
             # never "left out" (an unset shell variable: `verify "$IMAGE"`), nor a name for the engine to refuse
             parser.error(f"{argument.name.upper()} is empty (given {argument.value!r}): name one"
                          f"{', or leave it out' if optional else ''}.")
+        if argument.name in IMAGE_ARGUMENTS and argument.value and not helping:  # never a malformed one to the engine
+            try:
+                validation.image_reference(argument.value)
+            except ValueError as exc:
+                if not validation.is_image_id(argument.value):
+                    parser.error(f"{argument.name.upper()} {argument.value!r} is invalid: {exc}.")
         if (helping or optional) and argument.value is None:
             argument.set_value("")  # --help asked: the task is not run, its IMAGE is not needed
     original(parser)
