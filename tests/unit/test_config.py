@@ -423,3 +423,22 @@ def test_variables_named_as_credentials_are_masked_in_the_configuration_and_the_
         "AWS_SECRET_ACCESS_KEY": "aws-SECRET-3", "API_KEY": "true", "CUDA_VISIBLE_DEVICES": "0,1"}  # the container's
     assert redact("docker run --env AWS_SECRET_ACCESS_KEY=aws-SECRET-3 --env API_KEY=true --env X=0,1") == (
         "docker run --env AWS_SECRET_ACCESS_KEY=*** --env API_KEY=true --env X=0,1")
+
+
+def test_a_hint_naming_a_path_with_a_space_quotes_it(tmp_path):
+    """A hint is typed as printed: a config file or a report folder whose path holds a space is
+    quoted in it (`--config /tmp/d ir/n.toml` would be two words)."""
+    import shlex
+
+    from torchbake.configuration.writable import check_output_file
+
+    folder = tmp_path / "d ir"
+    folder.mkdir()
+    with pytest.raises(ConfigurationError) as info:
+        check_output_file(str(folder), "--report")
+    assert shlex.split(str(info.value).split("e.g. ", 1)[1].removesuffix(".")) == ["--report", str(folder / "report")]
+    matrix = folder / "n.toml"
+    matrix.write_text('[matrix]\nprofiles = ["cpu"]\n')
+    with pytest.raises(ConfigurationError) as info:
+        config.resolve([str(matrix)])
+    assert shlex.split(str(info.value).split("`")[1]) == ["invoke", "build-all", "--config", str(matrix)]

@@ -10,6 +10,7 @@ will write proves it with a probe file.
 from __future__ import annotations
 
 import os
+import shlex
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,13 +59,13 @@ def check_output_file(text: str, flag: str) -> Path:
     """A report file named by ``flag``: its parent is created if missing, and a file can be
     written there. Returns the absolute path."""
     path = Path(text).expanduser().absolute()
-    example = f"{flag} reports/{path.name or 'report'}"
+    example = f"{flag} {shlex.quote('reports/' + (path.name or 'report'))}"
     pseudo = pseudo_mount(Path(os.path.realpath(path)))  # where it leads: /dev/shm/../x is in /dev; links followed
     if pseudo is not None:
         raise ConfigurationError(f"{flag} {text}: {pseudo} holds no ordinary files; name a file in a folder"
                                  f" you can write, e.g. {example}.")
     if path.is_dir():
-        raise ConfigurationError(f"{flag} {text} is a folder; name a file in it, e.g. {flag} {path / 'report'}.")
+        raise ConfigurationError(f"{flag} {text} is a folder; name a file in it, e.g. {flag} {shlex.quote(str(path / 'report'))}.")
     existing = nearest_existing(path.parent)
     if not existing.is_dir():
         raise ConfigurationError(f"{flag} {text}: {existing} is a file, so no folder can be made there; e.g. {example}.")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import shlex
 import textwrap
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -117,7 +118,7 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
             if not matrix_ok:
                 raise ConfigurationError(
                     f"{source} has a [matrix] table, which only build-all reads: run `invoke build-all --config"
-                    f" {source}`, or give this task a config file without [matrix]."
+                    f" {shlex.quote(source)}`, or give this task a config file without [matrix]."
                 )
             continue
         if known and section not in sections:
