@@ -206,6 +206,9 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["verify", "BAD::x"], "IMAGE 'BAD::x' is invalid: expected an image name such as 'torchbake/pytorch-cpu'"),
     (["show-build", "team/x:"], "IMAGE 'team/x:' is invalid: the tag after team/x: is empty"),
     (["diff", "team/x:1", "BAD::x"], "NEW 'BAD::x' is invalid: expected an image name"),
+    # a size past the engine's 64 bits (it warned, then the engine refused it: exit 4)
+    (["run-container", "img", "--shm-size", "99999999999999999999G", "--command", "true"],
+     "run.shm_size = '99999999999999999999G' (from command line) is invalid: expected a size of at most 8,388,607T."),
     (["build", "--dry-run", "--config", ""], "--config '' is empty: name a .toml file, or a config torchbake ships"),
     (["build-all", "--plan", "--config", " "], "--config ' ' is empty: name a .toml file"),
     # a switch given a value; words after --

@@ -478,7 +478,13 @@ def byte_size(value: str) -> int:
     match = _BYTE_SIZE_RE.match(value.strip())
     if not match or float(match.group(1)) <= 0:
         raise ValueError("expected a size such as 512M, 8G or 80G: a positive number with an optional unit K, M, G or T")
-    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    if size > _LARGEST_SIZE:  # the engine's sizes are 64-bit (a bigger --shm-size reached it and failed there)
+        raise ValueError(f"expected a size of at most {_LARGEST_SIZE >> 40:,}T")
+    return size
+
+
+_LARGEST_SIZE = (1 << 63) - 1
 
 
 def mirror_url(value: str) -> None:
