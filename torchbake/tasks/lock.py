@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,10 @@ def lock(c, **given):
         raise ConfigurationError("--only picks cells of the matrix: add --matrix.")
     if given["upgrade"] and given["upgrade_package"]:
         raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
+    for name in given["upgrade_package"]:  # a project's name (PEP 508), checked before anything is resolved
+        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+            raise ConfigurationError(f"--upgrade-package {name!r}: expected a project's name, e.g. numpy or"
+                                     " typing-extensions (letters, digits and . _ -, no version or spaces).")
     upgrade = True if given["upgrade"] else list(given["upgrade_package"])
     if given["matrix"] and given["base"]:
         raise ConfigurationError("--matrix locks the matrix's base cells with its release cells: leave out --base.")
