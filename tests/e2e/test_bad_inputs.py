@@ -79,7 +79,7 @@ CASES = [
     ("config-unknown-key", ["build", *CPU, "--config", "BAD_KEY"], {}, "unknown option 'wheels.torch_url'. Did you mean 'torch'?"),
     ("config-unknown-section", ["show-config", "--config", "BAD_SECTION"], {}, "unknown section [wheel]. Did you mean 'wheels'?"),
     ("config-wrong-type", ["build", *CPU, "--config", "BAD_TYPE"], {},
-     "build.verify = 'yes' has the wrong type; expected true or false."),
+     'build.verify = "yes" has the wrong type; expected true or false.'),
     ("config-not-toml", ["build", *CPU, "--config", "NOT_TOML"], {}, "is not valid TOML"),
     ("config-checksum", ["build", *CPU, "--config", "BAD_SUM", "--base-img", B], {},
      "checksums.kit.tar.gz = 'abc' (from BAD_SUM) is invalid: expected a sha256 digest: 64 lowercase hex digits."),

@@ -112,10 +112,13 @@ def test_settings_are_frozen():
         ('[imgae]\nname = "x"\n', "unknown section [imgae]. Did you mean 'image'?"),
         ('[image]\nnmae = "x"\n', "unknown option 'image.nmae'. Did you mean 'name'?"),
         ('[python]\nverison = "3.10"\n', "unknown option 'python.verison'. Did you mean 'version'?"),
-        ('[image]\nrender_gid = "109"\n', "image.render_gid = '109' has the wrong type; expected an integer."),
-        ('[build]\nverify = "yes"\n', "build.verify = 'yes' has the wrong type; expected true or false."),
-        ('[wheels]\nextra = "numpy"\n', "wheels.extra = 'numpy' has the wrong type; expected a list of strings."),
-        ("image = 3\n", "'image' must be a table ([image]), not a int."),
+        # each value as TOML writes it (a TOML true is not Python's True)
+        ('[image]\nrender_gid = "109"\n', 'image.render_gid = "109" has the wrong type; expected an integer.'),
+        ('[build]\nverify = "yes"\n', 'build.verify = "yes" has the wrong type; expected true or false.'),
+        ('[wheels]\nextra = "numpy"\n', 'wheels.extra = "numpy" has the wrong type; expected a list of strings.'),
+        ("[gc]\nkeep = true\n", "gc.keep = true has the wrong type; expected an integer."),
+        ("[python.version]\nx = 1\n", "python.version = {x = 1} has the wrong type; expected a string."),
+        ("image = 3\n", "image = 3 must be a table ([image]), not a value."),
         ("[image\n", "is not valid TOML"),
     ],
 )

@@ -128,7 +128,7 @@ def _flatten(data: Mapping[str, Any], known: Mapping[str, Any], source: str, *,
             )
         if not isinstance(table, dict):
             raise ConfigurationError(
-                f"{source}: {section!r} must be a table ([{section}]), not a {type(table).__name__}."
+                f"{source}: {section} = {_inline(table)} must be a table ([{section}]), not a value."
             )
         if section in FREE_SECTIONS:
             for key, value in table.items():
@@ -162,7 +162,7 @@ def _check_type(name: str, value: Any, default: Any, source: str) -> Any:
         ok = all(isinstance(v, str) for v in value)
     if not ok:
         raise ConfigurationError(
-            f"{source}: {name} = {value!r} has the wrong type; expected {_type_name(default)}."
+            f"{source}: {name} = {_inline(value)} has the wrong type; expected {_type_name(default)}."
         )
     return value
 
