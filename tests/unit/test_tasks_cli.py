@@ -210,6 +210,7 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["run-container", "img", "--shm-size", "99999999999999999999G", "--command", "true"],
      "run.shm_size = '99999999999999999999G' (from command line) is invalid: expected a size of at most 8,388,607T."),
     (["lock", "--upgrade-package", "Not A Pkg!"], "--upgrade-package 'Not A Pkg!': expected a project's name"),
+    (["verify", "img", "--extension-module", "os;rm"], "--extension-module 'os;rm' is invalid: expected a Python module's"),
     (["build", "--dry-run", "--config", ""], "--config '' is empty: name a .toml file, or a config torchbake ships"),
     (["build-all", "--plan", "--config", " "], "--config ' ' is empty: name a .toml file"),
     # a switch given a value; words after --

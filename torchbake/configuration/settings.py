@@ -170,7 +170,7 @@ class WheelOptions:
     extension: str = option("", validation.wheel_source, decides=("release",), input_file=True,
                             help="Vendor extension wheel: URL, path or requirement", flag="extension_whl_url",
                             only="release", why="a dev image builds the extension from source", path="location")
-    extension_module: str = option("", decides=("dev", "release"),  # a label
+    extension_module: str = option("", validation.module_name, decides=("dev", "release"),  # a label
                                    help="Import name of the extension, checked by verify (e.g. torch_musa)")
     torchvision: str = option("", validation.wheel_of("torchvision"), decides=("release",), input_file=True,
                               help="Optional torchvision wheel or requirement", path="location")

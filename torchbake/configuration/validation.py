@@ -279,6 +279,12 @@ def env_names(value: dict) -> None:
             raise ValueError(f"the value of {key} must be a string")
 
 
+def module_name(value: str) -> None:
+    """A Python module's import name (``torch_musa``, ``intel_extension_for_pytorch.xpu``): the probe imports it."""
+    if value and not all(part.isidentifier() for part in value.split(".")):
+        raise ValueError("expected a Python module's import name, e.g. torch_musa or package.module")
+
+
 def gid(value: int) -> None:
     if not 0 <= value <= 65535:
         raise ValueError("expected a group id from 0 (none) to 65535")

@@ -78,6 +78,7 @@ def verify(c, **given):
         return
     settings = resolve_config(config, cli).settings()
     for flag, value, check in (("--python", python, validation.python_version),
+                               ("--extension-module", given["extension_module"], validation.module_name),
                                *((flag.spelling, given[flag.param], arch.check) for flag, arch in arch_flags)):
         try:
             if value:
