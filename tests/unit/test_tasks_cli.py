@@ -211,6 +211,9 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
      "run.shm_size = '99999999999999999999G' (from command line) is invalid: expected a size of at most 8,388,607T."),
     (["lock", "--upgrade-package", "Not A Pkg!"], "--upgrade-package 'Not A Pkg!': expected a project's name"),
     (["verify", "img", "--extension-module", "os;rm"], "--extension-module 'os;rm' is invalid: expected a Python module's"),
+    # a scope with no budget would cut nothing, silently
+    (["gc", "--engine-build-cache", "--dry-run"], "gc.engine_build_cache (--engine-build-cache) makes gc.max_build_cache"
+                                                  " (--max-build-cache) the budget of the engine's whole build cache"),
     (["build", "--dry-run", "--config", ""], "--config '' is empty: name a .toml file, or a config torchbake ships"),
     (["build-all", "--plan", "--config", " "], "--config ' ' is empty: name a .toml file"),
     # a switch given a value; words after --

@@ -25,6 +25,10 @@ else:
 
 def limits_of(settings: Settings) -> cleanup.Limits:
     gc = settings.gc
+    if gc.engine_build_cache and not gc.max_build_cache:  # a scope with no budget: nothing would be cut, silently
+        raise ConfigurationError("gc.engine_build_cache (--engine-build-cache) makes gc.max_build_cache"
+                                 " (--max-build-cache) the budget of the engine's whole build cache, and none is set:"
+                                 " set one, e.g. `invoke gc --engine-build-cache --max-build-cache 40G --dry-run`.")
     return cleanup.Limits(keep=gc.keep, older_than=validation.duration(gc.older_than),
                           max_cache=validation.byte_size(gc.max_cache) if gc.max_cache else 0,
                           max_build_cache=validation.byte_size(gc.max_build_cache) if gc.max_build_cache else 0,

@@ -32,7 +32,7 @@ from torchbake.fleet.matrix import (
     shard,
 )
 from torchbake.tasks.cli import check_folders, current_project, docker_client, flag_task, reports_errors
-from torchbake.tasks.gc import collect
+from torchbake.tasks.gc import collect, limits_of
 
 if TYPE_CHECKING:
     from torchbake.planning import config as configuration
@@ -158,6 +158,8 @@ def build_all(c, **given):
         signer = publishing.signer_from(settings.sign)
         if signer is not None:
             signer.ready()
+    if settings.gc.after_build_all:  # its limits checked now, not after a night of builds
+        limits_of(settings)
     check_folders(settings, create=not plan)
     client = docker_client(settings, choice=given["docker"], writes=not plan)
     client.check_engine()
