@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoke import Collection
+from packaging.utils import InvalidName, canonicalize_name
 
 from torchbake.configuration import writable
 from torchbake.configuration.options import LOCK_FLAGS, overrides
@@ -59,9 +59,11 @@ def lock(c, **given):
     if given["upgrade"] and given["upgrade_package"]:
         raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
     for name in given["upgrade_package"]:  # a project's name (PEP 508), checked before anything is resolved
-        if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?", name):
+        try:
+            canonicalize_name(name, validate=True)
+        except InvalidName:
             raise ConfigurationError(f"--upgrade-package {name!r}: expected a project's name, e.g. numpy or"
-                                     " typing-extensions (letters, digits and . _ -, no version or spaces).")
+                                     " typing-extensions (letters, digits and . _ -, no version or spaces).") from None
     upgrade = True if given["upgrade"] else list(given["upgrade_package"])
     if given["matrix"] and given["base"]:
         raise ConfigurationError("--matrix locks the matrix's base cells with its release cells: leave out --base.")
