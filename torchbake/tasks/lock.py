@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoke import Collection
-from packaging.utils import InvalidName, canonicalize_name
 
 from torchbake.configuration import writable
 from torchbake.configuration.options import LOCK_FLAGS, overrides
@@ -58,6 +57,8 @@ def lock(c, **given):
         raise ConfigurationError("--only picks cells of the matrix: add --matrix.")
     if given["upgrade"] and given["upgrade_package"]:
         raise ConfigurationError("--upgrade lets every version move, --upgrade-package only those named: give one.")
+    from packaging.utils import InvalidName, canonicalize_name  # (--list and --help import no library)
+
     for name in given["upgrade_package"]:  # a project's name (PEP 508), checked before anything is resolved
         try:
             canonicalize_name(name, validate=True)
