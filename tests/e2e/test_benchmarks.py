@@ -140,12 +140,17 @@ def test_every_benchmark_runs_end_to_end_in_its_smoke_mode(script, smoke_runs):
     assert left == [], f"{script.name} left in its temporary folder: {left}"
 
 
-def _users_logs() -> set[str]:
-    """The files in the log folder of the user's torchbake cache (the default one: the smoke runs'
-    environment names no cache of its own)."""
+def _users_log_folder() -> Path:
+    """The log folder of the user's torchbake cache (the default one: the smoke runs' environment
+    names no cache of its own)."""
     from torchbake.planning.config import default_cache_dir
 
-    folder = default_cache_dir() / "logs"
+    return default_cache_dir() / "logs"
+
+
+def _users_logs() -> set[str]:
+    """The files in the user's log folder."""
+    folder = _users_log_folder()
     return {path.name for path in folder.iterdir()} if folder.is_dir() else set()
 
 
@@ -153,9 +158,7 @@ def _smoke_runs_files(names: set[str]) -> list[str]:
     """Those of ``names`` in the user's log folder that a smoke run's build left: named after one of
     its images (SMOKE_PREFIX), or naming one inside (a build-all cell's log is named after the cell,
     "tiny-release-py311"). The user's own builds while the suite runs log there too, and are theirs."""
-    from torchbake.planning.config import default_cache_dir
-
-    folder = default_cache_dir() / "logs"
+    folder = _users_log_folder()
     return sorted(name for name in names if SMOKE_PREFIX in name
                   or SMOKE_PREFIX in (folder / name).read_text(errors="replace"))
 

@@ -507,6 +507,12 @@ def mount_spec(value: str) -> None:
         raise ValueError("expected HOST:CONTAINER or HOST:CONTAINER:ro, with an absolute CONTAINER path, e.g. ~/data:/data:ro")
 
 
+def image_or_id(value: str) -> None:
+    """An image a task's argument names: an image id, or a reference (NAME[:TAG][@sha256:DIGEST])."""
+    if not is_image_id(value):
+        image_reference(value)
+
+
 def is_image_id(value: str) -> bool:
     """An image id as `docker images` shows it (12+ hex digits, optionally ``sha256:``)."""
     return bool(re.fullmatch(r"(sha256:)?[0-9a-f]{12,64}", value))

@@ -99,7 +99,8 @@ def register_reference(value: str) -> None:
         register(match["password"], urllib.parse.unquote(match["password"]))
 
 
-# an environment variable whose value is a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, API_KEY)
+# an environment variable whose value is a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, DB_PASSWORD, API_KEY):
+# narrower than _SECRET_PARAMETER, whose "key" and "auth" would take KEYBOARD_LAYOUT's or AUTHOR's value for one
 _SECRET_VARIABLE = re.compile(r"token|secret|passw|passphrase|credential|(^|_)(api_?)?key$|access_key|private_key",
                               re.IGNORECASE)
 _PLAIN_WORDS = {"true", "false", "yes", "no", "none", "null", "on", "off"}  # a switch's value is no secret

@@ -199,10 +199,9 @@ class RunRequest:
         to ``run.env`` and ``run.mounts``. Every value is checked here, before the engine is asked."""
         options = settings.run
         try:
-            validation.image_reference(image)
+            validation.image_or_id(image)
         except ValueError as exc:
-            if not validation.is_image_id(image):
-                raise ConfigurationError(f"IMAGE {image!r} is invalid: {exc}.") from None
+            raise ConfigurationError(f"IMAGE {image!r} is invalid: {exc}.") from None
         env = {**options.env, **parse_env(extra_env)}
         mounts = tuple(Mount.parse(m, "run.mounts") for m in options.mounts)
         mounts += tuple(Mount.parse(m, "--mount") for m in extra_mounts)

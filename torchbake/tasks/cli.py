@@ -112,10 +112,9 @@ def _complete_context(parser: ParseMachine, original=ParseMachine.complete_conte
                          f"{', or leave it out' if optional else ''}.")
         if argument.name in IMAGE_ARGUMENTS and argument.value and not helping:  # never a malformed one to the engine
             try:
-                validation.image_reference(argument.value)
+                validation.image_or_id(argument.value)
             except ValueError as exc:
-                if not validation.is_image_id(argument.value):
-                    parser.error(f"{argument.name.upper()} {argument.value!r} is invalid: {exc}.")
+                parser.error(f"{argument.name.upper()} {argument.value!r} is invalid: {exc}.")
         if (helping or optional) and argument.value is None:
             argument.set_value("")  # --help asked: the task is not run, its IMAGE is not needed
     original(parser)
