@@ -16,8 +16,8 @@ import warnings
 
 import pytest
 
-from torchbake.adapters.engine import DockerClient, repository_and_tag
-from torchbake.core import output
+from torchbake.adapters.engine import DockerClient
+from torchbake.core import output, references
 from torchbake.core.errors import EngineError
 
 
@@ -78,11 +78,13 @@ def test_no_engine_at_the_socket_is_the_sdks_own_error(tmp_path):
         gc.collect()
 
 
-@pytest.mark.parametrize("reference", ["a", "a:b", "reg:5000/a", "reg:5000/a:t", "a@sha256:ab", "r:1/a/b:c@sha256:1"])
-def test_references_split_as_the_engine_api_takes_them(reference):
-    import docker.utils
-
-    assert repository_and_tag(reference) == docker.utils.parse_repository_tag(reference)
+@pytest.mark.parametrize(("reference", "parts"), [
+    ("a", ("a", "", "")), ("a:b", ("a", "b", "")), ("reg:5000/a", ("reg:5000/a", "", "")),
+    ("reg:5000/a:t", ("reg:5000/a", "t", "")), ("a@sha256:ab", ("a", "", "sha256:ab")),
+    ("r:1/a/b:c@sha256:1", ("r:1/a/b", "c", "sha256:1")),
+])
+def test_references_split_into_name_tag_and_digest_a_port_being_no_tag(reference, parts):
+    assert references.split(reference) == parts
 
 
 NOTES = [("plain",), (("Built", "bold green"), " x:1 ", ("y", "dim")), ("a\tb\tccc\td\n\tx",),

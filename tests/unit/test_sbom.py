@@ -156,6 +156,18 @@ def test_provenance_is_an_in_toto_statement_naming_every_input_with_its_digest()
                                "finishedOn": "2026-11-25T08:01:00Z"}
 
 
+@pytest.mark.parametrize(("reference", "purl"), [
+    ("127.0.0.1:5000/team/base:1", "pkg:oci/base@sha256:{b}?repository_url=127.0.0.1:5000/team/base&tag=1"),
+    ("127.0.0.1:5000/team/base", "pkg:oci/base@sha256:{b}?repository_url=127.0.0.1:5000/team/base"),
+    # pinned by digest, with or without its tag: the digest is no tag, the repository no part of one
+    (f"team/base:1@sha256:{'c' * 64}", "pkg:oci/base@sha256:{b}?repository_url=team/base&tag=1"),
+    (f"team/base@sha256:{'c' * 64}", "pkg:oci/base@sha256:{b}?repository_url=team/base"),
+])
+def test_the_base_images_package_url_names_its_repository_and_tag_whatever_the_reference_holds(reference, purl):
+    found = provenance.base_dependency({"reference": reference, "digest": "sha256:" + "b" * 64})
+    assert found["uri"] == purl.format(b="b" * 64)
+
+
 @pytest.mark.parametrize("make", [lambda: provenance.to_text(statement()),
                                   lambda: "".join(sbom_formats.documents(image(), INPUTS, tool_version="0.1.0").values())])
 def test_no_secret_in_any_document(make):

@@ -32,7 +32,7 @@ from urllib.parse import quote
 from torchbake.adapters import command
 from torchbake.adapters.docker_cli import DockerCLI
 from torchbake.configuration import platforms
-from torchbake.core import data, output
+from torchbake.core import data, output, references
 from torchbake.core.errors import BuildError, EngineError, RegistryError
 from torchbake.core.lazy import LazyModule
 
@@ -171,7 +171,8 @@ class DockerClient(DockerCLI):
         return self.call("info", "info")
 
     def tag(self, source: str, target: str) -> None:
-        self.call(f"tag {source} {target}", "tag", source, *repository_and_tag(target))
+        name, tag, _ = references.split(target)
+        self.call(f"tag {source} {target}", "tag", source, name, tag or None)
 
     def remove_image(self, reference: str, *, force: bool = True) -> bool:
         """Remove the image (or the tag); False when there was none. Without ``force`` the engine
@@ -349,23 +350,13 @@ INHERITED_CONFIG = ("Env", "Cmd", "Entrypoint", "WorkingDir", "User", "Labels", 
                     "StopSignal", "OnBuild", "Healthcheck")
 
 
-def repository_and_tag(reference: str) -> tuple[str, str | None]:
-    """NAME[:TAG] or NAME@DIGEST as the Engine API takes it: (repository, tag or digest or None);
-    a ':' before the last '/' is a registry's port."""
-    if "@" in reference:
-        repository, digest = reference.rsplit("@", 1)
-        return repository, digest
-    repository, colon, tag = reference.rpartition(":")
-    return (repository, tag) if colon and "/" not in tag else (reference, None)
-
-
 def manifest_digest(info: Mapping[str, Any], reference: str) -> str:
     """The digest of the manifest (or index) ``reference`` names, as a registry knows it: the
     image's ``RepoDigests`` entry for the reference's repository (an image pulled or pushed; on
     the containerd image store every image, whose id is that digest); "" when the engine knows
     none (an image made here on the classic store and never pushed, whose id is its config's
     digest)."""
-    repository = repository_and_tag(reference.split("@", 1)[0])[0]
+    repository = references.split(reference)[0]
     for entry in info.get("RepoDigests") or []:
         name, _, digest = entry.partition("@")
         if name == repository and digest.startswith("sha256:"):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from torchbake.configuration import platforms
 from torchbake.configuration.network import DownloadPolicy
-from torchbake.core import output
+from torchbake.core import output, references
 from torchbake.core.errors import RegistryError, SignatureError
 from torchbake.core.lazy import LazyModule
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import dxf
     import requests
 else:  # imported when a registry is first asked, not when the tasks are listed
-    docker = LazyModule("docker", "docker.auth", "docker.utils")
+    docker = LazyModule("docker", "docker.auth")
     dxf = LazyModule("dxf", "dxf.exceptions")
     requests = LazyModule("requests")
 
@@ -46,16 +46,9 @@ def split_reference(reference: str) -> tuple[str, str, str]:
     """(registry host, repository, tag) of ``host[:port]/path/name:tag``; the host is "" when the
     reference names none (Docker Hub, which torchbake does not ask). A digest (``name@sha256:…``,
     ``name:tag@sha256:…``) is the "tag": what the registry is asked for."""
-    name, at, digest = reference.partition("@")
-    if at:
-        repository = docker.utils.parse_repository_tag(name)[0]
-        host, path = docker.auth.split_repo_name(repository)
-        return ("" if host == docker.auth.INDEX_NAME else host), path, digest
-    repository, tag = docker.utils.parse_repository_tag(reference)
+    repository, tag, digest = references.split(reference)
     host, path = docker.auth.split_repo_name(repository)
-    if host == docker.auth.INDEX_NAME:
-        return "", path, tag or "latest"
-    return host, path, tag or "latest"
+    return ("" if host == docker.auth.INDEX_NAME else host), path, digest or tag or "latest"
 
 
 @dataclass(frozen=True)

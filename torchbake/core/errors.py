@@ -75,11 +75,11 @@ def _build_hint(reference: str) -> str:
     """How `invoke build` makes ``reference`` (its name and tag; "" for one named by digest)."""
     import shlex
 
-    if "@" in reference:
+    from torchbake.core import references
+
+    name, tag, digest = references.split(reference)
+    if digest:
         return ""
-    name, colon, tag = reference.rpartition(":")
-    if not colon or "/" in tag:  # no tag: a registry's port is not one (host:5000/team/x)
-        name, tag = reference, ""
     command = shlex.join(["invoke", "build", "--name", name, *(["--tag", tag] if tag else [])])
     return f"; `{command}` makes it (with the --config files and flags it is to be built with)"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from torchbake.configuration.settings import TOOLKITS_SECTION, image_options
 from torchbake.configuration.validation import local_name
+from torchbake.core import references
 from torchbake.core.redaction import redact, redact_all
 from torchbake.inputs.downloads import split_fragment
 
@@ -144,7 +145,7 @@ def base_dependency(base: Mapping[str, str]) -> dict[str, Any]:
     """The FROM image as a resolved dependency: its manifest's digest where a registry or the image
     store knows it, else its config's digest, said to be that; never a digest of torchbake's own."""
     reference = base["reference"]
-    repository, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+    repository, tag, _ = references.split(reference)
     digest = base.get("digest", "")
     found = {"name": "base image", "uri": purl("oci", "", repository.rsplit("/", 1)[-1], digest,
                                                 repository_url=repository, tag=tag)}

@@ -18,6 +18,7 @@ from torchbake.configuration import compile_cache
 from torchbake.configuration.network import DownloadPolicy
 from torchbake.configuration.settings import Settings
 from torchbake.configuration.validation import is_location, project_name
+from torchbake.core import references
 from torchbake.core.errors import ConfigurationError, EngineError, RegistryError
 from torchbake.core.files import SecretSource
 from torchbake.core.output import human_size
@@ -217,9 +218,9 @@ class DevPlan(PlanCommon):
                                                DownloadPolicy.from_settings(self.download_options))
         if base is None:
             python = f" --python {self.python_version}" if self.python_version else ""
-            name, _, tag = self.base_image.rpartition(":")
+            name, tag, digest = references.split(self.base_image)
             make = (f"Make it with `invoke build-base --name {name} --tag {tag}{python}` (with the same --config files)"
-                    if name and "@" not in self.base_image and "/" not in tag else "Make one with `invoke build-base`")
+                    if tag and not digest else "Make one with `invoke build-base`")
             raise ConfigurationError(f"Base image {self.base_image!r} ({self.from_flag}) does not exist on this engine."
                                      f" {make}, or name another with --base-img.")
         labels = dict((base.get("Config") or {}).get("Labels") or {})
