@@ -84,7 +84,13 @@ def test_no_engine_at_the_socket_is_the_sdks_own_error(tmp_path):
     ("r:1/a/b:c@sha256:1", ("r:1/a/b", "c", "sha256:1")),
 ])
 def test_references_split_into_name_tag_and_digest_a_port_being_no_tag(reference, parts):
-    assert references.split(reference) == parts
+    import docker.utils
+
+    name, tag, digest = references.split(reference)
+    assert (name, tag, digest) == parts
+    # the Engine API SDK's rule (its split: the repository with its tag where a digest follows)
+    assert docker.utils.parse_repository_tag(reference) == (
+        (f"{name}:{tag}" if tag else name, digest) if digest else (name, tag or None))
 
 
 NOTES = [("plain",), (("Built", "bold green"), " x:1 ", ("y", "dim")), ("a\tb\tccc\td\n\tx",),
