@@ -9,6 +9,8 @@ value, a path, a registry's answer): it reads as text, never as commands to the 
 
 from __future__ import annotations
 
+from torchbake.core import references
+
 # What steers a terminal instead of showing: the C0 controls but tab and newline (ESC starts the
 # sequences that clear the screen, set the title, write to the clipboard), DEL, the C1 controls
 # (0x9b is ESC [ in one character), and the marks that reorder or break lines unseen (the
@@ -74,8 +76,6 @@ class ImageNotFoundError(ConfigurationError):
 def _build_hint(reference: str) -> str:
     """How `invoke build` makes ``reference`` (its name and tag; "" for one named by digest)."""
     import shlex
-
-    from torchbake.core import references
 
     name, tag, digest = references.split(reference)
     if digest:
