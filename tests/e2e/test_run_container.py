@@ -190,8 +190,10 @@ def test_a_named_container_is_reused_started_refused_and_replaced(image, base_im
     listed = run_invoke("containers", env=tb_env)
     assert listed.returncode == 0 and name in listed.stdout and image in listed.stdout
 
-    stopped = run_invoke("stop-container", name, "--time", "1", env=tb_env)  # (its bash ignores SIGTERM: killed after 1 s)
+    # named as the engine's inspect writes it, "/NAME" (its bash ignores SIGTERM: killed after 1 s)
+    stopped = run_invoke("stop-container", f"/{name}", "--time", "1", env=tb_env)
     assert stopped.returncode == 0, stopped.stderr
+    assert f"Stopped {name}." in stopped.stdout + stopped.stderr
     assert inspect(name)["State"]["Status"] == "exited"
     started = run_invoke("run-container", image, "--name", name, "--command", "test -f /made-here", "--keep",
                          env=tb_env)

@@ -56,6 +56,7 @@ def existing(status="running", image=IMAGE_ID, ours=True, shm=8 * GIB, created_f
     ("registry.local:5000/team/torch-musa", "team-torch-musa-latest", "torch-musa-latest"),
     ("localhost/a/torch:1", "a-torch-1", "torch-1"),
     ("torch@sha256:" + "b" * 64, "torch-bbbbbbbbbbbb", "torch-bbbbbbbbbbbb"),
+    ("localhost:5000/a/torch:1@sha256:" + "c" * 64, "a-torch-cccccccccccc", "torch-cccccccccccc"),  # tag and digest
     ("4abc215f68de", "torchbake-4abc215f68de", "torchbake-4abc215f68de"),
 ])
 def test_default_name_is_the_users_and_comes_from_the_images_whole_repository(image, name, earlier):

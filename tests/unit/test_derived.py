@@ -85,6 +85,8 @@ def test_naming_templates_are_checked():
     ("debian:bookworm", "bookworm", "3.11"), ("debian:12", "bookworm", "3.11"), ("docker.io/library/debian:trixie", "trixie", "3.13"),
     ("ubuntu:22.04", "jammy", "3.10"), ("ubuntu:focal", "focal", "3.8"), ("debian:sid", "sid", None),
     ("nvidia/cuda:12.4.1-devel-ubuntu22.04", "", None), ("my/debian:12", "", None),
+    # pinned by digest: still its release, but no suite to make (debootstrap cannot make those bytes)
+    ("ubuntu:22.04@sha256:" + "a" * 64, "", "3.10"),
 ])
 def test_os_references(reference, suite, python):
     assert os_releases.suite_of(reference) == suite

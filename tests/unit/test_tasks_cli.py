@@ -206,6 +206,22 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["verify", "BAD::x"], "IMAGE 'BAD::x' is invalid: expected an image name such as 'torchbake/pytorch-cpu'"),
     (["show-build", "team/x:"], "IMAGE 'team/x:' is invalid: the tag after team/x: is empty"),
     (["diff", "team/x:1", "BAD::x"], "NEW 'BAD::x' is invalid: expected an image name"),
+    # an '@' with no digest after it, and a line break at the end (a pattern's $ matches before it)
+    (["show-build", "team/x:1@"], "IMAGE 'team/x:1@' is invalid: expected a digest as sha256:<64 hex digits> after '@'"),
+    (["build", "--base-img", "team/base:1@", "--dry-run"], "image.base = 'team/base:1@' (from command line) is invalid:"
+                                                           " expected a digest as sha256:<64 hex digits> after '@'"),
+    (["show-build", "team/x:1\n"], "IMAGE 'team/x:1\\n' is invalid: expected a tag"),
+    (["show-build", "@sha256:" + "a" * 64], "IMAGE '@sha256:" + "a" * 64 + "' is invalid: the image name is empty;"
+                                            " expected NAME[:TAG][@sha256:DIGEST]"),
+    # a registry's port out of range; a --name with a registry host of its own under --registry
+    (["build", "--registry", "127.0.0.1:99999/x", "--dry-run"], "registry.url = '127.0.0.1:99999/x' (from command line)"
+                                                                 " is invalid: the registry's port 99999 is not a"
+                                                                 " number from 1 to 65535"),
+    (["build", "--name", "localhost:5000/team/x", "--registry", "127.0.0.1:5300/team", "--dry-run"],
+     "--registry 127.0.0.1:5300/team before the image localhost:5000/team/x:"),
+    # an OS image pinned by digest is still its release: its Python is checked before any work
+    (["build-base", "--sys", "ubuntu:22.04@sha256:" + "a" * 64, "--dry-run"], "Python 3.11 was requested, but the base"
+                                                                             " image ubuntu:22.04@sha256:"),
     # a size past the engine's 64 bits (it warned, then the engine refused it: exit 4)
     (["run-container", "img", "--shm-size", "99999999999999999999G", "--command", "true"],
      "run.shm_size = '99999999999999999999G' (from command line) is invalid: expected a size of at most 8,388,607T."),

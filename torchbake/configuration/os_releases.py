@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from torchbake.core import references
 from torchbake.core.errors import ConfigurationError
 
 DEFAULT_OS_IMAGE = "debian:bookworm"  # the FROM image when the Python does not decide it (provider standalone)
@@ -50,8 +51,10 @@ def split_os_reference(reference: str) -> tuple[str, str] | None:
 
 
 def release_of_reference(reference: str) -> OsRelease | None:
-    """The release a debian:/ubuntu: reference names by codename or version (debian:12, ubuntu:jammy)."""
-    parts = split_os_reference(reference)
+    """The release a debian:/ubuntu: reference names by codename or version (debian:12, ubuntu:jammy),
+    pinned by digest or not (ubuntu:22.04@sha256:… is still 22.04)."""
+    name, tag, _ = references.split(reference)
+    parts = split_os_reference(f"{name}:{tag}" if tag else name)
     if parts is None:
         return None
     os_id, tag = parts

@@ -24,6 +24,7 @@ from typing import Any
 
 from torchbake.configuration import accelerators, platforms, validation
 from torchbake.configuration.accelerators import Accelerator
+from torchbake.core.errors import ConfigurationError
 from torchbake.families import FAMILIES
 
 FREE_SECTIONS = ("checksums",)  # sections whose keys are chosen by the user
@@ -482,7 +483,17 @@ class RegistryOptions:
                                       " [] = [\"type=registry,ref={cache},mode=max\"] when a registry is set")
 
     def image(self, reference: str) -> str:
-        return in_registry(reference, self.url)
+        """``reference`` in this registry; refused when the two do not make one reference (a name
+        that holds a registry host of its own, under --registry)."""
+        combined = in_registry(reference, self.url)
+        try:
+            validation.image_reference(combined)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"--registry {self.url} before the image {reference} gives {combined!r}, which is not an image"
+                f" reference: {exc}. Name the image without a registry host (its --name) when --registry gives one."
+            ) from None
+        return combined
 
 
 def in_registry(reference: str, url: str) -> str:

@@ -55,7 +55,7 @@ def python_version(value: str) -> None:
 
 
 def image_name(value: str) -> None:
-    if value and (len(value) > 255 or not _NAME_RE.match(value)):
+    if value and (len(value) > 255 or not _NAME_RE.fullmatch(value)):
         raise ValueError(
             "expected an image name such as 'torchbake/pytorch-cpu' or 'registry:5000/team/torch'"
             " (lowercase letters, digits and separators . _ -, path parts joined by /)"
@@ -63,7 +63,7 @@ def image_name(value: str) -> None:
 
 
 def image_tag(value: str) -> None:
-    if not _TAG_RE.match(value):
+    if not _TAG_RE.fullmatch(value):
         raise ValueError(
             "expected a tag of up to 128 characters: letters, digits, _ . - (not starting with . or -)"
         )
@@ -73,15 +73,16 @@ def image_reference(value: str) -> None:
     """A full reference: NAME[:TAG][@sha256:DIGEST]."""
     if not value:
         return
-    rest, _, digest = value.partition("@")
-    if digest and not _DIGEST_RE.match(digest):
+    rest, at, digest = value.partition("@")
+    if at and not _DIGEST_RE.fullmatch(digest):  # (an '@' with nothing after it too)
         raise ValueError("expected a digest as sha256:<64 hex digits> after '@'")
     name, tag = rest, None
     last = rest.rsplit("/", 1)[-1]
     if ":" in last:
         name, tag = rest.rsplit(":", 1)
     if not name:
-        raise ValueError("the image name before ':' is empty; expected NAME[:TAG], e.g. debian:bookworm")
+        where = "before ':' " if tag is not None else ""
+        raise ValueError(f"the image name {where}is empty; expected NAME[:TAG][@sha256:DIGEST], e.g. debian:bookworm")
     image_name(name)
     if tag == "":
         raise ValueError(f"the tag after {name}: is empty; give one (e.g. {name}:latest) or leave out the ':'")
@@ -90,7 +91,7 @@ def image_reference(value: str) -> None:
 
 
 def sha256(value: str) -> None:
-    if not _SHA256_RE.match(value):
+    if not _SHA256_RE.fullmatch(value):
         raise ValueError("expected a sha256 digest: 64 lowercase hex digits")
 
 
@@ -273,7 +274,7 @@ def platform_table(check: Callable[[str], None]) -> Callable[[Mapping[str, str]]
 
 def env_names(value: dict) -> None:
     for key, item in value.items():
-        if not _ENV_NAME_RE.match(key):
+        if not _ENV_NAME_RE.fullmatch(key):
             raise ValueError(f"{key!r} is not a valid environment variable name")
         if not isinstance(item, str):
             raise ValueError(f"the value of {key} must be a string")
@@ -475,7 +476,7 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 
 
 
 def container_name(value: str) -> None:
-    if value and not _CONTAINER_NAME_RE.match(value):
+    if value and not _CONTAINER_NAME_RE.fullmatch(value):
         raise ValueError("expected a container name: letters, digits, '_', '.' and '-', starting with a letter or digit")
 
 
@@ -561,9 +562,12 @@ def webhook(value: str) -> None:
 
 def registry_url(value: str) -> None:
     """A registry host (with a port when it has no dot) and an optional path: where images go."""
-    if value and not _REGISTRY_RE.match(value.rstrip("/")):
+    if value and not _REGISTRY_RE.fullmatch(value.rstrip("/")):
         raise ValueError("expected a registry host and an optional path, such as 'registry.example.com/team',"
                          " '127.0.0.1:5000' or 'localhost:5000/ml' (no scheme; a host without a dot needs a port)")
+    _, colon, port = value.split("/", 1)[0].rpartition(":")
+    if colon and not 1 <= int(port) <= 65535:
+        raise ValueError(f"the registry's port {port} is not a number from 1 to 65535")
 
 
 CACHE_FIELDS = ("image", "name", "tag", "cache")

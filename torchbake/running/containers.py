@@ -32,7 +32,7 @@ from torchbake.configuration import platforms, validation
 from torchbake.configuration.accelerators import Accelerator
 from torchbake.configuration.accelerators import bundled as accelerators_declared
 from torchbake.configuration.settings import Settings
-from torchbake.core import output, redaction
+from torchbake.core import output, redaction, references
 from torchbake.core.errors import ConfigurationError, ContainerError, EngineError, ImageNotFoundError, clipped
 from torchbake.supply_chain.manifest import recent_builds
 
@@ -142,14 +142,9 @@ def earlier_name(image: str) -> str:
 
 
 def _split(image: str) -> tuple[str, str]:
-    """The repository and what names the image in it (its tag, or the start of its digest)."""
-    if "@" in image:
-        repository, digest = image.split("@", 1)
-        return repository, digest.split(":")[-1][:12]
-    if ":" in image.rsplit("/", 1)[-1]:
-        repository, tag = image.rsplit(":", 1)
-        return repository, tag
-    return image, "latest"
+    """The repository and what names the image in it (the start of its digest, or its tag)."""
+    repository, tag, digest = references.split(image)
+    return repository, (digest.split(":")[-1][:12] if digest else tag or "latest")
 
 
 # -- the request and its plan ----------------------------------------------------------------------
@@ -563,6 +558,9 @@ def stop_container(client: DockerClient, name: str, *, remove: bool, timeout: in
             f"Container {name!r} was not created by torchbake, so stop-container leaves it alone;"
             f" use `docker stop {name}` if you mean it."
         )
+    # the container by the name the engine gives it: "/NAME" (as its inspect writes names) or an id
+    # prefix finds the container, but the engine's stop call takes no slash
+    name = (existing.get("Name") or name).lstrip("/")
     state = (existing.get("State") or {}).get("Status", "")
     if state in ("running", "paused", "restarting"):
         client.stop_container(name, timeout)
