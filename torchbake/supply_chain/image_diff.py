@@ -174,7 +174,7 @@ def inventory_of(client, reference: str, log_dir, policy) -> Inventory:
     document = attestations.fetch(remote, repository, tag, "cyclonedx")
     if document is None:
         raise RegistryError(f"{reference} has no CycloneDX SBOM attached in its registry (torchbake attaches one"
-                            " when it pushes with build-all --push); its packages cannot be compared.")
+                            " when it pushes: build --push or build-all --push); its packages cannot be compared.")
     layers = tuple(Layer(diff_id, -1) for diff_id in (found.get("RootFS") or {}).get("Layers", []))
     return from_cyclonedx(json.loads(document), found["Config"].get("Labels") or {}, layers, found["Id"])
 
