@@ -165,6 +165,33 @@ def test_a_container_runs_as_long_as_a_build_step_may_and_no_longer(base_image, 
         docker("image", "rm", "--force", image, check=False)
 
 
+def test_files_are_read_from_an_image_that_never_runs(base_image, run_id, tmp_path):
+    """/etc/os-release and dpkg's status (a base image's release, its Debian packages) are read from
+    a container created and never started: in an image without `cat` or a shell, through Debian's
+    link /etc/os-release -> ../usr/lib/os-release and a link to that link; a missing file is None;
+    no container is left."""
+    from torchbake.adapters.engine import DockerClient
+    from torchbake.supply_chain.inventory import DPKG_STATUS, debs_of
+    from torchbake.variants.common import os_release_of
+
+    image = f"torchbake-test/nothing-runs:{run_id}"
+    (tmp_path / "Dockerfile").write_text(f"FROM {base_image}\nRUN ln -s /etc/os-release /etc/second-link"
+                                         " && rm /usr/bin/cat /bin/sh /bin/bash /bin/dash\n")
+    docker("build", "--tag", image, str(tmp_path))
+    try:
+        client = DockerClient(binary="/usr/bin/docker", version="", build_mode="none", environ=dict(os.environ))
+        image_id = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
+        release = os_release_of(client, image, image_id, tmp_path / "cache")
+        assert release["ID"] == "debian" and release["VERSION_ID"] == "12", release
+        assert client.read_file(image, "/etc/second-link") == client.read_file(image, "/usr/lib/os-release")
+        assert client.read_file(image, "/etc/no-such-file") is None
+        assert "Package: libc6" in client.read_file(image, DPKG_STATUS)
+        assert "libc6" in {deb.name for deb in debs_of(client, image)}
+        assert not docker("ps", "--all", "--quiet", "--filter", f"ancestor={image}").stdout.strip()
+    finally:
+        docker("image", "rm", "--force", image, check=False)
+
+
 @contextmanager
 def second_socket(folder: Path):
     """Another socket path to the real engine (a byte relay that counts its connections)."""

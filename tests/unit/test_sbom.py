@@ -240,9 +240,9 @@ class StatusEngine:
     def __init__(self, ids: dict[str, str]):
         self.ids, self.containers = ids, 0
 
-    def run_capture(self, image, argv, *, entrypoint=None, **_):
+    def read_file(self, image, path):
         self.containers += 1
-        return type("Result", (), {"output": STATUS, "returncode": 0})()
+        return STATUS
 
     def inspect_image(self, reference):
         return {"Id": self.ids[reference]} if reference in self.ids else None

@@ -14,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
+import io
 import json
 import os
 import re
 import socket
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -237,6 +239,32 @@ class DockerClient(DockerCLI):
                 output = self.api.logs(created, stdout=True, stderr=True).decode(errors="replace")
             return command.CommandResult(shown, code, output)
         finally:  # interrupted or timed out too: the probe container never outlives this call
+            self._discard(created)
+
+    def read_file(self, image: str, path: str) -> str | None:
+        """The text of the file ``path`` in ``image`` (a symbolic link followed, inside the image),
+        or None where the image has no such file. Read from a container that is created and never
+        started: nothing in the image runs, so another machine's image needs no emulation (a
+        third of a throwaway container's CPU, `cat` run in one: 0.10 s against 0.29 s here)."""
+        created = self.create_container(image, command=["torchbake-reads-files"], host_config={"network_mode": "none"},
+                                        name=f"torchbake-probe-{uuid.uuid4().hex[:12]}",
+                                        labels={"torchbake.probe": "true"})
+        try:
+            for _ in range(2):  # the engine resolves a link's whole chain: its target is the file
+                with engine_errors(f"read {path} in {image}", self.timeout):
+                    try:
+                        stream, stat = self.api.get_archive(created, path)
+                    except docker.errors.NotFound:
+                        return None
+                    archive = b"".join(stream)
+                if not stat.get("linkTarget"):
+                    break
+                path = stat["linkTarget"]
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                member = next((m for m in tar.getmembers() if m.isfile()), None)
+                body = tar.extractfile(member) if member is not None else None
+                return None if body is None else body.read().decode(errors="replace")
+        finally:
             self._discard(created)
 
     def holds_platform(self, reference: str, platform: str) -> bool:

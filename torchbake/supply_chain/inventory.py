@@ -397,9 +397,9 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
 
         found = marked_json(result.output, MARK)
         if found is None and "executable file not found" in result.output:  # no Python: its Debian packages only
-            status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
-            if status.returncode == 0:
-                found = {"debs": parse_dpkg_status(status.output), "pythons": []}
+            status = client.read_file(image, DPKG_STATUS)
+            if status is not None:
+                found = {"debs": parse_dpkg_status(status), "pythons": []}
             else:
                 raise ConfigurationError(
                     f"{image} has neither `python` on its PATH nor Debian's package database ({DPKG_STATUS}):"
@@ -413,15 +413,13 @@ def take(client: DockerClient, image: str, found: Mapping[str, Any] | None = Non
 
 
 def debs_of(client: DockerClient, image: str) -> tuple[Deb, ...] | None:
-    """The Debian packages of ``image`` (its dpkg status read in a throwaway container without
-    network); None when they cannot be read."""
+    """The Debian packages of ``image`` (its dpkg status, read from a container never started:
+    DockerClient.read_file); None when they cannot be read."""
     try:
-        status = client.run_capture(image, [DPKG_STATUS], entrypoint="cat")
+        status = client.read_file(image, DPKG_STATUS)
     except EngineError:
         return None
-    if status.returncode != 0:
-        return None
-    return tuple(Deb.from_json(d) for d in parse_dpkg_status(status.output))
+    return None if status is None else tuple(Deb.from_json(d) for d in parse_dpkg_status(status))
 
 
 def base_debs(client: DockerClient, base: Mapping[str, str], cache_dir: Path) -> tuple[Deb, ...] | None:
