@@ -169,6 +169,16 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     assert as_typed.stdout == as_dashed.stdout.replace(" ".join(dashed[1:10]), " ".join(typed[1:10]))
 
 
+def test_a_name_past_the_engines_limit_says_the_limit():
+    for args, said in ((["verify", "team/" + "a" * 300 + ":1"], "IMAGE 'team/aaaa"),
+                       (["build", "--release", "--dry-run", "--name", "b" * 256], "image.name = 'bbbb")):
+        result = run_invoke(*args)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith(f"torchbake: error: {said}"), result.stderr
+        length = 305 if args[0] == "verify" else 256
+        assert f"is invalid: the name is {length} characters long; an image name may be at most 255." in result.stderr
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["build", "--tourch-whl-url", "x"], "No idea what '--tourch-whl-url' is! Did you mean --torch-whl-url?"),
     (["biuld"], "No idea what 'biuld' is! Did you mean build?"),
@@ -181,6 +191,14 @@ def test_the_seeds_commands_plan_as_typed_with_the_scripts_spellings(command):
     (["verify", "--relase"], "No idea what '--relase' is! `invoke --help verify`"),
     (["run-container", "--comand", "ls"], "No idea what '--comand' is! Did you mean --command?"),
     (["stop-container", "--rn"], "No idea what '--rn' is! Did you mean --rm?"),
+    # an argument given twice, as the argument and as its flag (either order), or a second word for it;
+    # a mistyped task's name after it is still that (invoke reads several tasks on one line)
+    (["verify", "team/x:1", "--image", "team/y:1"], "--image names the IMAGE given already ('team/x:1'): give one"
+                                                    " IMAGE, as the argument or as --image IMAGE. `invoke --help verify`"),
+    (["verify", "--image", "team/y:1", "team/x:1"], "'team/x:1' is a second IMAGE: it is given already ('team/y:1');"
+                                                    " give one IMAGE. `invoke --help verify`"),
+    (["stop-container", "one", "two"], "'two' is a second NAME: it is given already ('one'); give one NAME."),
+    (["verify", "team/x:1", "biuld"], "No idea what 'biuld' is! Did you mean build?"),
     # invoke's own flags (-R is its --dry, -V its --version) are not the task's
     (["build", "-R", "--dry-run"], "No idea what '-R' is! -R is invoke's own --dry, not a flag of build (invoke's"
                                    " flags go before the task's name)."),

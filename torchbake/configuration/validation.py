@@ -55,7 +55,9 @@ def python_version(value: str) -> None:
 
 
 def image_name(value: str) -> None:
-    if value and (len(value) > 255 or not _NAME_RE.fullmatch(value)):
+    if len(value) > 255:  # the engine's and the registries' limit
+        raise ValueError(f"the name is {len(value)} characters long; an image name may be at most 255")
+    if value and not _NAME_RE.fullmatch(value):
         raise ValueError(
             "expected an image name such as 'torchbake/pytorch-cpu' or 'registry:5000/team/torch'"
             " (lowercase letters, digits and separators . _ -, path parts joined by /)"

@@ -140,6 +140,17 @@ def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> N
             and token not in parser.context.inverse_flags
             and (parser.context.missing_positional_args or flag is not None)):
         parser.error(f"No idea what {token!r} is!")
+    # `verify IMG --image OTHER`: the flag of an argument given already (invoke would take OTHER for a task)
+    given = parser.context.flags[token] if in_task and token in parser.context.flags else None
+    if given is not None and given.positional and given.got_value:
+        parser.error(f"{token} names the {given.name.upper()} given already ({given.value!r}): give one"
+                     f" {given.name.upper()}, as the argument or as {token} {given.name.upper()}.")
+    # `verify --image OTHER IMG`: a second word for an argument given already as its flag
+    if in_task and not token.startswith("-") and token not in parser.contexts and not parser.context.missing_positional_args:
+        given = next((arg for arg in parser.context.positional_args if arg.got_value), None)
+        if given is not None and not _nearest(parser, "", token):  # (a task's name mistyped: invoke's error, its hint)
+            parser.error(f"{token!r} is a second {given.name.upper()}: it is given already ({given.value!r});"
+                         f" give one {given.name.upper()}.")
     original(parser, token)
 
 
