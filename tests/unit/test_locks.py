@@ -157,6 +157,31 @@ def test_upgrade_package_naming_a_debian_package_says_the_debian_versions_move_w
     assert path.read_text() == lock_text('[tool.torchbake.debs]\nprocps = "2:4.0.2-3"\n')
 
 
+def test_an_image_whose_lock_file_name_is_another_images_neither_overwrites_nor_follows_that_lock(tmp_path):
+    """A lock's file name folds case and punctuation (team/cpu:v1.0 and team/cpu:V1-0 share one): the
+    lock records the image it was made for, `invoke lock` of the other image is refused before any
+    work (the lock kept as it was), and the other image's build does not take it for its own."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    path = locks.path_for(folder, "team/cpu:v1.0", "linux/amd64")
+    assert path == locks.path_for(folder, "team/cpu:V1-0", "linux/amd64")
+    text = lock_text('image = "team/cpu:v1.0"\n')
+    path.write_text(text)
+    env = {"TORCHBAKE_PATHS_CACHE_DIR": str(tmp_path / "c"), "TORCHBAKE_BUILD_LOCKS": str(folder),
+           "TORCHBAKE_BUILD_DOCKER": "/no/such/docker"}
+    result = run_invoke("lock", "--release", "--name", "team/cpu", "--tag", "V1-0", env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert (f"{path} is the lock of team/cpu:v1.0; team/cpu:V1-0's lock would take its place (a lock's file name"
+            " folds case and punctuation)." in " ".join(result.stderr.split()))
+    assert path.read_text() == text
+    lock = locks.read(path, "3.11", AMD64)
+    assert locks.mismatch(lock, ["numpy==2.3.0"], "3.11", "linux/amd64", image="team/cpu:v1.0") == []
+    assert locks.mismatch(lock, ["numpy==2.3.0"], "3.11", "linux/amd64", image="team/cpu:V1-0") == [
+        "image: team/cpu:v1.0 (its file name is this image's too)"]
+    older = locks.read(write(tmp_path, lock_text()), "3.11", AMD64)  # made before locks recorded their image
+    assert locks.mismatch(older, ["numpy==2.3.0"], "3.11", "linux/amd64", image="team/cpu:1") == []
+
+
 def test_a_locked_wheel_of_a_private_index_is_fetched_with_that_indexs_credentials_and_no_other():
     """uv writes a lock's URLs without credentials; a build sends the configured index's to its host
     (as pip does to the files an index links), never to another host."""

@@ -83,13 +83,14 @@ def path_for(folder: Path, image: str, platform: str = "") -> Path:
 
 def made_for(requirements: Sequence[str], python_version: str, platform: str,
              base: Mapping[str, str] | None = None, debs: Mapping[str, str] | None = None,
-             as_of: str = "") -> dict[str, Any]:
+             as_of: str = "", image: str = "") -> dict[str, Any]:
     """What a lock records it was made for: a local wheel by its file name (where the checkout is
     must not make another lock), anything else as the configuration gives it; ``base``: the FROM
     image (reference, content-id, digest) where the engine holds it; ``debs``: the Debian packages
     a build installs on top of it, at the versions the mirror gave when locking; ``as_of``: how new a
-    base's build requirements may be ([base] requirements_date)."""
-    return {"requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
+    base's build requirements may be ([base] requirements_date); ``image``: the image it locks (its
+    file name folds case and punctuation: team/torch:v1.0 and team/torch:V1-0 share one)."""
+    return {**({"image": image} if image else {}), "requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
             "platform": platform, **({"as_of": as_of} if as_of else {}), **({"base": dict(base)} if base else {}),
             **({"debs": dict(sorted(debs.items()))} if debs is not None else {})}
 
@@ -150,10 +151,12 @@ def changed_files(lock: Lock, requirements: Sequence[str]) -> list[str]:
     return found
 
 
-def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str, as_of: str = "") -> list[str]:
-    """What the configuration asks for that the lock was not made for, in words ([] when it holds)."""
+def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platform: str, as_of: str = "",
+             image: str = "") -> list[str]:
+    """What the configuration asks for that the lock was not made for, in words ([] when it holds);
+    ``image``: the image being built (a lock that records another is not its own)."""
     wanted = {"as_of": "", **made_for(requirements, python_version, platform, as_of=as_of)}
-    found = []
+    found = [] if not (other := other_image(lock, image)) else [f"image: {other} (its file name is this image's too)"]
     for key, words in (("requirements", "requirements"), ("python", "Python"), ("platform", "platform"),
                        ("as_of", "build requirements as of")):
         if lock.made_for.get(key, "" if key == "as_of" else None) != wanted[key]:
@@ -166,6 +169,13 @@ def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platf
             else:
                 found.append(f"{words}: {was or 'none'} → {now or 'the engine’s own'}")
     return found
+
+
+def other_image(lock: Lock, image: str) -> str:
+    """The image ``lock`` records it was made for where that is not ``image`` ("" where it is, or
+    the lock is older than that record)."""
+    recorded = str(lock.made_for.get("image") or "")
+    return recorded if recorded and image and recorded != image else ""
 
 
 def uv_platform(wheel_platforms: Sequence[str]) -> str:
@@ -219,7 +229,7 @@ def host_uv(python: PythonOptions, options: WheelOptions, python_version: str, c
 def make(uv: Path, requirements: Sequence[str], python_version: str, platform: str, options: WheelOptions, *,
          target: Path, upgrade: bool | Sequence[str], keep: bool = True, base: Mapping[str, str] | None = None,
          debs: Mapping[str, str] | None = None, log_file: Path | None, day: str = "",
-         current: Sequence[str] = (), as_of: str = "") -> str:
+         current: Sequence[str] = (), as_of: str = "", image: str = "") -> str:
     """The text of a new lock for ``target``: uv's resolution of ``requirements`` for the image's
     Python and platform from the configured indexes, keeping the versions the lock there holds but
     those ``upgrade`` lets move (True: all; ``keep`` False: none is kept, the lock there is no use),
@@ -261,7 +271,7 @@ def make(uv: Path, requirements: Sequence[str], python_version: str, platform: s
             out.unlink(missing_ok=True)
             listed.unlink(missing_ok=True)
     data = tomllib.loads(text)
-    mine = made_for(requirements, python_version, platform, base, debs, as_of)
+    mine = made_for(requirements, python_version, platform, base, debs, as_of, image)
     if "tool" in data:  # uv's file as it wrote it, else (a [tool] table of its own) as one document
         data["tool"][TOOL] = mine
         return tomli_w.dumps(data)

@@ -199,6 +199,10 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     except ConfigurationError as exc:  # made anew: nothing of it is kept
         channel.say(("Note:", "yellow"), f" {exc}")
         old = None
+    if old is not None and (other := locks.other_image(old, plan.image)):  # never another image's lock overwritten
+        raise ConfigurationError(f"{target} is the lock of {other}; {plan.image}'s lock would take its place (a lock's"
+                                 " file name folds case and punctuation). Give one of them another tag or name, or"
+                                 " lock this one into another folder: --config with [build] locks = \"./other-locks\".")
     if old is not None and upgrade is not True:
         from packaging.utils import canonicalize_name
 
@@ -220,7 +224,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     debs = old.debs() if kept else _debs_above(plan, client) if base else None
     text = locks.make(uv, plan.lock_requirements(), plan.python_version, plan.lock_platform, plan.wheel_options,
                       target=target, upgrade=upgrade, keep=old is not None, base=base, debs=debs, log_file=None,
-                      day=day, current=current, as_of=plan.lock_as_of())
+                      day=day, current=current, as_of=plan.lock_as_of(), image=plan.image)
     checked = write_atomically(target.with_name(f".{target.name}.new"), text)  # beside it: its paths hold there
     try:
         new = locks.read(checked, plan.python_version, plan.wheel_options.platforms)

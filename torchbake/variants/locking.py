@@ -181,7 +181,8 @@ def lock_fields(settings: Settings, command: str, requirements: list[str], reuse
         if settings.build.locked:
             raise
         return {**fields, "lock_state": f"floats: {exc}", "lock_unusable": True}
-    differs = locks.mismatch(found, requirements, settings.python.version, platform, as_of) if found else []
+    differs = locks.mismatch(found, requirements, settings.python.version, platform, as_of,
+                             settings.image.reference) if found else []
     if found and not differs and (changed := locks.changed_files(found, requirements)):
         raise ConfigurationError(f"{settings.image.reference}: a local wheel is not the one its lock holds: "
                                  f"{'; '.join(changed)}. The file changed under its name since it was locked. If the"
