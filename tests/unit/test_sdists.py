@@ -141,7 +141,7 @@ def test_a_dev_images_sdists_are_locked_and_a_build_then_takes_exactly_those_fil
     (package,) = locked["packages"]
     assert package["version"] == "1.1" and package["sdist"]["url"].endswith("/files/torch_ext-1.1.tar.gz")
     assert package["sdist"]["hashes"]["sha256"] == hashlib.sha256(files["torch_ext-1.1.tar.gz"]).hexdigest()
-    assert locked["tool"]["torchbake"]["requirements"] == ["torch-ext>=1.0"]
+    assert locked["tool"]["torchbake"] == {"image": "team/dev:1", "requirements": ["torch-ext>=1.0"]}
     assert "sdist-canary-2718" not in path.read_text() + made.stdout + made.stderr  # the index's password: nowhere
 
     from torchbake.tasks.cli import resolve_config  # the plan as the build makes it
@@ -173,4 +173,14 @@ def test_a_dev_images_sdists_are_locked_and_a_build_then_takes_exactly_those_fil
     refused = run_invoke("build", "--config", str(config), "--name", "team/dev", "--tag", "1", "--locked", "--dry-run",
                          env=env, cwd=tmp_path)
     assert refused.returncode == 2 and "was made for torch-ext>=1.0, not torch-ext>=1.0, other-ext" in refused.stdout + refused.stderr
+    # another image whose lock's file name is this one's (case and punctuation fold): neither overwritten nor followed
+    text = path.read_text()
+    other = run_invoke("lock", "--config", str(config), "--name", "team/dev", "--tag", "1.", env=env, cwd=tmp_path)
+    assert other.returncode == 2, other.stdout + other.stderr
+    assert f"{path} is the lock of team/dev:1; team/dev:1.'s lock would take its place" in " ".join(other.stderr.split())
+    assert path.read_text() == text
+    followed = run_invoke("build", "--config", str(config), "--name", "team/dev", "--tag", "1.", "--locked", "--dry-run",
+                          env=env, cwd=tmp_path)
+    assert followed.returncode == 2 and f"its lock {path} is the lock of team/dev:1 (its file name is this image's too)" \
+        in " ".join((followed.stdout + followed.stderr).split()), followed.stdout + followed.stderr
     assert "Traceback" not in refused.stdout + refused.stderr

@@ -178,6 +178,15 @@ def other_image(lock: Lock, image: str) -> str:
     return recorded if recorded and image and recorded != image else ""
 
 
+def refuse_another_images(target: Path, recorded: str, image: str) -> None:
+    """`invoke lock` of ``image`` never writes over ``target`` where it is the lock of another image
+    (``recorded``: the image it records, "" for none): exit 2, before any work."""
+    if recorded and recorded != image:
+        raise ConfigurationError(f"{target} is the lock of {recorded}; {image}'s lock would take its place (a lock's"
+                                 " file name folds case and punctuation). Give one of them another tag or name, or"
+                                 " lock this one into another folder: --config with [build] locks = \"./other-locks\".")
+
+
 def uv_platform(wheel_platforms: Sequence[str]) -> str:
     """uv's ``--python-platform`` of the image's wheel platform tags (manylinux_2_28_x86_64 →
     x86_64-manylinux_2_28)."""

@@ -121,6 +121,7 @@ class SdistLock:
     requirements: tuple[str, ...]  # what it was made for: the requirement-style [dev] extensions
     sdists: Mapping[str, LockedSdist]  # project (canonical) → its locked sdist
     sha256: str  # of the file as written
+    image: str = ""  # the image it was made for ("": a lock older than that record)
 
     def locked(self, requirement: str) -> LockedSdist | None:
         return self.sdists.get(canonicalize_name(Requirement(requirement).name))
@@ -160,11 +161,12 @@ def read_lock(path: Path) -> SdistLock | None:
     requirements = tool.get("requirements") if isinstance(tool, dict) else None
     if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
         raise ConfigurationError(f"{path} does not say what it was made for ([tool.torchbake] requirements). {remake}")
-    return SdistLock(path, tuple(requirements), found, hashlib.sha256(data).hexdigest())
+    image = tool.get("image", "") if isinstance(tool, dict) else ""
+    return SdistLock(path, tuple(requirements), found, hashlib.sha256(data).hexdigest(), image if isinstance(image, str) else "")
 
 
-def lock_text(requirements: Sequence[str], found: Sequence[LockedSdist]) -> str:
-    """A PEP 751 lock of ``found`` made for ``requirements``, checked by packaging's model."""
+def lock_text(requirements: Sequence[str], found: Sequence[LockedSdist], image: str = "") -> str:
+    """A PEP 751 lock of ``found`` made for ``requirements`` of ``image``, checked by packaging's model."""
     import tomli_w
     from packaging.pylock import Pylock
 
@@ -175,6 +177,7 @@ def lock_text(requirements: Sequence[str], found: Sequence[LockedSdist]) -> str:
         packages.append({"name": sdist.name, "version": sdist.version,
                          "sdist": {"name": file_name, where: sdist.location, "hashes": {"sha256": sdist.sha256}}})
     text = tomli_w.dumps({"lock-version": "1.0", "created-by": "torchbake", "packages": packages,
-                          "tool": {"torchbake": {"requirements": list(requirements)}}})
+                          "tool": {"torchbake": {**({"image": image} if image else {}),
+                                                 "requirements": list(requirements)}}})
     Pylock.from_dict(tomllib.loads(text))
     return text

@@ -153,6 +153,8 @@ def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
     except ConfigurationError as exc:  # made anew: nothing of it is kept
         output.channel().say(("Note:", "yellow"), f" {exc}")
         old = None
+    if old is not None:
+        locks.refuse_another_images(target, old.image, plan.image)
     freed = set() if upgrade is True else {canonicalize_name(name) for name in upgrade}
     if old is not None and upgrade is not True and (unknown := sorted(freed - set(old.sdists))):
         raise ConfigurationError(f"--upgrade-package {', '.join(unknown)}: not in {target} (it holds"
@@ -168,7 +170,7 @@ def _lock_dev_sdists(settings, upgrade, *, python_given: bool) -> None:
         location = redaction.split_credentials(downloads.split_fragment(sdist.url)[0])[0]  # never a password
         found.append(sdists.LockedSdist(sdist.name, sdist.version, location if "://" in location
                                         else str(Path(location).resolve()), artifact.sha256))
-    write_atomically(target, sdists.lock_text(wanted, found))
+    write_atomically(target, sdists.lock_text(wanted, found, plan.image))
     changed = locks.changes(old, sdists.read_lock(target))  # read back: what a build will take
     for name, was, now in changed:
         output.channel().say("  " + image_diff.Change("python", name, was, now).text())
@@ -199,10 +201,8 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
     except ConfigurationError as exc:  # made anew: nothing of it is kept
         channel.say(("Note:", "yellow"), f" {exc}")
         old = None
-    if old is not None and (other := locks.other_image(old, plan.image)):  # never another image's lock overwritten
-        raise ConfigurationError(f"{target} is the lock of {other}; {plan.image}'s lock would take its place (a lock's"
-                                 " file name folds case and punctuation). Give one of them another tag or name, or"
-                                 " lock this one into another folder: --config with [build] locks = \"./other-locks\".")
+    if old is not None:
+        locks.refuse_another_images(target, locks.other_image(old, plan.image), plan.image)
     if old is not None and upgrade is not True:
         from packaging.utils import canonicalize_name
 

@@ -441,10 +441,12 @@ def sdist_lock_fields(settings: Settings) -> dict:
         if settings.build.locked:
             raise
         return {**fields, "sdist_lock_state": f"float: {exc}"}
-    if found is not None and list(found.requirements) == wanted:
+    other = found.image if found is not None and found.image not in ("", settings.image.reference) else ""
+    if found is not None and list(found.requirements) == wanted and not other:
         return {**fields, "sdist_lock": found, "sdist_lock_state": f"locked by {path} ({len(found.sdists)} sdists,"
                                                                    f" sha256 {found.sha256[:12]})"}
-    why = (f"its lock {path} was made for {', '.join(found.requirements) or 'none'}, not {', '.join(wanted)}"
+    why = (f"its lock {path} is the lock of {other} (its file name is this image's too)" if other
+           else f"its lock {path} was made for {', '.join(found.requirements) or 'none'}, not {', '.join(wanted)}"
            if found is not None else f"no lock ({path})")
     if settings.build.locked:
         raise ConfigurationError(f"build.locked: {settings.image.reference}'s source-distribution extensions cannot be"
