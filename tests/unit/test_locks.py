@@ -173,6 +173,7 @@ def test_an_image_whose_lock_file_name_is_another_images_neither_overwrites_nor_
     assert result.returncode == 2, result.stdout + result.stderr
     assert (f"{path} is the lock of team/cpu:v1.0; team/cpu:V1-0's lock would take its place (a lock's file name"
             " folds case and punctuation)." in " ".join(result.stderr.split()))
+    assert f"If team/cpu:v1.0 is built no more, remove {path} and lock again." in " ".join(result.stderr.split())
     assert path.read_text() == text
     lock = locks.read(path, "3.11", AMD64)
     assert locks.mismatch(lock, ["numpy==2.3.0"], "3.11", "linux/amd64", image="team/cpu:v1.0") == []

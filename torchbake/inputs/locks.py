@@ -90,7 +90,8 @@ def made_for(requirements: Sequence[str], python_version: str, platform: str,
     a build installs on top of it, at the versions the mirror gave when locking; ``as_of``: how new a
     base's build requirements may be ([base] requirements_date); ``image``: the image it locks (its
     file name folds case and punctuation: team/torch:v1.0 and team/torch:V1-0 share one)."""
-    return {**({"image": image} if image else {}), "requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
+    return {**({"image": image} if image else {}),
+            "requirements": [Path(r).name if os.path.isabs(r) else r for r in requirements], "python": python_version,
             "platform": platform, **({"as_of": as_of} if as_of else {}), **({"base": dict(base)} if base else {}),
             **({"debs": dict(sorted(debs.items()))} if debs is not None else {})}
 
@@ -184,7 +185,8 @@ def refuse_another_images(target: Path, recorded: str, image: str) -> None:
     if recorded and recorded != image:
         raise ConfigurationError(f"{target} is the lock of {recorded}; {image}'s lock would take its place (a lock's"
                                  " file name folds case and punctuation). Give one of them another tag or name, or"
-                                 " lock this one into another folder: --config with [build] locks = \"./other-locks\".")
+                                 " lock this one into another folder: --config with [build] locks = \"./other-locks\"."
+                                 f" If {recorded} is built no more, remove {target} and lock again.")
 
 
 def uv_platform(wheel_platforms: Sequence[str]) -> str:

@@ -161,8 +161,9 @@ def read_lock(path: Path) -> SdistLock | None:
     requirements = tool.get("requirements") if isinstance(tool, dict) else None
     if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
         raise ConfigurationError(f"{path} does not say what it was made for ([tool.torchbake] requirements). {remake}")
-    image = tool.get("image", "") if isinstance(tool, dict) else ""
-    return SdistLock(path, tuple(requirements), found, hashlib.sha256(data).hexdigest(), image if isinstance(image, str) else "")
+    image = tool.get("image", "")
+    return SdistLock(path, tuple(requirements), found, hashlib.sha256(data).hexdigest(),
+                     image if isinstance(image, str) else "")
 
 
 def lock_text(requirements: Sequence[str], found: Sequence[LockedSdist], image: str = "") -> str:
