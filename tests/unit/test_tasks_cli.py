@@ -198,6 +198,9 @@ def test_a_name_past_the_engines_limit_says_the_limit():
     (["verify", "--image", "team/y:1", "team/x:1"], "'team/x:1' is a second IMAGE: it is given already ('team/y:1');"
                                                     " give one IMAGE. `invoke --help verify`"),
     (["stop-container", "one", "two"], "'two' is a second NAME: it is given already ('one'); give one NAME."),
+    (["diff", "team/a:1", "team/b:1", "team/c:1"], "'team/c:1' is one word too many: diff takes OLD ('team/a:1') and NEW"
+                                                   " ('team/b:1'), given already."),
+    (["diff", "team/a:1", "team/b:1", "--old", "team/c:1"], "--old names the OLD given already ('team/a:1')"),
     (["verify", "team/x:1", "biuld"], "No idea what 'biuld' is! Did you mean build?"),
     # invoke's own flags (-R is its --dry, -V its --version) are not the task's
     (["build", "-R", "--dry-run"], "No idea what '-R' is! -R is invoke's own --dry, not a flag of build (invoke's"

@@ -147,10 +147,13 @@ def _handle(parser: ParseMachine, token: str, original=ParseMachine.handle) -> N
                      f" {given.name.upper()}, as the argument or as {token} {given.name.upper()}.")
     # `verify --image OTHER IMG`: a second word for an argument given already as its flag
     if in_task and not token.startswith("-") and token not in parser.contexts and not parser.context.missing_positional_args:
-        given = next((arg for arg in parser.context.positional_args if arg.got_value), None)
-        if given is not None and not _nearest(parser, "", token):  # (a task's name mistyped: invoke's error, its hint)
-            parser.error(f"{token!r} is a second {given.name.upper()}: it is given already ({given.value!r});"
-                         f" give one {given.name.upper()}.")
+        filled = [arg for arg in parser.context.positional_args if arg.got_value]
+        if filled and not _nearest(parser, "", token):  # (a task's name mistyped: invoke's error, its hint)
+            if len(filled) == 1:
+                parser.error(f"{token!r} is a second {filled[0].name.upper()}: it is given already"
+                             f" ({filled[0].value!r}); give one {filled[0].name.upper()}.")
+            takes = " and ".join(f"{arg.name.upper()} ({arg.value!r})" for arg in filled)
+            parser.error(f"{token!r} is one word too many: {parser.context.name} takes {takes}, given already.")
     original(parser, token)
 
 
