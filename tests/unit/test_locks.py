@@ -253,11 +253,11 @@ def test_uv_is_given_the_indexes_in_its_environment_never_on_its_command_line(tm
 def test_a_bases_lock_holds_only_for_the_day_its_build_requirements_were_resolved_as_of():
     """A lock made as of the tag's day is not the closure of a base asked as of another day: the
     build would follow other tools than the plan says."""
-    lock = SimpleNamespace(made_for=locks.made_for(["cmake"], "3.11", "linux/amd64", as_of="tag"))
+    lock = locks.Lock(Path("pylock.base.toml"), locks.made_for(["cmake"], "3.11", "linux/amd64", as_of="tag"), (), "")
     assert locks.mismatch(lock, ["cmake"], "3.11", "linux/amd64", "tag") == []
     assert locks.mismatch(lock, ["cmake"], "3.11", "linux/amd64", "2023-01-01") == [
         "build requirements as of: tag → 2023-01-01"]
-    older = SimpleNamespace(made_for=locks.made_for(["numpy"], "3.11", "linux/amd64"))  # a release's: none
+    older = locks.Lock(Path("pylock.release.toml"), locks.made_for(["numpy"], "3.11", "linux/amd64"), (), "")  # a release's: none
     assert locks.mismatch(older, ["numpy"], "3.11", "linux/amd64") == []
 
 

@@ -66,6 +66,11 @@ class Lock:
     def versions(self) -> dict[str, str]:
         return {wheel.name: wheel.version for wheel in self.wheels}
 
+    @property
+    def image(self) -> str:
+        """The image it was made for ("": a lock older than that record)."""
+        return str(self.made_for.get("image") or "")
+
     def debs(self) -> dict[str, str]:
         """The Debian packages installed on top of the FROM image, by name, at their versions."""
         found = self.made_for.get("debs") or {}
@@ -157,7 +162,7 @@ def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platf
     """What the configuration asks for that the lock was not made for, in words ([] when it holds);
     ``image``: the image being built (a lock that records another is not its own)."""
     wanted = {"as_of": "", **made_for(requirements, python_version, platform, as_of=as_of)}
-    found = [] if not (other := other_image(lock, image)) else [f"image: {other} (its file name is this image's too)"]
+    found = [f"image: {other} (its file name is this image's too)"] if (other := other_image(lock.image, image)) else []
     for key, words in (("requirements", "requirements"), ("python", "Python"), ("platform", "platform"),
                        ("as_of", "build requirements as of")):
         if lock.made_for.get(key, "" if key == "as_of" else None) != wanted[key]:
@@ -172,17 +177,16 @@ def mismatch(lock: Lock, requirements: Sequence[str], python_version: str, platf
     return found
 
 
-def other_image(lock: Lock, image: str) -> str:
-    """The image ``lock`` records it was made for where that is not ``image`` ("" where it is, or
-    the lock is older than that record)."""
-    recorded = str(lock.made_for.get("image") or "")
+def other_image(recorded: str, image: str) -> str:
+    """``recorded``, the image a lock (a wheel lock or a dev image's sdist lock) records it was made
+    for, where that is not ``image``; "" where it is, or the lock is older than that record."""
     return recorded if recorded and image and recorded != image else ""
 
 
 def refuse_another_images(target: Path, recorded: str, image: str) -> None:
     """`invoke lock` of ``image`` never writes over ``target`` where it is the lock of another image
     (``recorded``: the image it records, "" for none): exit 2, before any work."""
-    if recorded and recorded != image:
+    if other_image(recorded, image):
         raise ConfigurationError(f"{target} is the lock of {recorded}; {image}'s lock would take its place (a lock's"
                                  " file name folds case and punctuation). Give one of them another tag or name, or"
                                  " lock this one into another folder: --config with [build] locks = \"./other-locks\"."

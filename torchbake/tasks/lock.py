@@ -202,7 +202,7 @@ def _lock_plan(plan, upgrade, fetch: bool, client) -> None:
         channel.say(("Note:", "yellow"), f" {exc}")
         old = None
     if old is not None:
-        locks.refuse_another_images(target, locks.other_image(old, plan.image), plan.image)
+        locks.refuse_another_images(target, old.image, plan.image)
     if old is not None and upgrade is not True:
         from packaging.utils import canonicalize_name
 

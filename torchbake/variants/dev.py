@@ -441,7 +441,7 @@ def sdist_lock_fields(settings: Settings) -> dict:
         if settings.build.locked:
             raise
         return {**fields, "sdist_lock_state": f"float: {exc}"}
-    other = found.image if found is not None and found.image not in ("", settings.image.reference) else ""
+    other = locks.other_image(found.image, settings.image.reference) if found is not None else ""
     if found is not None and list(found.requirements) == wanted and not other:
         return {**fields, "sdist_lock": found, "sdist_lock_state": f"locked by {path} ({len(found.sdists)} sdists,"
                                                                    f" sha256 {found.sha256[:12]})"}
