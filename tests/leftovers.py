@@ -1,7 +1,8 @@
 """What a test run killed before its end (CI's time limit, a machine stopped, kill -9) leaves on
 the engine and the disk, removed by the next run that finds no other run alive: the images under
-the tests' names that carry a run's id, and what a killed second engine left mounted in the tests'
-folders (pytest then cannot delete them, and they stay). On a reused CI machine these filled the
+the tests' names that carry a run's id; its second engines and registries, which outlive it
+(running, each engine with its bridge and its folder under /run); and what a killed second engine
+left mounted in the tests' folders (pytest then cannot delete them, and they stay). On a reused CI machine these filled the
 disk: a run holds a few GB of images when it is stopped.
 
 Each run holds a shared lock on one file for as long as it lives (the kernel drops it when the
@@ -10,15 +11,19 @@ under those names is in use, so nothing it removes belongs to a run still going.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+from tests import support
 from tests.support import unmount_below
 
 # Where the locks every test run and benchmark on this host share are: one folder for the host,
@@ -45,6 +50,10 @@ FOLDER_PREFIXES = ("pytest-of-", "torchbake-")
 BENCH_FOLDER = re.compile(r"^torchbake-[a-z-]*bench-")
 
 ENGINE_TIMEOUT = 120  # seconds for the engine to list or remove images
+# The programs a killed run leaves running: its second engines' (tests.support.start_second_engine)
+# and its registries (tests.support.serve_registry)
+ENGINE_PROGRAMS = ("dockerd", "containerd", "containerd-shim-runc-v2")
+REGISTRY_PROGRAM = "docker-registry"
 _held: list[int] = []
 
 
@@ -88,6 +97,7 @@ def sweep(docker: str = "docker") -> list[str]:
                            timeout=ENGINE_TIMEOUT)
     except subprocess.TimeoutExpired:
         removed = []
+    removed += stop_strays()
     for folder in TEMP.iterdir():
         if not (folder.name.startswith(FOLDER_PREFIXES) and folder.is_dir()):
             continue
@@ -98,8 +108,67 @@ def sweep(docker: str = "docker") -> list[str]:
     return removed
 
 
+def _in_tests_folder(word: str) -> bool:
+    """Whether ``word`` is a path in one of the runs' or benchmarks' folders."""
+    path = Path(word)
+    return path.is_relative_to(TEMP) and path != TEMP and path.relative_to(TEMP).parts[0].startswith(FOLDER_PREFIXES)
+
+
+def strays() -> dict[int, str]:
+    """Process id -> program of what killed runs left running: their second engines' dockerd,
+    containerd and shims (each names its folder under support.ENGINE_FOLDERS) and their registries
+    (their settings in a run's folder). No other program, and none of another folder: a user's
+    engines and registries are theirs."""
+    engines = str(support.ENGINE_FOLDERS / support.ENGINE_PREFIX)
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile
+            words = [word.decode(errors="replace") for word in (entry / "cmdline").read_bytes().split(b"\0") if word]
+            program = Path(words[0]).name if words else ""
+            if (program in ENGINE_PROGRAMS and any(engines in word for word in words[1:])
+                    or program == REGISTRY_PROGRAM and any(_in_tests_folder(word) for word in words[1:])):
+                found[int(entry.name)] = program
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie does not: it only waits for its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def stop_strays() -> list[str]:
+    """Kill what killed runs left running (:func:`strays`), then remove their engines' bridges
+    and folders (what is mounted in them unmounted first). Returns what went."""
+    found = strays()
+    for pid in found:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in found) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    removed = [f"process {pid} ({program})" for pid, program in found.items()]
+    if shutil.which("ip"):
+        listed = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True,
+                                check=False).stdout
+        for name in re.findall(r"^\d+: ([^:@\s]+)", listed, re.M):
+            if support.BRIDGE.fullmatch(name) and subprocess.run(["ip", "link", "del", name], capture_output=True,
+                                                                 check=False).returncode == 0:
+                removed.append(f"bridge {name}")
+    for folder in support.ENGINE_FOLDERS.glob(f"{support.ENGINE_PREFIX}*"):
+        unmount_below(folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(str(folder))
+    return removed
+
+
 if __name__ == "__main__":  # scripts/test.sh, before it counts the room on the engine's disk
     if shutil.which("docker"):
         gone = hold_and_sweep()
         if gone:
-            print(f"test.sh: removed what killed test runs left: {len(gone)} images, mounts and folders", file=sys.stderr)
+            print(f"test.sh: removed what killed test runs left: {len(gone)} images, processes, mounts and folders",
+                  file=sys.stderr)

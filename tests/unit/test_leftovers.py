@@ -1,18 +1,22 @@
 """A test run removes what killed runs left (tests/leftovers.py) only while no other run or
-benchmark lives, and only what carries a run's id under the tests' names: an engine stand-in (a
-script that lists images and records what it is asked to remove), a lock of the test's own."""
+benchmark lives, and only what carries a run's id under the tests' names, or what runs from a
+run's folders: an engine stand-in (a script that lists images and records what it is asked to
+remove), a lock, a temporary folder, an engines' folder and a bridge name of the test's own."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
+import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests import leftovers
+from tests import leftovers, support
 from tests.conftest import ROOT
 
 LISTED = [
@@ -46,6 +50,9 @@ def engine(tmp_path, monkeypatch):
     temp.mkdir()
     monkeypatch.setattr(leftovers, "RUNNING", temp / "running.lock")
     monkeypatch.setattr(leftovers, "TEMP", temp)
+    # the second engines and bridges of the test's own: a suite running beside it keeps its own
+    monkeypatch.setattr(support, "ENGINE_FOLDERS", tmp_path / "run")
+    monkeypatch.setattr(support, "BRIDGE", re.compile(r"tbt[0-9a-f]{6}"))
     monkeypatch.setattr(leftovers, "_held", [])
     yield str(docker), asked, temp
     for descriptor in leftovers._held:
@@ -150,3 +157,50 @@ def test_a_benchmark_that_names_a_smoke_image_is_alive_for_a_run_that_starts_bes
         benchmark.kill()
         benchmark.wait()
         benchmark.stdout.close()
+
+
+def pretending(program: str, *words: str) -> subprocess.Popen:
+    """A process that the system lists as ``program`` run with ``words`` (it only sleeps), once it
+    is listed so."""
+    process = subprocess.Popen(["bash", "-c", f'exec -a "$0" {sys.executable} -c "import time; time.sleep(120)" "$@"',
+                                program, *words])
+    deadline = time.monotonic() + 30
+    while not Path(f"/proc/{process.pid}/cmdline").read_bytes().startswith(program.encode() + b"\0"):
+        assert time.monotonic() < deadline and process.poll() is None, f"{program} never started"
+        time.sleep(0.02)
+    return process
+
+
+def test_the_engines_and_registries_a_killed_run_left_running_go_with_their_bridges_and_folders(engine, tmp_path):
+    """Killed with its run, a second engine keeps running (dockerd, its containerd, their shims),
+    with its bridge and its folder under /run, and so does a registry: the next run alone stops
+    them. A user's engine or registry, and a bridge not named as the tests name theirs, stay."""
+    docker, _asked, temp = engine
+    folder = tmp_path / "run" / "tb-b-k1ll3d"
+    (folder / "exec1").mkdir(parents=True)
+    run_folder = temp / "pytest-of-root" / "pytest-3" / "popen-gw0" / "registry0"
+    left = [pretending("dockerd", "--exec-root", str(folder / "exec1"), "--host", f"unix://{folder}/docker.sock"),
+            pretending("containerd", "--config", str(folder / "exec1/containerd/containerd.toml")),
+            pretending("/usr/bin/docker-registry", "serve", str(run_folder / "registry.yml"))]
+    users = [pretending("dockerd", "--exec-root", str(tmp_path / "team" / "exec")),
+             pretending("/usr/bin/docker-registry", "serve", str(temp / "team-folder" / "registry.yml"))]
+    bridges = [f"tbt{uuid.uuid4().hex[:6]}", f"tbu{uuid.uuid4().hex[:6]}"]  # the test's engines' name; another
+    for bridge in bridges:
+        subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    try:
+        removed = leftovers.hold_and_sweep(docker)
+        for process in left:
+            assert process.wait(timeout=15) == -9
+        assert all(process.poll() is None for process in users)
+        assert sorted(removed) == sorted([*LEFT, *(f"process {p.pid} ({name})" for p, name in
+                                                    zip(left, ("dockerd", "containerd", "docker-registry"), strict=True)),
+                                          f"bridge {bridges[0]}", str(folder)])
+        links = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
+        assert f": {bridges[0]}:" not in links and f": {bridges[1]}:" in links
+        assert not folder.exists()
+    finally:
+        for process in left + users:
+            process.kill()
+            process.wait()
+        for bridge in bridges:
+            subprocess.run(["ip", "link", "del", bridge], capture_output=True, check=False)
