@@ -2,8 +2,8 @@
 the engine and the disk, removed by the next run that finds no other run alive: the images under
 the tests' names that carry a run's id; its second engines and registries, which outlive it
 (running, each engine with its bridge and its folder under /run); and what a killed second engine
-left mounted in the tests' folders (pytest then cannot delete them, and they stay). On a reused CI machine these filled the
-disk: a run holds a few GB of images when it is stopped.
+left mounted in the tests' folders (pytest then cannot delete them, and they stay). On a reused CI
+machine these filled the disk: a run holds a few GB of images when it is stopped.
 
 Each run holds a shared lock on one file for as long as it lives (the kernel drops it when the
 process dies, however it dies). A run that gets the lock exclusively is the only one: nothing
@@ -156,8 +156,8 @@ def stop_strays() -> list[str]:
         listed = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True,
                                 check=False).stdout
         for name in re.findall(r"^\d+: ([^:@\s]+)", listed, re.M):
-            if support.BRIDGE.fullmatch(name) and subprocess.run(["ip", "link", "del", name], capture_output=True,
-                                                                 check=False).returncode == 0:
+            ours = re.fullmatch(rf"{re.escape(support.BRIDGE_PREFIX)}[0-9a-f]{{6}}", name)  # as start_second_engine names them
+            if ours and subprocess.run(["ip", "link", "del", name], capture_output=True, check=False).returncode == 0:
                 removed.append(f"bridge {name}")
     for folder in support.ENGINE_FOLDERS.glob(f"{support.ENGINE_PREFIX}*"):
         unmount_below(folder)

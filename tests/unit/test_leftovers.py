@@ -6,7 +6,6 @@ remove), a lock, a temporary folder, an engines' folder and a bridge name of the
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -52,7 +51,7 @@ def engine(tmp_path, monkeypatch):
     monkeypatch.setattr(leftovers, "TEMP", temp)
     # the second engines and bridges of the test's own: a suite running beside it keeps its own
     monkeypatch.setattr(support, "ENGINE_FOLDERS", tmp_path / "run")
-    monkeypatch.setattr(support, "BRIDGE", re.compile(r"tbt[0-9a-f]{6}"))
+    monkeypatch.setattr(support, "BRIDGE_PREFIX", "tbt")
     monkeypatch.setattr(leftovers, "_held", [])
     yield str(docker), asked, temp
     for descriptor in leftovers._held:
