@@ -86,8 +86,9 @@ def leftover(reference: str) -> bool:
 
 
 def sweep(docker: str = "docker") -> list[str]:
-    """Remove every image a run made for itself, and unmount what killed engines left mounted in
-    the tests' folders. Only while no run is alive (:func:`hold_and_sweep`)."""
+    """Remove every image a run made for itself, stop the engines and registries killed runs left
+    running (:func:`stop_strays`), and unmount what killed engines left mounted in the tests'
+    folders. Only while no run is alive (:func:`hold_and_sweep`)."""
     try:  # an engine that does not answer: its images stay, for the next run
         listed = subprocess.run([docker, "images", "--format", "{{.Repository}}:{{.Tag}}"], capture_output=True,
                                 text=True, check=False, timeout=ENGINE_TIMEOUT).stdout.split()
