@@ -24,11 +24,13 @@ from .helpers import docker, recorded_compiles
 @pytest.fixture(scope="module")
 def large_config(lite_dev_config, tmp_path_factory):
     """lite_dev_config with PyTorch's source of TEST_UNITS translation units (fixture_repos:
-    pytorch-large), and its git credentials."""
+    pytorch-large) and no further extension ([dev] extensions: apex's step is test_dev's), and its
+    git credentials."""
     config, credentials = lite_dev_config
     large = tmp_path_factory.mktemp("large") / "fixture-large.toml"
-    large.write_text(config.read_text().replace("/pytorch.git", "/pytorch-large.git"))
-    assert large.read_text() != config.read_text()
+    text = config.read_text().replace("/pytorch.git", "/pytorch-large.git")
+    large.write_text(re.sub(r"^extensions = .*\n", "", text, flags=re.M))
+    assert "pytorch-large" in large.read_text() and "apex" in text and "apex" not in large.read_text()
     return large, credentials
 
 
@@ -145,6 +147,10 @@ def test_a_changed_file_alone_is_compiled_through_an_s3_store_over_tls_and_a_sto
             assert re.search(rf"^Compiled: pytorch: {TEST_UNITS + 1} compiled, \d+ s", on_a.stdout, re.M), on_a.stdout[-3000:]
             # and its progress counted the same objects as they were compiled (the compiler's calls)
             assert recorded_compiles(on_a.stdout, "compile_progress")["pytorch"]["objects"] == TEST_UNITS + 1
+            # no further extension: no step for them (on Docker 26 it would read the whole tree below it
+            # first, its clones' credentials being a secret: tests/unit/test_render.py)
+            log = Path(re.search(r"manifest: (\S+)\)", on_a.stdout).group(1).replace(".manifest.json", ".log"))
+            assert "build_source.sh pytorch" in log.read_text() and "build_extras.sh" not in log.read_text()
 
             write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7, units=TEST_UNITS)  # one file, the tag moved
             changed_base = build_base(config, f"{run_id}-changed", base_image, tb_env)
@@ -182,13 +188,15 @@ def test_a_changed_file_alone_is_compiled_through_an_s3_store_over_tls_and_a_sto
             docker("image", "rm", "--force", image, check=False)
 
 
-def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_certificate_is_said_or_refused(
+def test_a_webdav_store_over_tls_fills_and_an_untrusted_certificate_is_refused(
         lite_dev_base, tb_env, large_config, run_id, tmp_path):
     """The second kind of store: WebDAV over TLS (WsgiDAV on loopback, a user and a password, its
     CA the test's own). With the right password and the CA the build's objects are in the store;
-    a wrong password: the build compiles without it and says why (the server's 401), its tag
-    set; the CA not given (an untrusted certificate) with --require-compile-cache: exit 3, the tag
-    where it was. The password is in no output, log or image."""
+    the CA not given (an untrusted certificate) with --require-compile-cache: exit 3, the tag
+    where it was. The password is in no output, log or image. (A store that refuses sccache, as
+    a wrong password's 401: the build compiles without it and says why, the server's answer
+    quoted: tests/unit/test_compile_cache.py; a store that cannot be used, without
+    --require-compile-cache: the previous test's store that dies in the middle of a build.)"""
     config, credentials = large_config
     password = "dav-" + uuid.uuid4().hex
     tag = f"{run_id}-webdav"
@@ -203,16 +211,7 @@ def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_cert
             assert compiled["pytorch"]["remote"] and not compiled["pytorch"]["store_errors"], compiled
             assert store.files() > TEST_UNITS  # every object, and sccache's own check file
 
-            store.url = store.url.replace(password, "wrong-" + password[4:12])
-            wrong, _ = dev_build(config, credentials, store_config(tmp_path / "wrong.toml", store), tmp_path, tag,
-                                 lite_dev_base[0], env=tb_env, jobs=6)
-            assert wrong.returncode == 0, (wrong.stdout + wrong.stderr)[-4000:]
-            assert "the compile cache's store could not be used (WebDAV over HTTPS, 127.0.0.1:" in wrong.stdout
-            assert "401" in wrong.stdout
-            assert "Warning: the compile cache's store ([dev] compile_cache) could not be reached from the" in " ".join(
-                wrong.stdout.split())
-
-            store.url, store.ca = store.url.replace("wrong-" + password[4:12], password), None
+            store.ca = None
             held = docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip()
             untrusted, _ = dev_build(config, credentials, store_config(tmp_path / "untrusted.toml", store), tmp_path,
                                      tag, lite_dev_base[0], "--require-compile-cache", env=tb_env, jobs=7)
@@ -221,6 +220,6 @@ def test_a_webdav_store_over_tls_fills_and_a_wrong_password_or_an_untrusted_cert
             assert "could not be reached from the pytorch" in untrusted.stderr, untrusted.stderr[-3000:]
             assert "--require-compile-cache ([dev] compile_cache_required) makes that an error" in untrusted.stderr
             assert docker("image", "inspect", "--format", "{{.Id}}", image).stdout.strip() == held
-            assert_secret_nowhere(password, image, (filled, wrong, untrusted))
+            assert_secret_nowhere(password, image, (filled, untrusted))
         finally:
             docker("image", "rm", "--force", image, check=False)

@@ -294,6 +294,22 @@ def test_a_dockerfile_mounts_only_the_secrets_its_build_passes(tmp_path):
         "RUN --mount=type=secret,id=ca_bundle,required=true make\n")
 
 
+def test_a_dev_image_without_further_extensions_has_no_step_for_them():
+    """The further extensions' step ([dev] extensions) mounts their clones' git credentials, and on
+    BuildKit 0.13 a step that mounts a secret first reads every file below it (moby/buildkit#5251:
+    3.5 s of the engine's CPU on the test fixture's dev base, 2026-12-03). A dev image with none
+    has no such step (tests/e2e/test_dev_cache.py builds one); with some it is there."""
+    from torchbake.inputs.context import SECRET_IDS, mounted_secrets
+
+    template = (data.ROOT / "docker/ubuntu/dockerfile.dev").read_text()
+    without = render_dockerfile(template, {}, "cpu", steps=(), secrets=SECRET_IDS)
+    assert "build_extras.sh" not in without and "extensions.txt" not in without, without
+    assert mounted_secrets(without) == mounted_secrets(template)  # the other steps keep theirs
+    extras = render_dockerfile(template, {}, "cpu", steps=("extras",), secrets=SECRET_IDS)
+    assert "COPY extensions.txt /opt/torchbake/extensions.txt\nARG INSTALLER=uv\nRUN " in extras
+    assert "bash /opt/torchbake/common/build_extras.sh /opt/torchbake/extensions.txt" in extras
+
+
 def test_the_secrets_a_plan_passes_are_its_ca_bundle_credentials_and_compile_cache(tmp_path):
     from torchbake.building.builder import build_secrets
     from torchbake.variants.dev import plan as plan_dev

@@ -66,7 +66,7 @@ STEPS_MARKER = "# @torchbake-steps@"  # where a team's [image] steps go (before 
 # layer, and two empty layers in a row make BuildKit's mode=max cache export take minutes and
 # gigabytes (docker/buildx#537; measured: 313 s and 12 GB for a tiny release image, 3.5 s without).
 OPTIONAL_STEP = re.compile(r"^# @torchbake-if ([a-z-]+)@\n((?:.+\n?)*)", re.MULTILINE)
-OPTIONAL_STEPS = ("toolkits", "extension", "keep-uv")  # what a context can have something for
+OPTIONAL_STEPS = ("toolkits", "extension", "extras", "keep-uv")  # what a context can have something for
 # The BuildKit secrets torchbake passes (`--secret id=…`, torchbake.building.builder.build_secrets).
 # A template's mount of one that a build does not pass is left out of its Dockerfile: BuildKit 0.13
 # (Docker 26) up to moby/buildkit#5251 (August 2024) reads and hashes every file of the filesystem

@@ -277,8 +277,11 @@ class DevPlan(PlanCommon):
         patches.stage(self.patch_files, stage.path / "patches")
         (stage.path / "sources").mkdir(exist_ok=True)
         recorded = stage.sources([vision], self.keep_git) if vision is not None else {}
+        # the further extensions' step only where there are some: a step that mounts a secret (their
+        # clones' git credentials) costs a read of the whole tree below it on Docker 26 (SECRET_IDS)
         return stage.finish(self.dockerfile_template, self.build_env, self.profile, ["**/.git"] if not self.keep_git else [],
-                            runtime_env=self.runtime_env, sources=recorded, image_steps=self.image_steps)
+                            runtime_env=self.runtime_env, sources=recorded, image_steps=self.image_steps,
+                            steps=["extras"] if self.extensions else [])
 
     def sdist_requirements(self) -> list[str]:
         """The [dev] extensions built from their source distributions (requirements, not URLs)."""
