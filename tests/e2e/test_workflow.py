@@ -4,12 +4,13 @@ working tree, with the environment GitHub gives a job (its documented variables,
 $GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY, $RUNNER_TEMP, a passwordless sudo), the repository's
 variables and secrets given or not, and each `${{ }}` expression evaluated as GitHub does for the
 forms the workflow uses. What cannot run here is said, not faked: the `uses:` steps (the clone is
-the checkout; one virtual environment of this machine's Python 3.11 is setup-python's; the caches
-start cold; the artifacts' paths are checked to exist), `runs-on`, and GitHub's OIDC identity
-(keyless signing: tests/unit/test_signing.py against GitHub's recorded token exchange). A job's
-`pip install` step that an earlier job already ran into that one environment is said, not run
-again: on GitHub each job installs into its own runner's Python; here the environment holds it
-already, and pip would only build the same editable wheel again (4 s of CPU a step).
+the checkout; one virtual environment of this machine's Python 3.11 is setup-python's, torchbake's
+dependencies already in it (python_311); the caches start cold; the artifacts' paths are checked
+to exist), `runs-on`, and GitHub's OIDC identity (keyless signing: tests/unit/test_signing.py
+against GitHub's recorded token exchange). A job's `pip install` step that an earlier job already
+ran into that one environment is said, not run again: on GitHub each job installs into its own
+runner's Python; here the environment holds it already, and pip would only build the same
+editable wheel again (4 s of CPU a step).
 
 Twice: with no variable and no secret (the matrix builds what it can, skips what needs vendor
 URLs, pushes nothing); then with a local registry and a signing key (what it builds is pushed,
@@ -182,10 +183,26 @@ def _env_file(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def python_311(tmp_path_factory) -> Path:
-    """setup-python's Python 3.11: a fresh virtual environment of this machine's, nothing installed."""
+    """setup-python's Python 3.11: a fresh virtual environment of this machine's, pip in it, and
+    torchbake's dependencies (its [keyless] extra's too), put there by uv (the pinned one of the
+    test tools) from the indexes pip is configured with, as scripts/setup.sh fills .venv. The
+    workflow's `pip install` steps still run as written: pip finds the dependencies there and
+    installs torchbake itself (26 s of CPU less than pip installing everything, 2026-12-03). pip
+    installing the whole dependency set into a new environment: tests/e2e/test_installed.py."""
+    import tomllib
+
+    from torchbake.inputs import pip_configuration
+
     folder = tmp_path_factory.mktemp("setup-python") / "venv"
     subprocess.run([sys.executable if sys.version_info[:2] == (3, 11) else "python3.11", "-m", "venv", str(folder)],
                    check=True)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["keyless"]]
+    listing = subprocess.run([sys.executable, "-m", "pip", "config", "list"], check=True, capture_output=True,
+                             text=True).stdout
+    uv_env = pip_configuration.uv_environment(pip_configuration.parse(listing, "install"))
+    subprocess.run([Path(sys.executable).with_name("uv"), "pip", "install", "--quiet", "--python", folder / "bin" / "python",
+                    *requirements], check=True, env={**os.environ, **uv_env}, stdin=subprocess.DEVNULL)
     return folder / "bin"
 
 
