@@ -262,11 +262,14 @@ def dev_config(repos, tiny_torch, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def lite_dev_config(dev_config, tiny_torch, repos):
-    """dev_config ("fixture-lite") with the one-file extension (fixture_repos: extension-lite): for
-    the tests about the matrix and the registry (test_dev moves dev_config's extension's tag)."""
+    """dev_config ("fixture-lite") with the one-file extension (fixture_repos: extension-lite) and no
+    further extension (apex's step is test_dev's; a dev image without one has no step for them):
+    for the tests about the matrix, the registry and the compile cache (test_dev moves dev_config's
+    extension's tag)."""
     config, credentials = dev_config
     lite = config.with_name("fixture-lite.toml")
-    lite.write_text(dev_profile(repos["url"], supplier=SUPPLIER, torch=str(tiny_torch), extension="private/extension-lite"))
+    lite.write_text(dev_profile(repos["url"], supplier=SUPPLIER, torch=str(tiny_torch), extension="private/extension-lite",
+                                extras=False))
     return lite, credentials
 
 
