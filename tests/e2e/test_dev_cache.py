@@ -147,8 +147,8 @@ def test_a_changed_file_alone_is_compiled_through_an_s3_store_over_tls_and_a_sto
             assert recorded_compiles(on_a.stdout, "compile_progress")["pytorch"]["objects"] == TEST_UNITS + 1
             # no further extension (lite_dev_config): no step for them (on Docker 26 it would read the whole
             # tree below it first, its clones' credentials being a secret: tests/unit/test_render.py)
-            log = Path(re.search(r"manifest: (\S+)\)", on_a.stdout).group(1).replace(".manifest.json", ".log"))
-            assert "build_source.sh pytorch" in log.read_text() and "build_extras.sh" not in log.read_text()
+            log = Path(re.search(r"manifest: (\S+)\)", on_a.stdout).group(1).replace(".manifest.json", ".log")).read_text()
+            assert "build_source.sh pytorch" in log and "build_extras.sh" not in log
 
             write_large_pytorch(repos["root"] / "work", repos["root"] / "srv", changed=7, units=TEST_UNITS)  # one file, the tag moved
             changed_base = build_base(config, f"{run_id}-changed", base_image, tb_env)

@@ -268,7 +268,7 @@ class DevPlan(PlanCommon):
                         wanted=bool(requirements) and self.python_options.installer == "uv")
         stage.compile_cache_tool(self.sccache, python_version, self.wheel_options, cache.root, log_file,
                                  wanted=self.uses_sccache)
-        (stage.path / "extensions").mkdir(exist_ok=True)  # mounted by the extensions' step either way
+        (stage.path / "extensions").mkdir(exist_ok=True)  # in every context (context_lines); mounted where extensions are
         for artifact in from_source.values():
             link_or_copy(artifact.path, stage.path / "extensions" / artifact.path.name)
             stage.record(artifact.path.name, artifact.path)
